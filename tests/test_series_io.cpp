@@ -1,0 +1,699 @@
+// Series file I/O (engine/series_io.hpp): exact round trips through every format, numpy
+// interoperability, and one clear, fact-naming error per way a series file can be wrong.
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/series_io.hpp"
+
+namespace fs = std::filesystem;
+using ipcfloor::ErrorCode;
+using ipcfloor::Expected;
+using ipcfloor::SeriesFormat;
+
+namespace {
+
+// A fresh directory per test case, removed with everything in it afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            fmt::format("ipcfloor-series-io-{}-{}", ::getpid(), counter++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  [[nodiscard]] std::string file(std::string_view name) const { return (path_ / name).string(); }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void write_bytes(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string le_bytes(const std::vector<double>& values) {
+  std::string out;
+  for (const double v : values) {
+    const auto bits = std::bit_cast<std::uint64_t>(v);
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xffU));
+  }
+  return out;
+}
+
+// A .npy built by hand, so every header variant can be tested without numpy.
+std::string npy_bytes(std::string_view dict, std::string_view data, unsigned major = 1) {
+  const std::size_t length_bytes = (major == 1) ? 2 : 4;
+  std::string header(dict);
+  const std::size_t unpadded = 8 + length_bytes + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string out("\x93NUMPY", 6);
+  out.push_back(static_cast<char>(major));
+  out.push_back('\0');
+  for (std::size_t i = 0; i < length_bytes; ++i) {
+    out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xffU));
+  }
+  return out + header + std::string(data);
+}
+
+// A random walk with values that have no short decimal form, so CSV exactness is tested.
+std::vector<double> sample_series(std::size_t n) {
+  std::vector<double> close(n);
+  std::uint64_t state = 0x9E3779B97F4A7C15U;
+  double price = 100.0;
+  for (double& c : close) {
+    state = state * 6364136223846793005U + 1442695040888963407U;
+    price *= std::exp((static_cast<double>(state >> 11) * 0x1p-53 - 0.5) * 0.01);
+    c = price;
+  }
+  return close;
+}
+
+// Values at the edges of binary64 that a sloppy writer or parser would change.
+std::vector<double> awkward_series() {
+  return {std::numeric_limits<double>::denorm_min(),
+          std::numeric_limits<double>::min(),
+          std::numeric_limits<double>::max(),
+          0.1,
+          1.0 / 3.0,
+          1e-300,
+          123456789.12345679,
+          std::nextafter(1.0, 2.0),
+          100.029215};
+}
+
+void check_bitwise_equal(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("bar ", i, ": got ", fmt::format("{}", got[i]), ", want ", fmt::format("{}", want[i]));
+    REQUIRE(std::bit_cast<std::uint64_t>(got[i]) == std::bit_cast<std::uint64_t>(want[i]));
+  }
+}
+
+template <class T>
+void check_error(const Expected<T>& result, ErrorCode code,
+                 std::initializer_list<std::string_view> facts) {
+  REQUIRE_FALSE(result.has_value());
+  const std::string& message = result.error().message;
+  INFO("message: ", message);
+  CHECK(result.error().code == code);
+  for (const std::string_view fact : facts) {
+    INFO("expected the message to contain: ", std::string(fact));
+    CHECK(message.find(fact) != std::string::npos);
+  }
+}
+
+bool numpy_available() {
+  static const bool available =
+      fs::exists("/usr/bin/python3") &&
+      std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+  return available;
+}
+
+// Runs a Python script with the temp directory as its argument; true when it exits 0.
+bool run_python(const TempDir& dir, std::string_view script) {
+  const std::string script_path = dir.file("check.py");
+  write_bytes(script_path, script);
+  const std::string command =
+      fmt::format("/usr/bin/python3 '{}' '{}'", script_path, dir.path().string());
+  return std::system(command.c_str()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("tells the series format from the file extension, ignoring case") {
+  CHECK(ipcfloor::format_from_path("data.csv").value() == SeriesFormat::csv);
+  CHECK(ipcfloor::format_from_path("/tmp/x.y/DATA.CSV").value() == SeriesFormat::csv);
+  CHECK(ipcfloor::format_from_path("close.f64").value() == SeriesFormat::f64);
+  CHECK(ipcfloor::format_from_path("close.bin").value() == SeriesFormat::f64);
+  CHECK(ipcfloor::format_from_path("close.Raw").value() == SeriesFormat::f64);
+  CHECK(ipcfloor::format_from_path("series.npy").value() == SeriesFormat::npy);
+}
+
+TEST_CASE("rejects an unknown or missing extension and names the path") {
+  check_error(ipcfloor::format_from_path("prices.txt"), ErrorCode::invalid_argument,
+              {"prices.txt", "'.txt'", ".csv", ".npy"});
+  check_error(ipcfloor::format_from_path("dir.npy/prices"), ErrorCode::invalid_argument,
+              {"dir.npy/prices", "no file extension"});
+  check_error(ipcfloor::load_series("prices.parquet"), ErrorCode::invalid_argument,
+              {"prices.parquet"});
+  check_error(ipcfloor::save_series("prices.json", std::vector<double>{1.0, 2.0}),
+              ErrorCode::invalid_argument, {"prices.json"});
+}
+
+TEST_CASE("round-trips a series through raw float64 exactly") {
+  const TempDir dir;
+  for (const auto& series : {awkward_series(), sample_series(1000)}) {
+    for (const char* name : {"close.f64", "close.bin", "close.raw"}) {
+      const std::string path = dir.file(name);
+      REQUIRE(ipcfloor::save_series(path, series).has_value());
+      const auto loaded = ipcfloor::load_series(path);
+      REQUIRE(loaded.has_value());
+      check_bitwise_equal(*loaded, series);
+    }
+  }
+}
+
+TEST_CASE("round-trips a series through .npy exactly") {
+  const TempDir dir;
+  for (const auto& series : {awkward_series(), sample_series(1000)}) {
+    const std::string path = dir.file("close.npy");
+    REQUIRE(ipcfloor::save_series(path, series).has_value());
+    const auto loaded = ipcfloor::load_series(path);
+    REQUIRE(loaded.has_value());
+    check_bitwise_equal(*loaded, series);
+  }
+}
+
+TEST_CASE("round-trips a series through CSV exactly, with 17 significant digits") {
+  const TempDir dir;
+  for (const auto& series : {awkward_series(), sample_series(1000)}) {
+    const std::string path = dir.file("close.csv");
+    REQUIRE(ipcfloor::save_series(path, series).has_value());
+    const auto loaded = ipcfloor::load_series(path);
+    REQUIRE(loaded.has_value());
+    check_bitwise_equal(*loaded, series);
+  }
+}
+
+TEST_CASE("writes raw float64 as bare little-endian values") {
+  const TempDir dir;
+  const std::vector<double> series{100.0, 100.5, 99.25};
+  REQUIRE(ipcfloor::save_series(dir.file("s.f64"), series).has_value());
+  CHECK(read_bytes(dir.file("s.f64")) == le_bytes(series));
+}
+
+TEST_CASE("writes a .npy v1.0 '<f8' header padded to a multiple of 64 bytes, ending in a newline") {
+  const TempDir dir;
+  const std::vector<double> series{100.0, 100.5, 99.25};
+  REQUIRE(ipcfloor::save_series(dir.file("s.npy"), series).has_value());
+  const std::string bytes = read_bytes(dir.file("s.npy"));
+  REQUIRE(bytes.size() > 10);
+  CHECK(bytes.substr(0, 6) == std::string("\x93NUMPY", 6));
+  CHECK(bytes[6] == '\x01');
+  CHECK(bytes[7] == '\x00');
+  const std::size_t header_length = static_cast<unsigned char>(bytes[8]) +
+                                    256U * static_cast<unsigned char>(bytes[9]);
+  const std::size_t data_offset = 10 + header_length;
+  CHECK(data_offset % 64 == 0);
+  REQUIRE(bytes.size() == data_offset + 24);
+  const std::string header = bytes.substr(10, header_length);
+  CHECK(header.back() == '\n');
+  CHECK(header.find("'descr': '<f8'") != std::string::npos);
+  CHECK(header.find("'fortran_order': False") != std::string::npos);
+  CHECK(header.find("'shape': (3,)") != std::string::npos);
+  CHECK(bytes.substr(data_offset) == le_bytes(series));
+}
+
+TEST_CASE("writes CSV as a close header and one 17-digit value per line") {
+  const TempDir dir;
+  REQUIRE(ipcfloor::save_series(dir.file("s.csv"), std::vector<double>{100.0, 0.1, 2.5}).has_value());
+  CHECK(read_bytes(dir.file("s.csv")) == "close\n100\n0.10000000000000001\n2.5\n");
+}
+
+TEST_CASE("reads the close column among others, with quoted mixed-case headers, CRLF and trailing blank lines") {
+  const TempDir dir;
+  const std::string path = dir.file("bars.csv");
+  write_bytes(path,
+              "\"Date\",\"Open\",\"CLOSE\",Volume\r\n"
+              "2024-01-02,1,100.5,10\r\n"
+              "2024-01-03,1,101.25,11\r\n"
+              "\r\n"
+              "\r\n");
+  const auto loaded = ipcfloor::load_series(path);
+  REQUIRE(loaded.has_value());
+  CHECK(*loaded == std::vector<double>{100.5, 101.25});
+}
+
+TEST_CASE("reads CSV cells holding quoted commas, spaces, a leading '+' and a UTF-8 BOM") {
+  const TempDir dir;
+  const std::string path = dir.file("bars.csv");
+  write_bytes(path,
+              "\xEF\xBB\xBF" "date , 'Close'\n"
+              "\"Jan 2, 2024\", 1.5\n"
+              "\"Jan 3, 2024\",\"+2.5\"");  // and no newline at the end
+  const auto loaded = ipcfloor::load_series(path);
+  REQUIRE(loaded.has_value());
+  CHECK(*loaded == std::vector<double>{1.5, 2.5});
+}
+
+TEST_CASE("names the bar index and value of a negative close") {
+  const std::vector<double> series{100.0, 101.0, -3.5, 102.0};
+  check_error(ipcfloor::validate_series(series, "data.csv"), ErrorCode::bad_data,
+              {"data.csv: bar 2 is -3.5", "finite and positive"});
+}
+
+TEST_CASE("names the bar index of a NaN, an infinite and a zero close") {
+  std::vector<double> series(10, 100.0);
+  SUBCASE("NaN") {
+    series[7] = std::numeric_limits<double>::quiet_NaN();
+    check_error(ipcfloor::validate_series(series, "s.npy"), ErrorCode::bad_data,
+                {"s.npy", "bar 7 is nan"});
+  }
+  SUBCASE("infinity") {
+    series[0] = std::numeric_limits<double>::infinity();
+    check_error(ipcfloor::validate_series(series, "s.npy"), ErrorCode::bad_data,
+                {"s.npy", "bar 0 is inf"});
+  }
+  SUBCASE("zero") {
+    series[9] = 0.0;
+    check_error(ipcfloor::validate_series(series, "s.npy"), ErrorCode::bad_data,
+                {"s.npy", "bar 9 is 0"});
+  }
+}
+
+TEST_CASE("rejects a series of fewer than 2 bars") {
+  check_error(ipcfloor::validate_series(std::vector<double>{100.0}, "one.f64"),
+              ErrorCode::bad_data, {"one.f64", "1 bar", "at least 2"});
+  check_error(ipcfloor::validate_series({}, "none.npy"), ErrorCode::bad_data,
+              {"none.npy", "0 bars", "at least 2"});
+}
+
+TEST_CASE("accepts a series of finite positive bars") {
+  CHECK(ipcfloor::validate_series(awkward_series(), "edge values").has_value());
+  CHECK(ipcfloor::validate_series(sample_series(150'000), "sample").has_value());
+}
+
+TEST_CASE("load_series validates the bars and names the file, bar index and value") {
+  const TempDir dir;
+  auto series = sample_series(2000);
+  series[1234] = -3.5;
+  for (const char* name : {"bad.csv", "bad.f64", "bad.npy"}) {
+    const std::string path = dir.file(name);
+    REQUIRE(ipcfloor::save_series(path, series).has_value());
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path + ": bar 1234 is -3.5; every close must be finite and positive"});
+  }
+}
+
+TEST_CASE("reports a missing file with its path and the OS reason") {
+  const TempDir dir;
+  const std::string path = dir.file("absent.csv");
+  check_error(ipcfloor::load_series(path), ErrorCode::io,
+              {path, "No such file or directory"});
+}
+
+TEST_CASE("reports an unreadable file with its path and the OS reason") {
+  const TempDir dir;
+  SUBCASE("a directory") {
+    const std::string path = dir.file("folder.f64");
+    fs::create_directory(path);
+    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Is a directory"});
+  }
+  SUBCASE("no read permission") {
+    if (::geteuid() == 0) {
+      MESSAGE("skipped: root reads files whatever their mode");
+      return;
+    }
+    const std::string path = dir.file("locked.npy");
+    write_bytes(path, "x");
+    ::chmod(path.c_str(), 0);
+    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Permission denied"});
+  }
+}
+
+TEST_CASE("rejects an empty file in every format") {
+  const TempDir dir;
+  for (const char* name : {"empty.csv", "empty.f64", "empty.npy"}) {
+    const std::string path = dir.file(name);
+    write_bytes(path, "");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "empty"});
+  }
+}
+
+TEST_CASE("rejects a raw file whose size is not a whole number of float64 values") {
+  const TempDir dir;
+  const std::string path = dir.file("cut.f64");
+  write_bytes(path, le_bytes(sample_series(150)) + "abc");  // 1203 bytes
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "truncated: 1203 bytes is not a whole number of float64 values"});
+}
+
+TEST_CASE("rejects a .npy with bad magic") {
+  const TempDir dir;
+  const std::string path = dir.file("fake.npy");
+  write_bytes(path, "close\n1.0\n2.0\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "bad magic", "close"});
+}
+
+TEST_CASE("rejects a .npy whose header is truncated") {
+  const TempDir dir;
+  const std::string path = dir.file("cut.npy");
+  const std::string whole = npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+                                      le_bytes({1.0, 2.0}));
+  SUBCASE("inside the preamble") {
+    write_bytes(path, whole.substr(0, 9));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "truncated header", "9 bytes"});
+  }
+  SUBCASE("inside the header dict") {
+    write_bytes(path, whole.substr(0, 40));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "truncated header", "says 118 bytes", "only 30"});
+  }
+}
+
+TEST_CASE("rejects a .npy whose data is shorter than its shape says") {
+  const TempDir dir;
+  const std::string path = dir.file("short.npy");
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (10,), }",
+                              le_bytes(sample_series(9))));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "truncated", "shape (10,)", "only 72 bytes"});
+}
+
+TEST_CASE("rejects a .npy with stray bytes after the data its shape declares") {
+  const TempDir dir;
+  const std::string path = dir.file("long.npy");
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+                              le_bytes(sample_series(4))));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "8 stray bytes", "shape (3,)"});
+}
+
+TEST_CASE("rejects a big-endian npy and names the dtype") {
+  const TempDir dir;
+  const std::string path = dir.file("be.npy");
+  write_bytes(path, npy_bytes("{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }",
+                              std::string(16, '\x40')));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "'>f8' (big-endian float64)", "'<f8'"});
+}
+
+TEST_CASE("rejects a float32, int64 or structured npy and names the dtype") {
+  const TempDir dir;
+  const std::string path = dir.file("typed.npy");
+  SUBCASE("float32") {
+    write_bytes(path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+                                std::string(8, '\x40')));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "'<f4' (little-endian float32)"});
+  }
+  SUBCASE("int64") {
+    write_bytes(path, npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }",
+                                std::string(16, '\x01')));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "'<i8' (little-endian int64)"});
+  }
+  SUBCASE("structured") {
+    write_bytes(path, npy_bytes("{'descr': [('close', '<f8')], 'fortran_order': False, "
+                                "'shape': (2,), }",
+                                std::string(16, '\x40')));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "[('close', '<f8')]", "structured"});
+  }
+}
+
+TEST_CASE("rejects a Fortran-order npy") {
+  const TempDir dir;
+  const std::string path = dir.file("fortran.npy");
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': True, 'shape': (2,), }",
+                              le_bytes({1.0, 2.0})));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "fortran_order is True", "C order"});
+}
+
+TEST_CASE("rejects a 2-D npy, even one with a single column, naming its shape") {
+  const TempDir dir;
+  const std::string path = dir.file("column.npy");
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 1), }",
+                              le_bytes({1.0, 2.0, 3.0})));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "shape (3, 1)", "2-D", "1-D"});
+}
+
+TEST_CASE("rejects a .npy whose header is not a well-formed dict") {
+  const TempDir dir;
+  const std::string path = dir.file("garbled.npy");
+  SUBCASE("unclosed dict") {
+    write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,)",
+                                le_bytes({1.0, 2.0})));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "malformed .npy header"});
+  }
+  SUBCASE("missing shape") {
+    write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False}",
+                                le_bytes({1.0, 2.0})));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "malformed .npy header", "'shape'"});
+  }
+  SUBCASE("negative length") {
+    write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-2,), }",
+                                le_bytes({1.0, 2.0})));
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "shape (-2,)", "non-negative"});
+  }
+  SUBCASE("unknown version") {
+    std::string bytes = npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+                                  le_bytes({1.0, 2.0}));
+    bytes[6] = '\x07';
+    write_bytes(path, bytes);
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "version 7.0"});
+  }
+}
+
+TEST_CASE("reads .npy format versions 2.0 and 3.0 and Python 2 style shapes") {
+  const TempDir dir;
+  const std::string path = dir.file("versions.npy");
+  const std::vector<double> series{100.0, 101.5, 99.75};
+  for (const unsigned major : {2U, 3U}) {
+    write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+                                le_bytes(series), major));
+    const auto loaded = ipcfloor::load_series(path);
+    REQUIRE(loaded.has_value());
+    CHECK(*loaded == series);
+  }
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3L,), }",
+                              le_bytes(series)));
+  const auto loaded = ipcfloor::load_series(path);
+  REQUIRE(loaded.has_value());
+  CHECK(*loaded == series);
+}
+
+TEST_CASE("rejects a CSV without a close column and lists the columns it found") {
+  const TempDir dir;
+  const std::string path = dir.file("ohlc.csv");
+  write_bytes(path, "date,open,high,\"Adj Close\"\n2024-01-02,1,2,3\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "no 'close' column", "'date', 'open', 'high', 'Adj Close'"});
+}
+
+TEST_CASE("rejects a CSV with two close columns") {
+  const TempDir dir;
+  const std::string path = dir.file("twice.csv");
+  write_bytes(path, "close,open,Close\n1,2,3\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "two 'close' columns", "columns 1 and 3"});
+}
+
+TEST_CASE("names the line and text of a non-numeric close cell") {
+  const TempDir dir;
+  const std::string path = dir.file("words.csv");
+  SUBCASE("a word") {
+    write_bytes(path, "close\n1.5\n2.5\nabc\n3.5\n");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "line 4", "'abc' is not a number"});
+  }
+  SUBCASE("a number with trailing text") {
+    write_bytes(path, "date,close\r\nd1,1.5\r\nd2,2.5USD\r\n");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "line 3", "'2.5USD' is not a number"});
+  }
+  SUBCASE("a number beyond float64") {
+    write_bytes(path, "close\n1.5\n1e999\n");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "line 3", "'1e999'", "float64 range"});
+  }
+}
+
+TEST_CASE("names the line and text of a row with a missing or empty close cell") {
+  const TempDir dir;
+  const std::string path = dir.file("holes.csv");
+  SUBCASE("missing") {
+    write_bytes(path, "date,close\nd1,1.5\nd2\nd3,2.5\n");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "line 3 has no close cell", "column 2", "'d2'"});
+  }
+  SUBCASE("empty") {
+    write_bytes(path, "date,close,volume\nd1,1.5,10\nd2,,11\n");
+    check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+                {path, "line 3 has an empty close cell", "'d2,,11'"});
+  }
+}
+
+TEST_CASE("rejects a CSV with a header but no rows") {
+  const TempDir dir;
+  const std::string path = dir.file("header_only.csv");
+  SUBCASE("LF") { write_bytes(path, "date,close\n"); }
+  SUBCASE("CRLF and blank lines") { write_bytes(path, "close\r\n\r\n\r\n"); }
+  SUBCASE("no newline") { write_bytes(path, "close"); }
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "header but no data rows"});
+}
+
+TEST_CASE("rejects a blank line between CSV rows, naming both lines") {
+  const TempDir dir;
+  const std::string path = dir.file("gap.csv");
+  write_bytes(path, "close\n1.5\n\n2.5\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "line 3 is blank", "line 4"});
+}
+
+TEST_CASE("rejects a CSV with a quoted cell that is never closed") {
+  const TempDir dir;
+  const std::string path = dir.file("quote.csv");
+  write_bytes(path, "date,close\n\"2024-01-02,1.5\n2024-01-03,2.5\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "line 2", "never closed"});
+}
+
+TEST_CASE("save_series replaces an existing file whole and leaves no temporary file behind") {
+  const TempDir dir;
+  const std::string path = dir.file("s.npy");
+  REQUIRE(ipcfloor::save_series(path, sample_series(500)).has_value());
+  const auto replacement = sample_series(20);
+  REQUIRE(ipcfloor::save_series(path, replacement).has_value());
+  const auto loaded = ipcfloor::load_series(path);
+  REQUIRE(loaded.has_value());
+  check_bitwise_equal(*loaded, replacement);
+  const auto entries = std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator());
+  CHECK(entries == 1);
+}
+
+TEST_CASE("save_series names the path and the OS reason when it cannot write") {
+  const TempDir dir;
+  const std::string path = dir.file("no/such/dir/s.csv");
+  check_error(ipcfloor::save_series(path, std::vector<double>{1.0, 2.0}), ErrorCode::io,
+              {path, "No such file or directory"});
+}
+
+TEST_CASE("numpy reads a .npy written by save_series bit for bit") {
+  if (!numpy_available()) {
+    MESSAGE("skipped: /usr/bin/python3 with numpy is not available");
+    return;
+  }
+  const TempDir dir;
+  auto series = sample_series(1000);
+  const auto edges = awkward_series();
+  std::copy(edges.begin(), edges.end(), series.begin());
+  REQUIRE(ipcfloor::save_series(dir.file("ours.npy"), series).has_value());
+  REQUIRE(ipcfloor::save_series(dir.file("ours.f64"), series).has_value());
+  REQUIRE(ipcfloor::save_series(dir.file("ours.csv"), series).has_value());
+  CHECK(run_python(dir, R"(
+import sys
+import numpy as np
+d = sys.argv[1]
+with open(d + '/ours.npy', 'rb') as f:
+    assert np.lib.format.read_magic(f) == (1, 0)
+a = np.load(d + '/ours.npy')
+raw = np.fromfile(d + '/ours.f64', dtype='<f8')
+csv = np.loadtxt(d + '/ours.csv', dtype='<f8', skiprows=1)
+assert a.dtype == np.dtype('<f8'), a.dtype
+assert a.shape == (1000,), a.shape
+assert a.flags.c_contiguous
+assert np.array_equal(a.view('<u8'), raw.view('<u8'))
+assert np.array_equal(a.view('<u8'), csv.view('<u8'))
+)"));
+}
+
+TEST_CASE("loads .npy files numpy wrote, and rejects numpy's arrays that are not 1-D '<f8'") {
+  if (!numpy_available()) {
+    MESSAGE("skipped: /usr/bin/python3 with numpy is not available");
+    return;
+  }
+  const TempDir dir;
+  REQUIRE(run_python(dir, R"(
+import sys
+import numpy as np
+d = sys.argv[1]
+a = np.arange(1, 1001, dtype='<f8') * 0.1 + 50.0
+a.tofile(d + '/ref.f64')
+np.save(d + '/v1.npy', a)
+for major in (2, 3):
+    with open(d + '/v%d.npy' % major, 'wb') as f:
+        np.lib.format.write_array(f, a, version=(major, 0))
+np.savetxt(d + '/numpy.csv', a, header='close', comments='')
+np.save(d + '/be.npy', a.astype('>f8'))
+np.save(d + '/f4.npy', a.astype('<f4'))
+np.save(d + '/i8.npy', np.arange(1, 1001, dtype='<i8'))
+np.save(d + '/column.npy', a.reshape(-1, 1))
+)"));
+  std::vector<double> expected(1000);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    expected[i] = static_cast<double>(i + 1) * 0.1 + 50.0;
+  }
+  const auto reference = ipcfloor::load_series(dir.file("ref.f64"));
+  REQUIRE(reference.has_value());
+  check_bitwise_equal(*reference, expected);
+  for (const char* name : {"v1.npy", "v2.npy", "v3.npy", "numpy.csv"}) {
+    INFO(name);
+    const auto loaded = ipcfloor::load_series(dir.file(name));
+    REQUIRE(loaded.has_value());
+    check_bitwise_equal(*loaded, expected);
+  }
+  check_error(ipcfloor::load_series(dir.file("be.npy")), ErrorCode::bad_data,
+              {"be.npy", "'>f8'", "big-endian"});
+  check_error(ipcfloor::load_series(dir.file("f4.npy")), ErrorCode::bad_data,
+              {"f4.npy", "'<f4'", "float32"});
+  check_error(ipcfloor::load_series(dir.file("i8.npy")), ErrorCode::bad_data,
+              {"i8.npy", "'<i8'", "int64"});
+  check_error(ipcfloor::load_series(dir.file("column.npy")), ErrorCode::bad_data,
+              {"column.npy", "(1000, 1)", "2-D"});
+}
+
+TEST_CASE("loads 150,000 bars from every format in a few milliseconds") {
+  const TempDir dir;
+  const auto series = sample_series(150'000);
+  for (const char* name : {"big.f64", "big.npy", "big.csv"}) {
+    const std::string path = dir.file(name);
+    REQUIRE(ipcfloor::save_series(path, series).has_value());
+    double best_ms = std::numeric_limits<double>::infinity();
+    for (int run = 0; run < 5; ++run) {
+      const auto start = std::chrono::steady_clock::now();
+      const auto loaded = ipcfloor::load_series(path);
+      const auto stop = std::chrono::steady_clock::now();
+      REQUIRE(loaded.has_value());
+      REQUIRE(loaded->size() == series.size());
+      best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(stop - start).count());
+    }
+    MESSAGE(fmt::format("load_series({}): 150,000 bars in {:.3f} ms (best of 5)", name, best_ms));
+    // Generous so sanitizer and loaded CI builds pass; catches an accidental quadratic pass.
+    CHECK(best_ms < 250.0);
+  }
+}
