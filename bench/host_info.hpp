@@ -1,0 +1,13 @@
+#pragma once
+// The host facts every report carries (SPEC §8): CPU, cores, kernel, isolated cpus, huge
+// pages, THP, governor, memlock. Read from /proc and /sys; a fact the host does not expose
+// is reported as "unavailable" rather than guessed.
+
+#include <nlohmann/json.hpp>
+
+namespace ipcfloor {
+
+// Setup path: reads files and allocates. Never fails; missing facts read "unavailable".
+[[nodiscard]] nlohmann::json collect_host_info();
+
+}  // namespace ipcfloor

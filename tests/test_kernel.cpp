@@ -1,0 +1,205 @@
+// The HMA/HMA3 kernel: windows, WMA semantics, the event loop, the sweep driver.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <random>
+#include <vector>
+
+#include "engine/gbm.hpp"
+#include "engine/kernel.hpp"
+#include "engine/series_source.hpp"
+
+// Counts heap allocations in this test binary, to prove the hot path makes none.
+namespace {
+std::atomic<long> g_allocations{0};
+}
+void* operator new(std::size_t size) {
+  // relaxed: a statistic read after the measured call returns on the same thread.
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+using namespace ipcfloor;
+
+namespace {
+
+// The SPEC §1 definition written as plainly as possible, one output at a time.
+std::vector<double> plain_wma(const std::vector<double>& x, std::size_t n) {
+  std::vector<double> out(x.size(), std::numeric_limits<double>::quiet_NaN());
+  const double denom = static_cast<double>(n * (n + 1)) / 2.0;
+  for (std::size_t i = n - 1; i < x.size(); ++i) {
+    double acc = 0.0;
+    for (std::size_t k = 1; k <= n; ++k) acc += static_cast<double>(k) * x[i - n + k];
+    out[i] = acc / denom;
+  }
+  return out;
+}
+
+std::vector<double> random_walk(std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> step(0.0, 0.4);
+  std::vector<double> x(n);
+  double level = 100.0;
+  for (double& v : x) {
+    level += step(rng);
+    v = std::max(level, 1.0);
+  }
+  return x;
+}
+
+bool same_bits_or_both_nan(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+}  // namespace
+
+TEST_CASE("combo_from_length builds the SPEC frame, rounding half to even") {
+  CHECK(combo_from_length(6) == Combo{3, 6, 2, 1, 2, 3});
+  CHECK(combo_from_length(5) == Combo{2, 5, 2, 1, 1, 2});    // 2.5 -> 2, 2.236 -> 2, 2/3 -> 1
+  CHECK(combo_from_length(1) == Combo{1, 1, 1, 1, 1, 1});    // round(0.5) = 0, clamped to 1
+  CHECK(combo_from_length(200) == Combo{100, 200, 14, 33, 50, 100});
+  CHECK(combo_from_length(13) == Combo{6, 13, 4, 2, 3, 6});  // 6.5 -> 6, 3.6 -> 4
+}
+
+TEST_CASE("the default grid is round(linspace(6, 200, 80))") {
+  const auto grid = grid_lengths(6, 200, 80);
+  REQUIRE(grid.size() == 80);
+  CHECK(grid[0] == 6);
+  CHECK(grid[1] == 8);
+  CHECK(grid[2] == 11);
+  CHECK(grid[3] == 13);
+  CHECK(grid[4] == 16);
+  CHECK(grid[78] == 198);
+  CHECK(grid[79] == 200);
+}
+
+TEST_CASE("WMA weights the newest bar by n and is NaN before the window fills") {
+  const std::vector<double> x{1, 2, 3, 4, 5};
+  std::vector<double> out(x.size());
+  weighted_moving_average(x, 3, out);
+  CHECK(std::isnan(out[0]));
+  CHECK(std::isnan(out[1]));
+  CHECK(out[2] == doctest::Approx((1 * 1 + 2 * 2 + 3 * 3) / 6.0));
+  CHECK(out[4] == doctest::Approx((1 * 3 + 2 * 4 + 3 * 5) / 6.0));
+}
+
+TEST_CASE("WMA is NaN wherever its window holds a NaN") {
+  std::vector<double> x = random_walk(100, 3);
+  x[50] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> out(x.size());
+  weighted_moving_average(x, 4, out);
+  CHECK(!std::isnan(out[49]));
+  for (std::size_t i = 50; i <= 53; ++i) CHECK(std::isnan(out[i]));
+  CHECK(!std::isnan(out[54]));
+}
+
+TEST_CASE("the blocked WMA is bit-identical to the plain definition for every window") {
+  const auto x = random_walk(1'000, 11);
+  std::vector<double> out(x.size());
+  for (std::size_t n : {1u, 2u, 3u, 7u, 31u, 32u, 33u, 64u, 199u, 200u, 999u, 1000u}) {
+    weighted_moving_average(x, n, out);
+    const auto expected = plain_wma(x, n);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) differing += same_bits_or_both_nan(out[i], expected[i]) ? 0 : 1;
+    CHECK_MESSAGE(differing == 0, "window ", n);
+  }
+}
+
+TEST_CASE("rejects a window below 1 or above the number of bars") {
+  const auto close = random_walk(100, 5);
+  KernelWorkspace workspace(close.size());
+  BacktestResult out{1.5, 7};
+  CHECK(run_backtest(close, Combo{0, 6, 2, 1, 2, 3}, kDefaultFee, workspace, out) ==
+        KernelStatus::window_out_of_range);
+  CHECK(run_backtest(close, Combo{3, 101, 2, 1, 2, 3}, kDefaultFee, workspace, out) ==
+        KernelStatus::window_out_of_range);
+  CHECK(run_backtest(close, Combo{3, 6, 2, 1, 2, -4}, kDefaultFee, workspace, out) ==
+        KernelStatus::window_out_of_range);
+  CHECK(out == BacktestResult{1.5, 7});  // untouched on error
+  CHECK(run_backtest(close, Combo{3, 100, 2, 1, 2, 100}, kDefaultFee, workspace, out) == KernelStatus::ok);
+}
+
+TEST_CASE("rejects a series shorter than two bars and a workspace too small") {
+  KernelWorkspace small(10);
+  BacktestResult out;
+  const std::vector<double> one{100.0};
+  CHECK(run_backtest(one, Combo{1, 1, 1, 1, 1, 1}, kDefaultFee, small, out) == KernelStatus::too_few_bars);
+  const auto close = random_walk(50, 1);
+  CHECK(run_backtest(close, Combo{1, 1, 1, 1, 1, 1}, kDefaultFee, small, out) ==
+        KernelStatus::workspace_too_small);
+}
+
+TEST_CASE("a window as long as the series yields no trades and no error") {
+  const auto close = random_walk(40, 2);
+  KernelWorkspace workspace(close.size());
+  BacktestResult out{9.0, 9};
+  REQUIRE(run_backtest(close, Combo{20, 40, 6, 7, 10, 40}, kDefaultFee, workspace, out) == KernelStatus::ok);
+  CHECK(out == BacktestResult{0.0, 0});
+}
+
+TEST_CASE("each closed round trip is charged the fee once") {
+  const auto close = random_walk(5'000, 8);
+  KernelWorkspace workspace(close.size());
+  BacktestResult free{}, charged{};
+  REQUIRE(run_backtest(close, combo_from_length(10), 0.0, workspace, free) == KernelStatus::ok);
+  REQUIRE(run_backtest(close, combo_from_length(10), 0.25, workspace, charged) == KernelStatus::ok);
+  REQUIRE(free.trades > 10);
+  CHECK(charged.trades == free.trades);
+  CHECK(charged.pnl == doctest::Approx(free.pnl - 0.25 * static_cast<double>(free.trades)).epsilon(1e-12));
+}
+
+TEST_CASE("a backtest makes no heap allocation once the workspace exists") {
+  const auto close = random_walk(20'000, 4);
+  KernelWorkspace workspace(close.size());
+  BacktestResult out;
+  // relaxed: same thread; see operator new above.
+  const long before = g_allocations.load(std::memory_order_relaxed);
+  for (std::int64_t length : {6, 50, 200})
+    REQUIRE(run_backtest(close, combo_from_length(length), kDefaultFee, workspace, out) == KernelStatus::ok);
+  CHECK(g_allocations.load(std::memory_order_relaxed) == before);  // relaxed: same thread
+}
+
+TEST_CASE("the sweep gives the same results on one thread and on many, in combo order") {
+  const auto close = random_walk(30'000, 6);
+  std::vector<Combo> combos;
+  for (const auto length : grid_lengths(6, 120, 17)) combos.push_back(combo_from_length(length));
+  const auto one = run_sweep(close, combos, kDefaultFee, 1);
+  const auto many = run_sweep(close, combos, kDefaultFee, 3);
+  REQUIRE(one.has_value());
+  REQUIRE(many.has_value());
+  CHECK(*one == *many);
+  KernelWorkspace workspace(close.size());
+  BacktestResult single;
+  REQUIRE(run_backtest(close, combos[5], kDefaultFee, workspace, single) == KernelStatus::ok);
+  CHECK((*many)[5] == single);
+}
+
+TEST_CASE("the sweep names the first combo with a bad window") {
+  const auto close = random_walk(100, 6);
+  const std::vector<Combo> combos{combo_from_length(6), Combo{3, 500, 2, 1, 2, 3}};
+  const auto result = run_sweep(close, combos, kDefaultFee, 1);
+  REQUIRE(!result.has_value());
+  CHECK(result.error().code == ErrorCode::invalid_argument);
+  CHECK(result.error().message.find("combo 1") != std::string::npos);
+  CHECK(result.error().message.find("500") != std::string::npos);
+  CHECK(result.error().message.find("[1, 100]") != std::string::npos);
+}
+
+TEST_CASE("L=6 on the embedded default data gives the published fingerprint") {
+  auto series = load_series_source(SeriesSource{});
+  REQUIRE(series.has_value());
+  CHECK(series->is_default);
+  KernelWorkspace workspace(series->close.size());
+  BacktestResult out;
+  REQUIRE(run_backtest(series->close, combo_from_length(6), kDefaultFee, workspace, out) == KernelStatus::ok);
+  CHECK(out.trades == kFingerprintTrades);
+  CHECK(out.pnl == kFingerprintPnl);
+}
