@@ -87,15 +87,16 @@ KernelStatus run_backtest(std::span<const double> close, const Combo& combo, dou
   const std::span<double> hma3{workspace.hma3_.data(), n};
 
   // hma = WMA(2*WMA(close,h) - WMA(close,L), s)
-  weighted_moving_average(close, window(combo.h), a);
+  weighted_moving_average(close, window(combo.h), c);
   weighted_moving_average(close, window(combo.L), b);
-  for (std::size_t i = 0; i < n; ++i) a[i] = 2.0 * a[i] - b[i];
+  for (std::size_t i = 0; i < n; ++i) a[i] = 2.0 * c[i] - b[i];
   weighted_moving_average(a, window(combo.s), hma);
 
-  // hma3 = WMA(3*WMA(close,p3) - WMA(close,p2) - WMA(close,p), p)
+  // hma3 = WMA(3*WMA(close,p3) - WMA(close,p2) - WMA(close,p), p). Clients build p == h, so
+  // WMA(close,h) still in `c` is WMA(close,p): the same numbers, one pass fewer.
+  if (combo.p != combo.h) weighted_moving_average(close, window(combo.p), c);
   weighted_moving_average(close, window(combo.p3), a);
   weighted_moving_average(close, window(combo.p2), b);
-  weighted_moving_average(close, window(combo.p), c);
   for (std::size_t i = 0; i < n; ++i) a[i] = 3.0 * a[i] - b[i] - c[i];
   weighted_moving_average(a, window(combo.p), hma3);
 

@@ -55,6 +55,31 @@ std::vector<double> random_walk(std::size_t n, unsigned seed) {
   return x;
 }
 
+// The SPEC §1 backtest, written out plainly on top of plain_wma.
+BacktestResult plain_backtest(const std::vector<double>& close, const Combo& c, double fee) {
+  const auto w = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  const auto wh = plain_wma(close, w(c.h)), wl = plain_wma(close, w(c.L));
+  std::vector<double> diff(close.size());
+  for (std::size_t i = 0; i < close.size(); ++i) diff[i] = 2.0 * wh[i] - wl[i];
+  const auto hma = plain_wma(diff, w(c.s));
+  const auto w3 = plain_wma(close, w(c.p3)), w2 = plain_wma(close, w(c.p2)), wp = plain_wma(close, w(c.p));
+  for (std::size_t i = 0; i < close.size(); ++i) diff[i] = 3.0 * w3[i] - w2[i] - wp[i];
+  const auto hma3 = plain_wma(diff, w(c.p));
+  BacktestResult r;
+  int pos = 0;
+  double entry = 0.0;
+  for (std::size_t i = 1; i < close.size(); ++i) {
+    if (hma3[i - 1] <= hma[i - 1] && hma3[i] > hma[i]) {
+      if (pos == -1) { r.pnl += (entry / close[i] - 1.0) * 100.0 - fee; ++r.trades; }
+      if (pos != 1) { pos = 1; entry = close[i]; }
+    } else if (hma3[i - 1] >= hma[i - 1] && hma3[i] < hma[i]) {
+      if (pos == 1) { r.pnl += (close[i] / entry - 1.0) * 100.0 - fee; ++r.trades; }
+      if (pos != -1) { pos = -1; entry = close[i]; }
+    }
+  }
+  return r;
+}
+
 bool same_bits_or_both_nan(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
@@ -110,6 +135,22 @@ TEST_CASE("the blocked WMA is bit-identical to the plain definition for every wi
     std::size_t differing = 0;
     for (std::size_t i = 0; i < x.size(); ++i) differing += same_bits_or_both_nan(out[i], expected[i]) ? 0 : 1;
     CHECK_MESSAGE(differing == 0, "window ", n);
+  }
+}
+
+TEST_CASE("the kernel equals the plain definition for any six windows, h != p included") {
+  const auto close = random_walk(4'000, 21);
+  KernelWorkspace workspace(close.size());
+  std::mt19937_64 rng(99);
+  std::uniform_int_distribution<std::int64_t> window(1, 90);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Combo combo{window(rng), window(rng), window(rng), window(rng), window(rng), window(rng)};
+    BacktestResult fast;
+    REQUIRE(run_backtest(close, combo, kDefaultFee, workspace, fast) == KernelStatus::ok);
+    const BacktestResult plain = plain_backtest(close, combo, kDefaultFee);
+    CAPTURE(trial);
+    CHECK(fast.trades == plain.trades);
+    CHECK(fast.pnl == plain.pnl);  // same operations in the same order: same bits
   }
 }
 
