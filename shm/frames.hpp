@@ -1,0 +1,128 @@
+#pragma once
+// The two fixed 64-byte frames that travel through the rings (SPEC §4): a request slot
+// (client -> engine) and a response slot (engine -> client). One slot is one cache line, so a
+// frame never straddles two lines and the consumer reads it with one line transfer.
+//
+// Both frames are plain trivially copyable data: they live in shared memory mapped by two
+// processes, so they hold no pointers, and every field has a fixed width and offset.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+#include "shm/combo.hpp"
+
+namespace ipcfloor {
+
+// What a request asks for. Values are wire values: never renumber, only append.
+enum class Opcode : std::uint16_t {
+  backtest = 1,  // run one combo, answer pnl and trades
+  echo = 2,      // answer the 48 payload bytes verbatim: the transport floor
+};
+
+// How the engine answered a request. Values are wire values: never renumber, only append.
+enum class Status : std::uint16_t {
+  ok = 0,
+  unknown_opcode,       // the opcode is not one the engine knows
+  window_out_of_range,  // a window is outside [1, n_bars]
+  reserved_bits_set,    // flags or reserved fields carry bits this version does not define
+  bad_frame,            // the frame is malformed in another way
+  engine_error,         // the engine failed while serving a valid request
+};
+
+// A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
+[[nodiscard]] constexpr std::string_view to_string(Status status) noexcept {
+  switch (status) {
+    case Status::ok: return "ok";
+    case Status::unknown_opcode: return "unknown_opcode";
+    case Status::window_out_of_range: return "window_out_of_range";
+    case Status::reserved_bits_set: return "reserved_bits_set";
+    case Status::bad_frame: return "bad_frame";
+    case Status::engine_error: return "engine_error";
+  }
+  return "unknown";
+}
+
+// A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
+[[nodiscard]] constexpr std::string_view to_string(Opcode opcode) noexcept {
+  switch (opcode) {
+    case Opcode::backtest: return "backtest";
+    case Opcode::echo: return "echo";
+  }
+  return "unknown";
+}
+
+// Client -> engine. `seq` is the client's correlation id, echoed in the response.
+// `opcode` stays a raw integer (not Opcode) because a peer may send any value and the engine
+// must be able to read and reject it without an out-of-range enum.
+struct alignas(64) RequestSlot {
+  std::uint64_t seq;
+  std::uint16_t opcode;    // an Opcode value
+  std::uint16_t flags;     // no flag is defined yet: must be 0
+  std::uint32_t reserved;  // must be 0
+  Combo params;            // the six windows, 48 bytes
+};
+
+// Engine -> client. `seq` and `opcode` repeat the request's, so a pipelining client can match
+// answers without keeping the request. The 48 bytes from `pnl` to the end are the payload:
+// pnl/trades for BACKTEST, the request's params verbatim for ECHO, `extra` left for future ops.
+struct alignas(64) ResponseSlot {
+  std::uint64_t seq;
+  std::uint16_t status;    // a Status value
+  std::uint16_t opcode;    // the request's opcode, raw
+  std::uint32_t reserved;  // 0
+  double pnl;
+  std::int64_t trades;
+  std::int64_t extra[4];
+
+  // Stores the 48 bytes of `combo` over pnl, trades and extra (the ECHO reply).
+  // Copies field by field so no access crosses a member boundary.
+  void set_echo(const Combo& combo) noexcept {
+    unsigned char bytes[sizeof(Combo)];
+    std::memcpy(bytes, &combo, sizeof bytes);
+    std::memcpy(&pnl, bytes, sizeof pnl);
+    std::memcpy(&trades, bytes + 8, sizeof trades);
+    std::memcpy(extra, bytes + 16, sizeof extra);
+  }
+
+  // The inverse of set_echo: reads the 48 payload bytes back as a Combo.
+  [[nodiscard]] Combo echo() const noexcept {
+    unsigned char bytes[sizeof(Combo)];
+    std::memcpy(bytes, &pnl, sizeof pnl);
+    std::memcpy(bytes + 8, &trades, sizeof trades);
+    std::memcpy(bytes + 16, extra, sizeof extra);
+    Combo combo;
+    std::memcpy(&combo, bytes, sizeof combo);
+    return combo;
+  }
+};
+
+// The wire layout. A change here is a protocol change: bump the segment layout version.
+static_assert(std::is_trivially_copyable_v<RequestSlot>, "RequestSlot is copied as raw bytes");
+static_assert(std::is_standard_layout_v<RequestSlot>, "RequestSlot offsets must be well defined");
+static_assert(sizeof(RequestSlot) == 64, "RequestSlot is exactly one cache line");
+static_assert(alignof(RequestSlot) == 64, "RequestSlot starts on a cache line");
+static_assert(offsetof(RequestSlot, seq) == 0, "RequestSlot.seq offset");
+static_assert(offsetof(RequestSlot, opcode) == 8, "RequestSlot.opcode offset");
+static_assert(offsetof(RequestSlot, flags) == 10, "RequestSlot.flags offset");
+static_assert(offsetof(RequestSlot, reserved) == 12, "RequestSlot.reserved offset");
+static_assert(offsetof(RequestSlot, params) == 16, "RequestSlot.params offset");
+
+static_assert(std::is_trivially_copyable_v<ResponseSlot>, "ResponseSlot is copied as raw bytes");
+static_assert(std::is_standard_layout_v<ResponseSlot>, "ResponseSlot offsets must be well defined");
+static_assert(sizeof(ResponseSlot) == 64, "ResponseSlot is exactly one cache line");
+static_assert(alignof(ResponseSlot) == 64, "ResponseSlot starts on a cache line");
+static_assert(offsetof(ResponseSlot, seq) == 0, "ResponseSlot.seq offset");
+static_assert(offsetof(ResponseSlot, status) == 8, "ResponseSlot.status offset");
+static_assert(offsetof(ResponseSlot, opcode) == 10, "ResponseSlot.opcode offset");
+static_assert(offsetof(ResponseSlot, reserved) == 12, "ResponseSlot.reserved offset");
+static_assert(offsetof(ResponseSlot, pnl) == 16, "ResponseSlot.pnl offset");
+static_assert(offsetof(ResponseSlot, trades) == 24, "ResponseSlot.trades offset");
+static_assert(offsetof(ResponseSlot, extra) == 32, "ResponseSlot.extra offset");
+static_assert(sizeof(ResponseSlot) - offsetof(ResponseSlot, pnl) == sizeof(Combo),
+              "ResponseSlot payload (pnl..end) holds exactly one echoed Combo");
+static_assert(sizeof(double) == 8 && sizeof(std::int64_t) == 8, "payload fields are 8 bytes");
+
+}  // namespace ipcfloor

@@ -1,0 +1,353 @@
+#pragma once
+// The lock-free single-producer/single-consumer ring that joins two processes through shared
+// memory (SPEC §4).
+//
+// Split in two:
+//  - RingControl and the slot array live in the shared segment at fixed offsets. They hold only
+//    integers (positions, futex words), never pointers, because each process maps the segment
+//    at its own address.
+//  - RingProducer / RingConsumer are process-local handles built from this process's addresses.
+//    Each handle belongs to exactly one thread at a time; exactly one producer handle and one
+//    consumer handle may exist per ring, across all processes.
+//
+// Positions are monotonically increasing 64-bit counts of frames produced / consumed. The slot
+// of position p is p & (capacity - 1); the fill level is produced - consumed in unsigned
+// arithmetic, which stays right across the 2^64 wrap. A peer that breaks
+// 0 <= produced - consumed <= capacity is corrupt or hostile: the handle latches `corrupt` and
+// stops trusting the ring instead of handing out slots it has no right to.
+//
+// Hot-path calls never allocate, never throw and make no syscalls.
+
+#include <atomic>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "shm/error.hpp"
+
+namespace ipcfloor {
+
+// Two 64-byte lines: the adjacent-line prefetcher pulls lines in pairs, so a value that must not
+// share a line with another needs 128 bytes of its own to avoid false sharing.
+inline constexpr std::size_t kRingLineBytes = 128;
+
+// The shared part of one ring. Zero-filled memory is a valid empty ring at position 0;
+// init_ring starts it elsewhere.
+struct alignas(kRingLineBytes) RingControl {
+  // Producer line: written only by the producer, read by the consumer when it looks empty.
+  alignas(kRingLineBytes) std::atomic<std::uint64_t> produced;
+  // Consumer line: written only by the consumer, read by the producer when it looks full.
+  alignas(kRingLineBytes) std::atomic<std::uint64_t> consumed;
+  // Wait line, used only by the `block` wait strategy (shm/wait_strategy.hpp documents the
+  // protocol). Spin-mode sides never touch it, so it costs them nothing.
+  alignas(kRingLineBytes) std::atomic<std::uint32_t> data_word;  // futex: bumped when data lands
+  std::atomic<std::uint32_t> space_word;         // futex: bumped when space frees
+  std::atomic<std::uint32_t> consumer_sleeping;  // 1 while the consumer may sleep on data_word
+  std::atomic<std::uint32_t> producer_sleeping;  // 1 while the producer may sleep on space_word
+};
+
+// RingControl is shared memory: its layout is a contract between two processes.
+// std::atomic is not trivially copyable, so pin standard layout (well-defined offsets) instead.
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "64-bit ring positions must be lock-free to work across processes");
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
+              "32-bit futex words must be lock-free to work across processes");
+static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && sizeof(std::atomic<std::uint32_t>) == 4,
+              "atomics in shared memory have the size of their plain integer");
+static_assert(std::is_standard_layout_v<RingControl>, "RingControl offsets must be well defined");
+static_assert(offsetof(RingControl, produced) == 0, "producer position opens the control block");
+static_assert(offsetof(RingControl, consumed) - offsetof(RingControl, produced) >= kRingLineBytes,
+              "producer and consumer positions sit on separate 128-byte lines");
+static_assert(offsetof(RingControl, data_word) - offsetof(RingControl, consumed) >= kRingLineBytes,
+              "the futex wait line is separate from the consumer line");
+static_assert(offsetof(RingControl, space_word) == offsetof(RingControl, data_word) + 4,
+              "RingControl.space_word follows data_word on the wait line");
+static_assert(offsetof(RingControl, consumer_sleeping) == offsetof(RingControl, data_word) + 8,
+              "RingControl.consumer_sleeping sits on the wait line");
+static_assert(offsetof(RingControl, producer_sleeping) == offsetof(RingControl, data_word) + 12,
+              "RingControl.producer_sleeping sits on the wait line");
+static_assert(sizeof(RingControl) == 3 * kRingLineBytes, "RingControl is three 128-byte lines");
+static_assert(alignof(RingControl) == kRingLineBytes, "RingControl starts on a 128-byte line");
+
+// A slot type the ring can carry: copied as bytes, no pointers by contract.
+template <class Slot>
+concept RingSlot = std::is_trivially_copyable_v<Slot> && std::is_standard_layout_v<Slot>;
+
+// True for a capacity the ring accepts: a power of two, at least 2.
+[[nodiscard]] constexpr bool valid_ring_capacity(std::uint64_t capacity) noexcept {
+  return capacity >= 2 && (capacity & (capacity - 1)) == 0;
+}
+
+// Resets a ring to empty at `start` (any value, e.g. near 2^64 to exercise the wrap).
+// Setup only: no producer or consumer handle may be live on this ring while it runs; the
+// segment publishes the result to the other process with its own release store.
+inline void init_ring(RingControl& control, std::uint64_t start = 0) noexcept {
+  // relaxed (all): no handle runs concurrently; the creator's later release publication of the
+  // segment (or a thread start) orders these before any handle's acquire loads in make().
+  control.produced.store(start, std::memory_order_relaxed);
+  control.consumed.store(start, std::memory_order_relaxed);
+  control.data_word.store(0, std::memory_order_relaxed);
+  control.space_word.store(0, std::memory_order_relaxed);
+  control.consumer_sleeping.store(0, std::memory_order_relaxed);
+  control.producer_sleeping.store(0, std::memory_order_relaxed);
+}
+
+// Starts the lifetime of a RingControl in raw (e.g. freshly mapped) memory and initialises it.
+// `memory` must be aligned to alignof(RingControl). Setup only; the creating process calls it.
+inline RingControl* construct_ring(void* memory, std::uint64_t start = 0) noexcept {
+  auto* control = ::new (memory) RingControl{};
+  init_ring(*control, start);
+  return control;
+}
+
+// Bytes a ring of `capacity` slots needs for its slot array (the control block is separate).
+template <RingSlot Slot>
+[[nodiscard]] constexpr std::size_t ring_slots_bytes(std::uint32_t capacity) noexcept {
+  return sizeof(Slot) * capacity;
+}
+
+namespace detail {
+
+// Shared setup checks for both handles; allocates only on failure (the Error's message).
+// Takes untyped addresses: a misaligned pointer must be reported, not dereferenced. Callers
+// test for null themselves first, so the compiler sees that early return.
+template <class Slot>
+[[nodiscard]] Expected<void> check_ring_args(const void* control, const void* slots,
+                                             std::uint32_t capacity) {
+  if (reinterpret_cast<std::uintptr_t>(control) % alignof(RingControl) != 0) {
+    return fail(ErrorCode::invalid_argument, "ring control block at {} is not {}-byte aligned",
+                control, alignof(RingControl));
+  }
+  if (reinterpret_cast<std::uintptr_t>(slots) % alignof(Slot) != 0) {
+    return fail(ErrorCode::invalid_argument, "ring slot array at {} is not {}-byte aligned",
+                slots, alignof(Slot));
+  }
+  if (!valid_ring_capacity(capacity)) {
+    return fail(ErrorCode::invalid_argument,
+                "ring capacity {} is not a power of two of at least 2", capacity);
+  }
+  return {};
+}
+
+}  // namespace detail
+
+enum class PopStatus : std::uint8_t {
+  ok,       // a frame was read
+  empty,    // nothing to read now
+  corrupt,  // the producer position is impossible; nothing was or will be read
+};
+
+// The producing end of a ring. One thread owns it; it writes slots and publishes them.
+template <RingSlot Slot>
+class RingProducer {
+ public:
+  // Builds a handle on a ring initialised by init_ring/construct_ring (or zero-filled).
+  // Setup path: returns an Error (allocating its message) for null or misaligned pointers, a
+  // capacity that is not a power of two >= 2, or positions that are already inconsistent.
+  [[nodiscard]] static Expected<RingProducer> make(RingControl* control, Slot* slots,
+                                                   std::uint32_t capacity) {
+    if (control == nullptr || slots == nullptr) {
+      return fail(ErrorCode::invalid_argument, "ring control block and slots must be non-null");
+    }
+    if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
+      return std::unexpected(std::move(checked.error()));
+    }
+    // acquire (both): pairs with the release that published the initialised segment, and, on a
+    // re-attach, with the peer's last release store of its position.
+    const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
+    const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
+    if (produced - consumed > capacity) {
+      return fail(ErrorCode::protocol,
+                  "ring positions are inconsistent (produced {}, consumed {}, capacity {})",
+                  produced, consumed, capacity);
+    }
+    return RingProducer(control, slots, capacity, produced, consumed);
+  }
+
+  // Copies `slot` into the ring and publishes it. False when the ring is full or corrupt()
+  // (nothing written). Loads the consumer position only when the cached one says full.
+  [[nodiscard]] bool try_push(const Slot& slot) noexcept {
+    Slot* const target = try_claim();
+    if (target == nullptr) return false;
+    *target = slot;
+    commit();
+    return true;
+  }
+
+  // Zero-copy write, step 1: the next free slot, or nullptr when full or corrupt(). The slot is
+  // not visible to the consumer until commit(). Calling it again before commit() returns the
+  // same slot.
+  [[nodiscard]] Slot* try_claim() noexcept {
+    if (!has_space()) return nullptr;
+    claimed_ = true;
+    return &slots_[head_ & mask_];
+  }
+
+  // Zero-copy write, step 2: publishes the slot returned by the last try_claim().
+  void commit() noexcept {
+    assert(claimed_ && "RingProducer::commit without a successful try_claim");
+    claimed_ = false;
+    ++head_;
+    // release: publishes the slot's payload; pairs with the acquire of `produced` in
+    // RingConsumer::has_data (reached from try_peek/try_pop/readable).
+    control_->produced.store(head_, std::memory_order_release);
+  }
+
+  // True when at least one slot is free; refreshes the cached consumer position only when the
+  // cache says full. Also the predicate that the wait strategies poll.
+  [[nodiscard]] bool writable() noexcept { return has_space(); }
+
+  // Frames published so far by this ring (monotonic, wraps at 2^64).
+  [[nodiscard]] std::uint64_t position() const noexcept { return head_; }
+
+  // Frames published but not yet consumed, as seen now; clamped to capacity. Loads the
+  // consumer's line, so keep it off the hot path.
+  [[nodiscard]] std::size_t size_approx() const noexcept {
+    // relaxed: an estimate only; no slot is written on its strength.
+    const std::uint64_t used = head_ - control_->consumed.load(std::memory_order_relaxed);
+    return static_cast<std::size_t>(used > mask_ + 1 ? mask_ + 1 : used);
+  }
+
+  [[nodiscard]] std::uint32_t capacity() const noexcept {
+    return static_cast<std::uint32_t>(mask_ + 1);
+  }
+  // Latched once the consumer position was seen outside [produced - capacity, produced].
+  [[nodiscard]] bool corrupt() const noexcept { return corrupt_; }
+  [[nodiscard]] RingControl& control() const noexcept { return *control_; }
+
+ private:
+  RingProducer(RingControl* control, Slot* slots, std::uint32_t capacity, std::uint64_t head,
+               std::uint64_t tail) noexcept
+      : control_(control), slots_(slots), mask_(capacity - 1ULL), head_(head), cached_tail_(tail) {}
+
+  bool has_space() noexcept {
+    if (head_ - cached_tail_ <= mask_) return true;
+    if (corrupt_) return false;
+    // acquire: pairs with the release in RingConsumer::release, so the consumer has finished
+    // reading a slot before this producer overwrites it.
+    cached_tail_ = control_->consumed.load(std::memory_order_acquire);
+    const std::uint64_t used = head_ - cached_tail_;
+    if (used > mask_ + 1) {
+      corrupt_ = true;
+      cached_tail_ = head_ - (mask_ + 1);  // keep the fast check saying full
+      return false;
+    }
+    return used <= mask_;
+  }
+
+  RingControl* control_;
+  Slot* slots_;
+  std::uint64_t mask_;
+  std::uint64_t head_;         // this producer's position: only this thread writes `produced`
+  std::uint64_t cached_tail_;  // last consumer position seen
+  bool corrupt_ = false;
+  bool claimed_ = false;
+};
+
+// The consuming end of a ring. One thread owns it; it reads published slots and frees them.
+template <RingSlot Slot>
+class RingConsumer {
+ public:
+  // Same contract as RingProducer::make.
+  [[nodiscard]] static Expected<RingConsumer> make(RingControl* control, const Slot* slots,
+                                                   std::uint32_t capacity) {
+    if (control == nullptr || slots == nullptr) {
+      return fail(ErrorCode::invalid_argument, "ring control block and slots must be non-null");
+    }
+    if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
+      return std::unexpected(std::move(checked.error()));
+    }
+    // acquire (both): pairs with the release that published the initialised segment, and, on a
+    // re-attach, with the peer's last release store of its position.
+    const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
+    const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
+    if (produced - consumed > capacity) {
+      return fail(ErrorCode::protocol,
+                  "ring positions are inconsistent (produced {}, consumed {}, capacity {})",
+                  produced, consumed, capacity);
+    }
+    return RingConsumer(control, slots, capacity, consumed, produced);
+  }
+
+  // Zero-copy read, step 1: the oldest published slot, or nullptr when empty or corrupt() (tell
+  // them apart with corrupt()). The slot stays valid and unchanged until release(). Loads the
+  // producer position only when the cached one says empty.
+  [[nodiscard]] const Slot* try_peek() noexcept {
+    if (!has_data()) return nullptr;
+    peeked_ = true;
+    return &slots_[tail_ & mask_];
+  }
+
+  // Zero-copy read, step 2: hands the slot returned by the last try_peek() back to the producer.
+  void release() noexcept {
+    assert(peeked_ && "RingConsumer::release without a successful try_peek");
+    peeked_ = false;
+    ++tail_;
+    // release: the reads of the slot happen before the producer may reuse it; pairs with the
+    // acquire of `consumed` in RingProducer::has_space.
+    control_->consumed.store(tail_, std::memory_order_release);
+  }
+
+  // Copies the oldest published slot into `out` and frees it. On empty or corrupt, `out` is
+  // left untouched.
+  [[nodiscard]] PopStatus try_pop(Slot& out) noexcept {
+    const Slot* const slot = try_peek();
+    if (slot == nullptr) return corrupt_ ? PopStatus::corrupt : PopStatus::empty;
+    out = *slot;
+    release();
+    return PopStatus::ok;
+  }
+
+  // True when try_peek would not return empty (data is there, or the ring is corrupt); refreshes
+  // the cached producer position only when the cache says empty. The wait strategies poll it.
+  [[nodiscard]] bool readable() noexcept { return has_data() || corrupt_; }
+
+  // Frames consumed so far from this ring (monotonic, wraps at 2^64).
+  [[nodiscard]] std::uint64_t position() const noexcept { return tail_; }
+
+  // Frames published but not yet consumed, as seen now; clamped to capacity.
+  [[nodiscard]] std::size_t size_approx() const noexcept {
+    // relaxed: an estimate only; no slot is read on its strength.
+    const std::uint64_t used = control_->produced.load(std::memory_order_relaxed) - tail_;
+    return static_cast<std::size_t>(used > mask_ + 1 ? mask_ + 1 : used);
+  }
+
+  [[nodiscard]] std::uint32_t capacity() const noexcept {
+    return static_cast<std::uint32_t>(mask_ + 1);
+  }
+  // Latched once the producer position was seen outside [consumed, consumed + capacity].
+  [[nodiscard]] bool corrupt() const noexcept { return corrupt_; }
+  [[nodiscard]] RingControl& control() const noexcept { return *control_; }
+
+ private:
+  RingConsumer(RingControl* control, const Slot* slots, std::uint32_t capacity, std::uint64_t tail,
+               std::uint64_t head) noexcept
+      : control_(control), slots_(slots), mask_(capacity - 1ULL), tail_(tail), cached_head_(head) {}
+
+  bool has_data() noexcept {
+    if (cached_head_ != tail_) return true;
+    if (corrupt_) return false;
+    // acquire: pairs with the release in RingProducer::commit, so the slot's payload is visible
+    // before it is read.
+    const std::uint64_t head = control_->produced.load(std::memory_order_acquire);
+    if (head - tail_ > mask_ + 1) {
+      corrupt_ = true;  // leave cached_head_ == tail_: the fast check keeps saying empty
+      return false;
+    }
+    cached_head_ = head;
+    return head != tail_;
+  }
+
+  RingControl* control_;
+  const Slot* slots_;
+  std::uint64_t mask_;
+  std::uint64_t tail_;         // this consumer's position: only this thread writes `consumed`
+  std::uint64_t cached_head_;  // last producer position seen
+  bool corrupt_ = false;
+  bool peeked_ = false;
+};
+
+}  // namespace ipcfloor
