@@ -557,6 +557,22 @@ TEST_CASE("names the line and text of a row with a missing or empty close cell")
   }
 }
 
+TEST_CASE("rejects a row with more cells than the header names, such as a decimal comma") {
+  const TempDir dir;
+  const std::string path = dir.file("comma.csv");
+  write_bytes(path, "close\n1.5\n2,5\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "line 3 has 2 cells", "names 1 column", "'2,5'"});
+}
+
+TEST_CASE("counts the lines inside quoted cells when naming a bad row") {
+  const TempDir dir;
+  const std::string path = dir.file("multiline.csv");
+  write_bytes(path, "note,close\n\"two\nlines\",1.5\n\"three\nmore\nlines\",abc\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "line 4", "'abc' is not a number"});
+}
+
 TEST_CASE("rejects a CSV with a header but no rows") {
   const TempDir dir;
   const std::string path = dir.file("header_only.csv");
