@@ -11,10 +11,15 @@
 #include <fmt/format.h>
 
 #include "bench/compute_bench.hpp"
+#include "bench/hygiene.hpp"
+#include "bench/ladder.hpp"
+#include "clients/shm_client.hpp"
 #include "engine/gbm.hpp"
 #include "engine/kernel.hpp"
 #include "engine/series_io.hpp"
+#include "engine/serve_command.hpp"
 #include "engine/series_source.hpp"
+#include "engine/status_command.hpp"
 #include "engine/sweep_report.hpp"
 
 namespace {
@@ -47,6 +52,10 @@ int run_gen(const GbmParams& gbm, const std::string& out_path) {
 
 struct SweepOptions {
   bool inproc = false;
+  std::string name;  // set: stream through the engine's shm segment
+  std::string wait;  // shm client wait mode; empty = the engine's
+  double timeout_s = 5.0;
+  bool fee_given = false;
   SeriesSource source;
   std::string lengths;
   std::string grid = "6:200:80";
@@ -55,16 +64,68 @@ struct SweepOptions {
   unsigned threads = 0;
 };
 
+// The default data set's checksum, to tell whether an engine serves the fingerprint's data.
+bool is_default_series(std::uint64_t checksum) {
+  auto close = generate_gbm(GbmParams{});
+  return close && fnv1a64(std::as_bytes(std::span<const double>(*close))) == checksum;
+}
+
+Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& options,
+                                                            std::span<const Combo> combos, std::string& where,
+                                                            bool& is_default, double& fee) {
+  ShmClientOptions client_options;
+  client_options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.timeout_s));
+  if (!options.wait.empty()) {
+    auto mode = parse_wait_mode(options.wait);
+    if (!mode) return std::unexpected(mode.error());
+    client_options.wait = *mode;
+  }
+  auto client = ShmClient::connect(options.name, client_options);
+  if (!client) return std::unexpected(client.error());
+  const SegmentHeader& header = client->segment().header();
+  fee = header.fee;
+  if (options.fee_given && options.fee != header.fee)
+    return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
+                options.fee, header.fee, options.name);
+  auto answers = client->run_all(combos, Opcode::backtest);
+  if (!answers) return std::unexpected(answers.error());
+  std::vector<BacktestResult> results;
+  for (std::size_t i = 0; i < answers->size(); ++i) {
+    const ResponseSlot& answer = (*answers)[i];
+    if (answer.status != static_cast<std::uint16_t>(Status::ok)) {
+      const auto w = combos[i].as_array();
+      return fail(ErrorCode::protocol, "engine {} rejected combo [{}, {}, {}, {}, {}, {}]: {} (the series has {} bars)",
+                  options.name, w[0], w[1], w[2], w[3], w[4], w[5], to_string(static_cast<Status>(answer.status)),
+                  header.n_bars);
+    }
+    results.push_back({answer.pnl, answer.trades});
+  }
+  where = fmt::format("through shm segment {} (lane {}, {} mode), {} bars", options.name, client->lane(),
+                      to_string(client->wait_mode()), header.n_bars);
+  is_default = is_default_series(header.series_checksum);
+  return results;
+}
+
 int run_sweep_command(const SweepOptions& options) {
   auto lengths = options.lengths.empty() ? parse_grid(options.grid) : parse_lengths(options.lengths);
   if (!lengths) return report_error(lengths.error());
-  auto series = load_series_source(options.source);
-  if (!series) return report_error(series.error());
-
   std::vector<Combo> combos;
   combos.reserve(lengths->size());
   for (const auto length : *lengths) combos.push_back(combo_from_length(length));
-  auto results = run_sweep(series->close, combos, options.fee, options.threads);
+
+  std::string where;
+  bool is_default = false;
+  double fee = options.fee;
+  Expected<std::vector<BacktestResult>> results = std::vector<BacktestResult>{};
+  if (!options.name.empty()) {
+    results = sweep_through_segment(options, combos, where, is_default, fee);
+  } else {
+    auto series = load_series_source(options.source);
+    if (!series) return report_error(series.error());
+    results = run_sweep(series->close, combos, options.fee, options.threads);
+    where = fmt::format("over {} ({} bars), in-process", series->description, series->close.size());
+    is_default = series->is_default;
+  }
   if (!results) return report_error(results.error());
 
   std::vector<SweepRow> rows;
@@ -74,10 +135,9 @@ int run_sweep_command(const SweepOptions& options) {
     print_sweep_json(stdout, rows);
     return 0;
   }
-  fmt::print("sweep: {} combos over {} ({} bars), in-process, fee {}\n", rows.size(), series->description,
-             series->close.size(), options.fee);
+  fmt::print("sweep: {} combos {}, fee {}\n", rows.size(), where, fee);
   print_sweep_table(stdout, rows);
-  if (series->is_default && options.fee == kDefaultFee) {
+  if (is_default && fee == kDefaultFee) {
     for (const SweepRow& row : rows) {
       if (row.length != kFingerprintLength) continue;
       const bool holds = row.result.pnl == kFingerprintPnl && row.result.trades == kFingerprintTrades;
@@ -92,6 +152,9 @@ int run_sweep_command(const SweepOptions& options) {
 
 struct BenchOptions {
   std::vector<std::string> suites;
+  std::string transports;
+  LadderOptions ladder;
+  HygieneOptions hygiene;
   std::string out_dir;
   bool json = false;
   bool quick = false;
@@ -113,24 +176,47 @@ int write_report(const std::string& out_dir, const std::string& name, const nloh
 }
 
 int run_bench_command(BenchOptions options) {
-  if (options.suites.empty()) options.suites = {"compute"};
+  if (options.suites.empty()) options.suites = {"ladder", "hygiene", "compute"};
   for (const std::string& suite : options.suites) {
-    if (suite != "compute") {
-      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: compute\n", suite);
+    if (suite != "compute" && suite != "ladder" && suite != "hygiene") {
+      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: ladder, hygiene, compute\n", suite);
       return kExitFailure;
     }
   }
   if (options.quick) {
     options.compute.repeats = 3;
     options.compute.reference_repeats = 1;
+    options.ladder.samples = std::min<std::size_t>(options.ladder.samples, 20'000);
+    options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
+    options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
+    options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
   }
-  auto report = run_compute_bench(options.compute);
-  if (!report) return report_error(report.error());
-  if (options.json)
-    fmt::print("{}\n", report->dump(2));
-  else
-    print_compute_report(*report);
-  return write_report(options.out_dir, "compute", *report);
+  if (!options.transports.empty()) {
+    auto names = options.transports;
+    std::size_t start = 0;
+    while (start <= names.size()) {
+      const auto comma = names.find(',', start);
+      options.ladder.transports.push_back(names.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  for (const std::string& suite : options.suites) {
+    auto report = suite == "ladder"    ? run_ladder(options.ladder)
+                  : suite == "hygiene" ? run_hygiene(options.hygiene)
+                                       : run_compute_bench(options.compute);
+    if (!report) return report_error(report.error());
+    if (options.json)
+      fmt::print("{}\n", report->dump(2));
+    else if (suite == "ladder")
+      print_ladder(*report);
+    else if (suite == "hygiene")
+      print_hygiene(*report);
+    else
+      print_compute_report(*report);
+    if (write_report(options.out_dir, suite, *report) != 0) return kExitFailure;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -148,7 +234,12 @@ int main(int argc, char** argv) {
   SweepOptions sweep_options;
   std::string sweep_data;
   auto* sweep = app.add_subcommand("sweep", "Run a grid of combos and print pnl and trades per combo");
-  sweep->add_flag("--inproc", sweep_options.inproc, "run the kernel in this process")->required();
+  auto* target = sweep->add_option_group("target", "where the combos run (exactly one)");
+  target->add_flag("--inproc", sweep_options.inproc, "run the kernel in this process");
+  target->add_option("--name", sweep_options.name, "stream through the engine's shared-memory segment NAME");
+  target->require_option(1);
+  sweep->add_option("--wait", sweep_options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
+  sweep->add_option("--timeout", sweep_options.timeout_s, "seconds to wait for any one answer")->capture_default_str();
   sweep->add_option("--data", sweep_data, "close series: .csv with a close column, .f64 or .npy")
       ->check(CLI::ExistingFile);
   add_gbm_options(*sweep, sweep_options.source.gbm);
@@ -157,12 +248,22 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->excludes(lengths);
   sweep->add_flag("--json", sweep_options.json, "one JSON object per combo and line");
-  sweep->add_option("--fee", sweep_options.fee, "fee per round trip, percentage points")->capture_default_str();
+  auto* fee_option =
+      sweep->add_option("--fee", sweep_options.fee, "fee per round trip, percentage points")->capture_default_str();
   sweep->add_option("--threads", sweep_options.threads, "worker threads (0 = one per core)")->capture_default_str();
 
   BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "Run benchmark suites and print (and write) their reports");
-  bench->add_option("suite", bench_options.suites, "suites to run: compute");
+  bench->add_option("suite", bench_options.suites, "suites to run: ladder, hygiene, compute (default: all)");
+  bench->add_option("--transports", bench_options.transports, "ladder: comma-separated transports (default: all)");
+  bench->add_option("--samples", bench_options.ladder.samples, "ladder: timed round trips per transport")
+      ->capture_default_str();
+  bench->add_option("--warmup", bench_options.ladder.warmup, "ladder: untimed round trips first")->capture_default_str();
+  bench->add_option("--requests", bench_options.hygiene.echo_requests, "hygiene: ECHO requests counted")
+      ->capture_default_str();
+  bench->add_option("--wait", bench_options.hygiene.wait, "hygiene: engine and client wait mode")->capture_default_str();
+  bench->add_option("--client-cpu", bench_options.ladder.client_cpu, "ladder: core of the measuring side");
+  bench->add_option("--server-cpu", bench_options.ladder.server_cpu, "ladder: core of the serving side");
   bench->add_option("--out", bench_options.out_dir, "directory for the JSON reports");
   bench->add_flag("--json", bench_options.json, "print the report as JSON");
   bench->add_flag("--quick", bench_options.quick, "fewer repeats");
@@ -172,7 +273,50 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", bench_options.compute.threads, "kernel worker threads (0 = one per core)");
   bench->add_option("--python", bench_options.compute.python, "python with numpy and numba")->capture_default_str();
 
+  ServeOptions serve_options;
+  std::string serve_data, serve_wait = "spin", serve_hugepages = "auto", serve_mlock = "auto";
+  int serve_cpu = -1;
+  unsigned heartbeat_ms = 10;
+  auto* serve = app.add_subcommand("serve", "Preload the series into a shared-memory segment and serve combos");
+  serve->add_option("--name", serve_options.name, "segment name: /dev/shm/NAME or <hugetlbfs>/NAME")->capture_default_str();
+  serve->add_option("--data", serve_data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
+  add_gbm_options(*serve, serve_options.source.gbm);
+  serve->add_option("--cpu", serve_cpu, "core for the serving thread (default: the last allowed core)");
+  serve->add_flag("--fifo", serve_options.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
+  serve->add_option("--lanes", serve_options.lanes, "client lanes")->capture_default_str();
+  serve->add_option("--ring-capacity", serve_options.ring_capacity, "slots per ring (power of two)")->capture_default_str();
+  serve->add_option("--fee", serve_options.fee, "fee per round trip, percentage points")->capture_default_str();
+  serve->add_option("--wait", serve_wait, "serving thread when idle: spin, backoff or block")->capture_default_str();
+  serve->add_option("--hugepages", serve_hugepages, "auto, require or off")->capture_default_str();
+  serve->add_option("--mlock", serve_mlock, "auto, require or off")->capture_default_str();
+  serve->add_option("--heartbeat-ms", heartbeat_ms, "heartbeat and liveness-check interval")->capture_default_str();
+  serve->add_flag("--quiet", serve_options.quiet, "print only warnings and errors");
+
+  std::string status_name = "ipcfloor";
+  bool status_json = false;
+  auto* status = app.add_subcommand("status", "Show what a live segment holds: engine, series, lanes, counters");
+  status->add_option("--name", status_name, "segment name")->capture_default_str();
+  status->add_flag("--json", status_json, "print JSON");
+
   CLI11_PARSE(app, argc, argv);
+  sweep_options.fee_given = fee_option->count() > 0;
+
+  if (*serve) {
+    if (!serve_data.empty()) serve_options.source.data_path = serve_data;
+    if (serve_cpu >= 0) serve_options.cpu = serve_cpu;
+    serve_options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
+    auto wait = parse_wait_mode(serve_wait);
+    if (!wait) return report_error(wait.error());
+    auto hugepages = parse_hugepages_mode(serve_hugepages);
+    if (!hugepages) return report_error(hugepages.error());
+    auto mlock = parse_mlock_mode(serve_mlock);
+    if (!mlock) return report_error(mlock.error());
+    serve_options.wait = *wait;
+    serve_options.hugepages = *hugepages;
+    serve_options.mlock = *mlock;
+    return run_serve(serve_options);
+  }
+  if (*status) return run_status(status_name, status_json, std::string(kDefaultTmpfsDir));
 
   if (*gen) return run_gen(gen_params, gen_out);
   if (*sweep) {

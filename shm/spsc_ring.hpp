@@ -330,6 +330,10 @@ class RingConsumer {
   bool has_data() noexcept {
     if (cached_head_ != tail_) return true;
     if (corrupt_) return false;
+    // Ask for the next slot's line alongside the position: when the frame lands, both misses
+    // are then in flight together instead of one after the other. Only a hint; correctness
+    // still rests on the acquire below.
+    __builtin_prefetch(&slots_[tail_ & mask_], 0, 3);
     // acquire: pairs with the release in RingProducer::commit, so the slot's payload is visible
     // before it is read.
     const std::uint64_t head = control_->produced.load(std::memory_order_acquire);

@@ -1,0 +1,28 @@
+#pragma once
+// `ipcfloor bench hygiene`: syscalls, page faults and context switches per request on the
+// engine's serving thread (SPEC §8.6), counted over a million requests through the ring.
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shm/error.hpp"
+
+namespace ipcfloor {
+
+struct HygieneOptions {
+  std::size_t echo_requests = 1'000'000;
+  std::size_t backtest_requests = 20'000;
+  std::string wait = "spin";
+  int client_cpu = -1;  // -1: first allowed cpu
+  int server_cpu = -1;  // -1: last allowed cpu
+  std::string binary;   // empty: this executable
+};
+
+// JSON: {"suite":"hygiene","host":{...},"results":[{"transport","opcode","requests","syscalls",
+// "minor_faults","major_faults","voluntary_switches","involuntary_switches", "..._per_request"}]}
+[[nodiscard]] Expected<nlohmann::json> run_hygiene(const HygieneOptions& options);
+
+void print_hygiene(const nlohmann::json& report);
+
+}  // namespace ipcfloor

@@ -1,0 +1,32 @@
+#pragma once
+// `ipcfloor bench ladder`: the floor ladder (SPEC §8.1), every transport's RTT for a 48-byte
+// request and its reply, measured in one run so that ratios between rungs are meaningful.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shm/error.hpp"
+
+namespace ipcfloor {
+
+struct LadderOptions {
+  std::vector<std::string> transports;  // empty: all registered
+  std::size_t samples = 100'000;
+  std::size_t warmup = 10'000;
+  int client_cpu = -1;  // -1: the first allowed cpu
+  int server_cpu = -1;  // -1: the last allowed cpu
+  std::string binary;   // empty: this executable
+};
+
+// Runs each transport in turn. A transport that cannot run is reported in the JSON with its
+// reason ("skipped") rather than failing the run; an unknown transport name is an error.
+// JSON: {"suite":"ladder","host":{...},"config":{...},"results":[{name,kind,p50,...,max,samples}],
+//        "skipped":[{name,reason}], "ratios":{...}}
+[[nodiscard]] Expected<nlohmann::json> run_ladder(const LadderOptions& options);
+
+// A table for people: percentiles in ns and each transport's p50 as a multiple of the floor.
+void print_ladder(const nlohmann::json& report);
+
+}  // namespace ipcfloor

@@ -1,0 +1,53 @@
+#pragma once
+// Per-sample latency measurement: a calibrated TSC clock and percentile summaries.
+// Every figure a benchmark reports is a percentile over individually timed samples, never a
+// batch time divided by a count.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ipcfloor {
+
+// Reads the time-stamp counter with loads and stores ordered around it. The TSC is invariant on
+// every host we target (constant_tsc, nonstop_tsc); calibrate() checks it against steady_clock.
+class TscClock {
+ public:
+  // Measures ticks per nanosecond over `window_ms` of steady_clock. Setup path (sleeps).
+  [[nodiscard]] static TscClock calibrate(unsigned window_ms = 50);
+
+  // Hot path: one ordered rdtsc, no syscall.
+  [[nodiscard]] static std::uint64_t now() noexcept {
+#if defined(__x86_64__)
+    unsigned lo = 0, hi = 0;
+    __asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi) : : "memory");
+    return (static_cast<std::uint64_t>(hi) << 32) | lo;
+#else
+    return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+  }
+
+  [[nodiscard]] double to_ns(std::uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }
+  [[nodiscard]] double ns_per_tick() const noexcept { return ns_per_tick_; }
+  [[nodiscard]] double ghz() const noexcept { return 1.0 / ns_per_tick_; }
+
+ private:
+  explicit TscClock(double ns_per_tick) : ns_per_tick_(ns_per_tick) {}
+  double ns_per_tick_;
+};
+
+struct LatencySummary {
+  std::string name;
+  std::string kind;  // "rtt" or "one-way"
+  std::size_t samples = 0;
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0, mean = 0;
+};
+
+// Sorts `ns` in place and takes nearest-rank percentiles. Allocates nothing beyond the sort.
+[[nodiscard]] LatencySummary summarize(std::string name, std::string kind, std::vector<double>& ns);
+
+[[nodiscard]] nlohmann::json to_json(const LatencySummary& summary);
+
+}  // namespace ipcfloor

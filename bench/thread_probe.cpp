@@ -1,0 +1,110 @@
+#include "bench/thread_probe.hpp"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ipcfloor {
+
+Expected<ThreadCounters> read_thread_counters(pid_t pid, pid_t tid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
+  std::ifstream stat(dir + "/stat");
+  std::string line;
+  if (!stat || !std::getline(stat, line))
+    return fail(ErrorCode::io, "cannot read {}/stat: {}", dir, std::strerror(errno));
+  // Fields after the ")" of the command name: state(3) ppid pgrp session tty tpgid flags
+  // minflt(10) cminflt majflt(12).
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::vector<std::string> f;
+  std::string token;
+  while (fields >> token) f.push_back(token);
+  if (f.size() < 10) return fail(ErrorCode::io, "{}/stat has too few fields", dir);
+  ThreadCounters counters;
+  counters.minor_faults = std::stoull(f[7]);
+  counters.major_faults = std::stoull(f[9]);
+  std::ifstream status(dir + "/status");
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) counters.voluntary_switches = std::stoull(line.substr(24));
+    if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) counters.involuntary_switches = std::stoull(line.substr(27));
+  }
+  return counters;
+}
+
+SyscallCounter::~SyscallCounter() {
+  if (tracer_.joinable()) (void)stop();
+}
+
+Expected<void> SyscallCounter::start(pid_t tid) {
+  tid_ = tid;
+  phase_.store(1, std::memory_order_release);  // release: publishes tid_; pairs with the tracer's acquire
+  tracer_ = std::thread([this] { trace_loop(); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  // acquire: pairs with the tracer's release store of its phase (and error_number_).
+  while (phase_.load(std::memory_order_acquire) == 1) {
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (phase_.load(std::memory_order_acquire) != 2) {  // acquire: as above
+    tracer_.join();
+    return fail(ErrorCode::permission, "cannot trace thread {}: {} (needs ptrace rights over the engine)", tid,
+                std::strerror(error_number_));
+  }
+  return {};
+}
+
+Expected<std::uint64_t> SyscallCounter::stop() {
+  if (!tracer_.joinable()) return fail(ErrorCode::invalid_argument, "the syscall counter was not started");
+  phase_.store(3, std::memory_order_release);  // release: asks the tracer to detach; pairs with its acquire
+  tracer_.join();
+  if (phase_.load(std::memory_order_acquire) != 4)  // acquire: pairs with the tracer's final release
+    return fail(ErrorCode::io, "detaching from thread {} failed: {}", tid_, std::strerror(error_number_));
+  return syscalls_.load(std::memory_order_relaxed);  // relaxed: the tracer has joined
+}
+
+void SyscallCounter::trace_loop() {
+  const auto failed = [this] {
+    error_number_ = errno;
+    phase_.store(-1, std::memory_order_release);  // release: publishes error_number_; pairs with acquire in start/stop
+  };
+  if (ptrace(PTRACE_SEIZE, tid_, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD)) != 0) return failed();
+  int status = 0;
+  if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0 || waitpid(tid_, &status, __WALL) != tid_) return failed();
+  if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return failed();
+  phase_.store(2, std::memory_order_release);  // release: tracing is live; pairs with acquire in start()
+  bool in_syscall = false;
+  // acquire: pairs with the release store of 3 in stop().
+  while (phase_.load(std::memory_order_acquire) == 2) {
+    const pid_t got = waitpid(tid_, &status, __WALL | WNOHANG);
+    if (got == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      continue;
+    }
+    if (got != tid_ || WIFEXITED(status) || WIFSIGNALED(status)) return failed();
+    int deliver = 0;
+    if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+      if (!in_syscall) syscalls_.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after join
+      in_syscall = !in_syscall;  // stops alternate: entry, exit
+    } else if (WIFSTOPPED(status) && status >> 16 == 0) {
+      deliver = WSTOPSIG(status);  // a real signal: pass it on
+    }
+    if (ptrace(PTRACE_SYSCALL, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(deliver))) != 0) return failed();
+  }
+  if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0) return failed();
+  while (true) {
+    if (waitpid(tid_, &status, __WALL) != tid_) return failed();
+    if (WIFSTOPPED(status) && (status >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(status) == (SIGTRAP | 0x80))) break;
+    if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return failed();
+  }
+  if (ptrace(PTRACE_DETACH, tid_, nullptr, nullptr) != 0) return failed();
+  phase_.store(4, std::memory_order_release);  // release: counts are final; pairs with acquire in stop()
+}
+
+}  // namespace ipcfloor

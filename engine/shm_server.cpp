@@ -1,0 +1,165 @@
+#include "engine/shm_server.hpp"
+
+#include <chrono>
+#include <utility>
+
+#include "engine/dispatch.hpp"
+
+namespace ipcfloor {
+namespace {
+
+// Idle passes before a backoff/block engine starts to back off or sleep: long enough that a
+// client pipelining requests never finds the engine asleep between two of them.
+constexpr std::uint32_t kIdlePassesBeforeWait = 4096;
+// A sleeping engine wakes at least this often to look at the stop flag.
+constexpr std::chrono::milliseconds kIdleSleepBound{50};
+
+}  // namespace
+
+Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, WaitMode mode,
+                                                     TelemetryQueue& telemetry) {
+  const SegmentHeader& header = segment.header();
+  std::vector<Lane> lanes;
+  lanes.reserve(header.lane_count);
+  for (std::uint32_t i = 0; i < header.lane_count; ++i) {
+    const LaneView view = segment.lane(i);
+    auto requests = RingConsumer<RequestSlot>::make(view.request_ring, view.request_slots, header.ring_capacity);
+    if (!requests) return std::unexpected(requests.error());
+    auto responses = RingProducer<ResponseSlot>::make(view.response_ring, view.response_slots, header.ring_capacity);
+    if (!responses) return std::unexpected(responses.error());
+    lanes.push_back(Lane{view, *requests, *responses});
+  }
+  return std::unique_ptr<ShmServer>(new ShmServer(segment, mode, telemetry, std::move(lanes)));
+}
+
+ShmServer::ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry, std::vector<Lane> lanes)
+    : segment_(segment),
+      header_(segment.header()),
+      mode_(mode),
+      telemetry_(telemetry),
+      close_(segment.series()),
+      fee_(segment.header().fee),
+      workspace_(segment.series().size()),
+      lanes_(std::move(lanes)) {}
+
+void ShmServer::report(const TelemetryEvent& event) noexcept {
+  // try_enqueue never allocates; a full queue drops the event (the shared counters still count).
+  (void)telemetry_.try_enqueue(event);
+}
+
+void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::int32_t pid) noexcept {
+  // The client is gone (closed or dead), so both ring ends are this thread's now. Restart both
+  // rings empty at their current write positions: unread requests and unread responses of the
+  // old client are dropped, and a new client starts from a clean, consistent state.
+  // relaxed (both): no client can touch the lane until the release store of `free` below.
+  const std::uint64_t request_head = lane.view.request_ring->produced.load(std::memory_order_relaxed);
+  init_ring(*lane.view.request_ring, request_head);
+  init_ring(*lane.view.response_ring, lane.responses.position());
+  // These cannot fail: the rings were just made consistent with a valid capacity.
+  lane.requests = *RingConsumer<RequestSlot>::make(lane.view.request_ring, lane.view.request_slots,
+                                                   header_.ring_capacity);
+  lane.responses = *RingProducer<ResponseSlot>::make(lane.view.response_ring, lane.view.response_slots,
+                                                     header_.ring_capacity);
+  // relaxed: a statistic; only this thread writes it.
+  lane.view.control->owner_start_ticks.store(0, std::memory_order_relaxed);
+  if (why == LaneState::reclaiming) {
+    // relaxed: counter only this thread writes; readers (status) tolerate staleness.
+    header_.lanes_reclaimed.store(header_.lanes_reclaimed.load(std::memory_order_relaxed) + 1,
+                                  std::memory_order_relaxed);
+  } else {
+    // relaxed: as above.
+    header_.lanes_released.store(header_.lanes_released.load(std::memory_order_relaxed) + 1,
+                                 std::memory_order_relaxed);
+  }
+  // release: publishes the reset rings; pairs with the acquire CAS in ShmClient::claim_lane.
+  lane.view.control->owner.store(pack_owner(LaneState::free, 0), std::memory_order_release);
+  report(TelemetryEvent{why == LaneState::reclaiming ? TelemetryEvent::Kind::lane_reclaimed
+                                                     : TelemetryEvent::Kind::lane_released,
+                        0, index, pid, 0});
+}
+
+std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
+  // acquire: pairs with the client's acq_rel CAS in claim_lane / release store in close, and
+  // with the reporter's CAS to reclaiming, so the lane's ring state is seen as they left it.
+  const std::uint64_t owner = lane.view.control->owner.load(std::memory_order_acquire);
+  const LaneState state = owner_state(owner);
+  if (state == LaneState::free) return 0;
+  if (state == LaneState::releasing || state == LaneState::reclaiming) {
+    reset_lane(index, lane, state, owner_pid(owner));
+    return 0;
+  }
+  std::size_t served = 0;
+  // Bounded per pass so one busy lane cannot starve the others.
+  for (std::uint32_t burst = 0; burst < header_.ring_capacity; ++burst) {
+    const RequestSlot* shared = lane.requests.try_peek();
+    if (shared == nullptr) {
+      if (lane.requests.corrupt()) {
+        report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, owner_pid(owner), 0});
+        reset_lane(index, lane, LaneState::reclaiming, owner_pid(owner));
+      }
+      break;
+    }
+    ResponseSlot* out = lane.responses.try_claim();
+    if (out == nullptr) break;  // the client is not reading its answers; serve the others
+    const RequestSlot request = *shared;  // private copy: the client may still scribble on it
+    const Status status = dispatch_request(request, close_, fee_, workspace_, *out);
+    lane.responses.commit();
+    notify_readable(lane.responses, mode_);
+    lane.requests.release();
+    ++served;
+    ++requests_;
+    // relaxed: per-lane counter, only this thread writes it; status reads tolerate staleness.
+    lane.view.control->requests.store(lane.view.control->requests.load(std::memory_order_relaxed) + 1,
+                                      std::memory_order_relaxed);
+    if (status != Status::ok) {
+      ++bad_frames_;
+      // relaxed: as above.
+      lane.view.control->bad_frames.store(lane.view.control->bad_frames.load(std::memory_order_relaxed) + 1,
+                                          std::memory_order_relaxed);
+      // relaxed: only this thread writes the segment-wide counter.
+      header_.bad_frames.store(bad_frames_, std::memory_order_relaxed);
+      report(TelemetryEvent{TelemetryEvent::Kind::bad_frame, static_cast<std::uint16_t>(status), index,
+                            owner_pid(owner), request.seq});
+    }
+  }
+  if (served != 0) header_.requests.store(requests_, std::memory_order_relaxed);  // relaxed: only we write it
+  return served;
+}
+
+std::size_t ShmServer::poll_once() noexcept {
+  std::size_t served = 0;
+  for (std::uint32_t i = 0; i < lanes_.size(); ++i) served += serve_lane(i, lanes_[i]);
+  return served;
+}
+
+bool ShmServer::has_work() noexcept {
+  for (Lane& lane : lanes_) {
+    // acquire: as in serve_lane.
+    const LaneState state = owner_state(lane.view.control->owner.load(std::memory_order_acquire));
+    if (state == LaneState::releasing || state == LaneState::reclaiming) return true;
+    if (state == LaneState::claimed && lane.requests.readable()) return true;
+  }
+  return false;
+}
+
+void ShmServer::run(const std::atomic<bool>& stop) noexcept {
+  std::uint32_t idle = 0;
+  // relaxed: a plain flag; nothing is published through it.
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (poll_once() != 0) {
+      idle = 0;
+      continue;
+    }
+    if (mode_ == WaitMode::spin || ++idle < kIdlePassesBeforeWait) {
+      detail::cpu_relax();
+      continue;
+    }
+    auto ready = [this, &stop]() noexcept {
+      return has_work() || stop.load(std::memory_order_relaxed);  // relaxed: plain flag
+    };
+    const auto deadline = WaitClock::now() + kIdleSleepBound;
+    (void)detail::wait_until(ready, mode_, {header_.doorbell, header_.engine_sleeping}, deadline);
+  }
+}
+
+}  // namespace ipcfloor

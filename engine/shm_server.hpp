@@ -1,0 +1,62 @@
+#pragma once
+// The serving loop: one thread, pinned to its own core, polls every lane's request ring,
+// answers through the lane's response ring, and drains lanes whose client left or died.
+//
+// Threads: run()/poll_once() belong to the serving thread only. In spin mode they make no
+// syscall, no heap allocation and take no lock; telemetry goes out through a lock-free queue.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/kernel.hpp"
+#include "engine/telemetry.hpp"
+#include "shm/segment.hpp"
+#include "shm/wait_strategy.hpp"
+
+namespace ipcfloor {
+
+class ShmServer {
+ public:
+  // Setup path: builds the ring handles of every lane and the kernel workspace (allocates).
+  // `segment` and `telemetry` must outlive the server.
+  [[nodiscard]] static Expected<std::unique_ptr<ShmServer>> make(Segment& segment, WaitMode mode,
+                                                                 TelemetryQueue& telemetry);
+
+  // Serves until `stop` turns true (checked between passes, or at most every
+  // kIdleSleepBound while idle in backoff/block mode). Serving thread only.
+  void run(const std::atomic<bool>& stop) noexcept;
+
+  // One pass over all lanes; returns the number of requests answered. Serving thread only.
+  std::size_t poll_once() noexcept;
+
+  // True when some lane has a request or a lane change waiting. Serving thread only.
+  [[nodiscard]] bool has_work() noexcept;
+
+ private:
+  struct Lane {
+    LaneView view;
+    RingConsumer<RequestSlot> requests;
+    RingProducer<ResponseSlot> responses;
+  };
+
+  ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry, std::vector<Lane> lanes);
+  std::size_t serve_lane(std::uint32_t index, Lane& lane) noexcept;
+  void reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::int32_t pid) noexcept;
+  void report(const TelemetryEvent& event) noexcept;
+
+  Segment& segment_;
+  SegmentHeader& header_;
+  WaitMode mode_;
+  TelemetryQueue& telemetry_;
+  std::span<const double> close_;
+  double fee_;
+  KernelWorkspace workspace_;
+  std::vector<Lane> lanes_;
+  std::uint64_t requests_ = 0;    // mirrors header_.requests; only this thread writes it
+  std::uint64_t bad_frames_ = 0;  // mirrors header_.bad_frames; only this thread writes it
+};
+
+}  // namespace ipcfloor
