@@ -1,5 +1,6 @@
 #include "engine/shm_server.hpp"
 
+#include <bit>
 #include <chrono>
 #include <utility>
 
@@ -13,6 +14,9 @@ namespace {
 constexpr std::uint32_t kIdlePassesBeforeWait = 4096;
 // A sleeping engine wakes at least this often to look at the stop flag.
 constexpr std::chrono::milliseconds kIdleSleepBound{50};
+// Passes between two scans of every lane's owner word (a pass over one active lane takes tens
+// of ns, so a scan happens every few microseconds).
+constexpr std::uint32_t kPassesPerScan = 128;
 
 }  // namespace
 
@@ -78,24 +82,37 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
                         0, index, pid, 0});
 }
 
-std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
-  // acquire: pairs with the client's acq_rel CAS in claim_lane / release store in close, and
-  // with the reporter's CAS to reclaiming, so the lane's ring state is seen as they left it.
-  const std::uint64_t owner = lane.view.control->owner.load(std::memory_order_acquire);
-  const LaneState state = owner_state(owner);
-  if (state == LaneState::free) return 0;
-  if (state == LaneState::releasing || state == LaneState::reclaiming) {
-    reset_lane(index, lane, state, owner_pid(owner));
-    return 0;
+void ShmServer::scan_lanes() noexcept {
+  passes_since_scan_ = 0;
+  std::uint64_t active = 0;
+  for (std::uint32_t i = 0; i < lanes_.size(); ++i) {
+    Lane& lane = lanes_[i];
+    // acquire: pairs with the client's acq_rel CAS in ShmClient::connect / release store in
+    // release_lane, and with the reporter's CAS to reclaiming, so the lane's ring state is
+    // seen as they left it.
+    const std::uint64_t owner = lane.view.control->owner.load(std::memory_order_acquire);
+    const LaneState state = owner_state(owner);
+    if (state == LaneState::releasing || state == LaneState::reclaiming) {
+      reset_lane(i, lane, state, owner_pid(owner));  // nobody is left to read answers
+    } else if (state == LaneState::claimed) {
+      active |= std::uint64_t{1} << i;
+      owner_pids_[i] = owner_pid(owner);
+    }
   }
+  active_ = active;
+}
+
+std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
+  const std::int32_t pid = owner_pids_[index];
   std::size_t served = 0;
   // Bounded per pass so one busy lane cannot starve the others.
   for (std::uint32_t burst = 0; burst < header_.ring_capacity; ++burst) {
     const RequestSlot* shared = lane.requests.try_peek();
     if (shared == nullptr) {
       if (lane.requests.corrupt()) {
-        report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, owner_pid(owner), 0});
-        reset_lane(index, lane, LaneState::reclaiming, owner_pid(owner));
+        report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, pid, 0});
+        reset_lane(index, lane, LaneState::reclaiming, pid);
+        active_ &= ~(std::uint64_t{1} << index);
       }
       break;
     }
@@ -118,8 +135,8 @@ std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
                                           std::memory_order_relaxed);
       // relaxed: only this thread writes the segment-wide counter.
       header_.bad_frames.store(bad_frames_, std::memory_order_relaxed);
-      report(TelemetryEvent{TelemetryEvent::Kind::bad_frame, static_cast<std::uint16_t>(status), index,
-                            owner_pid(owner), request.seq});
+      report(TelemetryEvent{TelemetryEvent::Kind::bad_frame, static_cast<std::uint16_t>(status), index, pid,
+                            request.seq});
     }
   }
   if (served != 0) header_.requests.store(requests_, std::memory_order_relaxed);  // relaxed: only we write it
@@ -127,8 +144,12 @@ std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
 }
 
 std::size_t ShmServer::poll_once() noexcept {
+  if (++passes_since_scan_ >= kPassesPerScan) scan_lanes();
   std::size_t served = 0;
-  for (std::uint32_t i = 0; i < lanes_.size(); ++i) served += serve_lane(i, lanes_[i]);
+  for (std::uint64_t pending = active_; pending != 0; pending &= pending - 1) {
+    const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+    served += serve_lane(i, lanes_[i]);
+  }
   return served;
 }
 

@@ -43,6 +43,7 @@ class ShmServer {
   };
 
   ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry, std::vector<Lane> lanes);
+  void scan_lanes() noexcept;
   std::size_t serve_lane(std::uint32_t index, Lane& lane) noexcept;
   void reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::int32_t pid) noexcept;
   void report(const TelemetryEvent& event) noexcept;
@@ -55,6 +56,11 @@ class ShmServer {
   double fee_;
   KernelWorkspace workspace_;
   std::vector<Lane> lanes_;
+  // Lanes with a client, as of the last scan. Passes between scans poll only these, so the hot
+  // loop touches no line of an idle lane; a new client waits at most one scan period.
+  std::uint64_t active_ = 0;
+  std::uint32_t passes_since_scan_ = 0;
+  std::int32_t owner_pids_[kMaxLanes] = {};  // pid of each active lane's owner, for telemetry
   std::uint64_t requests_ = 0;    // mirrors header_.requests; only this thread writes it
   std::uint64_t bad_frames_ = 0;  // mirrors header_.bad_frames; only this thread writes it
 };
