@@ -2,17 +2,13 @@
 // contract. Errors go to stderr with a non-zero exit code.
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "bench/compute_bench.hpp"
-#include "bench/hygiene.hpp"
-#include "bench/ladder.hpp"
+#include "bench/bench_command.hpp"
 #include "clients/shm_client.hpp"
 #include "engine/gbm.hpp"
 #include "engine/kernel.hpp"
@@ -150,75 +146,6 @@ int run_sweep_command(const SweepOptions& options) {
   return 0;
 }
 
-struct BenchOptions {
-  std::vector<std::string> suites;
-  std::string transports;
-  LadderOptions ladder;
-  HygieneOptions hygiene;
-  std::string out_dir;
-  bool json = false;
-  bool quick = false;
-  ComputeBenchOptions compute;
-};
-
-int write_report(const std::string& out_dir, const std::string& name, const nlohmann::json& report) {
-  if (out_dir.empty()) return 0;
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  const std::string path = out_dir + "/" + name + ".json";
-  std::ofstream out(path);
-  if (ec || !(out << report.dump(2) << '\n')) {
-    fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
-    return kExitFailure;
-  }
-  fmt::print(stderr, "ipcfloor bench: wrote {}\n", path);
-  return 0;
-}
-
-int run_bench_command(BenchOptions options) {
-  if (options.suites.empty()) options.suites = {"ladder", "hygiene", "compute"};
-  for (const std::string& suite : options.suites) {
-    if (suite != "compute" && suite != "ladder" && suite != "hygiene") {
-      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: ladder, hygiene, compute\n", suite);
-      return kExitFailure;
-    }
-  }
-  if (options.quick) {
-    options.compute.repeats = 3;
-    options.compute.reference_repeats = 1;
-    options.ladder.samples = std::min<std::size_t>(options.ladder.samples, 20'000);
-    options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
-    options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
-    options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
-  }
-  if (!options.transports.empty()) {
-    auto names = options.transports;
-    std::size_t start = 0;
-    while (start <= names.size()) {
-      const auto comma = names.find(',', start);
-      options.ladder.transports.push_back(names.substr(start, comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  for (const std::string& suite : options.suites) {
-    auto report = suite == "ladder"    ? run_ladder(options.ladder)
-                  : suite == "hygiene" ? run_hygiene(options.hygiene)
-                                       : run_compute_bench(options.compute);
-    if (!report) return report_error(report.error());
-    if (options.json)
-      fmt::print("{}\n", report->dump(2));
-    else if (suite == "ladder")
-      print_ladder(*report);
-    else if (suite == "hygiene")
-      print_hygiene(*report);
-    else
-      print_compute_report(*report);
-    if (write_report(options.out_dir, suite, *report) != 0) return kExitFailure;
-  }
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,25 +180,7 @@ int main(int argc, char** argv) {
   sweep->add_option("--threads", sweep_options.threads, "worker threads (0 = one per core)")->capture_default_str();
 
   BenchOptions bench_options;
-  auto* bench = app.add_subcommand("bench", "Run benchmark suites and print (and write) their reports");
-  bench->add_option("suite", bench_options.suites, "suites to run: ladder, hygiene, compute (default: all)");
-  bench->add_option("--transports", bench_options.transports, "ladder: comma-separated transports (default: all)");
-  bench->add_option("--samples", bench_options.ladder.samples, "ladder: timed round trips per transport")
-      ->capture_default_str();
-  bench->add_option("--warmup", bench_options.ladder.warmup, "ladder: untimed round trips first")->capture_default_str();
-  bench->add_option("--requests", bench_options.hygiene.echo_requests, "hygiene: ECHO requests counted")
-      ->capture_default_str();
-  bench->add_option("--wait", bench_options.hygiene.wait, "hygiene: engine and client wait mode")->capture_default_str();
-  bench->add_option("--client-cpu", bench_options.ladder.client_cpu, "ladder: core of the measuring side");
-  bench->add_option("--server-cpu", bench_options.ladder.server_cpu, "ladder: core of the serving side");
-  bench->add_option("--out", bench_options.out_dir, "directory for the JSON reports");
-  bench->add_flag("--json", bench_options.json, "print the report as JSON");
-  bench->add_flag("--quick", bench_options.quick, "fewer repeats");
-  bench->add_option("--repeats", bench_options.compute.repeats, "timed in-process sweeps")->capture_default_str();
-  bench->add_option("--reference-repeats", bench_options.compute.reference_repeats, "timed numba sweeps")
-      ->capture_default_str();
-  bench->add_option("--threads", bench_options.compute.threads, "kernel worker threads (0 = one per core)");
-  bench->add_option("--python", bench_options.compute.python, "python with numpy and numba")->capture_default_str();
+  auto* bench = add_bench_subcommand(app, bench_options);
 
   ServeOptions serve_options;
   std::string serve_data, serve_wait = "spin", serve_hugepages = "auto", serve_mlock = "auto";

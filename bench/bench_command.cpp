@@ -1,0 +1,119 @@
+#include "bench/bench_command.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <fmt/format.h>
+
+namespace ipcfloor {
+namespace {
+
+struct Suite {
+  std::string name;
+  std::function<Expected<nlohmann::json>(const BenchOptions&)> run;
+  std::function<void(const nlohmann::json&)> print;
+};
+
+const std::vector<Suite>& suites() {
+  static const std::vector<Suite> registry = {
+      {"ladder", [](const BenchOptions& o) { return run_ladder(o.ladder); }, print_ladder},
+      {"hygiene", [](const BenchOptions& o) { return run_hygiene(o.hygiene); }, print_hygiene},
+      {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
+  };
+  return registry;
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
+  std::string names;
+  for (const Suite& s : suites()) names += (names.empty() ? "" : ", ") + s.name;
+  auto* bench = app.add_subcommand("bench", "Run benchmark suites; print their tables and write their JSON");
+  bench->add_option("suite", options.suites, "suites to run: " + names + " (default: all)");
+  bench->add_option("--out", options.out_dir, "directory for the JSON reports");
+  bench->add_flag("--json", options.json, "print the reports as JSON");
+  bench->add_flag("--quick", options.quick, "fewer samples and repeats");
+  bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)");
+  bench->add_option("--samples", options.ladder.samples, "ladder: timed round trips per transport")->capture_default_str();
+  bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first")->capture_default_str();
+  bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)");
+  bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)");
+  bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")->capture_default_str();
+  bench->add_option("--wait", options.hygiene.wait, "hygiene: engine and client wait mode")->capture_default_str();
+  bench->add_option("--repeats", options.compute.repeats, "compute: timed in-process sweeps")->capture_default_str();
+  bench->add_option("--reference-repeats", options.compute.reference_repeats, "compute: timed numba sweeps")
+      ->capture_default_str();
+  bench->add_option("--threads", options.compute.threads, "compute: kernel worker threads (0 = one per core)");
+  bench->add_option("--python", options.compute.python, "compute: python with numpy and numba")->capture_default_str();
+  return bench;
+}
+
+bool write_json_report(const std::string& dir, const std::string& name, const nlohmann::json& report) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/" + name + ".json";
+  std::ofstream out(path);
+  if (ec || !(out << report.dump(2) << '\n')) {
+    fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
+    return false;
+  }
+  fmt::print(stderr, "ipcfloor bench: wrote {}\n", path);
+  return true;
+}
+
+int run_bench_command(BenchOptions options) {
+  if (options.suites.empty())
+    for (const Suite& s : suites()) options.suites.push_back(s.name);
+  std::vector<const Suite*> chosen;
+  for (const std::string& name : options.suites) {
+    const auto it = std::find_if(suites().begin(), suites().end(), [&](const Suite& s) { return s.name == name; });
+    if (it == suites().end()) {
+      std::string known;
+      for (const Suite& s : suites()) known += (known.empty() ? "" : ", ") + s.name;
+      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: {}\n", name, known);
+      return 1;
+    }
+    chosen.push_back(&*it);
+  }
+  if (options.quick) {
+    options.compute.repeats = 3;
+    options.compute.reference_repeats = 1;
+    options.ladder.samples = std::min<std::size_t>(options.ladder.samples, 20'000);
+    options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
+    options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
+    options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
+  }
+  if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
+  options.hygiene.client_cpu = options.ladder.client_cpu;
+  options.hygiene.server_cpu = options.ladder.server_cpu;
+
+  for (const Suite* suite : chosen) {
+    auto report = suite->run(options);
+    if (!report) {
+      fmt::print(stderr, "ipcfloor bench {}: {}\n", suite->name, report.error().message);
+      return 1;
+    }
+    if (options.json)
+      fmt::print("{}\n", report->dump(2));
+    else
+      suite->print(*report);
+    if (!options.out_dir.empty() && !write_json_report(options.out_dir, suite->name, *report)) return 1;
+  }
+  return 0;
+}
+
+}  // namespace ipcfloor
