@@ -20,6 +20,8 @@ const std::vector<Suite>& suites() {
   static const std::vector<Suite> registry = {
       {"ladder", [](const BenchOptions& o) { return run_ladder(o.ladder); }, print_ladder},
       {"hygiene", [](const BenchOptions& o) { return run_hygiene(o.hygiene); }, print_hygiene},
+      {"serialization", [](const BenchOptions& o) { return run_serialization_bench(o.serialization); },
+       print_serialization},
       {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
   };
   return registry;
@@ -96,6 +98,7 @@ int run_bench_command(BenchOptions options) {
     options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
     options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
     options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
+    options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
   options.hygiene.client_cpu = options.ladder.client_cpu;

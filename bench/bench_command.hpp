@@ -11,6 +11,7 @@
 #include "bench/compute_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
+#include "bench/serialization_bench.hpp"
 
 namespace ipcfloor {
 
@@ -23,6 +24,7 @@ struct BenchOptions {
   LadderOptions ladder;
   HygieneOptions hygiene;
   ComputeBenchOptions compute;
+  SerializationOptions serialization;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/ranges.h>
+
 namespace ipcfloor {
 
 std::vector<int> parse_cpu_list(std::string_view text) {
@@ -50,9 +52,8 @@ std::vector<int> allowed_cpus() {
 Expected<void> pin_current_thread(int cpu) {
   const auto allowed = allowed_cpus();
   if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
-    std::string list;
-    for (int c : allowed) list += (list.empty() ? "" : ",") + std::to_string(c);
-    return fail(ErrorCode::invalid_argument, "cpu {} is not available to this process (allowed: {})", cpu, list);
+    return fail(ErrorCode::invalid_argument, "cpu {} is not available to this process (allowed: {})", cpu,
+                fmt::join(allowed, ","));
   }
   cpu_set_t set;
   CPU_ZERO(&set);
