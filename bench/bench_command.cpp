@@ -1,11 +1,16 @@
 #include "bench/bench_command.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include <fmt/format.h>
+
+#include "bench/host_info.hpp"
+#include "bench/report.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -39,13 +44,43 @@ std::vector<std::string> split_commas(const std::string& text) {
   return parts;
 }
 
+// report.json, the plots (drawn by tools/plot_report.py from report.json) and report.md.
+bool write_combined_report(const BenchOptions& options, nlohmann::json& combined) {
+  const std::string plotter = options.plot_script.empty()
+                                  ? std::string(IPCFLOOR_SOURCE_DIR) + "/tools/plot_report.py"
+                                  : options.plot_script;
+  if (!write_json_report(options.out_dir, "report", combined)) return false;
+  const std::string command = fmt::format("'{}' '{}' '{}/report.json' '{}' 2>&1", options.python, plotter,
+                                          options.out_dir, options.out_dir);
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+    if (pclose(pipe) == 0) {
+      combined["plots"] = nlohmann::json::parse(output, nullptr, false);
+      if (combined["plots"].is_discarded()) combined.erase("plots");
+    } else {
+      fmt::print(stderr, "ipcfloor bench: plots not drawn ({}): {}\n", command, output);
+    }
+  }
+  const std::string md_path = options.out_dir + "/report.md";
+  std::ofstream md(md_path);
+  if (!(md << render_markdown(combined))) {
+    fmt::print(stderr, "ipcfloor bench: could not write {}\n", md_path);
+    return false;
+  }
+  fmt::print(stderr, "ipcfloor bench: wrote {} (the full report)\n", md_path);
+  return true;
+}
+
 }  // namespace
 
 CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   std::string names;
   for (const Suite& s : suites()) names += (names.empty() ? "" : ", ") + s.name;
   auto* bench = app.add_subcommand("bench", "Run benchmark suites; print their tables and write their JSON");
-  bench->add_option("suite", options.suites, "suites to run: " + names + " (default: all)");
+  bench->add_option("suite", options.suites,
+                    "suites to run: " + names + ", or all (every suite plus report.json, report.md and plots in --out)");
   bench->add_option("--out", options.out_dir, "directory for the JSON reports");
   bench->add_flag("--json", options.json, "print the reports as JSON");
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
@@ -60,7 +95,7 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_option("--reference-repeats", options.compute.reference_repeats, "compute: timed numba sweeps")
       ->capture_default_str();
   bench->add_option("--threads", options.compute.threads, "compute: kernel worker threads (0 = one per core)");
-  bench->add_option("--python", options.compute.python, "compute: python with numpy and numba")->capture_default_str();
+  bench->add_option("--python", options.python, "python with numpy, numba and matplotlib")->capture_default_str();
   return bench;
 }
 
@@ -78,6 +113,11 @@ bool write_json_report(const std::string& dir, const std::string& name, const nl
 }
 
 int run_bench_command(BenchOptions options) {
+  const bool all = std::find(options.suites.begin(), options.suites.end(), "all") != options.suites.end();
+  if (all) {
+    if (options.out_dir.empty()) options.out_dir = "bench-out";
+    options.suites.clear();
+  }
   if (options.suites.empty())
     for (const Suite& s : suites()) options.suites.push_back(s.name);
   std::vector<const Suite*> chosen;
@@ -101,9 +141,11 @@ int run_bench_command(BenchOptions options) {
     options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
+  options.compute.python = options.python;
   options.hygiene.client_cpu = options.ladder.client_cpu;
   options.hygiene.server_cpu = options.ladder.server_cpu;
 
+  nlohmann::json combined{{"host", collect_host_info()}, {"command", options.command_line}, {"suites", nlohmann::json::object()}};
   for (const Suite* suite : chosen) {
     auto report = suite->run(options);
     if (!report) {
@@ -115,7 +157,9 @@ int run_bench_command(BenchOptions options) {
     else
       suite->print(*report);
     if (!options.out_dir.empty() && !write_json_report(options.out_dir, suite->name, *report)) return 1;
+    combined["suites"][suite->name] = *report;
   }
+  if (all) return write_combined_report(options, combined) ? 0 : 1;
   return 0;
 }
 

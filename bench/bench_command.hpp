@@ -21,6 +21,9 @@ struct BenchOptions {
   bool json = false;                // print JSON instead of tables
   bool quick = false;               // fewer samples and repeats
   std::string transports;           // ladder: comma-separated names
+  std::string python = "/usr/bin/python3";  // numba reference and plots
+  std::string plot_script;                  // empty: tools/plot_report.py in the source tree
+  std::string command_line;                 // recorded in report.json
   LadderOptions ladder;
   HygieneOptions hygiene;
   ComputeBenchOptions compute;

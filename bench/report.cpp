@@ -1,0 +1,103 @@
+#include "bench/report.hpp"
+
+#include <fmt/format.h>
+
+namespace ipcfloor {
+namespace {
+
+std::string latency_table(const nlohmann::json& results, const char* unit_label, double scale) {
+  std::string md = fmt::format("| transport | p50 | p90 | p99 | p99.9 | p99.99 | max | samples |\n"
+                               "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : results)
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} |\n",
+                      r["name"].get<std::string>(), r["p50"].get<double>() / scale, r["p90"].get<double>() / scale,
+                      r["p99"].get<double>() / scale, r["p999"].get<double>() / scale,
+                      r["p9999"].get<double>() / scale, r["max"].get<double>() / scale,
+                      r["samples"].get<std::size_t>());
+  md += fmt::format("\nAll figures in {}.\n", unit_label);
+  return md;
+}
+
+std::string ladder_section(const nlohmann::json& ladder) {
+  std::string md = "## Floor ladder: RTT of a 48-byte request and its reply\n\n";
+  const auto& c = ladder["config"];
+  md += fmt::format("{} samples per transport after {} warm-up, each timed on its own (rdtsc at {:.2f} GHz); "
+                    "client on cpu {}, server on cpu {}.\n\n",
+                    c["samples"].get<std::size_t>(), c["warmup"].get<std::size_t>(), c["tsc_ghz"].get<double>(),
+                    c["client_cpu"].get<int>(), c["server_cpu"].get<int>());
+  md += latency_table(ladder["results"], "nanoseconds (RTT)", 1.0);
+  if (!ladder["ratios"].empty()) {
+    md += "\n| ratio (p50 / p50, same run) | value |\n|---|---:|\n";
+    for (const auto& [name, value] : ladder["ratios"].items())
+      md += fmt::format("| {} | {:.2f} |\n", name, value.get<double>());
+  }
+  for (const auto& s : ladder["skipped"])
+    md += fmt::format("\n- skipped `{}`: {}", s["name"].get<std::string>(), s["reason"].get<std::string>());
+  return md + "\n";
+}
+
+std::string hygiene_section(const nlohmann::json& hygiene) {
+  std::string md = "## Hygiene: what the serving thread does per request\n\n"
+                   "| transport | opcode | requests | syscalls | page faults | voluntary switches | involuntary switches |\n"
+                   "|---|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : hygiene["results"])
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r["transport"].get<std::string>(),
+                      r["opcode"].get<std::string>(), r["requests"].get<std::size_t>(), r["syscalls"].get<std::uint64_t>(),
+                      r["minor_faults"].get<std::uint64_t>() + r["major_faults"].get<std::uint64_t>(),
+                      r["voluntary_switches"].get<std::uint64_t>(), r["involuntary_switches"].get<std::uint64_t>());
+  return md + fmt::format("\nMethod: {}. Two voluntary switches are the tracer's own attach and detach stops.\n\n",
+                          hygiene["config"]["method"].get<std::string>());
+}
+
+std::string serialization_section(const nlohmann::json& s) {
+  std::string md = fmt::format("## Serialization tax: {} floats, raw bytes vs JSON\n\n",
+                               s["config"]["bars"].get<std::size_t>());
+  md += "| operation | p50 us | p99 us | bytes |\n|---|---:|---:|---:|\n";
+  for (const auto& r : s["results"])
+    md += fmt::format("| {} | {:.1f} | {:.1f} | {} |\n", r["name"].get<std::string>(), r["p50"].get<double>() / 1e3,
+                      r["p99"].get<double>() / 1e3, r["bytes"].get<std::size_t>());
+  const auto& q = s["ratios"];
+  return md + fmt::format("\nJSON / raw at p50: encode {:.0f}x, decode {:.0f}x, round trip {:.0f}x.\n\n",
+                          q["json_encode/raw_encode"].get<double>(), q["json_decode/raw_decode"].get<double>(),
+                          q["json_roundtrip/raw_roundtrip"].get<double>());
+}
+
+std::string compute_section(const nlohmann::json& c) {
+  std::string md = "## Compute: the 80-combo sweep in-process vs numba\n\n| implementation | median s |\n|---|---:|\n";
+  md += fmt::format("| ipcfloor kernel, {} threads | {:.4f} |\n", c["config"]["threads"].get<unsigned>(),
+                    c["ipcfloor_median_s"].get<double>());
+  md += fmt::format("| ipcfloor kernel, 1 thread | {:.4f} |\n", c["ipcfloor_single_thread_median_s"].get<double>());
+  md += fmt::format("| numba {} @njit, 1 thread | {:.4f} |\n", c["numba_version"].get<std::string>(),
+                    c["numba_median_s"].get<double>());
+  md += fmt::format("\nSpeedup {:.1f}x ({:.1f}x on one thread). Parity gate: {} (max |dpnl| {:.3g}).", 
+                    c["speedup_vs_numba"].get<double>(), c["speedup_single_thread_vs_numba"].get<double>(),
+                    c["parity"]["holds"].get<bool>() ? "holds" : "FAILS", c["parity"]["max_abs_dpnl"].get<double>());
+  if (c.contains("fingerprint"))
+    md += fmt::format(" Fingerprint L=6: pnl {:.17g}, trades {}.", c["fingerprint"]["pnl"].get<double>(),
+                      c["fingerprint"]["trades"].get<std::int64_t>());
+  return md + "\n\n";
+}
+
+}  // namespace
+
+std::string render_markdown(const nlohmann::json& combined) {
+  std::string md = "# ipcfloor benchmark report\n\n";
+  const auto& h = combined["host"];
+  md += fmt::format("Command: `{}`\n\nHost: {}, {} online cpus, kernel {}, isolated cpus: {}, huge pages {} (free {}), "
+                    "THP {}, governor {}, memlock {}.\n\n",
+                    combined.value("command", "?"), h.value("cpu", "?"), h.value("online_cpus", 0), h.value("kernel", "?"),
+                    h.value("isolated_cpus", "?"), h.value("hugepages_total", "?"), h.value("hugepages_free", "?"),
+                    h.value("thp", "?"), h.value("governor", "?"), h.value("memlock", "?"));
+  const auto& suites = combined["suites"];
+  if (suites.contains("ladder")) md += ladder_section(suites["ladder"]);
+  if (suites.contains("hygiene")) md += hygiene_section(suites["hygiene"]);
+  if (suites.contains("serialization")) md += serialization_section(suites["serialization"]);
+  if (suites.contains("compute")) md += compute_section(suites["compute"]);
+  if (combined.contains("plots")) {
+    md += "## Plots\n\n";
+    for (const auto& plot : combined["plots"]) md += fmt::format("![{0}]({0})\n\n", plot.get<std::string>());
+  }
+  return md;
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Draws the benchmark plots from an `ipcfloor bench all` report.json.
+
+Usage: plot_report.py REPORT.json OUT_DIR
+Writes PNGs into OUT_DIR and prints the list of file names as JSON on stdout (the report
+links them). Each plot is drawn only when its suite is in the report.
+"""
+
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PERCENTILES = [("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9), ("p9999", 99.99), ("max", 100)]
+
+
+def ladder_plot(ladder, out_dir):
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    labels = [label for label, _ in PERCENTILES]
+    for row in ladder["results"]:
+        ax.plot(range(len(labels)), [row[key] for key, _ in PERCENTILES], marker="o", label=row["name"])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(["p50", "p90", "p99", "p99.9", "p99.99", "max"])
+    ax.set_ylabel("round trip, ns (log scale)")
+    ax.set_title("Floor ladder: RTT of a 48-byte request and reply, by percentile")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    name = "ladder.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def echo_plot(echo, out_dir):
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for series in echo["series"]:
+        xs = [p["bytes"] for p in series["points"]]
+        ax.plot(xs, [p["p50"] for p in series["points"]], marker="o", label=f"{series['transport']} p50")
+        fit = series.get("fit")
+        if fit:
+            ax.plot(xs, [fit["floor_ns"] + b / fit["bytes_per_ns"] for b in xs], linestyle="--",
+                    label=f"{series['transport']} fit: {fit['floor_ns']:.0f} ns + bytes / {fit['bytes_per_ns']:.2f} B/ns")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("payload, bytes each way (log)")
+    ax.set_ylabel("round trip, ns (log)")
+    ax.set_title("Echo curve: RTT against payload size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = "echo.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def granularity_plot(granularity, out_dir):
+    rows = granularity["results"]
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(rows) + 1.5))
+    names = [r["name"] for r in rows]
+    values = [r["p50"] / 1e6 for r in rows]
+    ax.barh(names, values)
+    ax.set_xscale("log")
+    ax.set_xlabel("whole 80-combo sweep, ms (p50, log scale)")
+    ax.set_title("Granularity: the same sweep, six ways")
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:.1f} ms", va="center", fontsize=8)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    name = "granularity.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    with open(sys.argv[1]) as f:
+        report = json.load(f)
+    out_dir = sys.argv[2]
+    suites = report.get("suites", {})
+    drawn = []
+    if suites.get("ladder", {}).get("results"):
+        drawn.append(ladder_plot(suites["ladder"], out_dir))
+    if suites.get("echo", {}).get("series"):
+        drawn.append(echo_plot(suites["echo"], out_dir))
+    if suites.get("granularity", {}).get("results"):
+        drawn.append(granularity_plot(suites["granularity"], out_dir))
+    print(json.dumps(drawn))
+
+
+if __name__ == "__main__":
+    main()
