@@ -10,12 +10,15 @@
 
 #include "bench/bench_command.hpp"
 #include "clients/shm_client.hpp"
+#include "clients/socket_client.hpp"
 #include "engine/gbm.hpp"
 #include "engine/kernel.hpp"
 #include "engine/series_io.hpp"
 #include "engine/serve_command.hpp"
+#include "engine/socket_server.hpp"
 #include "engine/series_source.hpp"
 #include "engine/status_command.hpp"
+#include "engine/stdio_command.hpp"
 #include "engine/sweep_report.hpp"
 
 namespace {
@@ -49,6 +52,10 @@ int run_gen(const GbmParams& gbm, const std::string& out_path) {
 struct SweepOptions {
   bool inproc = false;
   std::string name;  // set: stream through the engine's shm segment
+  std::string socket_path;  // set: ship series and combos to `serve --socket PATH`
+  std::string tcp;          // set: ship them to `serve --tcp HOST:PORT`
+  bool stateful = false;    // socket: load the series once, then combos only
+  bool timeout_given = false;
   std::string wait;  // shm client wait mode; empty = the engine's
   double timeout_s = 5.0;
   bool fee_given = false;
@@ -102,6 +109,44 @@ Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& 
   return results;
 }
 
+// A socket sweep is one call (the whole batch), so without --timeout it may take this long.
+constexpr double kSocketSweepTimeoutS = 600.0;
+
+Expected<std::vector<BacktestResult>> sweep_through_socket(const SweepOptions& options, const LoadedSeries& series,
+                                                           std::span<const Combo> combos, std::string& where,
+                                                           double& fee) {
+  SocketClientOptions client_options;
+  client_options.timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(1000.0 * (options.timeout_given ? options.timeout_s : kSocketSweepTimeoutS)));
+  Expected<SocketClient> client = std::unexpected(Error{ErrorCode::invalid_argument, "no socket target"});
+  if (!options.socket_path.empty()) {
+    client = SocketClient::connect_unix(options.socket_path, client_options);
+  } else {
+    auto endpoint = parse_tcp_endpoint(options.tcp);
+    if (!endpoint) return std::unexpected(endpoint.error());
+    client = SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
+  }
+  if (!client) return std::unexpected(client.error());
+  if (!options.stateful) {
+    where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame)",
+                        series.description, series.close.size(), client->server());
+    return client->sweep(series.close, combos);
+  }
+  auto loaded = client->load(series.close);
+  if (!loaded) return std::unexpected(loaded.error());
+  const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(series.close)));
+  if (loaded->checksum != checksum)
+    return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
+                client->server(), loaded->checksum, checksum);
+  if (options.fee_given && options.fee != loaded->fee)
+    return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
+                options.fee, loaded->fee, client->server());
+  fee = loaded->fee;
+  where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
+                      series.description, series.close.size(), client->server());
+  return client->sweep_loaded(combos);
+}
+
 int run_sweep_command(const SweepOptions& options) {
   auto lengths = options.lengths.empty() ? parse_grid(options.grid) : parse_lengths(options.lengths);
   if (!lengths) return report_error(lengths.error());
@@ -118,8 +163,12 @@ int run_sweep_command(const SweepOptions& options) {
   } else {
     auto series = load_series_source(options.source);
     if (!series) return report_error(series.error());
-    results = run_sweep(series->close, combos, options.fee, options.threads);
-    where = fmt::format("over {} ({} bars), in-process", series->description, series->close.size());
+    if (!options.socket_path.empty() || !options.tcp.empty()) {
+      results = sweep_through_socket(options, *series, combos, where, fee);
+    } else {
+      results = run_sweep(series->close, combos, options.fee, options.threads);
+      where = fmt::format("over {} ({} bars), in-process", series->description, series->close.size());
+    }
     is_default = series->is_default;
   }
   if (!results) return report_error(results.error());
@@ -164,9 +213,17 @@ int main(int argc, char** argv) {
   auto* target = sweep->add_option_group("target", "where the combos run (exactly one)");
   target->add_flag("--inproc", sweep_options.inproc, "run the kernel in this process");
   target->add_option("--name", sweep_options.name, "stream through the engine's shared-memory segment NAME");
+  target->add_option("--socket", sweep_options.socket_path,
+                     "ship the series and combos to `ipcfloor serve --socket PATH` (Unix-domain socket)");
+  target->add_option("--tcp", sweep_options.tcp, "ship them to `ipcfloor serve --tcp HOST:PORT` (host defaults to 127.0.0.1)");
   target->require_option(1);
+  sweep->add_flag("--stateful", sweep_options.stateful,
+                  "with --socket/--tcp: load the series once (opcode 2), then send the combos only (opcode 3)");
   sweep->add_option("--wait", sweep_options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
-  sweep->add_option("--timeout", sweep_options.timeout_s, "seconds to wait for any one answer")->capture_default_str();
+  auto* timeout_option = sweep->add_option("--timeout", sweep_options.timeout_s,
+                                           "seconds to wait for any one answer (a socket sweep is one answer; "
+                                           "there the default is 600)")
+                             ->capture_default_str();
   sweep->add_option("--data", sweep_data, "close series: .csv with a close column, .f64 or .npy")
       ->check(CLI::ExistingFile);
   add_gbm_options(*sweep, sweep_options.source.gbm);
@@ -200,6 +257,29 @@ int main(int argc, char** argv) {
   serve->add_option("--mlock", serve_mlock, "auto, require or off")->capture_default_str();
   serve->add_option("--heartbeat-ms", heartbeat_ms, "heartbeat and liveness-check interval")->capture_default_str();
   serve->add_flag("--quiet", serve_options.quiet, "print only warnings and errors");
+  bool serve_no_shm = false;
+  int serve_socket_cpu = -1;
+  unsigned frame_timeout_ms = 5000;
+  serve->add_option("--socket", serve_options.socket_path,
+                    "also serve the socket protocol on this Unix-domain socket (mode 0600, own uid only)");
+  serve->add_option("--tcp", serve_options.tcp_endpoint,
+                    "also serve it on TCP HOST:PORT with TCP_NODELAY (host defaults to 127.0.0.1)");
+  serve->add_flag("--no-shm", serve_no_shm, "serve the sockets only: no segment, no pinned spinning thread");
+  serve->add_option("--socket-cpu", serve_socket_cpu,
+                    "core for the socket threads (default: every allowed core but the shm serving thread's; "
+                    "with --no-shm, any)");
+  serve->add_option("--socket-threads", serve_options.socket_threads, "socket server threads")->capture_default_str();
+  serve->add_option("--sweep-threads", serve_options.sweep_threads, "workers for one socket sweep of many combos")
+      ->capture_default_str();
+  serve->add_option("--max-frame", serve_options.max_frame_bytes, "largest socket request body, bytes")
+      ->capture_default_str();
+  serve->add_option("--frame-timeout-ms", frame_timeout_ms,
+                    "a socket frame must arrive, and a reply be read, within this long")
+      ->capture_default_str();
+  serve->add_option("--max-connections", serve_options.max_connections, "socket connections served at once")
+      ->capture_default_str();
+  serve->add_flag("--socket-any-uid", serve_options.socket_any_uid,
+                  "let any uid use the Unix socket (mode 0666, no SO_PEERCRED check)");
 
   std::string status_name = "ipcfloor";
   bool status_json = false;
@@ -207,8 +287,15 @@ int main(int argc, char** argv) {
   status->add_option("--name", status_name, "segment name")->capture_default_str();
   status->add_flag("--json", status_json, "print JSON");
 
+  // Hidden: the engine as a process per call (the ladder's `spawn` rung): 48-byte ECHO frames on
+  // stdin, answers on stdout.
+  auto* stdio = app.add_subcommand("stdio", "")->group("");
+
   CLI11_PARSE(app, argc, argv);
+  if (*stdio) return run_stdio_echo();
+  for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
   sweep_options.fee_given = fee_option->count() > 0;
+  sweep_options.timeout_given = timeout_option->count() > 0;
 
   if (*serve) {
     if (!serve_data.empty()) serve_options.source.data_path = serve_data;
@@ -223,6 +310,9 @@ int main(int argc, char** argv) {
     serve_options.wait = *wait;
     serve_options.hugepages = *hugepages;
     serve_options.mlock = *mlock;
+    serve_options.shm = !serve_no_shm;
+    if (serve_socket_cpu >= 0) serve_options.socket_cpu = serve_socket_cpu;
+    serve_options.frame_timeout = std::chrono::milliseconds(frame_timeout_ms);
     return run_serve(serve_options);
   }
   if (*status) return run_status(status_name, status_json, std::string(kDefaultTmpfsDir));
@@ -230,6 +320,8 @@ int main(int argc, char** argv) {
   if (*gen) return run_gen(gen_params, gen_out);
   if (*sweep) {
     if (!sweep_data.empty()) sweep_options.source.data_path = sweep_data;
+    if (sweep_options.stateful && sweep_options.socket_path.empty() && sweep_options.tcp.empty())
+      return report_error(Error{ErrorCode::invalid_argument, "--stateful needs --socket PATH or --tcp HOST:PORT"});
     return run_sweep_command(sweep_options);
   }
   if (*bench) return run_bench_command(std::move(bench_options));

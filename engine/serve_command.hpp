@@ -1,6 +1,8 @@
 #pragma once
 // `ipcfloor serve`: preload the series, create the segment, pin the serving thread, keep the
 // heartbeat, reclaim dead clients' lanes, report telemetry, and stop cleanly on SIGINT/SIGTERM.
+// With --socket/--tcp the same process also serves the socket baseline (engine/socket_server.hpp)
+// on other threads; with --no-shm it serves only that (no segment, no spinning thread).
 
 #include <chrono>
 #include <cstdint>
@@ -9,6 +11,7 @@
 
 #include "engine/kernel.hpp"
 #include "engine/series_source.hpp"
+#include "engine/socket_protocol.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -29,9 +32,22 @@ struct ServeOptions {
   std::chrono::milliseconds heartbeat{10};
   std::string tmpfs_dir = std::string(kDefaultTmpfsDir);
   bool quiet = false;  // only errors and warnings on stderr
+
+  // The socket baseline (SPEC §5), served by the same process on its own threads.
+  bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread
+  std::string socket_path;          // --socket PATH: Unix-domain socket; empty: none
+  std::string tcp_endpoint;         // --tcp HOST:PORT (host defaults to loopback); empty: none
+  std::optional<int> socket_cpu;    // --socket-cpu K; unset: every allowed cpu but the shm thread's
+  unsigned socket_threads = 1;      // --socket-threads N
+  unsigned sweep_threads = 1;       // --sweep-threads N: workers for one socket sweep of many combos
+  std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;    // --max-frame BYTES
+  std::chrono::milliseconds frame_timeout{5000};            // --frame-timeout-ms MS
+  std::size_t max_connections = 64;                         // --max-connections N
+  bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
 };
 
 // Runs until SIGINT or SIGTERM. Returns the process exit code; errors are printed to stderr.
+// On the way out it removes the segment and the socket file and prints both servers' counters.
 [[nodiscard]] int run_serve(const ServeOptions& options);
 
 }  // namespace ipcfloor

@@ -1,0 +1,91 @@
+#include "bench/child_process.hpp"
+
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace ipcfloor {
+
+Expected<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv) {
+  if (argv.empty()) return fail(ErrorCode::invalid_argument, "no program to spawn");
+  std::vector<std::string> storage = argv;
+  std::vector<char*> pointers;
+  for (auto& arg : storage) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+
+  cpu_set_t pinned;
+  CPU_ZERO(&pinned);
+  const bool have_mask = sched_getaffinity(0, sizeof pinned, &pinned) == 0;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &all);
+  if (have_mask) sched_setaffinity(0, sizeof all, &all);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, storage[0].c_str(), nullptr, nullptr, pointers.data(), environ);
+  if (have_mask) sched_setaffinity(0, sizeof pinned, &pinned);
+  if (spawned != 0) return fail(ErrorCode::io, "cannot start {}: {}", storage[0], std::strerror(spawned));
+  return ChildProcess(pid);
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), status_(other.status_) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    stop(SIGINT);
+    pid_ = std::exchange(other.pid_, -1);
+    status_ = other.status_;
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { stop(SIGINT); }
+
+bool ChildProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    status_ = status;
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+bool ChildProcess::wait_until(const std::function<bool()>& ready, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ready()) return true;
+    if (!running()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return ready();
+}
+
+int ChildProcess::stop(int signal, std::chrono::milliseconds grace) {
+  if (pid_ <= 0) return status_;
+  kill(pid_, signal);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  pid_ = -1;
+  status_ = status;
+  return status;
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,195 @@
+"""A small Python client for the ipcfloor socket protocol.
+
+Written from docs/PROTOCOL.md with nothing but ``socket``, ``struct`` and numpy, so that it doubles
+as a check that the document is enough to talk to the engine. Every value on the wire is
+little-endian.
+
+    with SocketClient.unix("/tmp/ipcfloor.sock") as engine:
+        pnl, trades = engine.sweep(close, params)        # opcode 0: ship everything
+        checksum, fee = engine.load(close)               # opcode 2: ship the series once ...
+        pnl, trades = engine.sweep_loaded(params)        # opcode 3: ... then combos only
+
+``close`` is a 1-D float64 array, ``params`` an (n, 6) int64 array of windows [h, L, s, p3, p2, p]
+(see ``combo_from_length``). An error reply raises ``ServerError`` with the server's code and
+sentence; a connection that broke (closed, timed out, malformed reply) raises ``ProtocolError``.
+"""
+
+import socket
+import struct
+
+import numpy as np
+
+OP_SWEEP = 0
+OP_ECHO = 1
+OP_LOAD = 2
+OP_SWEEP_LOADED = 3
+OP_ECHO_PARAMS = 4
+
+ERROR_MARKER = 0xFFFFFFFF
+MAX_ERROR_MESSAGE = 1024
+ERROR_NAMES = {
+    1: "frame_too_large",
+    2: "length_mismatch",
+    3: "unknown_opcode",
+    4: "window_out_of_range",
+    5: "bad_price",
+    6: "no_series_loaded",
+    7: "bad_shape",
+    8: "truncated",
+    9: "stalled",
+    10: "permission_denied",
+    11: "too_many_connections",
+    12: "internal",
+}
+# After these the server closes the connection.
+FATAL_ERRORS = {1, 8, 9, 10, 11}
+
+_HEADER = struct.Struct("<BII")  # opcode, n_bars, n_combos
+_U32 = struct.Struct("<I")
+
+
+class ServerError(Exception):
+    """The server refused a request with an error reply."""
+
+    def __init__(self, server, opcode, code, message):
+        self.code = code
+        self.name = ERROR_NAMES.get(code, "unknown")
+        self.message = message
+        super().__init__(f"{server} rejected opcode {opcode}: {self.name} (error {code}): {message}")
+
+
+class ProtocolError(Exception):
+    """The connection is unusable: closed, timed out, or a reply broke the protocol."""
+
+
+def combo_from_length(length):
+    """The six windows for a user-facing length L (SPEC §1; Python's round is half-to-even)."""
+    p = max(round(length / 2), 1)
+    return [max(round(length / 2), 1), int(length), max(round(length ** 0.5), 1),
+            max(round(p / 3), 1), max(round(p / 2), 1), p]
+
+
+def build_request(opcode, close=None, params=None):
+    """One request frame: [u32 body_len][u8 opcode][u32 n_bars][u32 n_combos][close][params]."""
+    close = np.ascontiguousarray(close if close is not None else [], dtype="<f8").reshape(-1)
+    params = np.ascontiguousarray(params if params is not None else np.empty((0, 6)), dtype="<i8").reshape(-1, 6)
+    body = _HEADER.pack(opcode, close.size, params.shape[0]) + close.tobytes() + params.tobytes()
+    return _U32.pack(len(body)) + body
+
+
+class SocketClient:
+    """One connection to `ipcfloor serve --socket PATH` or `--tcp HOST:PORT`; one call at a time."""
+
+    def __init__(self, sock, server, timeout):
+        self._sock = sock
+        self.server = server
+        self._sock.settimeout(timeout)
+        self._broken = None
+
+    @classmethod
+    def unix(cls, path, timeout=60.0):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        sock.connect(path)
+        return cls(sock, f"unix socket {path}", timeout)
+
+    @classmethod
+    def tcp(cls, host, port, timeout=60.0):
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock, f"tcp {host}:{port}", timeout)
+
+    def close(self):
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- opcodes ----------------------------------------------------------------------------
+
+    def sweep(self, close, params):
+        """Opcode 0: returns (pnl float64[n], trades int64[n])."""
+        params = np.asarray(params, dtype="<i8").reshape(-1, 6)
+        body = self._call(OP_SWEEP, build_request(OP_SWEEP, close, params))
+        return self._results(body, params.shape[0])
+
+    def echo(self, close):
+        """Opcode 1: the close array back, verbatim."""
+        close = np.ascontiguousarray(close, dtype="<f8").reshape(-1)
+        body = self._call(OP_ECHO, build_request(OP_ECHO, close))
+        if len(body) != close.nbytes:
+            self._break(f"{self.server} echoed {len(body)} bytes for the {close.nbytes} sent")
+        return np.frombuffer(body, dtype="<f8")
+
+    def load(self, close):
+        """Opcode 2: the series becomes this connection's. Returns (fnv1a64 checksum, fee)."""
+        body = self._call(OP_LOAD, build_request(OP_LOAD, close))
+        if len(body) != 16:
+            self._break(f"{self.server} answered load with {len(body)} bytes instead of 16")
+        return struct.unpack("<Qd", body)
+
+    def sweep_loaded(self, params):
+        """Opcode 3: combos only, over the loaded series; returns (pnl, trades)."""
+        params = np.asarray(params, dtype="<i8").reshape(-1, 6)
+        body = self._call(OP_SWEEP_LOADED, build_request(OP_SWEEP_LOADED, None, params))
+        return self._results(body, params.shape[0])
+
+    def echo_params(self, combo):
+        """Opcode 4: the six windows back, verbatim (the 48-byte round trip)."""
+        body = self._call(OP_ECHO_PARAMS, build_request(OP_ECHO_PARAMS, None, [combo]))
+        if len(body) != 48:
+            self._break(f"{self.server} answered echo_params with {len(body)} bytes instead of 48")
+        return struct.unpack("<6q", body)
+
+    def call_raw(self, frame, opcode=None):
+        """Sends a caller-built frame and returns the success body (or raises ServerError)."""
+        return self._call(opcode, frame)
+
+    # ---- framing ------------------------------------------------------------------------------
+
+    def _results(self, body, n):
+        if len(body) != 16 * n:
+            self._break(f"{self.server} answered a sweep of {n} combos with {len(body)} bytes instead of {16 * n}")
+        return np.frombuffer(body, dtype="<f8", count=n).copy(), np.frombuffer(body, dtype="<i8", offset=8 * n).copy()
+
+    def _break(self, why):
+        self._broken = why
+        raise ProtocolError(why)
+
+    def _call(self, opcode, frame):
+        if self._broken:
+            raise ProtocolError(f"the connection to {self.server} is unusable: {self._broken}; reconnect")
+        try:
+            self._sock.sendall(frame)
+        except (BrokenPipeError, ConnectionResetError):
+            # The server may have refused the frame and closed early: its error reply says why.
+            pass
+        except socket.timeout:
+            self._break(f"{self.server} did not take the request within the timeout")
+        first = _U32.unpack(self._recv_exact(4))[0]
+        if first != ERROR_MARKER:
+            return self._recv_exact(first)
+        code, length = struct.unpack("<II", self._recv_exact(8))
+        if length > MAX_ERROR_MESSAGE:
+            self._break(f"{self.server} sent an error reply with a {length}-byte message")
+        message = self._recv_exact(length).decode("utf-8", errors="replace")
+        if code in FATAL_ERRORS:
+            self._broken = f"the server closed it after {ERROR_NAMES.get(code, code)}"
+        raise ServerError(self.server, opcode, code, message)
+
+    def _recv_exact(self, n):
+        chunks = bytearray()
+        while len(chunks) < n:
+            try:
+                chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
+            except socket.timeout:
+                self._break(f"{self.server} did not answer within the timeout")
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                self._break(f"{self.server} closed the connection after {len(chunks)} of {n} bytes")
+            chunks += chunk
+        return bytes(chunks)

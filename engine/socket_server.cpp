@@ -1,0 +1,943 @@
+#include "engine/socket_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <system_error>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "shm/segment.hpp"
+
+namespace ipcfloor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kInitialInBytes = 16 * 1024;
+// Buffers and workspaces above these sizes are released once idle, so a connection that sent
+// one huge frame does not hold its memory forever; below them they are kept, so the chatty
+// pattern (a 1.2 MB series per call) does not pay an allocation per call.
+constexpr std::size_t kRetainedBufferBytes = std::size_t{4} << 20;
+constexpr std::size_t kRetainedWorkspaceBars = std::size_t{1} << 21;
+constexpr int kListenBacklog = 128;
+constexpr int kMaxEvents = 64;
+// After a fatal error reply the server stops writing and waits this long for the peer's EOF
+// before closing, so the reply is not lost to a reset caused by unread input.
+constexpr std::chrono::milliseconds kLinger{1000};
+constexpr unsigned kLogLinesPerSecond = 20;
+constexpr unsigned kMaxThreads = 64;
+
+std::string os_error(int error) { return std::error_code(error, std::generic_category()).message(); }
+
+// The read side of a connection: one contiguous buffer holding the current frame (and maybe the
+// start of the next), grown only to a size whose length prefix already passed the limit.
+class InBuffer {
+ public:
+  [[nodiscard]] std::span<const std::byte> view() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
+  [[nodiscard]] std::size_t size() const noexcept { return end_ - begin_; }
+  [[nodiscard]] std::span<std::byte> tail() noexcept { return {data_.get() + end_, capacity_ - end_}; }
+  void produced(std::size_t n) noexcept { end_ += n; }
+  void consume(std::size_t n) noexcept {
+    begin_ += n;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+  void clear() noexcept { begin_ = end_ = 0; }
+
+  // Makes room for `need` bytes from the first buffered byte (need > size()): compacts, or
+  // grows to max(need, kInitialInBytes). Allocates only when growing.
+  void make_room(std::size_t need) {
+    if (capacity_ - begin_ >= need) return;
+    if (capacity_ >= need) {
+      std::memmove(data_.get(), data_.get() + begin_, size());
+      end_ -= begin_;
+      begin_ = 0;
+      return;
+    }
+    const std::size_t capacity = std::max(need, kInitialInBytes);
+    auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    if (size() > 0) std::memcpy(grown.get(), data_.get() + begin_, size());
+    end_ -= begin_;
+    begin_ = 0;
+    data_ = std::move(grown);
+    capacity_ = capacity;
+  }
+
+  // Gives a large buffer back once it holds nothing.
+  void release_if_large() noexcept {
+    if (size() == 0 && capacity_ > kRetainedBufferBytes) {
+      data_.reset();
+      capacity_ = 0;
+      begin_ = end_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  std::size_t capacity_ = 0;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
+
+struct Connection {
+  int fd = -1;
+  bool is_unix = false;
+  bool counted = false;     // holds a slot of the server's connection limit
+  std::string peer;         // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
+  InBuffer in;
+  std::vector<std::byte> out;  // the reply being sent (at most one: input waits for it)
+  std::size_t out_sent = 0;
+  std::vector<double> series;  // the loaded series (opcode 2), aligned for the kernel
+  bool loaded = false;
+  Clock::time_point frame_started{};   // the first byte of the buffered frame arrived
+  Clock::time_point reply_started{};   // the pending reply first failed to leave whole
+  Clock::time_point close_deadline{};  // closing: give up waiting for the peer's EOF
+  bool want_write = false;  // registered for EPOLLOUT (reply pending) instead of EPOLLIN
+  bool closing = false;     // a fatal error reply is queued; then shut down and wait for EOF
+  bool write_shut = false;
+  bool dead = false;        // closed and forgotten at the end of this event batch
+};
+
+// A counter with one writer (its server thread) and readers on any thread.
+class Counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    // relaxed: a statistic with a single writer; stats() reads it relaxed on any thread and
+    // nothing is published through it (plain load + store: no locked RMW on the serving path).
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t get() const noexcept {
+    return value_.load(std::memory_order_relaxed);  // relaxed: pairs with add()'s relaxed store
+  }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+Expected<int> open_unix_listener(const std::string& path, bool any_uid, std::uint64_t& dev, std::uint64_t& ino) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof address.sun_path)
+    return fail(ErrorCode::invalid_argument, "socket path '{}' must be 1..{} bytes", path, sizeof address.sun_path - 1);
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const auto* raw = reinterpret_cast<const sockaddr*>(&address);
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+
+  struct stat existing {};
+  if (lstat(path.c_str(), &existing) == 0) {
+    if (!S_ISSOCK(existing.st_mode))
+      return fail(ErrorCode::busy, "{} exists and is not a socket; refusing to replace it", path);
+    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) return fail(ErrorCode::io, "cannot create a socket to probe {}: {}", path, os_error(errno));
+    const int connected = connect(probe, raw, length);
+    const int probe_error = errno;
+    close(probe);
+    if (connected == 0)
+      return fail(ErrorCode::busy, "a server is already listening on {}; stop it or pick another --socket path", path);
+    if (probe_error != ECONNREFUSED)
+      return fail(ErrorCode::io, "cannot tell whether {} is stale: connecting to it failed with {}", path,
+                  os_error(probe_error));
+    // Nobody listens: a crashed server left it behind.
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return fail(ErrorCode::io, "cannot remove the stale socket {}: {}", path, os_error(errno));
+  } else if (errno != ENOENT) {
+    return fail(ErrorCode::io, "cannot inspect {}: {}", path, os_error(errno));
+  }
+
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(ErrorCode::io, "cannot create a Unix socket: {}", os_error(errno));
+  const auto give_up = [&](std::string what, int error, bool created) -> Expected<int> {
+    close(fd);
+    if (created) unlink(path.c_str());
+    return fail(ErrorCode::io, "{} {}: {}", what, path, os_error(error));
+  };
+  if (bind(fd, raw, length) != 0) return give_up("cannot bind", errno, false);
+  // No peer can connect before listen(), so setting the mode here leaves no window in which
+  // the umask's wider mode admits anyone.
+  if (chmod(path.c_str(), any_uid ? 0666 : 0600) != 0) return give_up("cannot set the mode of", errno, true);
+  struct stat created {};
+  if (lstat(path.c_str(), &created) != 0) return give_up("cannot inspect", errno, true);
+  if (listen(fd, kListenBacklog) != 0) return give_up("cannot listen on", errno, true);
+  dev = static_cast<std::uint64_t>(created.st_dev);
+  ino = static_cast<std::uint64_t>(created.st_ino);
+  return fd;
+}
+
+Expected<int> open_tcp_listener(const TcpEndpoint& endpoint, std::uint16_t& bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(endpoint.port);
+  if (const int rc = getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return fail(ErrorCode::invalid_argument, "cannot resolve tcp host '{}': {}", endpoint.host, gai_strerror(rc));
+  std::string last_error = "no address";
+  int fd = -1;
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = os_error(errno);
+      continue;
+    }
+    const int one = 1;
+    // A restarted server must not wait out TIME_WAIT of its previous life.
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, kListenBacklog) == 0) break;
+    last_error = os_error(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(found);
+  if (fd < 0)
+    return fail(ErrorCode::io, "cannot listen on tcp {}:{}: {}", endpoint.host, endpoint.port, last_error);
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof bound;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0) {
+    const int error = errno;
+    close(fd);
+    return fail(ErrorCode::io, "cannot read the bound tcp port: {}", os_error(error));
+  }
+  bound_port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+                                           : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  return fd;
+}
+
+std::string tcp_peer_name(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+    port = ntohs(v4->sin_port);
+    return fmt::format("tcp peer {}:{}", text, port);
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    port = ntohs(v6->sin6_port);
+    return fmt::format("tcp peer [{}]:{}", text, port);
+  }
+  return "tcp peer (unknown address)";
+}
+
+}  // namespace
+
+// ---- One server thread ------------------------------------------------------------------------
+
+class SocketServer::Worker {
+ public:
+  Worker(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, int unix_fd, int tcp_fd,
+         int wake_fd)
+      : options_(options),
+        open_connections_(open_connections),
+        unix_fd_(unix_fd),
+        tcp_fd_(tcp_fd),
+        wake_fd_(wake_fd),
+        tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))) {}
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  ~Worker() {
+    close_all();
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (reserve_fd_ >= 0) close(reserve_fd_);
+  }
+
+  // Closes every connection. Only once the thread has stopped.
+  void close_all() noexcept {
+    for (auto& [fd, connection] : connections_) {
+      close(fd);
+      if (connection->counted) release_slot();
+    }
+    connections_.clear();
+  }
+
+  // Setup: the epoll set with the listeners and the wake-up eventfd.
+  Expected<void> init() {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return fail(ErrorCode::io, "epoll_create1 failed: {}", os_error(errno));
+    // Several threads share the listeners: EPOLLEXCLUSIVE wakes one of them per connection.
+    for (const int fd : {unix_fd_, tcp_fd_})
+      if (fd >= 0)
+        if (auto added = add(fd, EPOLLIN | EPOLLEXCLUSIVE); !added) return added;
+    if (auto added = add(wake_fd_, EPOLLIN); !added) return added;
+    // Spare descriptor: when the process runs out, it is closed to accept and shed a peer
+    // instead of spinning on a listener that stays readable.
+    reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return {};
+  }
+
+  void run() noexcept {
+    std::array<epoll_event, kMaxEvents> events{};
+    auto next_check = Clock::now() + tick_;
+    const int wait_ms = static_cast<int>(tick_.count());
+    for (;;) {
+      const int ready = epoll_wait(epoll_fd_, events.data(), kMaxEvents, wait_ms);
+      if (ready < 0 && errno != EINTR) {
+        log_line(fmt::format("epoll_wait failed: {}; this server thread stops", os_error(errno)));
+        return;
+      }
+      const auto now = Clock::now();
+      for (int i = 0; i < ready; ++i) {
+        const int fd = events[static_cast<std::size_t>(i)].data.fd;
+        const std::uint32_t what = events[static_cast<std::size_t>(i)].events;
+        if (fd == wake_fd_) return;
+        if (fd == unix_fd_ || fd == tcp_fd_) {
+          guarded(nullptr, [&] { accept_all(fd, now); });
+          continue;
+        }
+        const auto found = connections_.find(fd);
+        if (found == connections_.end() || found->second->dead) continue;
+        Connection& connection = *found->second;
+        guarded(&connection, [&] {
+          // A hang-up while a reply is pending goes to the writer too: its send fails and drops
+          // the connection, instead of the hang-up firing on every wait until the timeout.
+          constexpr std::uint32_t kHangUp = EPOLLHUP | EPOLLERR;
+          if (connection.want_write && (what & (EPOLLOUT | kHangUp)) != 0) on_writable(connection, now);
+          if (!connection.dead && !connection.want_write && (what & (EPOLLIN | EPOLLRDHUP | kHangUp)) != 0)
+            on_readable(connection, now);
+        });
+      }
+      if (now >= next_check) {
+        check_deadlines(now);
+        next_check = now + tick_;
+      }
+      reap();
+    }
+  }
+
+  void add_to(SocketServerStats& stats) const noexcept {
+    stats.connections_accepted += accepted_.get();
+    stats.connections_refused += refused_.get();
+    stats.connections_dropped += dropped_.get();
+    for (std::size_t i = 0; i < kSocketOpcodeCount; ++i) stats.served[i] += served_[i].get();
+    for (std::size_t i = 0; i < kSocketErrorSlots; ++i) stats.rejected[i] += rejected_[i].get();
+    stats.bytes_in += bytes_in_.get();
+    stats.bytes_out += bytes_out_.get();
+  }
+
+ private:
+  Expected<void> add(int fd, std::uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0)
+      return fail(ErrorCode::io, "epoll_ctl(ADD) failed: {}", os_error(errno));
+    return {};
+  }
+
+  void watch(Connection& connection, std::uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.fd = connection.fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event) != 0)
+      drop(connection, fmt::format("epoll_ctl(MOD) failed: {}", os_error(errno)));
+  }
+
+  // Runs `work`; an exception (bad_alloc on a huge frame, say) costs that one connection only.
+  template <class Work>
+  void guarded(Connection* connection, Work&& work) noexcept {
+    try {
+      work();
+    } catch (const std::exception& error) {
+      if (connection != nullptr) {
+        drop(*connection, fmt::format("dropped after an internal error: {}", error.what()));
+      } else {
+        log_line(fmt::format("accept failed: {}", error.what()));
+      }
+    } catch (...) {
+      if (connection != nullptr) connection->dead = true;
+    }
+  }
+
+  void release_slot() noexcept {
+    // relaxed: a count compared against the limit; nothing is published through it (pairs
+    // with the relaxed fetch_add in accept_all).
+    open_connections_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void accept_all(int listen_fd, Clock::time_point now) {
+    const bool is_unix = listen_fd == unix_fd_;
+    for (;;) {
+      sockaddr_storage address{};
+      socklen_t length = sizeof address;
+      const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        const int error = errno;
+        if (error == EAGAIN || error == EWOULDBLOCK) return;
+        if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
+        if ((error == EMFILE || error == ENFILE) && reserve_fd_ >= 0) {
+          close(reserve_fd_);
+          const int shed = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+          if (shed >= 0) close(shed);
+          reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          log_line("out of file descriptors: shed a new connection");
+          refused_.add();
+          continue;
+        }
+        log_line(fmt::format("accept failed: {}", os_error(error)));
+        return;
+      }
+      auto connection = std::make_unique<Connection>();
+      connection->fd = fd;
+      connection->is_unix = is_unix;
+      std::optional<SocketFault> refusal;
+      if (is_unix) {
+        ucred peer{};
+        socklen_t peer_length = sizeof peer;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) != 0) {
+          log_line(fmt::format("SO_PEERCRED failed: {}; connection closed", os_error(errno)));
+          close(fd);
+          refused_.add();
+          continue;
+        }
+        connection->peer = fmt::format("unix peer pid {} uid {}", peer.pid, peer.uid);
+        if (!options_.any_uid && peer.uid != geteuid()) {
+          SocketFault fault;
+          fault.error = SocketError::permission_denied;
+          fault.actual = peer.uid;
+          fault.expected = geteuid();
+          refusal = fault;
+        }
+      } else {
+        connection->peer = tcp_peer_name(address);
+        const int one = 1;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+          log_line(fmt::format("{}: TCP_NODELAY failed: {}; connection closed", connection->peer, os_error(errno)));
+          close(fd);
+          refused_.add();
+          continue;
+        }
+      }
+      if (!refusal) {
+        // relaxed: a count compared against the limit (pairs with release_slot's fetch_sub).
+        if (open_connections_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
+          release_slot();
+          SocketFault fault;
+          fault.error = SocketError::too_many_connections;
+          fault.expected = options_.max_connections;
+          refusal = fault;
+        } else {
+          connection->counted = true;
+        }
+      }
+      // Refused peers linger briefly to receive their error; past this many, they are cut off.
+      if (refusal && connections_.size() >= 2 * options_.max_connections + 16) {
+        close(fd);
+        refused_.add();
+        continue;
+      }
+      Connection& added = *connection;
+      connections_.emplace(fd, std::move(connection));
+      if (auto registered = add(fd, EPOLLIN | EPOLLRDHUP); !registered) {
+        drop(added, registered.error().message);
+        continue;
+      }
+      if (refusal) {
+        refused_.add();
+        fail_connection(added, refusal->error, ipcfloor::describe(*refusal), now);
+      } else {
+        accepted_.add();
+      }
+    }
+  }
+
+  void on_readable(Connection& c, Clock::time_point now) {
+    if (c.closing) {
+      discard_input(c);
+      return;
+    }
+    for (;;) {
+      const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
+      if (scan.state != ScanState::need_more) {  // a frame is already whole: serve it first
+        serve_buffered(c, now);
+        if (c.dead || c.closing || c.want_write) return;
+        continue;
+      }
+      c.in.make_room(c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + scan.body_len : kLengthPrefixBytes);
+      const std::span<std::byte> tail = c.in.tail();
+      const ssize_t got = recv(c.fd, tail.data(), tail.size(), 0);
+      if (got == 0) {
+        on_eof(c, now);
+        return;
+      }
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR) continue;
+        drop(c, fmt::format("recv failed: {}", os_error(errno)));
+        return;
+      }
+      if (c.in.size() == 0) c.frame_started = now;
+      c.in.produced(static_cast<std::size_t>(got));
+      bytes_in_.add(static_cast<std::uint64_t>(got));
+      serve_buffered(c, now);
+      if (c.dead || c.closing || c.want_write) return;
+      if (static_cast<std::size_t>(got) < tail.size()) return;  // drained; epoll says when more comes
+    }
+  }
+
+  void on_writable(Connection& c, Clock::time_point now) {
+    flush(c, now);
+    if (!c.dead && !c.want_write && !c.closing) serve_buffered(c, now);  // frames pipelined meanwhile
+  }
+
+  void on_eof(Connection& c, Clock::time_point now) {
+    if (c.in.size() == 0) {
+      c.dead = true;  // an orderly goodbye
+      return;
+    }
+    const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
+    SocketFault fault;
+    fault.error = SocketError::truncated;
+    fault.actual = c.in.size();
+    fault.expected = c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + std::uint64_t{scan.body_len}
+                                                       : kLengthPrefixBytes;
+    fail_connection(c, fault.error, ipcfloor::describe(fault), now);
+  }
+
+  // Serves every whole frame buffered, one reply at a time.
+  void serve_buffered(Connection& c, Clock::time_point now) {
+    while (!c.dead && !c.closing && !c.want_write) {
+      const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
+      if (scan.state == ScanState::need_more) {
+        if (c.in.size() == 0) c.in.release_if_large();
+        return;
+      }
+      if (scan.state == ScanState::too_large) {
+        SocketFault fault;
+        fault.error = SocketError::frame_too_large;
+        fault.actual = scan.body_len;
+        fault.expected = options_.max_frame_bytes;
+        fail_connection(c, fault.error, ipcfloor::describe(fault), now);
+        return;
+      }
+      serve_frame(c, c.in.view().subspan(kLengthPrefixBytes, scan.body_len));
+      c.in.consume(scan.frame_bytes);
+      if (c.in.size() > 0) c.frame_started = now;  // the next frame's bytes are already here
+      flush(c, now);
+    }
+  }
+
+  void serve_frame(Connection& c, std::span<const std::byte> body) {
+    auto request = decode_request(body);
+    if (!request) {
+      reject(c, request.error().error, ipcfloor::describe(request.error()));
+      return;
+    }
+    const RequestView& r = *request;
+    switch (r.opcode) {
+      case SocketOpcode::sweep: {
+        close_.resize(r.n_bars);
+        copy_close(r.close, close_);
+        if (!sweep(c, close_, r.params, r.n_combos)) return;
+        append_sweep_reply(results_, c.out);
+        break;
+      }
+      case SocketOpcode::echo: append_echo_reply(r.close, c.out); break;
+      case SocketOpcode::load: {
+        c.series.resize(r.n_bars);
+        copy_close(r.close, c.series);
+        c.loaded = true;
+        append_load_reply(fnv1a64(r.close), options_.fee, c.out);
+        break;
+      }
+      case SocketOpcode::sweep_loaded: {
+        if (!c.loaded) {
+          SocketFault fault;
+          fault.error = SocketError::no_series_loaded;
+          fault.opcode = static_cast<std::uint8_t>(r.opcode);
+          reject(c, fault.error, ipcfloor::describe(fault));
+          return;
+        }
+        if (auto fault = check_windows(r.params, c.series.size())) {
+          reject(c, fault->error, ipcfloor::describe(*fault));
+          return;
+        }
+        if (!sweep(c, c.series, r.params, r.n_combos)) return;
+        append_sweep_reply(results_, c.out);
+        break;
+      }
+      case SocketOpcode::echo_params: append_echo_params_reply(r.params, c.out); break;
+    }
+    served_[static_cast<std::size_t>(r.opcode)].add();
+  }
+
+  // Runs validated combos into results_. False (after an internal error reply) if the kernel
+  // refused one anyway.
+  bool sweep(Connection& c, std::span<const double> close, std::span<const std::byte> params, std::uint32_t n) {
+    results_.resize(n);
+    if (options_.sweep_threads > 1 && n > 1) {
+      combos_.resize(n);
+      std::memcpy(combos_.data(), params.data(), std::size_t{n} * kComboWireBytes);
+      auto results = run_sweep(close, combos_, options_.fee, options_.sweep_threads);
+      if (!results) {
+        reject(c, SocketError::internal, results.error().message);
+        return false;
+      }
+      results_ = std::move(*results);
+      return true;
+    }
+    if (!workspace_ || workspace_->capacity() < close.size()) {
+      workspace_.reset();
+      workspace_ = std::make_unique<KernelWorkspace>(close.size());
+    }
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Combo combo;
+      std::memcpy(&combo, params.data() + std::size_t{i} * kComboWireBytes, sizeof combo);
+      const KernelStatus status = run_backtest(close, combo, options_.fee, *workspace_, results_[i]);
+      if (status != KernelStatus::ok) {
+        reject(c, SocketError::internal, fmt::format("combo {}: the kernel refused it: {}", i, to_string(status)));
+        return false;
+      }
+    }
+    if (workspace_->capacity() > kRetainedWorkspaceBars) workspace_.reset();
+    return true;
+  }
+
+  // A refused frame on a connection that stays usable.
+  void reject(Connection& c, SocketError error, const std::string& message) {
+    rejected_[static_cast<std::size_t>(error)].add();
+    log_line(fmt::format("{}: rejected a frame ({}): {}", c.peer, to_string(error), message));
+    append_error_reply(error, message, c.out);
+  }
+
+  // A fatal error: the reply goes out, then the connection is shut down and closed.
+  void fail_connection(Connection& c, SocketError error, const std::string& message, Clock::time_point now) {
+    rejected_[static_cast<std::size_t>(error)].add();
+    if (error != SocketError::permission_denied && error != SocketError::too_many_connections) dropped_.add();
+    log_line(fmt::format("{}: {} ({}); closing the connection", c.peer, message, to_string(error)));
+    c.in.clear();
+    c.in.release_if_large();
+    c.out.resize(c.out_sent);  // anything not yet sent is superseded by the error
+    append_error_reply(error, message, c.out);
+    c.closing = true;
+    c.close_deadline = now + std::min<Clock::duration>(kLinger, options_.stall_timeout);
+    flush(c, now);
+  }
+
+  void flush(Connection& c, Clock::time_point now) {
+    while (c.out_sent < c.out.size()) {
+      const ssize_t sent = send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) {
+        c.out_sent += static_cast<std::size_t>(sent);
+        bytes_out_.add(static_cast<std::uint64_t>(sent));
+        continue;
+      }
+      if (sent < 0 && errno == EINTR) continue;
+      if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!c.want_write) {
+          c.want_write = true;
+          c.reply_started = now;
+          watch(c, EPOLLOUT);
+        }
+        return;
+      }
+      if (c.closing) {
+        c.dead = true;  // the peer is gone already; the error had nobody to read it
+      } else {
+        drop(c, fmt::format("send failed: {}", os_error(errno)));
+      }
+      return;
+    }
+    c.out.clear();
+    c.out_sent = 0;
+    if (c.out.capacity() > kRetainedBufferBytes) std::vector<std::byte>().swap(c.out);
+    if (c.closing && !c.write_shut) {
+      shutdown(c.fd, SHUT_WR);
+      c.write_shut = true;
+    }
+    if (c.want_write) {
+      c.want_write = false;
+      watch(c, EPOLLIN | EPOLLRDHUP);
+    }
+  }
+
+  // Closing: read and forget until the peer's EOF (or the deadline).
+  void discard_input(Connection& c) {
+    std::array<std::byte, 4096> sink;
+    for (;;) {
+      const ssize_t got = recv(c.fd, sink.data(), sink.size(), 0);
+      if (got > 0) {
+        bytes_in_.add(static_cast<std::uint64_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      c.dead = true;
+      return;
+    }
+  }
+
+  void check_deadlines(Clock::time_point now) {
+    for (auto& [fd, connection] : connections_) {
+      Connection& c = *connection;
+      if (c.dead) continue;
+      if (c.closing) {
+        if (now >= c.close_deadline) c.dead = true;
+        continue;
+      }
+      if (c.want_write) {
+        if (now - c.reply_started >= options_.stall_timeout) {
+          rejected_[static_cast<std::size_t>(SocketError::stalled)].add();
+          drop(c, fmt::format("did not read its {}-byte reply within {} ms; dropped", c.out.size(),
+                              options_.stall_timeout.count()));
+        }
+        continue;
+      }
+      if (c.in.size() > 0 && now - c.frame_started >= options_.stall_timeout) {
+        const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
+        SocketFault fault;
+        fault.error = SocketError::stalled;
+        fault.limit = static_cast<std::uint64_t>(options_.stall_timeout.count());
+        fault.actual = c.in.size();
+        fault.expected = c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + std::uint64_t{scan.body_len}
+                                                           : kLengthPrefixBytes;
+        fail_connection(c, fault.error, ipcfloor::describe(fault), now);
+      }
+    }
+  }
+
+  // Closes at once, without a reply (the peer is gone or cannot be written to).
+  void drop(Connection& c, const std::string& why) {
+    if (c.dead) return;
+    dropped_.add();
+    log_line(fmt::format("{}: {}", c.peer, why));
+    c.dead = true;
+  }
+
+  // Closes the connections marked dead in this batch. Their fds stay open until here, so no
+  // event of the batch can name a reused fd.
+  void reap() {
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (!it->second->dead) {
+        ++it;
+        continue;
+      }
+      close(it->first);
+      if (it->second->counted) release_slot();
+      it = connections_.erase(it);
+    }
+  }
+
+  void log_line(const std::string& line) {
+    if (!options_.log) return;
+    const auto now = Clock::now();
+    if (now - log_window_ >= std::chrono::seconds(1)) {
+      if (log_suppressed_ > 0)
+        fmt::print(stderr, "ipcfloor serve: socket: {} more messages suppressed\n", log_suppressed_);
+      log_window_ = now;
+      log_lines_ = 0;
+      log_suppressed_ = 0;
+    }
+    if (log_lines_ < kLogLinesPerSecond) {
+      ++log_lines_;
+      fmt::print(stderr, "ipcfloor serve: socket {}\n", line);
+    } else {
+      ++log_suppressed_;
+    }
+  }
+
+  const SocketServerOptions& options_;
+  std::atomic<std::size_t>& open_connections_;
+  const int unix_fd_;
+  const int tcp_fd_;
+  const int wake_fd_;
+  const std::chrono::milliseconds tick_;
+  int epoll_fd_ = -1;
+  int reserve_fd_ = -1;
+  std::unordered_map<int, std::unique_ptr<Connection>> connections_;
+  // Scratch reused across requests: the aligned close of a stateless sweep, results, combos.
+  std::vector<double> close_;
+  std::vector<BacktestResult> results_;
+  std::vector<Combo> combos_;
+  std::unique_ptr<KernelWorkspace> workspace_;
+  Clock::time_point log_window_{};
+  unsigned log_lines_ = 0;
+  std::uint64_t log_suppressed_ = 0;
+  Counter accepted_, refused_, dropped_, bytes_in_, bytes_out_;
+  std::array<Counter, kSocketOpcodeCount> served_;
+  std::array<Counter, kSocketErrorSlots> rejected_;
+};
+
+// ---- The server ------------------------------------------------------------------------------
+
+Expected<TcpEndpoint> parse_tcp_endpoint(std::string_view text) {
+  if (text.empty()) return fail(ErrorCode::invalid_argument, "the tcp endpoint is empty; write HOST:PORT, e.g. 127.0.0.1:7878");
+  std::string_view host;
+  std::string_view port = text;
+  if (text.front() == '[') {
+    const auto close_bracket = text.find(']');
+    if (close_bracket == std::string_view::npos || close_bracket + 1 >= text.size() || text[close_bracket + 1] != ':')
+      return fail(ErrorCode::invalid_argument, "tcp endpoint '{}': write an IPv6 address as [ADDRESS]:PORT", text);
+    host = text.substr(1, close_bracket - 1);
+    port = text.substr(close_bracket + 2);
+  } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      return fail(ErrorCode::invalid_argument, "tcp endpoint '{}': write an IPv6 address as [ADDRESS]:PORT", text);
+  }
+  unsigned value = 0;
+  const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || error != std::errc{} || end != port.data() + port.size() || value > 65535)
+    return fail(ErrorCode::invalid_argument, "tcp endpoint '{}': port '{}' is not a number in 0..65535", text, port);
+  return TcpEndpoint{host.empty() ? std::string(kDefaultTcpHost) : std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+std::uint64_t SocketServerStats::total_served() const noexcept {
+  std::uint64_t sum = 0;
+  for (const auto n : served) sum += n;
+  return sum;
+}
+
+std::uint64_t SocketServerStats::total_rejected() const noexcept {
+  std::uint64_t sum = 0;
+  for (const auto n : rejected) sum += n;
+  return sum;
+}
+
+std::string format_stats(const SocketServerStats& stats) {
+  std::string served;
+  for (std::size_t i = 0; i < kSocketOpcodeCount; ++i)
+    if (stats.served[i] > 0)
+      served += fmt::format("{}{} {}", served.empty() ? "" : ", ", to_string(static_cast<SocketOpcode>(i)), stats.served[i]);
+  std::string rejected;
+  for (std::size_t i = 1; i < kSocketErrorSlots; ++i)
+    if (stats.rejected[i] > 0)
+      rejected += fmt::format("{}{} {}", rejected.empty() ? "" : ", ", to_string(static_cast<SocketError>(i)),
+                              stats.rejected[i]);
+  return fmt::format("{} connections; served {} frames{}; rejected {}{}; {} dropped, {} refused; {} bytes in, {} out",
+                     stats.connections_accepted, stats.total_served(), served.empty() ? "" : " (" + served + ")",
+                     stats.total_rejected(), rejected.empty() ? "" : " (" + rejected + ")", stats.connections_dropped,
+                     stats.connections_refused, stats.bytes_in, stats.bytes_out);
+}
+
+Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOptions& options) {
+  if (options.unix_path.empty() && !options.tcp)
+    return fail(ErrorCode::invalid_argument, "the socket server needs a Unix socket path or a tcp endpoint");
+  if (options.max_frame_bytes < kMinMaxFrameBytes || options.max_frame_bytes > kMaxMaxFrameBytes)
+    return fail(ErrorCode::invalid_argument, "max frame {} bytes is outside {}..{}", options.max_frame_bytes,
+                kMinMaxFrameBytes, kMaxMaxFrameBytes);
+  if (options.stall_timeout < std::chrono::milliseconds(1) || options.stall_timeout > std::chrono::hours(1))
+    return fail(ErrorCode::invalid_argument, "frame timeout {} ms is outside 1..3600000", options.stall_timeout.count());
+  if (options.threads < 1 || options.threads > kMaxThreads)
+    return fail(ErrorCode::invalid_argument, "socket threads {} is outside 1..{}", options.threads, kMaxThreads);
+  if (options.max_connections < 1)
+    return fail(ErrorCode::invalid_argument, "the connection limit must be at least 1");
+  if (!std::isfinite(options.fee))
+    return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", options.fee);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (const int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return fail(ErrorCode::invalid_argument, "socket cpu {} is out of range", cpu);
+    CPU_SET(cpu, &cpus);
+  }
+
+  std::unique_ptr<SocketServer> server(new SocketServer());
+  server->options_ = options;
+  server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (server->wake_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
+  if (!options.unix_path.empty()) {
+    auto fd = open_unix_listener(options.unix_path, options.any_uid, server->unix_dev_, server->unix_ino_);
+    if (!fd) return std::unexpected(fd.error());
+    server->unix_fd_ = *fd;
+    server->unix_path_ = options.unix_path;
+  }
+  if (options.tcp) {
+    auto fd = open_tcp_listener(*options.tcp, server->tcp_port_);
+    if (!fd) return std::unexpected(fd.error());  // ~SocketServer removes the Unix socket
+    server->tcp_fd_ = *fd;
+    server->tcp_host_ = options.tcp->host;
+  }
+  for (unsigned i = 0; i < options.threads; ++i) {
+    auto worker = std::make_unique<Worker>(server->options_, server->open_connections_, server->unix_fd_,
+                                           server->tcp_fd_, server->wake_fd_);
+    if (auto ready = worker->init(); !ready) return std::unexpected(ready.error());
+    server->workers_.push_back(std::move(worker));
+  }
+  try {
+    for (auto& worker : server->workers_) {
+      server->threads_.emplace_back([w = worker.get()] {
+        pthread_setname_np(pthread_self(), "ipcf-sock");
+        w->run();
+      });
+      if (!options.cpus.empty()) {
+        if (const int rc = pthread_setaffinity_np(server->threads_.back().native_handle(), sizeof cpus, &cpus); rc != 0) {
+          std::string list;
+          for (const int cpu : options.cpus) list += fmt::format("{}{}", list.empty() ? "" : ",", cpu);
+          return fail(ErrorCode::invalid_argument, "cannot pin the socket threads to cpu(s) {}: {}", list, os_error(rc));
+        }
+      }
+    }
+  } catch (const std::system_error& error) {
+    return fail(ErrorCode::resource, "cannot start a socket server thread: {}", error.what());
+  }
+  return server;
+}
+
+SocketServer::~SocketServer() { stop(); }
+
+void SocketServer::stop() noexcept {
+  if (stopped_) return;
+  stopped_ = true;
+  if (wake_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    // The eventfd stays readable (nobody reads it), so every thread's epoll_wait returns.
+    [[maybe_unused]] const ssize_t written = write(wake_fd_, &one, sizeof one);
+  }
+  for (auto& thread : threads_)
+    if (thread.joinable()) thread.join();
+  for (auto& worker : workers_) worker->close_all();  // the workers stay: stats() reads them
+  if (unix_fd_ >= 0) close(unix_fd_);
+  if (tcp_fd_ >= 0) close(tcp_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  unix_fd_ = tcp_fd_ = wake_fd_ = -1;
+  if (!unix_path_.empty()) {
+    // Only our own socket: a successor may already have replaced a file we left.
+    struct stat current {};
+    if (lstat(unix_path_.c_str(), &current) == 0 && static_cast<std::uint64_t>(current.st_dev) == unix_dev_ &&
+        static_cast<std::uint64_t>(current.st_ino) == unix_ino_)
+      unlink(unix_path_.c_str());
+  }
+}
+
+SocketServerStats SocketServer::stats() const noexcept {
+  SocketServerStats stats;
+  for (const auto& worker : workers_) worker->add_to(stats);
+  return stats;
+}
+
+std::string SocketServer::describe() const {
+  std::string text;
+  if (!unix_path_.empty())
+    text = options_.any_uid ? fmt::format("unix socket {} (mode 0666, any uid)", unix_path_)
+                            : fmt::format("unix socket {} (mode 0600, uid {} only)", unix_path_, geteuid());
+  if (tcp_fd_ >= 0 || tcp_port_ != 0) {
+    const bool v6 = tcp_host_.find(':') != std::string::npos;
+    text += fmt::format("{}tcp {}{}{}:{} (TCP_NODELAY)", text.empty() ? "" : ", ", v6 ? "[" : "", tcp_host_,
+                        v6 ? "]" : "", tcp_port_);
+  }
+  return text;
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,122 @@
+#pragma once
+// The socket baseline server (SPEC §5): the protocol of engine/socket_protocol.hpp over a
+// Unix-domain socket and/or TCP, inside `ipcfloor serve` beside (or instead of) the segment.
+//
+// Threads: start() spawns `threads` server threads ("ipcf-sock"), each with its own epoll set,
+// kernel workspace and connections; the listeners sit in every set (EPOLLEXCLUSIVE) and a
+// connection stays on the thread that accepted it. Sockets are non-blocking, so a slow,
+// stuck or hostile client never holds up another: a frame must arrive whole within
+// `stall_timeout` of its first byte and a reply must be taken whole within it, or the
+// connection is dropped. These threads never touch the segment or the pinned shm thread.
+//
+// Memory: a connection holds at most one request frame (<= 4 + max_frame_bytes, allocated only
+// after the length prefix passed the limit), one reply and its loaded series; a connection that
+// pipelines is not read again until its reply has left. At most `max_connections` are served.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/kernel.hpp"
+#include "engine/socket_protocol.hpp"
+#include "shm/error.hpp"
+
+namespace ipcfloor {
+
+struct TcpEndpoint {
+  std::string host;  // numeric address or name, as getaddrinfo takes it
+  std::uint16_t port = 0;
+};
+
+inline constexpr std::string_view kDefaultTcpHost = "127.0.0.1";
+
+// "HOST:PORT", "[IPv6]:PORT", ":PORT" or "PORT"; a missing host is loopback (127.0.0.1), so the
+// server is reachable from other hosts only when the user names such an address. Port 0 asks
+// the kernel for a free port (see SocketServer::tcp_port). Pure; allocates.
+[[nodiscard]] Expected<TcpEndpoint> parse_tcp_endpoint(std::string_view text);
+
+struct SocketServerOptions {
+  std::string unix_path;            // empty: no Unix socket
+  std::optional<TcpEndpoint> tcp;   // unset: no TCP listener
+  double fee = kDefaultFee;         // what sweeps charge per round trip
+  std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // limit on body_len, checked first
+  std::chrono::milliseconds stall_timeout{5000};
+  std::size_t max_connections = 64;
+  unsigned threads = 1;              // server threads, each with its own epoll set
+  std::vector<int> cpus;             // the threads' affinity; empty: inherited
+  unsigned sweep_threads = 1;        // > 1: a sweep of several combos runs on that many workers
+  bool any_uid = false;              // Unix socket file 0666 and no SO_PEERCRED uid check
+  bool log = true;                   // rejected frames and dropped peers to stderr (rate-limited)
+};
+
+// Counters since start. served[] by opcode, rejected[] by SocketError code (slot 0 unused).
+struct SocketServerStats {
+  std::uint64_t connections_accepted = 0;  // connections served (refused ones not included)
+  std::uint64_t connections_refused = 0;   // wrong uid or at the connection limit
+  std::uint64_t connections_dropped = 0;   // closed by the server: stalled, truncated, too large
+  std::array<std::uint64_t, kSocketOpcodeCount> served{};
+  std::array<std::uint64_t, kSocketErrorSlots> rejected{};
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+
+  [[nodiscard]] std::uint64_t total_served() const noexcept;
+  [[nodiscard]] std::uint64_t total_rejected() const noexcept;
+};
+
+// One line for the shutdown report, e.g. "3 connections; served 161 frames (sweep 1, ...);
+// rejected 2 (bad_price 1, ...); 1 dropped, 0 refused". Allocates.
+[[nodiscard]] std::string format_stats(const SocketServerStats& stats);
+
+class SocketServer {
+ public:
+  // Binds and listens, then starts the threads. Setup path: allocates, returns Expected.
+  // The Unix socket: a path over the sockaddr limit, a non-socket file in the way or a live
+  // server on it is refused; a socket file nobody listens on is stale and replaced. It is
+  // created with mode 0600 (0666 with any_uid) before listen(), so no peer can connect
+  // through a wider mode. Errors name the path or endpoint and the OS reason.
+  [[nodiscard]] static Expected<std::unique_ptr<SocketServer>> start(const SocketServerOptions& options);
+
+  SocketServer(const SocketServer&) = delete;
+  SocketServer& operator=(const SocketServer&) = delete;
+  ~SocketServer();  // stop()
+
+  // Stops the threads, closes every connection and removes the socket file if it is still
+  // ours. Idempotent; any thread but a server thread.
+  void stop() noexcept;
+
+  // A snapshot of the counters; any thread, lock-free (each counter is read on its own).
+  [[nodiscard]] SocketServerStats stats() const noexcept;
+
+  [[nodiscard]] const std::string& unix_path() const noexcept { return unix_path_; }
+  // The bound TCP port (the kernel's choice when the endpoint said 0); 0 without TCP.
+  [[nodiscard]] std::uint16_t tcp_port() const noexcept { return tcp_port_; }
+  // "unix socket PATH (mode 0600, uid U only), tcp 127.0.0.1:PORT" for reports.
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  class Worker;  // one server thread's epoll set, connections and scratch (socket_server.cpp)
+  SocketServer() = default;
+
+  SocketServerOptions options_;
+  std::string unix_path_;
+  std::uint16_t tcp_port_ = 0;
+  std::string tcp_host_;
+  int unix_fd_ = -1;
+  int tcp_fd_ = -1;
+  int wake_fd_ = -1;           // eventfd: readable once stop() begins, wakes every epoll set
+  std::uint64_t unix_dev_ = 0; // identity of the socket file we created, so stop() removes
+  std::uint64_t unix_ino_ = 0; // only ours
+  std::atomic<std::size_t> open_connections_{0};
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
+  bool stopped_ = false;
+};
+
+}  // namespace ipcfloor

@@ -1,0 +1,1042 @@
+// The socket baseline served for real: parity of the default grid through Unix and TCP sockets
+// (stateless and stateful, the real `ipcfloor serve` process), and every malformed input, stall
+// and intruder, each followed by proof that a good client is still served.
+//
+// Most bad-input cases use an in-process SocketServer (the same code the serve command runs),
+// so they can read its counters; the uid, memory and CLI cases run the real binary.
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <limits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/child_process.hpp"
+#include "clients/socket_client.hpp"
+#include "engine/kernel.hpp"
+#include "engine/series_source.hpp"
+#include "engine/socket_protocol.hpp"
+#include "engine/socket_server.hpp"
+#include "shm/segment.hpp"
+
+using namespace ipcfloor;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// Heap allocations made by this thread while counting is on: the proof that echo_params is
+// allocation-free. Other threads (the in-process server's) are not counted.
+namespace {
+thread_local bool t_counting = false;
+thread_local std::size_t t_allocations = 0;
+}  // namespace
+
+// Every unaligned form is replaced, so each allocation and its release meet in malloc/free
+// (a sanitizer runtime's own operator new must never be paired with this delete). Out of line,
+// so the compiler never sees a malloc'ed pointer reach free() through an inlined delete and
+// mistakes the consistent pair for a mismatch.
+namespace {
+void* counted_malloc(std::size_t size) noexcept {
+  if (t_counting) ++t_allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
+}  // namespace
+[[gnu::noinline]] void* operator new(std::size_t size) {
+  if (void* p = counted_malloc(size)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void* operator new[](std::size_t size) {
+  if (void* p = counted_malloc(size)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
+[[gnu::noinline]] void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace {
+
+// ---- Fixtures -----------------------------------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/ipcfloor-sock-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  [[nodiscard]] std::string file(const char* name) const { return path_ + "/" + name; }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+enum class Via { unix_socket, tcp };
+const char* name_of(Via via) { return via == Via::unix_socket ? "unix" : "tcp"; }
+
+std::vector<double> series_of(std::size_t bars, std::uint64_t seed) {
+  SeriesSource source;
+  source.gbm.bars = bars;
+  source.gbm.seed = seed;
+  auto loaded = load_series_source(source);
+  REQUIRE(loaded.has_value());
+  return std::move(loaded->close);
+}
+
+const std::vector<double>& small_series() {
+  static const std::vector<double> close = series_of(3000, 7);
+  return close;
+}
+
+std::vector<Combo> default_grid() {
+  std::vector<Combo> combos;
+  for (const auto length : grid_lengths(6, 200, 80)) combos.push_back(combo_from_length(length));
+  return combos;
+}
+
+std::uint16_t free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// A raw connection, for frames no well-behaved client would send.
+class Raw {
+ public:
+  static Raw to_unix(const std::string& path) {
+    Raw raw(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    return raw;
+  }
+  static Raw to_tcp(std::uint16_t port) {
+    Raw raw(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    return raw;
+  }
+  Raw(Raw&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  ~Raw() {
+    if (fd_ >= 0) close(fd_);
+  }
+  [[nodiscard]] int fd() const { return fd_; }
+
+  // Blocking send of everything; false when the server has closed.
+  bool send_all(std::span<const std::byte> bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t sent = send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (sent <= 0) return false;
+      done += static_cast<std::size_t>(sent);
+    }
+    return true;
+  }
+
+  // One reply frame (success or error) within `limit`, or nullopt (timeout or closed).
+  std::optional<std::vector<std::byte>> read_frame(std::chrono::milliseconds limit = 5000ms) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::vector<std::byte> buffer;
+    for (;;) {
+      const ReplyScan scan = scan_reply(buffer, kDefaultMaxFrameBytes);
+      if (scan.state == ScanState::complete) {
+        pending_.assign(buffer.begin() + static_cast<std::ptrdiff_t>(scan.frame_bytes), buffer.end());
+        buffer.resize(scan.frame_bytes);
+        return buffer;
+      }
+      if (scan.state == ScanState::too_large) return std::nullopt;
+      if (!pending_.empty()) {
+        buffer.insert(buffer.end(), pending_.begin(), pending_.end());
+        pending_.clear();
+        continue;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+      std::byte chunk[65536];
+      const ssize_t got = recv(fd_, chunk, sizeof chunk, 0);
+      if (got <= 0) return std::nullopt;
+      buffer.insert(buffer.end(), chunk, chunk + got);
+    }
+  }
+
+  // True once the server has closed (EOF or reset) within `limit`; data on the way is discarded.
+  bool closed_within(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      std::byte chunk[65536];
+      const ssize_t got = recv(fd_, chunk, sizeof chunk, 0);
+      if (got <= 0) return true;
+    }
+  }
+
+ private:
+  explicit Raw(int fd) : fd_(fd) {
+    REQUIRE(fd_ >= 0);
+    // Bounds every blocking call: a test must fail, never hang, if the server misbehaves.
+    const timeval limit{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  int fd_;
+  std::vector<std::byte> pending_;
+};
+
+struct ErrorReply {
+  std::uint32_t code = 0;
+  std::string message;
+};
+
+std::optional<ErrorReply> as_error(const std::optional<std::vector<std::byte>>& frame) {
+  if (!frame) return std::nullopt;
+  const auto message = error_reply_message(*frame);
+  if (!message) return std::nullopt;
+  return ErrorReply{load_le<std::uint32_t>(frame->data() + 4), std::string(*message)};
+}
+
+std::vector<std::byte> framed(const std::vector<std::byte>& body) {
+  std::vector<std::byte> frame(kLengthPrefixBytes + body.size());
+  store_le(frame.data(), static_cast<std::uint32_t>(body.size()));
+  if (!body.empty()) std::memcpy(frame.data() + kLengthPrefixBytes, body.data(), body.size());
+  return frame;
+}
+
+std::vector<std::byte> request(SocketOpcode opcode, std::span<const double> close, std::span<const Combo> combos) {
+  std::vector<std::byte> frame;
+  REQUIRE(append_request(opcode, close, combos, frame).has_value());
+  return frame;
+}
+
+std::vector<std::byte> echo_params_frame(const Combo& combo) {
+  std::vector<std::byte> frame(kEchoParamsRequestBytes);
+  encode_echo_params_request(combo, std::span<std::byte, kEchoParamsRequestBytes>(frame.data(), frame.size()));
+  return frame;
+}
+
+// The in-process server: Unix socket in a temp dir and TCP on a kernel-chosen loopback port.
+class LocalServer {
+ public:
+  explicit LocalServer(const SocketServerOptions& base = {}) {
+    SocketServerOptions options = base;
+    options.unix_path = dir_.file("engine.sock");
+    options.tcp.emplace(TcpEndpoint{"127.0.0.1", 0});
+    options.log = false;
+    auto started = SocketServer::start(options);
+    REQUIRE_MESSAGE(started.has_value(), (started ? "" : started.error().message));
+    server_ = std::move(*started);
+  }
+  [[nodiscard]] SocketServer& server() { return *server_; }
+  [[nodiscard]] const std::string& path() const { return server_->unix_path(); }
+
+  Raw raw(Via via) { return via == Via::unix_socket ? Raw::to_unix(path()) : Raw::to_tcp(server_->tcp_port()); }
+  SocketClient client(Via via, std::chrono::milliseconds timeout = 10'000ms) {
+    SocketClientOptions options;
+    options.timeout = timeout;
+    auto client = via == Via::unix_socket ? SocketClient::connect_unix(path(), options)
+                                          : SocketClient::connect_tcp("127.0.0.1", server_->tcp_port(), options);
+    REQUIRE_MESSAGE(client.has_value(), (client ? "" : client.error().message));
+    return std::move(*client);
+  }
+
+  // A fresh, well-behaved client gets exact answers: echo_params, and a sweep compared with
+  // the kernel run here.
+  void check_good_client(Via via) {
+    auto client = this->client(via);
+    const Combo payload{11, 22, 33, 44, 55, 66};
+    auto echoed = client.echo_params(payload);
+    REQUIRE_MESSAGE(echoed.has_value(), (echoed ? "" : echoed.error().message));
+    CHECK(*echoed == payload);
+    const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(31)};
+    auto answers = client.sweep(small_series(), combos);
+    REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+    const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+    REQUIRE(expected.has_value());
+    CHECK(*answers == *expected);
+  }
+
+  [[nodiscard]] std::uint64_t rejected(SocketError error) const {
+    return server_->stats().rejected[static_cast<std::size_t>(error)];
+  }
+
+ private:
+  TempDir dir_;
+  std::unique_ptr<SocketServer> server_;
+};
+
+// The real binary: `ipcfloor serve --no-shm --quiet --socket DIR/engine.sock --tcp 127.0.0.1:PORT`.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::vector<std::string>& extra = {}) : path_(dir_.file("engine.sock")) {
+    for (int attempt = 0; attempt < 3 && !child_; ++attempt) {
+      port_ = free_loopback_port();
+      std::vector<std::string> argv = {IPCFLOOR_BINARY, "serve", "--no-shm", "--quiet", "--socket", path_,
+                                       "--tcp", "127.0.0.1:" + std::to_string(port_)};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto spawned = ChildProcess::spawn(argv);
+      REQUIRE_MESSAGE(spawned.has_value(), (spawned ? "" : spawned.error().message));
+      ChildProcess child = std::move(*spawned);
+      if (child.wait_until([&] { return SocketClient::connect_unix(path_).has_value(); }, 10'000ms)) {
+        child_.emplace(std::move(child));
+      }
+    }
+    REQUIRE_MESSAGE(child_.has_value(), "ipcfloor serve --no-shm did not come up");
+  }
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] const TempDir& dir() const { return dir_; }
+  [[nodiscard]] ChildProcess& child() { return *child_; }
+
+  SocketClient client(Via via) {
+    SocketClientOptions options;
+    options.timeout = 60'000ms;  // a whole default-grid sweep is one call
+    auto client = via == Via::unix_socket ? SocketClient::connect_unix(path_, options)
+                                          : SocketClient::connect_tcp("127.0.0.1", port_, options);
+    REQUIRE_MESSAGE(client.has_value(), (client ? "" : client.error().message));
+    return std::move(*client);
+  }
+
+ private:
+  TempDir dir_;
+  std::string path_;
+  std::uint16_t port_ = 0;
+  std::optional<ChildProcess> child_;
+};
+
+// Runs a command and returns its stdout (stderr is left alone).
+std::string run_command(const std::string& command, int& exit_code) {
+  std::FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, got);
+  const int status = pclose(pipe);
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::uint64_t vm_peak_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmPeak:", 0) == 0) return std::stoull(line.substr(7));
+  return 0;
+}
+
+template <class Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds limit = 3000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return predicate();
+}
+
+}  // namespace
+
+// ---- Parity ---------------------------------------------------------------------------------------
+
+TEST_CASE("the default grid through the real engine's sockets equals the in-process sweep, bit for bit") {
+  ServerProcess engine;
+  auto series = load_series_source(SeriesSource{});
+  REQUIRE(series.has_value());
+  REQUIRE(series->is_default);
+  const auto combos = default_grid();
+  const auto expected = run_sweep(series->close, combos, kDefaultFee, 0);
+  REQUIRE(expected.has_value());
+  REQUIRE((*expected)[0].pnl == kFingerprintPnl);
+  REQUIRE((*expected)[0].trades == kFingerprintTrades);
+
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    {  // stateless: series and combos in one opcode-0 frame
+      auto client = engine.client(via);
+      auto answers = client.sweep(series->close, combos);
+      REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+      REQUIRE(answers->size() == combos.size());
+      for (std::size_t i = 0; i < combos.size(); ++i) {
+        CAPTURE(i);
+        CHECK((*answers)[i].pnl == (*expected)[i].pnl);
+        CHECK((*answers)[i].trades == (*expected)[i].trades);
+      }
+    }
+    {  // stateful: load once, then combos only, in one batch and one by one
+      auto client = engine.client(via);
+      auto loaded = client.load(series->close);
+      REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error().message));
+      CHECK(loaded->checksum == fnv1a64(std::as_bytes(std::span<const double>(series->close))));
+      CHECK(loaded->fee == kDefaultFee);
+      auto answers = client.sweep_loaded(combos);
+      REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+      CHECK(*answers == *expected);
+      for (const std::size_t i : {std::size_t{0}, std::size_t{41}, std::size_t{79}}) {
+        auto one = client.sweep_loaded(std::span(&combos[i], 1));
+        REQUIRE(one.has_value());
+        CHECK((*one)[0] == (*expected)[i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("`ipcfloor sweep --socket/--tcp [--stateful] --json` prints exactly what `--inproc --json` prints") {
+  ServerProcess engine;
+  int code = 0;
+  const std::string binary = IPCFLOOR_BINARY;
+  const std::string inproc = run_command(binary + " sweep --inproc --json --lengths 6,8,11,50,200", code);
+  REQUIRE(code == 0);
+  REQUIRE(inproc.find("\"pnl\":-5165.577039790348,\"trades\":57029") != std::string::npos);
+  for (const std::string& target : {"--socket " + engine.path(), "--tcp 127.0.0.1:" + std::to_string(engine.port())}) {
+    for (const char* mode : {"", " --stateful"}) {
+      CAPTURE(target + mode);
+      CHECK(run_command(binary + " sweep " + target + mode + " --json --lengths 6,8,11,50,200", code) == inproc);
+      CHECK(code == 0);
+    }
+  }
+  // The table and its fingerprint line, too.
+  const std::string table = run_command(binary + " sweep --socket " + engine.path() + " --stateful --lengths 6,8", code);
+  CHECK(code == 0);
+  CHECK(table.find("fingerprint L=6: pnl -5165.577039790348, trades 57029: matches") != std::string::npos);
+  CHECK(table.find("stateful: series loaded once") != std::string::npos);
+}
+
+TEST_CASE("echo returns the close array verbatim and echo_params the 48 bytes, over both sockets") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    const std::vector<double> odd = {1.0, -0.0, std::nan("1"), 1e308, 5e-324};
+    auto echoed = client.echo(odd);
+    REQUIRE(echoed.has_value());
+    REQUIRE(echoed->size() == odd.size());
+    CHECK(std::memcmp(echoed->data(), odd.data(), sizeof(double) * odd.size()) == 0);
+    auto empty = client.echo({});
+    REQUIRE(empty.has_value());
+    CHECK(empty->empty());
+    auto big = client.echo(series_of(150'000, 42));  // the study's 1.2 MB
+    REQUIRE(big.has_value());
+    CHECK(*big == series_of(150'000, 42));
+    const Combo extremes{std::numeric_limits<std::int64_t>::min(), -1, 0, 1, 2, std::numeric_limits<std::int64_t>::max()};
+    auto params = client.echo_params(extremes);
+    REQUIRE(params.has_value());
+    CHECK(*params == extremes);
+  }
+  CHECK(local.server().stats().served[static_cast<std::size_t>(SocketOpcode::echo)] == 6);
+  CHECK(local.server().stats().served[static_cast<std::size_t>(SocketOpcode::echo_params)] == 2);
+}
+
+TEST_CASE("frames split into single bytes, and frames pipelined in one write, are all answered in order") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw raw = local.raw(via);
+    const auto frame = request(SocketOpcode::sweep, small_series(), std::vector<Combo>{combo_from_length(6)});
+    for (std::size_t i = 0; i < frame.size(); i += 997) REQUIRE(raw.send_all(std::span(frame).subspan(i, std::min<std::size_t>(997, frame.size() - i))));
+    auto reply = raw.read_frame();
+    REQUIRE(reply.has_value());
+    CHECK(reply->size() == 4 + 16);
+    const auto single = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+    for (const std::byte b : single) REQUIRE(raw.send_all(std::span(&b, 1)));
+    REQUIRE(raw.read_frame().has_value());
+
+    std::vector<std::byte> batch;
+    for (std::int64_t k = 0; k < 50; ++k) {
+      const auto one = echo_params_frame(Combo{k, k, k, k, k, k});
+      batch.insert(batch.end(), one.begin(), one.end());
+    }
+    REQUIRE(raw.send_all(batch));
+    for (std::int64_t k = 0; k < 50; ++k) {
+      auto answer = raw.read_frame();
+      REQUIRE(answer.has_value());
+      REQUIRE(answer->size() == kEchoParamsReplyBytes);
+      CHECK(load_le<std::int64_t>(answer->data() + 4) == k);
+    }
+  }
+}
+
+TEST_CASE("echo_params allocates nothing once the client exists, over both sockets") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    t_allocations = 0;
+    t_counting = true;
+    bool all_ok = true;
+    for (std::int64_t i = 0; i < 2000; ++i) {
+      auto echoed = client.echo_params(Combo{i, 1, 2, 3, 4, 5});
+      all_ok = all_ok && echoed.has_value() && echoed->h == i;
+    }
+    t_counting = false;
+    CHECK(all_ok);
+    CHECK(t_allocations == 0);
+  }
+}
+
+TEST_CASE("several server threads share the listeners, and a sweep may run on several workers") {
+  SocketServerOptions options;
+  options.threads = 3;
+  options.sweep_threads = 2;
+  LocalServer local(options);
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(20), combo_from_length(44)};
+  const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  for (int i = 0; i < 6; ++i) {
+    clients.emplace_back([&, i] {
+      SocketClientOptions client_options;
+      client_options.timeout = 30'000ms;
+      auto client = i % 2 == 0 ? SocketClient::connect_unix(local.path(), client_options)
+                               : SocketClient::connect_tcp("127.0.0.1", local.server().tcp_port(), client_options);
+      if (!client) return;
+      auto answers = client->sweep(small_series(), combos);
+      // relaxed: the joins below publish the count.
+      if (answers && *answers == *expected) good.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  for (auto& thread : clients) thread.join();
+  CHECK(good.load(std::memory_order_relaxed) == 6);  // relaxed: every writer has joined
+  CHECK(local.server().stats().connections_accepted == 6);
+  CHECK(local.server().stats().served[static_cast<std::size_t>(SocketOpcode::sweep)] == 6);
+}
+
+// ---- Malformed input: each case, then a good client ----------------------------------------------
+
+TEST_CASE("a length over the maximum is refused from its 4 bytes, before anything is allocated, then closed") {
+  ServerProcess engine({"--max-frame", "1048576"});
+  const std::uint64_t peak_before = vm_peak_kib(engine.child().pid());
+  REQUIRE(peak_before > 0);
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw raw = via == Via::unix_socket ? Raw::to_unix(engine.path()) : Raw::to_tcp(engine.port());
+    // Claims a 4 GiB body and sends nothing of it: an answer proves nobody waited for the body.
+    REQUIRE(raw.send_all(std::vector<std::byte>{std::byte{0xF0}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}}));
+    const auto error = as_error(raw.read_frame());
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::frame_too_large));
+    CHECK(error->message.find("4294967280 bytes exceeds the server's maximum of 1048576") != std::string::npos);
+    CHECK(raw.closed_within(3000ms));
+
+    // Just over the configured limit is refused too; at the limit is framed (and then judged).
+    Raw over = via == Via::unix_socket ? Raw::to_unix(engine.path()) : Raw::to_tcp(engine.port());
+    std::vector<std::byte> prefix(4);
+    store_le(prefix.data(), std::uint32_t{1048577});
+    REQUIRE(over.send_all(prefix));
+    const auto over_error = as_error(over.read_frame());
+    REQUIRE(over_error.has_value());
+    CHECK(over_error->code == static_cast<std::uint32_t>(SocketError::frame_too_large));
+  }
+  // VmPeak counts address space ever reserved: a 4 GiB buffer would show.
+  CHECK(vm_peak_kib(engine.child().pid()) < peak_before + 512 * 1024);
+  auto client = engine.client(Via::unix_socket);
+  auto echoed = client.echo_params(Combo{1, 2, 3, 4, 5, 6});
+  REQUIRE(echoed.has_value());
+
+  // The client library reports the server's reason even though the server closed mid-send.
+  std::vector<double> too_many(200'000, 100.0);
+  auto refused = client.echo(too_many);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find("frame_too_large") != std::string::npos);
+  CHECK(client.broken());
+}
+
+TEST_CASE("a frame truncated by the peer's EOF gets a truncated error, and others are still served") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw raw = local.raw(via);
+    auto frame = request(SocketOpcode::echo, small_series(), {});
+    frame.resize(100);  // the prefix promises 24009 body bytes; 96 arrive
+    REQUIRE(raw.send_all(frame));
+    REQUIRE(shutdown(raw.fd(), SHUT_WR) == 0);
+    const auto error = as_error(raw.read_frame());
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::truncated));
+    CHECK(error->message.find("100 of its 24013 bytes arrived") != std::string::npos);
+    CHECK(raw.closed_within(3000ms));
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::truncated) == 2);
+}
+
+TEST_CASE("n_bars or n_combos that disagree with body_len get length_mismatch, and the connection goes on") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw raw = local.raw(via);
+    auto body = request(SocketOpcode::sweep, small_series(), std::vector<Combo>{combo_from_length(6)});
+    body.erase(body.begin(), body.begin() + 4);
+    store_le(body.data() + 5, std::uint32_t{2});  // claims two combos, carries one
+    REQUIRE(raw.send_all(framed(body)));
+    auto error = as_error(raw.read_frame());
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::length_mismatch));
+    CHECK(error->message.find("n_bars 3000 and n_combos 2") != std::string::npos);
+
+    REQUIRE(raw.send_all(framed({std::byte{0}, std::byte{1}})));  // shorter than the header
+    error = as_error(raw.read_frame());
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::length_mismatch));
+
+    // The same connection still frames and answers correctly.
+    REQUIRE(raw.send_all(echo_params_frame(Combo{7, 7, 7, 7, 7, 7})));
+    const auto reply = raw.read_frame();
+    REQUIRE(reply.has_value());
+    CHECK(reply->size() == kEchoParamsReplyBytes);
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::length_mismatch) == 4);
+}
+
+TEST_CASE("an unknown opcode gets unknown_opcode, and the connection goes on") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw raw = local.raw(via);
+    std::vector<std::byte> body(9, std::byte{0});
+    body[0] = std::byte{0x2A};
+    REQUIRE(raw.send_all(framed(body)));
+    const auto error = as_error(raw.read_frame());
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::unknown_opcode));
+    CHECK(error->message.find("opcode 42 is unknown") != std::string::npos);
+    REQUIRE(raw.send_all(echo_params_frame(Combo{1, 1, 1, 1, 1, 1})));
+    CHECK(raw.read_frame().has_value());
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::unknown_opcode) == 2);
+}
+
+TEST_CASE("a window out of range is named by combo and value, for sweep and sweep_loaded") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(8), Combo{3, 3001, 2, 1, 2, 3}};
+    auto refused = client.sweep(small_series(), combos);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().message.find("window_out_of_range") != std::string::npos);
+    CHECK(refused.error().message.find("combo 2: window L (position 1) is 3001, outside [1, 3000]") != std::string::npos);
+    CHECK(client.last_server_error() == static_cast<std::uint32_t>(SocketError::window_out_of_range));
+    CHECK_FALSE(client.broken());
+
+    REQUIRE(client.load(small_series()).has_value());
+    auto loaded_refused = client.sweep_loaded(std::vector<Combo>{Combo{0, 6, 2, 1, 2, 3}});
+    REQUIRE_FALSE(loaded_refused.has_value());
+    CHECK(loaded_refused.error().message.find("combo 0: window h (position 0) is 0") != std::string::npos);
+    auto fine = client.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
+    REQUIRE(fine.has_value());
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::window_out_of_range) == 4);
+}
+
+TEST_CASE("a NaN price is named by bar, for sweep and load") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    std::vector<double> close = small_series();
+    close[1234] = std::nan("");
+    auto refused = client.sweep(close, std::vector<Combo>{combo_from_length(6)});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == ErrorCode::bad_data);
+    CHECK(refused.error().message.find("bad_price") != std::string::npos);
+    CHECK(refused.error().message.find("bar 1234: close nan") != std::string::npos);
+    auto load_refused = client.load(close);
+    REQUIRE_FALSE(load_refused.has_value());
+    CHECK(load_refused.error().message.find("bar 1234") != std::string::npos);
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::bad_price) == 4);
+}
+
+TEST_CASE("a zero or negative price is named by bar") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    for (const double bad : {0.0, -12.5, -std::numeric_limits<double>::infinity()}) {
+      std::vector<double> close = small_series();
+      close.back() = bad;
+      auto refused = client.sweep(close, std::vector<Combo>{combo_from_length(6)});
+      REQUIRE_FALSE(refused.has_value());
+      CHECK(refused.error().message.find("bar 2999: close") != std::string::npos);
+    }
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::bad_price) == 6);
+}
+
+TEST_CASE("sweep_loaded before load gets no_series_loaded, and works once the series is loaded") {
+  LocalServer local;
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    auto refused = client.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find("no_series_loaded") != std::string::npos);
+    CHECK(refused.error().message.find("send load (opcode 2) on this connection first") != std::string::npos);
+    // The series belongs to the connection: another connection's load does not count.
+    auto other = local.client(via);
+    REQUIRE(other.load(small_series()).has_value());
+    REQUIRE_FALSE(client.sweep_loaded(std::vector<Combo>{combo_from_length(6)}).has_value());
+    REQUIRE(client.load(small_series()).has_value());
+    auto answers = client.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
+    REQUIRE(answers.has_value());
+    CHECK((*answers)[0] == (*run_sweep(small_series(), std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::no_series_loaded) == 4);
+}
+
+TEST_CASE("counts an opcode fixes are checked (bad_shape)") {
+  LocalServer local;
+  Raw raw = local.raw(Via::unix_socket);
+  REQUIRE(raw.send_all(request(SocketOpcode::sweep_loaded, small_series(), std::vector<Combo>{combo_from_length(6)})));
+  auto error = as_error(raw.read_frame());
+  REQUIRE(error.has_value());
+  CHECK(error->code == static_cast<std::uint32_t>(SocketError::bad_shape));
+  REQUIRE(raw.send_all(request(SocketOpcode::echo_params, {}, {})));
+  error = as_error(raw.read_frame());
+  REQUIRE(error.has_value());
+  CHECK(error->message.find("echo_params (opcode 4) needs n_bars 0 and n_combos 1") != std::string::npos);
+  local.check_good_client(Via::unix_socket);
+}
+
+// ---- Stalls, floods and intruders ----------------------------------------------------------------
+
+TEST_CASE("a client stalling mid-frame is dropped after the timeout while another keeps being served") {
+  SocketServerOptions options;
+  options.stall_timeout = 300ms;
+  LocalServer local(options);
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    Raw stalled = local.raw(via);
+    Raw stalled_in_prefix = local.raw(via);
+    const auto frame = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+    REQUIRE(stalled.send_all(std::span(frame).first(20)));
+    REQUIRE(stalled_in_prefix.send_all(std::span(frame).first(2)));
+    const auto stall_start = std::chrono::steady_clock::now();
+    CHECK_FALSE(stalled.read_frame(150ms).has_value());  // not before the timeout
+
+    auto good = local.client(via);
+    double slowest_ms = 0;
+    int calls = 0;
+    while (std::chrono::steady_clock::now() - stall_start < 500ms) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto echoed = good.echo_params(Combo{calls, 0, 0, 0, 0, 0});
+      REQUIRE(echoed.has_value());
+      slowest_ms = std::max(slowest_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      ++calls;
+    }
+    CHECK(calls > 100);
+    CHECK(slowest_ms < 100.0);  // never held up by the stalled peers
+
+    const auto error = as_error(stalled.read_frame(3000ms));
+    REQUIRE(error.has_value());
+    const double waited_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stall_start).count();
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::stalled));
+    CHECK(error->message.find("20 of 61 bytes") != std::string::npos);
+    CHECK(waited_ms < 2000.0);
+    CHECK(stalled.closed_within(3000ms));
+    const auto prefix_error = as_error(stalled_in_prefix.read_frame(3000ms));
+    REQUIRE(prefix_error.has_value());
+    CHECK(prefix_error->code == static_cast<std::uint32_t>(SocketError::stalled));
+    CHECK(stalled_in_prefix.closed_within(3000ms));
+    local.check_good_client(via);
+  }
+  CHECK(local.rejected(SocketError::stalled) == 4);
+  CHECK(local.server().stats().connections_dropped == 4);
+}
+
+TEST_CASE("a client that never reads its replies is dropped, and never blocks another") {
+  SocketServerOptions options;
+  options.stall_timeout = 300ms;
+  LocalServer local(options);
+  Raw greedy = local.raw(Via::unix_socket);
+  REQUIRE(fcntl(greedy.fd(), F_SETFL, O_NONBLOCK) == 0);
+  const std::vector<double> quarter_megabyte(32'768, 1.0);
+  const auto frame = request(SocketOpcode::echo, quarter_megabyte, {});
+  // Whole echo requests, never read back, until the server stops taking them: it then holds a
+  // reply the peer will not read, and reads nothing more from it.
+  int whole_frames = 0;
+  bool stuck = false;
+  while (!stuck && whole_frames < 64) {
+    std::size_t done = 0;
+    while (done < frame.size()) {
+      const ssize_t sent = send(greedy.fd(), frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
+      if (sent > 0) {
+        done += static_cast<std::size_t>(sent);
+        continue;
+      }
+      pollfd p{greedy.fd(), POLLOUT, 0};
+      if (sent < 0 && errno == EAGAIN && poll(&p, 1, 100) == 1) continue;
+      stuck = true;
+      break;
+    }
+    if (done == frame.size()) ++whole_frames;
+  }
+  CHECK(stuck);
+  CHECK(whole_frames >= 1);  // its reply alone outgrows the socket buffers
+  local.check_good_client(Via::unix_socket);
+  CHECK(eventually([&] { return local.server().stats().connections_dropped >= 1; }, 3000ms));
+  CHECK(local.rejected(SocketError::stalled) >= 1);
+  local.check_good_client(Via::tcp);
+}
+
+TEST_CASE("garbage from many connections at once never takes the server down") {
+  LocalServer local;
+  std::mt19937_64 rng(99);
+  std::vector<Raw> peers;
+  for (int i = 0; i < 12; ++i) {
+    peers.push_back(local.raw(i % 2 == 0 ? Via::unix_socket : Via::tcp));
+    std::vector<std::byte> noise(4096 + rng() % 60000);
+    for (auto& b : noise) b = static_cast<std::byte>(rng());
+    // Half of them start with a plausible small length, so the body reaches the decoder.
+    if (i % 4 < 2) store_le(noise.data(), static_cast<std::uint32_t>(9 + rng() % 200));
+    (void)peers.back().send_all(noise);
+    if (i % 3 == 0) peers.pop_back();  // hang up abruptly with everything unread
+  }
+  local.check_good_client(Via::unix_socket);
+  local.check_good_client(Via::tcp);
+  const SocketServerStats stats = local.server().stats();
+  CHECK(stats.total_rejected() > 0);
+}
+
+TEST_CASE("at the connection limit a new peer is refused with too_many_connections, and a slot frees on close") {
+  SocketServerOptions options;
+  options.max_connections = 2;
+  LocalServer local(options);
+  std::optional<SocketClient> first = local.client(Via::unix_socket);
+  auto second = local.client(Via::tcp);
+  REQUIRE(first->echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  REQUIRE(second.echo_params(Combo{2, 2, 2, 2, 2, 2}).has_value());
+  auto third = local.client(Via::unix_socket);
+  auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::busy);
+  CHECK(refused.error().message.find("maximum of 2 connections") != std::string::npos);
+  first.reset();
+  CHECK(eventually([&] {
+    auto fourth = local.client(Via::unix_socket);
+    return fourth.echo_params(Combo{4, 4, 4, 4, 4, 4}).has_value();
+  }));
+  CHECK(local.server().stats().connections_refused >= 1);
+}
+
+TEST_CASE("the Unix socket file is 0600 and only our uid gets in; another uid is refused") {
+  ServerProcess engine;
+  struct stat info {};
+  REQUIRE(lstat(engine.path().c_str(), &info) == 0);
+  CHECK(S_ISSOCK(info.st_mode));
+  CHECK((info.st_mode & 07777) == 0600);
+  CHECK(info.st_uid == geteuid());
+  if (geteuid() != 0) {
+    MESSAGE("not root: cannot act as another uid here; the mode check above still ran");
+    return;
+  }
+  // Let uid 65534 reach the socket file, so that what stops it is the file mode, then SO_PEERCRED.
+  REQUIRE(chmod(engine.dir().path().c_str(), 0711) == 0);
+  const auto connect_as_nobody = [&]() -> int {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+      const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      std::memcpy(address.sun_path, engine.path().c_str(), engine.path().size() + 1);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) _exit(errno == EACCES ? 20 : 21);
+      const auto frame = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+      (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 5000) <= 0) _exit(30);
+      std::byte reply[256];
+      const ssize_t got = recv(fd, reply, sizeof reply, 0);
+      if (got < 12) _exit(31);
+      std::uint32_t marker = 0, code = 0;
+      std::memcpy(&marker, reply, 4);
+      std::memcpy(&code, reply + 4, 4);
+      if (marker == kErrorReplyMarker && code == static_cast<std::uint32_t>(SocketError::permission_denied)) _exit(0);
+      _exit(32);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  };
+  CHECK(connect_as_nobody() == 20);  // mode 0600: the kernel refuses the connect itself
+  REQUIRE(chmod(engine.path().c_str(), 0666) == 0);
+  CHECK(connect_as_nobody() == 0);   // through the file mode: SO_PEERCRED refuses, with a reason
+  auto ours = engine.client(Via::unix_socket);
+  CHECK(ours.echo_params(Combo{5, 5, 5, 5, 5, 5}).has_value());
+}
+
+// ---- Lifecycle -------------------------------------------------------------------------------------
+
+TEST_CASE("a stale socket file is replaced, a live server's is refused, and a non-socket file is never touched") {
+  TempDir dir;
+  const std::string path = dir.file("s.sock");
+  SocketServerOptions options;
+  options.unix_path = path;
+  options.log = false;
+  {
+    // A socket file nobody listens on, as a crashed server leaves it.
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    close(fd);
+  }
+  auto first = SocketServer::start(options);
+  REQUIRE_MESSAGE(first.has_value(), (first ? "" : first.error().message));
+  auto second = SocketServer::start(options);
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == ErrorCode::busy);
+  CHECK(second.error().message.find("a server is already listening on " + path) != std::string::npos);
+  auto client = SocketClient::connect_unix(path);
+  REQUIRE(client.has_value());
+  CHECK(client->echo_params(Combo{1, 2, 3, 4, 5, 6}).has_value());  // the refusal did not disturb it
+  (*first)->stop();
+  CHECK_FALSE(fs::exists(path));
+
+  const std::string regular = dir.file("not-a-socket");
+  std::ofstream(regular) << "keep me";
+  options.unix_path = regular;
+  auto refused = SocketServer::start(options);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find("exists and is not a socket") != std::string::npos);
+  CHECK(fs::file_size(regular) == 7);
+
+  options.unix_path = std::string(200, 'x');
+  CHECK_FALSE(SocketServer::start(options).has_value());
+}
+
+TEST_CASE("the tcp endpoint parser defaults to loopback and names what is wrong") {
+  CHECK(parse_tcp_endpoint("7878")->host == "127.0.0.1");
+  CHECK(parse_tcp_endpoint(":7878")->port == 7878);
+  CHECK(parse_tcp_endpoint("0.0.0.0:1")->host == "0.0.0.0");
+  CHECK(parse_tcp_endpoint("[::1]:9")->host == "::1");
+  CHECK(parse_tcp_endpoint("localhost:0")->port == 0);
+  for (const char* bad : {"", "host:", "host:65536", "host:-1", "::1:80", "[::1]80", "1.2.3.4:x"}) {
+    CAPTURE(bad);
+    const auto parsed = parse_tcp_endpoint(bad);
+    REQUIRE_FALSE(parsed.has_value());
+    CHECK(parsed.error().code == ErrorCode::invalid_argument);
+  }
+}
+
+TEST_CASE("clients get clear errors when nothing is there, and when the server goes away mid-session") {
+  TempDir dir;
+  auto none = SocketClient::connect_unix(dir.file("none.sock"));
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().message.find("no socket at") != std::string::npos);
+  auto refused = SocketClient::connect_tcp("127.0.0.1", free_loopback_port());
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find("nothing listens on tcp 127.0.0.1:") != std::string::npos);
+
+  std::optional<ServerProcess> engine;
+  engine.emplace();
+  auto client = engine->client(Via::tcp);
+  REQUIRE(client.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  const std::string path = engine->path();
+  const int status = engine->child().stop(SIGTERM);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(fs::exists(path));  // a clean stop removes the socket file
+  auto gone = client.echo_params(Combo{2, 2, 2, 2, 2, 2});
+  REQUIRE_FALSE(gone.has_value());
+  CHECK(gone.error().code == ErrorCode::peer_gone);
+  CHECK(gone.error().message.find("tcp 127.0.0.1:") != std::string::npos);
+  CHECK(client.broken());
+  auto after = client.echo_params(Combo{3, 3, 3, 3, 3, 3});
+  REQUIRE_FALSE(after.has_value());
+  CHECK(after.error().message.find("unusable after an earlier failure") != std::string::npos);
+}
+
+TEST_CASE("a client waiting on a server that never answers times out within its bound") {
+  TempDir dir;
+  const std::string path = dir.file("mute.sock");
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(listen(listener, 4) == 0);  // accepts (in the backlog) and never reads or writes
+  SocketClientOptions options;
+  options.timeout = 250ms;
+  auto client = SocketClient::connect_unix(path, options);
+  REQUIRE(client.has_value());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto answer = client->echo_params(Combo{1, 2, 3, 4, 5, 6});
+  const double waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(answer.has_value());
+  CHECK(answer.error().code == ErrorCode::timeout);
+  CHECK(answer.error().message.find("did not answer echo_params (opcode 4) within 250 ms") != std::string::npos);
+  CHECK(waited_ms >= 240.0);
+  CHECK(waited_ms < 1000.0);
+  close(listener);
+}
+
+TEST_CASE("`ipcfloor serve` refuses a socket path a live server holds, and --no-shm needs a socket") {
+  ServerProcess engine;
+  int code = 0;
+  const std::string binary = IPCFLOOR_BINARY;
+  (void)run_command(binary + " serve --no-shm --quiet --socket " + engine.path() + " 2>/dev/null", code);
+  CHECK(code != 0);
+  CHECK(engine.client(Via::unix_socket).echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  (void)run_command(binary + " serve --no-shm --quiet 2>/dev/null", code);
+  CHECK(code != 0);
+}
