@@ -7,6 +7,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/transport_socket.hpp"
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
 
@@ -15,12 +16,25 @@ namespace ipcfloor {
 const std::vector<Transport>& all_transports() {
   static const std::vector<Transport> transports = {
       {"physical-floor", "one cache line bounced between the two pinned cores (no software)", run_physical_floor},
+      {"inproc-call", "dispatch_request ECHO as an opaque function call on one thread (both sides on the client core)",
+       run_inproc_call},
+      {"moodycamel-thread", "two moodycamel::ReaderWriterQueue between two pinned threads of one process, both spinning",
+       run_moodycamel_thread},
       {"shm-ring-spin", "ipcfloor segment, ECHO, engine in another process, both sides PAUSE-spin",
        [](const TransportContext& c) { return run_shm_ring(c, "spin"); }},
       {"shm-ring-backoff", "ipcfloor segment, ECHO, spin then yield then sleep",
        [](const TransportContext& c) { return run_shm_ring(c, "backoff"); }},
       {"shm-ring-block", "ipcfloor segment, ECHO, futex sleep and wake on both sides",
        [](const TransportContext& c) { return run_shm_ring(c, "block"); }},
+      {"iceoryx", "iceoryx 2.0 request/response (popo::Client/Server) across processes, both busy-polling; own RouDi",
+       run_iceoryx},
+      {"boost-message-queue", "Boost.Interprocess message_queue pair to a forked process (shared mutex + condvar)",
+       run_boost_message_queue},
+      {"zeromq-ipc", "libzmq REQ/REP over ipc:// to a forked process", run_zeromq_ipc},
+      {"uds", "the socket server over a Unix-domain socket: 48-byte echo_params frame (opcode 4)", run_uds_echo},
+      {"tcp", "the socket server over TCP loopback, TCP_NODELAY: 48-byte echo_params frame (opcode 4)", run_tcp_echo},
+      {"spawn", "a process per call: `ipcfloor stdio` on stdin/stdout, spawn to reap; at most 2000 samples, 50 warm-up",
+       run_spawn},
   };
   return transports;
 }
@@ -71,7 +85,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   const auto floor = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor"; });
   if (floor != results.end()) {
     for (const auto& r : results)
-      ratios[r["name"].get<std::string>() + "/physical-floor"] = r["p50"].get<double>() / (*floor)["p50"].get<double>();
+      if (r["name"] != "physical-floor")
+        ratios[r["name"].get<std::string>() + "/physical-floor"] = r["p50"].get<double>() / (*floor)["p50"].get<double>();
   }
   const auto spin = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "shm-ring-spin"; });
   if (spin != results.end()) {

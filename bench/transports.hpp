@@ -3,12 +3,17 @@
 // 48-byte request and its reply, one sample at a time, with both sides pinned, after a warm-up.
 // Each lives in its own bench/transport_*.cpp and registers in bench/ladder.cpp.
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/latency.hpp"
+#include "shm/combo.hpp"
 #include "shm/error.hpp"
 
 namespace ipcfloor {
@@ -32,11 +37,40 @@ struct Transport {
   TransportRun run;
 };
 
+// The 48-byte payload of round trip `seq`. Every field is derived from the sequence number, so
+// a reply that answers another request, or garbles any of the 48 bytes, fails the comparison.
+[[nodiscard]] constexpr Combo ladder_payload(std::uint64_t seq) noexcept {
+  const auto s = static_cast<std::int64_t>(seq);
+  return Combo{.h = s, .L = ~s, .s = s ^ 0x5a5a'5a5a'5a5a'5a5a, .p3 = -s, .p2 = s + 1, .p = s ^ 0x7fff'0000'ffff'0000};
+}
+
+// Opens the calling thread's cpu mask to every online cpu (the kernel keeps it within the
+// cgroup's cpuset). A thread or process inherits its creator's mask, and an earlier rung leaves
+// the measuring thread pinned to client_cpu, where pin_current_thread would refuse any other
+// cpu. A transport calls this before it starts its peer; each side then pins itself.
+inline void unpin_current_thread() noexcept {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &all);
+  (void)sched_setaffinity(0, sizeof all, &all);  // best effort: pinning reports what is still refused
+}
+
 // Registered transports, in ladder order (fastest expected first).
 [[nodiscard]] const std::vector<Transport>& all_transports();
 
 // Implementations.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode);
+[[nodiscard]] Expected<std::vector<double>> run_inproc_call(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_boost_message_queue(const TransportContext& context);
+// Samples and warm-up are capped (kSpawnMaxSamples, kSpawnMaxWarmup): each call starts a
+// process, 1 to 10+ ms depending on the host.
+[[nodiscard]] Expected<std::vector<double>> run_spawn(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_iceoryx(const TransportContext& context);
+
+inline constexpr std::size_t kSpawnMaxSamples = 2000;
+inline constexpr std::size_t kSpawnMaxWarmup = 50;
 
 }  // namespace ipcfloor

@@ -1,6 +1,7 @@
 #include "engine/affinity.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -40,26 +41,29 @@ std::vector<int> parse_cpu_list(std::string_view text) {
 }
 
 std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
+  // The online cpus, not this thread's mask: a benchmark thread is usually pinned already, and
+  // the threads and children it starts must still be able to go to the other core.
+  std::ifstream online("/sys/devices/system/cpu/online");
+  std::string line;
+  if (online && std::getline(online, line)) {
+    auto cpus = parse_cpu_list(line);
+    if (!cpus.empty()) return cpus;
+  }
   std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
   return cpus;
 }
 
 Expected<void> pin_current_thread(int cpu) {
   const auto allowed = allowed_cpus();
-  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
-    return fail(ErrorCode::invalid_argument, "cpu {} is not available to this process (allowed: {})", cpu,
-                fmt::join(allowed, ","));
-  }
+  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
+    return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(allowed, ","));
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0)
-    return fail(ErrorCode::io, "could not pin the thread to cpu {}: {}", cpu, std::strerror(rc));
+    return fail(ErrorCode::io, "could not pin the thread to cpu {}: {} (a cpuset or container may exclude it)", cpu,
+                std::strerror(rc));
   return {};
 }
 

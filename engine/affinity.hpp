@@ -17,7 +17,7 @@ namespace ipcfloor {
 // says so. A spinning FIFO thread can starve its core: use it only on an isolated core.
 [[nodiscard]] Expected<void> set_fifo_priority(int priority);
 
-// CPUs this process may run on, ascending.
+// The online CPUs, ascending (whatever mask the calling thread has now).
 [[nodiscard]] std::vector<int> allowed_cpus();
 
 // True when `cpu` is listed in /sys/devices/system/cpu/isolated.

@@ -1,0 +1,213 @@
+// boost-message-queue: Boost.Interprocess message_queue, the portable "IPC queue" many C++
+// programs reach for. Two queues (requests, replies) in shared memory, each guarded by a
+// process-shared mutex and condition variable, so a waiting side sleeps in the kernel and is
+// woken by a futex call. The echo side is a forked process pinned to the server core that
+// answers through dispatch_request, as the engine would.
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <thread>
+
+#include <boost/date_time/posix_time/posix_time_types.hpp>
+#include <boost/interprocess/ipc/message_queue.hpp>
+
+#include "bench/transports.hpp"
+#include "engine/affinity.hpp"
+#include "engine/dispatch.hpp"
+#include "engine/kernel.hpp"
+
+namespace ipcfloor {
+
+namespace {
+
+namespace bip = boost::interprocess;
+
+constexpr std::size_t kPayloadBytes = sizeof(Combo);
+// One request is in flight at a time; a little room keeps a late stop message from blocking.
+constexpr std::size_t kQueueDepth = 4;
+constexpr long kCallTimeoutSeconds = 5;
+// The echo side gives up when nothing arrives for this long (its parent hung or vanished).
+constexpr long kIdleTimeoutSeconds = 30;
+
+// Removes both queues whichever way the run ends; a killed run leaves them in /dev/shm.
+class QueueNames {
+ public:
+  QueueNames() {
+    static std::atomic<int> counter{0};
+    // relaxed: only distinctness matters.
+    const std::string tag = std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+    requests_ = "ipcfloor-mq-req-" + tag;
+    replies_ = "ipcfloor-mq-rep-" + tag;
+  }
+  QueueNames(const QueueNames&) = delete;
+  QueueNames& operator=(const QueueNames&) = delete;
+  ~QueueNames() {
+    bip::message_queue::remove(requests_.c_str());
+    bip::message_queue::remove(replies_.c_str());
+  }
+  [[nodiscard]] const char* requests() const noexcept { return requests_.c_str(); }
+  [[nodiscard]] const char* replies() const noexcept { return replies_.c_str(); }
+
+ private:
+  std::string requests_;
+  std::string replies_;
+};
+
+// message_queue's timed calls take an absolute UTC deadline.
+boost::posix_time::ptime deadline_after(long seconds) {
+  return boost::posix_time::microsec_clock::universal_time() + boost::posix_time::seconds(seconds);
+}
+
+// The echo side's exit status, named so the parent's error says why it ended.
+enum EchoExit : int {
+  kEchoStopped = 0,  // got the stop message
+  kEchoPinFailed = 2,
+  kEchoIdle = 3,  // nothing arrived, or a reply could not be sent, for the idle timeout
+  kEchoSetupFailed = 4,
+  kEchoBadFrame = 5,
+  kEchoDispatchFailed = 6,
+  kEchoOrphaned = 7,  // the parent was gone before the child started
+};
+
+std::string_view echo_exit_reason(int code) {
+  switch (code) {
+    case kEchoStopped: return "stopped";
+    case kEchoPinFailed: return "could not pin itself to the server cpu";
+    case kEchoIdle: return "timed out waiting for its peer";
+    case kEchoSetupFailed: return "could not open its end";
+    case kEchoBadFrame: return "received a frame that is not 48 bytes";
+    case kEchoDispatchFailed: return "dispatch_request refused an ECHO";
+    case kEchoOrphaned: return "found its parent gone";
+  }
+  return "failed";
+}
+
+// The forked echo side. Returns its exit status: 0 after the empty stop message.
+int serve_echo(const QueueNames& names, int cpu) {
+  if (!pin_current_thread(cpu)) return kEchoPinFailed;
+  try {
+    bip::message_queue requests(bip::open_only, names.requests());
+    bip::message_queue replies(bip::open_only, names.replies());
+    KernelWorkspace workspace(1);  // ECHO never touches it
+    RequestSlot request{};
+    request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+    ResponseSlot response{};
+    for (std::uint64_t seq = 0;; ++seq) {
+      bip::message_queue::size_type got = 0;
+      unsigned priority = 0;
+      if (!requests.timed_receive(&request.params, kPayloadBytes, got, priority, deadline_after(kIdleTimeoutSeconds))) return kEchoIdle;
+      if (got == 0) return kEchoStopped;
+      if (got != kPayloadBytes) return kEchoBadFrame;
+      request.seq = seq;
+      if (dispatch_request(request, {}, 0.0, workspace, response) != Status::ok) return kEchoDispatchFailed;
+      const Combo echoed = response.echo();
+      if (!replies.timed_send(&echoed, kPayloadBytes, 0, deadline_after(kIdleTimeoutSeconds))) return kEchoIdle;
+    }
+  } catch (const bip::interprocess_exception&) {
+    return kEchoSetupFailed;
+  }
+}
+
+// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
+int reap(pid_t pid, std::chrono::milliseconds grace) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return status;
+}
+
+std::string describe_child(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) return "is alive but did not answer within 5 s";
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status)) + " (" +
+           std::string(echo_exit_reason(WEXITSTATUS(status))) + ")";
+  return "was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+}  // namespace
+
+Expected<std::vector<double>> run_boost_message_queue(const TransportContext& context) {
+  unpin_current_thread();  // the forked echo side inherits this mask, then pins itself
+  QueueNames names;
+  std::optional<bip::message_queue> requests;
+  std::optional<bip::message_queue> replies;
+  try {
+    requests.emplace(bip::create_only, names.requests(), kQueueDepth, kPayloadBytes);
+    replies.emplace(bip::create_only, names.replies(), kQueueDepth, kPayloadBytes);
+  } catch (const bip::interprocess_exception& e) {
+    return fail(ErrorCode::io, "boost-message-queue: creating {} and {}: {}", names.requests(), names.replies(), e.what());
+  }
+
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) return fail(ErrorCode::io, "boost-message-queue: fork: {}", std::strerror(errno));
+  if (child == 0) {
+    // The echo side must not outlive a benchmark that was killed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(getppid() == parent ? serve_echo(names, context.server_cpu) : kEchoOrphaned);
+  }
+  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return std::unexpected(pinned.error());
+  }
+
+  std::vector<double> samples;
+  samples.reserve(context.samples);
+  std::optional<Error> error;
+  const std::size_t total = context.warmup + context.samples;
+  try {
+    for (std::size_t i = 0; i < total && !error; ++i) {
+      const Combo payload = ladder_payload(i);
+      Combo reply{};
+      bip::message_queue::size_type got = 0;
+      unsigned priority = 0;
+      // Deadlines are taken before the clock starts: the bound is ours, not the transport's cost.
+      const auto send_deadline = deadline_after(kCallTimeoutSeconds);
+      const auto receive_deadline = send_deadline;
+      const std::uint64_t t0 = TscClock::now();
+      const bool sent = requests->timed_send(&payload, kPayloadBytes, 0, send_deadline);
+      const bool received = sent && replies->timed_receive(&reply, kPayloadBytes, got, priority, receive_deadline);
+      const std::uint64_t t1 = TscClock::now();
+      if (!received) {
+        error = Error{ErrorCode::peer_gone,
+                      fmt::format("boost-message-queue: round trip {}: the echo process (pid {}) {}", i, child,
+                                  describe_child(child))};
+      } else if (got != kPayloadBytes || reply != payload) {
+        error = Error{ErrorCode::protocol,
+                      fmt::format("boost-message-queue: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
+      } else if (i >= context.warmup) {
+        samples.push_back(context.clock->to_ns(t1 - t0));
+      }
+    }
+    // The empty message tells the echo side to exit.
+    const Combo unused{};
+    (void)requests->timed_send(&unused, 0, 0, deadline_after(kCallTimeoutSeconds));
+  } catch (const bip::interprocess_exception& e) {
+    error = Error{ErrorCode::io, fmt::format("boost-message-queue: {}", e.what())};
+  }
+  const int status = reap(child, std::chrono::seconds(5));
+  if (error) return std::unexpected(*error);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return fail(ErrorCode::peer_gone, "boost-message-queue: the echo process ended with wait status {}", status);
+  return samples;
+}
+
+}  // namespace ipcfloor

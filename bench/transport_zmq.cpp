@@ -1,0 +1,291 @@
+// zeromq-ipc: libzmq REQ/REP over an ipc:// endpoint (a Unix socket underneath) to a forked
+// process pinned to the server core, which answers through dispatch_request. Each side's
+// context is created after the fork (a zmq context must never cross one), so its I/O thread
+// inherits that side's pinning: every message goes caller -> I/O thread -> socket -> I/O
+// thread -> peer, which is what a zmq user pays on one host.
+//
+// libzmq is opened with dlopen on first use, not linked: linking it would load libzmq and its
+// dozen dependencies (krb5, sodium, pgm, ...) at every start of ipcfloor, which doubled the
+// `spawn` rung here. The header is still needed at build time (libzmq3-dev).
+
+#include "bench/transports.hpp"
+
+#if defined(IPCFLOOR_HAVE_ZMQ)
+
+#include <dlfcn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <zmq.h>
+
+#include "engine/affinity.hpp"
+#include "engine/dispatch.hpp"
+#include "engine/kernel.hpp"
+
+namespace ipcfloor {
+
+namespace {
+
+constexpr int kPayloadBytes = static_cast<int>(sizeof(Combo));
+constexpr int kCallTimeoutMs = 5000;
+// The echo side gives up when nothing arrives for this long (its parent hung or vanished).
+constexpr int kIdleTimeoutMs = 30000;
+
+// The part of libzmq's C API this rung uses, resolved from the shared library.
+struct ZmqApi {
+  decltype(&::zmq_ctx_new) ctx_new;
+  decltype(&::zmq_ctx_term) ctx_term;
+  decltype(&::zmq_socket) socket;
+  decltype(&::zmq_close) close;
+  decltype(&::zmq_setsockopt) setsockopt;
+  decltype(&::zmq_bind) bind;
+  decltype(&::zmq_connect) connect;
+  decltype(&::zmq_send) send;
+  decltype(&::zmq_recv) recv;
+  decltype(&::zmq_errno) errno_value;
+  decltype(&::zmq_strerror) strerror;
+
+  [[nodiscard]] const char* last_error() const { return strerror(errno_value()); }
+};
+
+template <class Fn>
+bool resolve(void* library, const char* name, Fn& fn) {
+  fn = reinterpret_cast<Fn>(dlsym(library, name));
+  return fn != nullptr;
+}
+
+// Opens libzmq once per process; the handle stays open for the process's life.
+Expected<const ZmqApi*> load_zmq() {
+  static const Expected<ZmqApi> loaded = []() -> Expected<ZmqApi> {
+    void* library = dlopen("libzmq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr)
+      return fail(ErrorCode::resource, "libzmq not installed (apt-get install libzmq3-dev): {}", dlerror());
+    ZmqApi api{};
+    if (!resolve(library, "zmq_ctx_new", api.ctx_new) || !resolve(library, "zmq_ctx_term", api.ctx_term) ||
+        !resolve(library, "zmq_socket", api.socket) || !resolve(library, "zmq_close", api.close) ||
+        !resolve(library, "zmq_setsockopt", api.setsockopt) || !resolve(library, "zmq_bind", api.bind) ||
+        !resolve(library, "zmq_connect", api.connect) || !resolve(library, "zmq_send", api.send) ||
+        !resolve(library, "zmq_recv", api.recv) || !resolve(library, "zmq_errno", api.errno_value) ||
+        !resolve(library, "zmq_strerror", api.strerror))
+      return fail(ErrorCode::resource, "libzmq.so.5 lacks a function this rung needs: {}", dlerror());
+    return api;
+  }();
+  if (!loaded) return std::unexpected(loaded.error());
+  return &*loaded;
+}
+
+// One context and one socket, closed in the right order whichever way the scope ends.
+class ZmqEndpoint {
+ public:
+  ZmqEndpoint(const ZmqEndpoint&) = delete;
+  ZmqEndpoint& operator=(const ZmqEndpoint&) = delete;
+  ~ZmqEndpoint() {
+    if (socket_ != nullptr) api_->close(socket_);
+    if (context_ != nullptr) api_->ctx_term(context_);
+  }
+
+  // A socket of `type` with both timeouts set and no linger (a dead peer must not stall close).
+  static Expected<std::unique_ptr<ZmqEndpoint>> open(const ZmqApi& api, int type, int receive_timeout_ms) {
+    auto endpoint = std::unique_ptr<ZmqEndpoint>(new ZmqEndpoint(api));
+    endpoint->context_ = api.ctx_new();
+    if (endpoint->context_ == nullptr) return fail(ErrorCode::io, "zeromq-ipc: zmq_ctx_new: {}", api.last_error());
+    endpoint->socket_ = api.socket(endpoint->context_, type);
+    if (endpoint->socket_ == nullptr) return fail(ErrorCode::io, "zeromq-ipc: zmq_socket: {}", api.last_error());
+    const int linger = 0;
+    const int send_timeout = kCallTimeoutMs;
+    if (api.setsockopt(endpoint->socket_, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        api.setsockopt(endpoint->socket_, ZMQ_RCVTIMEO, &receive_timeout_ms, sizeof receive_timeout_ms) != 0 ||
+        api.setsockopt(endpoint->socket_, ZMQ_SNDTIMEO, &send_timeout, sizeof send_timeout) != 0)
+      return fail(ErrorCode::io, "zeromq-ipc: zmq_setsockopt: {}", api.last_error());
+    return endpoint;
+  }
+
+  [[nodiscard]] void* socket() const noexcept { return socket_; }
+
+ private:
+  explicit ZmqEndpoint(const ZmqApi& api) : api_(&api) {}
+  const ZmqApi* api_;
+  void* context_ = nullptr;
+  void* socket_ = nullptr;
+};
+
+// The echo side's exit status, named so the parent's error says why it ended.
+enum EchoExit : int {
+  kEchoStopped = 0,  // got the stop message
+  kEchoPinFailed = 2,
+  kEchoIdle = 3,  // nothing arrived, or a reply could not be sent, for the idle timeout
+  kEchoSetupFailed = 4,
+  kEchoBadFrame = 5,
+  kEchoDispatchFailed = 6,
+  kEchoOrphaned = 7,  // the parent was gone before the child started
+};
+
+std::string_view echo_exit_reason(int code) {
+  switch (code) {
+    case kEchoStopped: return "stopped";
+    case kEchoPinFailed: return "could not pin itself to the server cpu";
+    case kEchoIdle: return "timed out waiting for its peer";
+    case kEchoSetupFailed: return "could not open its end";
+    case kEchoBadFrame: return "received a frame that is not 48 bytes";
+    case kEchoDispatchFailed: return "dispatch_request refused an ECHO";
+    case kEchoOrphaned: return "found its parent gone";
+  }
+  return "failed";
+}
+
+// The forked echo side. Returns its exit status: 0 after the empty stop message.
+int serve_echo(const ZmqApi& api, const std::string& endpoint_name, int cpu) {
+  if (!pin_current_thread(cpu)) return kEchoPinFailed;
+  auto endpoint = ZmqEndpoint::open(api, ZMQ_REP, kIdleTimeoutMs);
+  if (!endpoint) return kEchoSetupFailed;
+  void* socket = (*endpoint)->socket();
+  if (api.bind(socket, endpoint_name.c_str()) != 0) return kEchoSetupFailed;
+  KernelWorkspace workspace(1);  // ECHO never touches it
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  ResponseSlot response{};
+  for (std::uint64_t seq = 0;; ++seq) {
+    const int got = api.recv(socket, &request.params, sizeof request.params, 0);
+    if (got < 0) return kEchoIdle;
+    if (got == 0) return api.send(socket, nullptr, 0, 0) == 0 ? kEchoStopped : kEchoIdle;
+    if (got != kPayloadBytes) return kEchoBadFrame;
+    request.seq = seq;
+    if (dispatch_request(request, {}, 0.0, workspace, response) != Status::ok) return kEchoDispatchFailed;
+    const Combo echoed = response.echo();
+    if (api.send(socket, &echoed, sizeof echoed, 0) != kPayloadBytes) return kEchoIdle;
+  }
+}
+
+// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
+int reap(pid_t pid, std::chrono::milliseconds grace) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return status;
+}
+
+std::string describe_child(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) return "is alive but did not answer in time";
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status)) + " (" +
+           std::string(echo_exit_reason(WEXITSTATUS(status))) + ")";
+  return "was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+// The ipc:// endpoint's socket file, removed whichever way the run ends.
+class SocketPath {
+ public:
+  SocketPath() {
+    static std::atomic<int> counter{0};
+    // relaxed: only distinctness matters.
+    path_ = "/tmp/ipcfloor-zmq-" + std::to_string(getpid()) + "-" +
+            std::to_string(counter.fetch_add(1, std::memory_order_relaxed)) + ".sock";
+  }
+  SocketPath(const SocketPath&) = delete;
+  SocketPath& operator=(const SocketPath&) = delete;
+  ~SocketPath() { unlink(path_.c_str()); }
+  [[nodiscard]] std::string endpoint() const { return "ipc://" + path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
+  auto loaded = load_zmq();
+  if (!loaded) return std::unexpected(loaded.error());
+  const ZmqApi& api = **loaded;
+  unpin_current_thread();  // the forked echo side inherits this mask, then pins itself
+  const SocketPath path;
+  const std::string endpoint_name = path.endpoint();
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) return fail(ErrorCode::io, "zeromq-ipc: fork: {}", std::strerror(errno));
+  if (child == 0) {
+    // The echo side must not outlive a benchmark that was killed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(getppid() == parent ? serve_echo(api, endpoint_name, context.server_cpu) : kEchoOrphaned);
+  }
+  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return std::unexpected(pinned.error());
+  }
+
+  std::optional<Error> error;
+  std::vector<double> samples;
+  {
+    auto endpoint = ZmqEndpoint::open(api, ZMQ_REQ, kCallTimeoutMs);
+    if (!endpoint) {
+      error = endpoint.error();
+    } else if (api.connect((*endpoint)->socket(), endpoint_name.c_str()) != 0) {
+      error = Error{ErrorCode::io, fmt::format("zeromq-ipc: connect {}: {}", endpoint_name, api.last_error())};
+    }
+    samples.reserve(context.samples);
+    const std::size_t total = context.warmup + context.samples;
+    // The first requests wait until the echo side has bound: zmq reconnects until it has.
+    for (std::size_t i = 0; i < total && !error; ++i) {
+      void* socket = (*endpoint)->socket();
+      const Combo payload = ladder_payload(i);
+      Combo reply{};
+      const std::uint64_t t0 = TscClock::now();
+      const int sent = api.send(socket, &payload, sizeof payload, 0);
+      const int got = sent == kPayloadBytes ? api.recv(socket, &reply, sizeof reply, 0) : -1;
+      const std::uint64_t t1 = TscClock::now();
+      if (got < 0) {
+        error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: round trip {} ({}): the echo process (pid {}) {}", i,
+                                                        api.last_error(), child, describe_child(child))};
+      } else if (got != kPayloadBytes || reply != payload) {
+        error = Error{ErrorCode::protocol, fmt::format("zeromq-ipc: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
+      } else if (i >= context.warmup) {
+        samples.push_back(context.clock->to_ns(t1 - t0));
+      }
+    }
+    if (!error) {
+      // The empty message tells the echo side to exit; it answers so REQ/REP stays in step.
+      void* socket = (*endpoint)->socket();
+      if (api.send(socket, nullptr, 0, 0) != 0 || api.recv(socket, nullptr, 0, 0) != 0)
+        error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: stopping the echo process: {}", api.last_error())};
+    }
+  }
+  const int status = reap(child, std::chrono::seconds(5));
+  if (error) return std::unexpected(*error);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return fail(ErrorCode::peer_gone, "zeromq-ipc: the echo process ended with wait status {}", status);
+  return samples;
+}
+
+}  // namespace ipcfloor
+
+#else  // !IPCFLOOR_HAVE_ZMQ
+
+namespace ipcfloor {
+
+Expected<std::vector<double>> run_zeromq_ipc(const TransportContext&) {
+  return fail(ErrorCode::resource, "libzmq not installed (apt-get install libzmq3-dev), so zeromq-ipc was not built");
+}
+
+}  // namespace ipcfloor
+
+#endif

@@ -1,0 +1,183 @@
+// The ladder's transports other than the shm ring and the sockets (tested with their servers):
+// each either measures every requested round trip or skips with a reason naming what is
+// missing. Also `run_stdio_echo`, the engine side of the `spawn` rung, in a forked child.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/transports.hpp"
+#include "engine/affinity.hpp"
+#include "engine/stdio_command.hpp"
+
+using namespace ipcfloor;
+
+namespace {
+
+// A hung transport must fail the suite, not stall it: SIGALRM ends the process.
+class Watchdog {
+ public:
+  explicit Watchdog(unsigned seconds) { alarm(seconds); }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() { alarm(0); }
+};
+
+bool tested_elsewhere(const std::string& name) {
+  return name.starts_with("shm-ring-") || name == "uds" || name == "tcp";
+}
+
+// The transports allowed to skip, and the word their reason must contain.
+const char* required_skip_word(const std::string& name) {
+  if (name == "zeromq-ipc") return "not installed (apt-get install libzmq3-dev";
+  if (name == "iceoryx") return "not installed (apt-get install libiceoryx-posh-dev";
+  if (name == "spawn") return "hidden `stdio` subcommand";  // until main.cpp wires `ipcfloor stdio`
+  return nullptr;
+}
+
+TransportContext small_context(const TscClock& clock) {
+  const auto cpus = allowed_cpus();
+  TransportContext context;
+  context.samples = 200;
+  context.warmup = 20;
+  context.client_cpu = cpus.front();
+  context.server_cpu = cpus.back();
+  context.binary = IPCFLOOR_BINARY;
+  context.clock = &clock;
+  return context;
+}
+
+struct ChildOutput {
+  std::string out;
+  int status = -1;
+};
+
+// Runs run_stdio_echo in a forked child on a pipe pair, feeding it `input` and collecting what
+// it writes until it exits.
+ChildOutput run_stdio_child(const std::string& input) {
+  int to_child[2], from_child[2];
+  REQUIRE(pipe(to_child) == 0);
+  REQUIRE(pipe(from_child) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    alarm(10);  // a child stuck on its input must not outlive the test
+    _exit(run_stdio_echo(to_child[0], from_child[1]));
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  // Small inputs fit the pipe buffer, so writing everything before reading cannot deadlock.
+  CHECK(write(to_child[1], input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  close(to_child[1]);
+  ChildOutput result;
+  char buffer[256];
+  for (ssize_t n; (n = read(from_child[0], buffer, sizeof buffer)) > 0;) result.out.append(buffer, static_cast<std::size_t>(n));
+  close(from_child[0]);
+  waitpid(pid, &result.status, 0);
+  return result;
+}
+
+std::string frames(std::uint64_t count) {
+  std::string bytes;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const Combo payload = ladder_payload(i);
+    bytes.append(reinterpret_cast<const char*>(&payload), sizeof payload);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("ladder transports: the expected rungs are registered, in ladder order") {
+  std::vector<std::string> names;
+  for (const Transport& t : all_transports()) names.push_back(t.name);
+  for (const char* name :
+       {"physical-floor", "inproc-call", "moodycamel-thread", "boost-message-queue", "spawn", "zeromq-ipc", "iceoryx"}) {
+    CAPTURE(name);
+    CHECK(std::count(names.begin(), names.end(), name) == 1);
+  }
+  const auto at = [&](const char* name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  CHECK(at("physical-floor") < at("inproc-call"));
+  CHECK(at("inproc-call") < at("moodycamel-thread"));
+  CHECK(at("moodycamel-thread") < at("boost-message-queue"));
+  CHECK(at("boost-message-queue") < at("spawn"));
+}
+
+TEST_CASE("ladder transports: each measures 200 positive round trips or names what it lacks") {
+  if (allowed_cpus().size() < 2) {
+    MESSAGE("skipped: the ladder needs two cpus and this process may use one");
+    return;
+  }
+  const Watchdog watchdog(240);
+  const TscClock clock = TscClock::calibrate();
+  const TransportContext context = small_context(clock);
+  std::size_t measured = 0;
+  for (const Transport& transport : all_transports()) {
+    if (tested_elsewhere(transport.name)) continue;
+    CAPTURE(transport.name);
+    auto samples = transport.run(context);
+    if (samples) {
+      ++measured;
+      CHECK(samples->size() == 200);
+      CHECK(std::all_of(samples->begin(), samples->end(), [](double ns) { return std::isfinite(ns) && ns > 0; }));
+    } else {
+      const char* word = required_skip_word(transport.name);
+      CAPTURE(samples.error().message);
+      REQUIRE_MESSAGE(word != nullptr, "this transport may not skip");
+      CHECK(samples.error().message.find(word) != std::string::npos);
+    }
+  }
+  // The in-process, thread and message-queue rungs never skip.
+  CHECK(measured >= 4);
+}
+
+TEST_CASE("spawn: a program that is not the engine is an error, not a hang or a crash") {
+  if (allowed_cpus().size() < 2) return;
+  const TscClock clock = TscClock::calibrate(5);
+  TransportContext context = small_context(clock);
+  context.samples = 5;
+  context.warmup = 0;
+
+  context.binary = "/bin/false";  // exits at once without reading: the request write meets EPIPE
+  auto refused = run_spawn(context);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("hidden `stdio` subcommand") != std::string::npos);
+
+  context.binary = "/nonexistent/ipcfloor";
+  auto missing = run_spawn(context);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message.find("/nonexistent/ipcfloor") != std::string::npos);
+}
+
+TEST_CASE("run_stdio_echo answers every 48-byte frame with its payload and exits 0 at end of input") {
+  const std::string input = frames(3);
+  const ChildOutput child = run_stdio_child(input);
+  CHECK(WIFEXITED(child.status));
+  CHECK(WEXITSTATUS(child.status) == 0);
+  CHECK(child.out == input);
+}
+
+TEST_CASE("run_stdio_echo: no input is a clean exit with no output") {
+  const ChildOutput child = run_stdio_child("");
+  CHECK(WIFEXITED(child.status));
+  CHECK(WEXITSTATUS(child.status) == 0);
+  CHECK(child.out.empty());
+}
+
+TEST_CASE("run_stdio_echo: a short final frame is an error after the whole frames are answered") {
+  const std::string whole = frames(2);
+  const ChildOutput child = run_stdio_child(whole + frames(1).substr(0, 47));
+  CHECK(WIFEXITED(child.status));
+  CHECK(WEXITSTATUS(child.status) == 1);
+  CHECK(child.out == whole);
+}
