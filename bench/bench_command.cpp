@@ -24,9 +24,12 @@ struct Suite {
 const std::vector<Suite>& suites() {
   static const std::vector<Suite> registry = {
       {"ladder", [](const BenchOptions& o) { return run_ladder(o.ladder); }, print_ladder},
+      {"echo", [](const BenchOptions& o) { return run_echo(o.echo); }, print_echo},
       {"hygiene", [](const BenchOptions& o) { return run_hygiene(o.hygiene); }, print_hygiene},
       {"serialization", [](const BenchOptions& o) { return run_serialization_bench(o.serialization); },
        print_serialization},
+      {"granularity", [](const BenchOptions& o) { return run_granularity(o.granularity); }, print_granularity},
+      {"ablation", [](const BenchOptions& o) { return run_ablation(o.ablation); }, print_ablation},
       {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
   };
   return registry;
@@ -139,11 +142,22 @@ int run_bench_command(BenchOptions options) {
     options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
     options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
     options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
+    options.granularity.repeats = std::min<std::size_t>(options.granularity.repeats, 3);
+    options.granularity.floor_samples = std::min<std::size_t>(options.granularity.floor_samples, 5'000);
+    options.ablation.short_samples = std::min<std::size_t>(options.ablation.short_samples, 5'000);
+    options.ablation.default_samples = std::min<std::size_t>(options.ablation.default_samples, 60);
+    options.echo.max_samples = std::min<std::size_t>(options.echo.max_samples, 300);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
   options.compute.python = options.python;
   options.hygiene.client_cpu = options.ladder.client_cpu;
   options.hygiene.server_cpu = options.ladder.server_cpu;
+  options.granularity.client_cpu = options.ladder.client_cpu;
+  options.granularity.server_cpu = options.ladder.server_cpu;
+  options.ablation.client_cpu = options.ladder.client_cpu;
+  options.ablation.server_cpu = options.ladder.server_cpu;
+  options.echo.client_cpu = options.ladder.client_cpu;
+  options.echo.server_cpu = options.ladder.server_cpu;
 
   nlohmann::json combined{{"host", collect_host_info()}, {"command", options.command_line}, {"suites", nlohmann::json::object()}};
   for (const Suite* suite : chosen) {

@@ -8,7 +8,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/ablation_bench.hpp"
 #include "bench/compute_bench.hpp"
+#include "bench/echo_bench.hpp"
+#include "bench/granularity_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
 #include "bench/serialization_bench.hpp"
@@ -28,6 +31,9 @@ struct BenchOptions {
   HygieneOptions hygiene;
   ComputeBenchOptions compute;
   SerializationOptions serialization;
+  GranularityOptions granularity;
+  AblationOptions ablation;
+  EchoOptions echo;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -78,6 +78,50 @@ std::string compute_section(const nlohmann::json& c) {
   return md + "\n\n";
 }
 
+std::string granularity_section(const nlohmann::json& g) {
+  std::string md = "## Granularity: the 80-combo sweep, six ways\n\n| way | p50 ms | min ms | max ms | what crosses |\n"
+                   "|---|---:|---:|---:|---|\n";
+  for (const auto& r : g["results"])
+    md += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", r["name"].get<std::string>(), r["p50"].get<double>() / 1e6,
+                      r["min"].get<double>() / 1e6, r["max"].get<double>() / 1e6, r["description"].get<std::string>());
+  md += "\nBreak-even G = compute per call / transport floor (ECHO RTT p50, this run):\n\n"
+        "| granularity | compute ns | G shm-ring-spin | G uds | G tcp |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& r : g["break_even"])
+    md += fmt::format("| {} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n", r["granularity"].get<std::string>(),
+                      r["compute_ns"].get<double>(), r["G_shm-ring-spin"].get<double>(), r["G_uds"].get<double>(),
+                      r["G_tcp"].get<double>());
+  return md + "\n";
+}
+
+std::string ablation_section(const nlohmann::json& a) {
+  std::string md = fmt::format("## Ablation: one BACKTEST (L={}) split into kernel, transport and plumbing\n\n",
+                               a["config"]["combo_length"].get<std::int64_t>());
+  md += "| transport | bars | full ns | kernel ns | transport ns | plumbing ns | kernel / transport / plumbing |\n"
+        "|---|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& r : a["results"])
+    md += fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f}% / {:.0f}% / {:.0f}% |\n",
+                      r["transport"].get<std::string>(), r["bars"].get<std::size_t>(), r["full_ns"].get<double>(),
+                      r["kernel_ns"].get<double>(), r["transport_ns"].get<double>(), r["plumbing_ns"].get<double>(),
+                      100 * r["kernel_share"].get<double>(), 100 * r["transport_share"].get<double>(),
+                      100 * r["plumbing_share"].get<double>());
+  return md + "\n";
+}
+
+std::string echo_section(const nlohmann::json& e) {
+  std::string md = "## Echo curve: RTT against payload size\n\n";
+  for (const auto& s : e["series"]) {
+    md += fmt::format("**{}** — fit: floor {:.1f} us + bytes / {:.2f} GB/s\n\n| bytes each way | p50 us | p99 us | samples |\n"
+                      "|---:|---:|---:|---:|\n",
+                      s["transport"].get<std::string>(), s["fit"]["floor_ns"].get<double>() / 1e3,
+                      s["fit"]["gb_per_s"].get<double>());
+    for (const auto& p : s["points"])
+      md += fmt::format("| {} | {:.1f} | {:.1f} | {} |\n", p["bytes"].get<std::size_t>(), p["p50"].get<double>() / 1e3,
+                        p["p99"].get<double>() / 1e3, p["samples"].get<std::size_t>());
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string render_markdown(const nlohmann::json& combined) {
@@ -90,8 +134,11 @@ std::string render_markdown(const nlohmann::json& combined) {
                     h.value("thp", "?"), h.value("governor", "?"), h.value("memlock", "?"));
   const auto& suites = combined["suites"];
   if (suites.contains("ladder")) md += ladder_section(suites["ladder"]);
+  if (suites.contains("echo")) md += echo_section(suites["echo"]);
   if (suites.contains("hygiene")) md += hygiene_section(suites["hygiene"]);
   if (suites.contains("serialization")) md += serialization_section(suites["serialization"]);
+  if (suites.contains("granularity")) md += granularity_section(suites["granularity"]);
+  if (suites.contains("ablation")) md += ablation_section(suites["ablation"]);
   if (suites.contains("compute")) md += compute_section(suites["compute"]);
   if (combined.contains("plots")) {
     md += "## Plots\n\n";
