@@ -21,8 +21,10 @@ PERCENTILES = [("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9), ("p9999", 
 def ladder_plot(ladder, out_dir):
     fig, ax = plt.subplots(figsize=(9, 5.5))
     labels = [label for label, _ in PERCENTILES]
-    for row in ladder["results"]:
-        ax.plot(range(len(labels)), [row[key] for key, _ in PERCENTILES], marker="o", label=row["name"])
+    colors = plt.get_cmap("tab20").colors  # twenty distinct colours: no two rungs share one
+    for i, row in enumerate(ladder["results"]):
+        ax.plot(range(len(labels)), [row[key] for key, _ in PERCENTILES], marker="o", label=row["name"],
+                color=colors[(2 * i) % 20 + (i // 10)], linestyle="-" if i % 2 == 0 else "--")
     ax.set_yscale("log")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(["p50", "p90", "p99", "p99.9", "p99.99", "max"])
