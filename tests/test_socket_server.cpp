@@ -323,7 +323,10 @@ class ServerProcess {
       auto spawned = ChildProcess::spawn(argv);
       REQUIRE_MESSAGE(spawned.has_value(), (spawned ? "" : spawned.error().message));
       ChildProcess child = std::move(*spawned);
-      if (child.wait_until([&] { return SocketClient::connect_unix(path_).has_value(); }, 10'000ms)) {
+      // Both listeners: the server opens the Unix socket before the TCP one.
+      if (child.wait_until([&] { return SocketClient::connect_unix(path_).has_value() &&
+                                        SocketClient::connect_tcp("127.0.0.1", port_).has_value(); },
+                           10'000ms)) {
         child_.emplace(std::move(child));
       }
     }
