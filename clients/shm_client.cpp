@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,6 +17,18 @@ constexpr std::uint64_t kStaleHeartbeats = 3;
 // Polls before a spin or backoff wait reads the clock to set its deadline. A vDSO clock read
 // costs tens of ns, a large share of a ~500 ns round trip, so the common case never makes one.
 constexpr std::uint32_t kPollsBeforeDeadline = 2048;
+// How often connect() looks again while a lane is being freed (setup path: sleeping is fine).
+constexpr std::chrono::microseconds kLaneFreeingPoll{500};
+
+// The setup-path ErrorCode for a failed call.
+ErrorCode error_code(CallStatus status) noexcept {
+  switch (status) {
+    case CallStatus::engine_gone: return ErrorCode::peer_gone;
+    case CallStatus::corrupt:
+    case CallStatus::out_of_order: return ErrorCode::protocol;
+    default: return ErrorCode::timeout;
+  }
+}
 
 }  // namespace
 
@@ -45,31 +58,51 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
                 name, to_string(engine_mode));
 
   const auto pid = static_cast<std::int32_t>(getpid());
-  for (std::uint32_t i = 0; i < header.lane_count; ++i) {
-    const LaneView view = segment->lane(i);
-    std::uint64_t expected = pack_owner(LaneState::free, 0);
-    // acq_rel: acquire pairs with the engine's release store of `free` in ShmServer::reset_lane
-    // (the rings are reset before we use them); release publishes our pid to the engine.
-    if (!view.control->owner.compare_exchange_strong(expected, pack_owner(LaneState::claimed, pid),
-                                                     std::memory_order_acq_rel, std::memory_order_relaxed))
-      continue;
-    // relaxed: read by the engine's reporter only to tell a reused pid apart; a zero read there
-    // falls back to the pid alone.
-    view.control->owner_start_ticks.store(process_start_ticks(pid), std::memory_order_relaxed);
-    // relaxed: a statistic, shown by `ipcfloor status`.
-    view.control->generation.fetch_add(1, std::memory_order_relaxed);
-    auto requests = RingProducer<RequestSlot>::make(view.request_ring, view.request_slots, header.ring_capacity);
-    auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, header.ring_capacity);
-    if (!requests || !responses) {
-      // release: hands the lane back; pairs with the engine's acquire load in serve_lane.
-      view.control->owner.store(pack_owner(LaneState::releasing, pid), std::memory_order_release);
-      return std::unexpected(requests ? responses.error() : requests.error());
+  const auto deadline = WaitClock::now() + options.timeout;
+  for (;;) {
+    // A lane that is not free yet but will be without anyone's help: its client just closed it
+    // (releasing), or died (reclaiming, or still claimed by a dead pid until the engine's next
+    // heartbeat). Worth a bounded wait: a client that reconnects right after another closed,
+    // or after a crash, must not be told "busy".
+    bool freeing = false;
+    for (std::uint32_t i = 0; i < segment->lane_count(); ++i) {
+      const LaneView view = segment->lane(i);
+      std::uint64_t expected = pack_owner(LaneState::free, 0);
+      // acq_rel: acquire pairs with the engine's release store of `free` in ShmServer::reset_lane
+      // (the rings are reset before we use them); release publishes our pid to the engine.
+      // On failure, acquire: `expected` then holds the owner word as the engine or another client
+      // last published it.
+      if (!view.control->owner.compare_exchange_strong(expected, pack_owner(LaneState::claimed, pid),
+                                                       std::memory_order_acq_rel, std::memory_order_acquire)) {
+        const LaneState state = owner_state(expected);
+        // relaxed: like the engine's reporter, a zero or stale value falls back to the pid alone.
+        const std::uint64_t ticks = view.control->owner_start_ticks.load(std::memory_order_relaxed);
+        freeing |= state == LaneState::releasing || state == LaneState::reclaiming ||
+                   (state == LaneState::claimed && !process_alive(owner_pid(expected), ticks));
+        continue;
+      }
+      // relaxed: read by the engine's reporter only to tell a reused pid apart; a zero read there
+      // falls back to the pid alone.
+      view.control->owner_start_ticks.store(process_start_ticks(pid), std::memory_order_relaxed);
+      // relaxed: a statistic, shown by `ipcfloor status`.
+      view.control->generation.fetch_add(1, std::memory_order_relaxed);
+      auto requests = RingProducer<RequestSlot>::make(view.request_ring, view.request_slots, segment->ring_capacity());
+      auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, segment->ring_capacity());
+      if (!requests || !responses) {
+        // release: hands the lane back; pairs with the engine's acquire load in scan_lanes.
+        view.control->owner.store(pack_owner(LaneState::releasing, pid), std::memory_order_release);
+        return std::unexpected(requests ? responses.error() : requests.error());
+      }
+      const auto timeout = options.timeout;
+      return ShmClient(std::move(*segment), i, mode, timeout, *requests, *responses);
     }
-    const auto timeout = options.timeout;
-    return ShmClient(std::move(*segment), i, mode, timeout, *requests, *responses);
+    if (!freeing || WaitClock::now() >= deadline) break;
+    if (!process_alive(header.engine_pid, header.engine_start_ticks))
+      return fail(ErrorCode::peer_gone, "engine {} (pid {}) is gone", name, header.engine_pid);
+    std::this_thread::sleep_for(kLaneFreeingPoll);
   }
   return fail(ErrorCode::busy, "engine {} (pid {}) has no free lane: all {} are taken; start it with more --lanes",
-              name, header.engine_pid, header.lane_count);
+              name, header.engine_pid, segment->lane_count());
 }
 
 ShmClient::ShmClient(Segment segment, std::uint32_t lane, WaitMode mode, std::chrono::nanoseconds timeout,
@@ -153,6 +186,9 @@ CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
       if (requests_.corrupt()) return CallStatus::corrupt;
       const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
       if (wait_writable(requests_, mode_, slice_end) == WaitStatus::ready) continue;
+      // An engine that quarantined this lane stops taking requests and poisons the response
+      // ring; answers not read yet would hide that from poll(), so look at the ring itself.
+      if (responses_.probe_corrupt()) return CallStatus::corrupt;
       const CallStatus engine = check_engine();
       if (engine == CallStatus::engine_gone) return engine;
       if (WaitClock::now() >= deadline) return engine;
@@ -238,14 +274,12 @@ Expected<std::vector<ResponseSlot>> ShmClient::run_all(std::span<const Combo> co
       request.params = combos[sent];
       std::uint64_t seq = 0;
       if (const CallStatus status = submit(request, seq); status != CallStatus::ok)
-        return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}",
-                    describe(status));
+        return fail(error_code(status), "{}", describe(status));
       ++sent;
     }
     ResponseSlot answer{};
     if (const CallStatus status = wait_response(answer); status != CallStatus::ok)
-      return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}",
-                  describe(status));
+      return fail(error_code(status), "{}", describe(status));
     answers.push_back(answer);
   }
   return answers;

@@ -25,8 +25,10 @@
 namespace ipcfloor {
 
 struct ShmClientOptions {
-  // Bound on any one wait (for ring space or for an answer). A dead engine is reported sooner:
-  // within a few heartbeat intervals.
+  // Bound on any one wait: for a lane that is being freed (connect), for ring space (submit) or
+  // for an answer (wait_response, call). A dead engine is reported sooner, within about one
+  // heartbeat interval of its death; a hung one (heartbeat older than 3 intervals) is reported
+  // as engine_hung when this runs out.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);
   // How this client waits. Unset: the engine's own mode, recorded in the segment. A block-mode
   // client needs a block-mode engine (only it wakes sleepers); connect() refuses otherwise.
@@ -39,7 +41,8 @@ enum class CallStatus : std::uint8_t {
   timeout,      // no answer (or no ring space) before the deadline; the engine looked alive
   engine_hung,  // the engine lives but its heartbeat stopped (e.g. SIGSTOP): no answer yet
   engine_gone,  // the engine process is dead or stopping
-  corrupt,      // the engine wrote impossible ring positions
+  corrupt,      // a ring of this lane holds impossible positions (a corrupt peer, or the engine
+                // quarantined the lane after this client wrote impossible positions)
   out_of_order, // an answer's seq did not match the oldest outstanding request
   empty,        // poll only: nothing has arrived yet
 };
@@ -48,9 +51,11 @@ enum class CallStatus : std::uint8_t {
 
 class ShmClient {
  public:
-  // Attaches to segment NAME and claims a free lane. Setup path: allocates. Errors: everything
-  // Segment::attach reports, busy when every lane is taken, invalid_argument for a wait mode
-  // the engine cannot serve.
+  // Attaches to segment NAME and claims a free lane. When no lane is free but one is being freed
+  // (its client closed it or died), waits for it up to options.timeout. Setup path: allocates.
+  // Errors: everything Segment::attach reports, busy when every lane is held by a live client,
+  // peer_gone when the engine dies meanwhile, invalid_argument for a wait mode the engine
+  // cannot serve.
   [[nodiscard]] static Expected<ShmClient> connect(std::string_view name, const ShmClientOptions& options = {});
 
   ShmClient(ShmClient&& other) noexcept;
@@ -64,6 +69,7 @@ class ShmClient {
 
   // Pipelining. submit() waits (bounded) for ring space, publishes the request and returns its
   // seq through `seq`; answers come back in submission order through poll()/wait_response().
+  // While it waits for space it also notices a response ring the engine poisoned (corrupt).
   [[nodiscard]] CallStatus submit(RequestSlot request, std::uint64_t& seq) noexcept;
   [[nodiscard]] CallStatus poll(ResponseSlot& response) noexcept;           // never waits
   [[nodiscard]] CallStatus wait_response(ResponseSlot& response) noexcept;  // bounded wait

@@ -22,14 +22,16 @@ constexpr std::uint32_t kPassesPerScan = 128;
 
 Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, WaitMode mode,
                                                      TelemetryQueue& telemetry) {
-  const SegmentHeader& header = segment.header();
   std::vector<Lane> lanes;
-  lanes.reserve(header.lane_count);
-  for (std::uint32_t i = 0; i < header.lane_count; ++i) {
+  lanes.reserve(segment.lane_count());
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
     const LaneView view = segment.lane(i);
-    auto requests = RingConsumer<RequestSlot>::make(view.request_ring, view.request_slots, header.ring_capacity);
+    // adopt, not make: the segment is attachable before this server exists, so a client may
+    // already have written its positions; impossible ones must quarantine that lane, not stop
+    // the engine from starting.
+    auto requests = RingConsumer<RequestSlot>::adopt(view.request_ring, view.request_slots, segment.ring_capacity());
     if (!requests) return std::unexpected(requests.error());
-    auto responses = RingProducer<ResponseSlot>::make(view.response_ring, view.response_slots, header.ring_capacity);
+    auto responses = RingProducer<ResponseSlot>::adopt(view.response_ring, view.response_slots, segment.ring_capacity());
     if (!responses) return std::unexpected(responses.error());
     lanes.push_back(Lane{view, *requests, *responses});
   }
@@ -44,7 +46,8 @@ ShmServer::ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry,
       close_(segment.series()),
       fee_(segment.header().fee),
       workspace_(segment.series().size()),
-      lanes_(std::move(lanes)) {}
+      lanes_(std::move(lanes)),
+      capacity_(segment.ring_capacity()) {}
 
 void ShmServer::report(const TelemetryEvent& event) noexcept {
   // try_enqueue never allocates; a full queue drops the event (the shared counters still count).
@@ -56,14 +59,17 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
   // rings empty at their current write positions: unread requests and unread responses of the
   // old client are dropped, and a new client starts from a clean, consistent state.
   // relaxed (both): no client can touch the lane until the release store of `free` below.
+  // Any value will do for the request position, even one a corrupt peer wrote: the restarted
+  // ring is empty at it.
   const std::uint64_t request_head = lane.view.request_ring->produced.load(std::memory_order_relaxed);
+  const std::uint64_t response_head = lane.responses.position();
   init_ring(*lane.view.request_ring, request_head);
-  init_ring(*lane.view.response_ring, lane.responses.position());
-  // These cannot fail: the rings were just made consistent with a valid capacity.
-  lane.requests = *RingConsumer<RequestSlot>::make(lane.view.request_ring, lane.view.request_slots,
-                                                   header_.ring_capacity);
-  lane.responses = *RingProducer<ResponseSlot>::make(lane.view.response_ring, lane.view.response_slots,
-                                                     header_.ring_capacity);
+  init_ring(*lane.view.response_ring, response_head);
+  // restart, not make(): it cannot fail (so it never allocates), even if a hostile process
+  // scribbles on the rings again right now; the handles' bounds checks catch that later.
+  lane.requests.restart(request_head);
+  lane.responses.restart(response_head);
+  quarantined_ &= ~(std::uint64_t{1} << index);
   // relaxed: a statistic; only this thread writes it.
   lane.view.control->owner_start_ticks.store(0, std::memory_order_relaxed);
   if (why == LaneState::reclaiming) {
@@ -82,6 +88,28 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
                         0, index, pid, 0});
 }
 
+void ShmServer::count_corrupt_lane(std::uint32_t index, std::int32_t pid) noexcept {
+  ++lanes_corrupt_;
+  // relaxed: counter only this thread writes; readers (status, tests) tolerate staleness.
+  header_.lanes_corrupt.store(lanes_corrupt_, std::memory_order_relaxed);
+  report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, pid, 0});
+}
+
+void ShmServer::quarantine_lane(std::uint32_t index, Lane& lane, std::int32_t pid) noexcept {
+  const std::uint64_t bit = std::uint64_t{1} << index;
+  active_ &= ~bit;
+  if ((quarantined_ & bit) != 0) return;
+  quarantined_ |= bit;
+  count_corrupt_lane(index, pid);
+  // Tell the client instead of leaving it to time out: an impossible response position makes
+  // its consumer latch corrupt, so its next poll or wait returns CallStatus::corrupt. The owner
+  // keeps the lane (a live process that may still write into it must not share it with a new
+  // client); reset_lane restarts both rings once the owner releases or dies.
+  // relaxed: publishes no payload; the client's acquire load of `produced` only checks bounds.
+  lane.view.response_ring->produced.store(lane.responses.position() + capacity_ + 1, std::memory_order_relaxed);
+  notify_readable(lane.responses, mode_);
+}
+
 void ShmServer::scan_lanes() noexcept {
   passes_since_scan_ = 0;
   std::uint64_t active = 0;
@@ -95,8 +123,13 @@ void ShmServer::scan_lanes() noexcept {
     if (state == LaneState::releasing || state == LaneState::reclaiming) {
       reset_lane(i, lane, state, owner_pid(owner));  // nobody is left to read answers
     } else if (state == LaneState::claimed) {
-      active |= std::uint64_t{1} << i;
+      if ((quarantined_ & (std::uint64_t{1} << i)) == 0) active |= std::uint64_t{1} << i;
       owner_pids_[i] = owner_pid(owner);
+    } else if (state != LaneState::free) {
+      // No client ever stores such a state: the owner word was scribbled on. Nobody could
+      // claim the lane in this state, so take it back rather than lose it for good.
+      count_corrupt_lane(i, owner_pid(owner));
+      reset_lane(i, lane, LaneState::reclaiming, owner_pid(owner));
     }
   }
   active_ = active;
@@ -106,18 +139,19 @@ std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
   const std::int32_t pid = owner_pids_[index];
   std::size_t served = 0;
   // Bounded per pass so one busy lane cannot starve the others.
-  for (std::uint32_t burst = 0; burst < header_.ring_capacity; ++burst) {
+  for (std::uint32_t burst = 0; burst < capacity_; ++burst) {
     const RequestSlot* shared = lane.requests.try_peek();
     if (shared == nullptr) {
-      if (lane.requests.corrupt()) {
-        report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, pid, 0});
-        reset_lane(index, lane, LaneState::reclaiming, pid);
-        active_ &= ~(std::uint64_t{1} << index);
-      }
+      if (lane.requests.corrupt()) quarantine_lane(index, lane, pid);
       break;
     }
     ResponseSlot* out = lane.responses.try_claim();
-    if (out == nullptr) break;  // the client is not reading its answers; serve the others
+    if (out == nullptr) {
+      // Full: the client is not reading its answers, so serve the others. Or the client wrote
+      // an impossible `consumed`: the lane can never move again.
+      if (lane.responses.corrupt()) quarantine_lane(index, lane, pid);
+      break;
+    }
     const RequestSlot request = *shared;  // private copy: the client may still scribble on it
     const Status status = dispatch_request(request, close_, fee_, workspace_, *out);
     lane.responses.commit();
@@ -154,11 +188,17 @@ std::size_t ShmServer::poll_once() noexcept {
 }
 
 bool ShmServer::has_work() noexcept {
-  for (Lane& lane : lanes_) {
-    // acquire: as in serve_lane.
+  for (std::uint32_t i = 0; i < lanes_.size(); ++i) {
+    Lane& lane = lanes_[i];
+    // acquire: pairs with the same stores as the load in scan_lanes.
     const LaneState state = owner_state(lane.view.control->owner.load(std::memory_order_acquire));
     if (state == LaneState::releasing || state == LaneState::reclaiming) return true;
-    if (state == LaneState::claimed && lane.requests.readable()) return true;
+    if (state == LaneState::claimed) {
+      // A quarantined lane's corrupt ring always reads "readable": it must not keep us awake.
+      if ((quarantined_ & (std::uint64_t{1} << i)) == 0 && lane.requests.readable()) return true;
+    } else if (state != LaneState::free) {
+      return true;  // a scribbled owner word: scan_lanes takes the lane back
+    }
   }
   return false;
 }

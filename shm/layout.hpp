@@ -93,6 +93,9 @@ struct alignas(kRingLineBytes) SegmentHeader {
   std::atomic<std::uint64_t> bad_frames;
   std::atomic<std::uint64_t> lanes_reclaimed;
   std::atomic<std::uint64_t> lanes_released;
+  // Lanes found holding impossible ring positions or an impossible owner word. Appended to the
+  // counters line (nothing moved): a reader of an older segment sees the creator's zero.
+  std::atomic<std::uint64_t> lanes_corrupt;
 };
 
 struct alignas(kRingLineBytes) LaneControl {
@@ -137,6 +140,9 @@ static_assert(offsetof(SegmentHeader, doorbell) - offsetof(SegmentHeader, heartb
               "the doorbell line is 128 bytes from the heartbeat line");
 static_assert(offsetof(SegmentHeader, requests) - offsetof(SegmentHeader, doorbell) >= kRingLineBytes,
               "the counters line is 128 bytes from the doorbell line");
+static_assert(offsetof(SegmentHeader, lanes_corrupt) + sizeof(std::uint64_t) - offsetof(SegmentHeader, requests) <=
+                  kRingLineBytes,
+              "every counter stays on the counters line");
 static_assert(sizeof(LaneControl) <= kLaneRequestRingOffset, "LaneControl fits before the request ring");
 static_assert(kLaneRequestRingOffset % alignof(RingControl) == 0 && kLaneResponseRingOffset % alignof(RingControl) == 0,
               "ring control blocks are 128-byte aligned in a lane");
@@ -182,15 +188,23 @@ struct LaneView {
   ResponseSlot* response_slots;
 };
 
-[[nodiscard]] inline LaneView lane_view(std::byte* base, const SegmentHeader& header, std::uint32_t lane) noexcept {
-  std::byte* at = base + header.lanes_offset + std::size_t{lane} * header.lane_stride;
+// From offsets the caller validated (Segment keeps private copies: see Segment::lane_count).
+[[nodiscard]] inline LaneView lane_view(std::byte* base, std::size_t lanes_offset, std::size_t lane_stride,
+                                        std::uint32_t ring_capacity, std::uint32_t lane) noexcept {
+  std::byte* at = base + lanes_offset + std::size_t{lane} * lane_stride;
   return LaneView{
       reinterpret_cast<LaneControl*>(at + kLaneControlOffset),
       reinterpret_cast<RingControl*>(at + kLaneRequestRingOffset),
       reinterpret_cast<RingControl*>(at + kLaneResponseRingOffset),
       reinterpret_cast<RequestSlot*>(at + kLaneSlotsOffset),
-      reinterpret_cast<ResponseSlot*>(at + kLaneSlotsOffset + std::size_t{header.ring_capacity} * sizeof(RequestSlot)),
+      reinterpret_cast<ResponseSlot*>(at + kLaneSlotsOffset + std::size_t{ring_capacity} * sizeof(RequestSlot)),
   };
+}
+
+// From the header as it is now. Only for a header nobody else can write yet (e.g. the creator
+// before publication); anyone else uses Segment::lane.
+[[nodiscard]] inline LaneView lane_view(std::byte* base, const SegmentHeader& header, std::uint32_t lane) noexcept {
+  return lane_view(base, header.lanes_offset, header.lane_stride, header.ring_capacity, lane);
 }
 
 }  // namespace ipcfloor

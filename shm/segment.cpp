@@ -248,9 +248,36 @@ std::size_t page_bytes_of(Backing backing) noexcept {
   return 0;
 }
 
+// The header fields that locate regions or name the engine, read once into private memory. The
+// header is writable shared memory: checking the fields in place and reading them again to use
+// them would let a peer that rewrites them in between move a region the check accepted.
+struct LayoutSnapshot {
+  std::uint64_t segment_bytes;
+  std::uint32_t header_bytes;
+  std::uint32_t lane_count;
+  std::uint32_t ring_capacity;
+  std::uint32_t backing;
+  std::int32_t engine_pid;
+  std::uint32_t engine_uid;
+  std::uint64_t engine_start_ticks;
+  std::uint64_t lanes_offset;
+  std::uint64_t lane_stride;
+  std::uint64_t series_offset;
+  std::uint64_t series_bytes;
+  std::uint64_t n_bars;
+  std::uint64_t series_checksum;
+};
+
+LayoutSnapshot snapshot_layout(const SegmentHeader& header) noexcept {
+  return LayoutSnapshot{header.segment_bytes, header.header_bytes,  header.lane_count,         header.ring_capacity,
+                        header.backing,       header.engine_pid,    header.engine_uid,         header.engine_start_ticks,
+                        header.lanes_offset,  header.lane_stride,   header.series_offset,      header.series_bytes,
+                        header.n_bars,        header.series_checksum};
+}
+
 // Everything in a version-matching header that an offset is computed from, against the object
-// it sits in: after this, every region the header names lies inside the mapping.
-Expected<void> check_layout(const SegmentHeader& header, std::size_t object_bytes, Backing found_on,
+// it sits in: after this, every region the snapshot names lies inside the mapping.
+Expected<void> check_layout(const LayoutSnapshot& header, std::size_t object_bytes, Backing found_on,
                             std::string_view name, const std::string& path) {
   const auto corrupt = [&](std::string what) {
     return fail(ErrorCode::bad_data, "{} ({}) is a corrupt ipcfloor segment: {}", name, path, what);
@@ -408,13 +435,14 @@ Expected<Outcome> clear_location(const Location& location, std::string_view name
     return fail(ErrorCode::version_mismatch, "{}; stop the engine that serves it or remove it (rm {})",
                 version_mismatch_text(name, path, header.layout_version), path);
   }
-  if (auto valid = check_layout(header, object_bytes, location.backing, name, path); !valid) {
+  const LayoutSnapshot layout = snapshot_layout(header);
+  if (auto valid = check_layout(layout, object_bytes, location.backing, name, path); !valid) {
     if (policy == Policy::remove_ours) return remove_it({});
     valid.error().message += junk_hint;
     return std::unexpected(std::move(valid.error()));
   }
-  const pid_t pid = header.engine_pid;
-  if (process_alive(pid, header.engine_start_ticks)) {
+  const pid_t pid = layout.engine_pid;
+  if (process_alive(pid, layout.engine_start_ticks)) {
     return fail(ErrorCode::busy, "engine {} (pid {}) is running; stop it first or choose another --name", name, pid);
   }
   return remove_it(policy == Policy::remove_stale
@@ -587,6 +615,10 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
     segment.posix_shm_ = location.posix_shm;
     segment.device_ = info.st_dev;
     segment.inode_ = info.st_ino;
+    segment.geometry_ = g;
+    segment.lane_count_ = config.lanes;
+    segment.ring_capacity_ = config.ring_capacity;
+    segment.n_bars_ = config.series.size();
     // umask may have stripped bits from 0600; attachers insist on exactly 0600.
     if (::fchmod(fd, kObjectMode) != 0) return fail(ErrorCode::io, "cannot chmod {} to 0600: {}", location.path, errno_text(errno));
 
@@ -808,15 +840,16 @@ Expected<Segment> Segment::attach(std::string_view name, std::string_view tmpfs_
     return fail(ErrorCode::bad_data, "{} ({}) is a corrupt ipcfloor segment: state {}", name, path,
                 static_cast<std::uint32_t>(state));
   }
-  if (auto valid = check_layout(header, object_bytes, found->backing, name, path); !valid) return std::unexpected(std::move(valid.error()));
-  const auto* series = static_cast<const std::byte*>(region->get_address()) + header.series_offset;
-  const std::uint64_t checksum = fnv1a64(std::span<const std::byte>(series, header.series_bytes));
-  if (checksum != header.series_checksum) {
+  const LayoutSnapshot layout = snapshot_layout(header);
+  if (auto valid = check_layout(layout, object_bytes, found->backing, name, path); !valid) return std::unexpected(std::move(valid.error()));
+  const auto* series = static_cast<const std::byte*>(region->get_address()) + layout.series_offset;
+  const std::uint64_t checksum = fnv1a64(std::span<const std::byte>(series, layout.series_bytes));
+  if (checksum != layout.series_checksum) {
     return fail(ErrorCode::bad_data, "{} ({}) is corrupt: its series hashes to {:#018x} but the header records {:#018x}",
-                name, path, checksum, header.series_checksum);
+                name, path, checksum, layout.series_checksum);
   }
-  if (!process_alive(header.engine_pid, header.engine_start_ticks)) {
-    return fail(ErrorCode::peer_gone, "engine {} (pid {}) is gone", name, header.engine_pid);
+  if (!process_alive(layout.engine_pid, layout.engine_start_ticks)) {
+    return fail(ErrorCode::peer_gone, "engine {} (pid {}) is gone", name, layout.engine_pid);
   }
 
   Segment segment;
@@ -828,6 +861,11 @@ Expected<Segment> Segment::attach(std::string_view name, std::string_view tmpfs_
   segment.device_ = info.st_dev;
   segment.inode_ = info.st_ino;
   segment.posix_shm_ = found->posix_shm;
+  segment.geometry_ = SegmentGeometry{layout.lanes_offset, layout.lane_stride, layout.series_offset,
+                                      layout.series_bytes, layout.segment_bytes};
+  segment.lane_count_ = layout.lane_count;
+  segment.ring_capacity_ = layout.ring_capacity;
+  segment.n_bars_ = layout.n_bars;
   return segment;
 }
 
@@ -862,7 +900,11 @@ Segment::Segment(Segment&& other) noexcept
       owner_(std::exchange(other.owner_, false)),
       posix_shm_(other.posix_shm_),
       device_(other.device_),
-      inode_(other.inode_) {}
+      inode_(other.inode_),
+      geometry_(other.geometry_),
+      lane_count_(other.lane_count_),
+      ring_capacity_(other.ring_capacity_),
+      n_bars_(other.n_bars_) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
@@ -877,6 +919,10 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     posix_shm_ = other.posix_shm_;
     device_ = other.device_;
     inode_ = other.inode_;
+    geometry_ = other.geometry_;
+    lane_count_ = other.lane_count_;
+    ring_capacity_ = other.ring_capacity_;
+    n_bars_ = other.n_bars_;
   }
   return *this;
 }
@@ -893,8 +939,7 @@ void Segment::close() noexcept {
 }
 
 std::span<const double> Segment::series() const noexcept {
-  const SegmentHeader& h = header();
-  return {reinterpret_cast<const double*>(base() + h.series_offset), static_cast<std::size_t>(h.n_bars)};
+  return {reinterpret_cast<const double*>(base() + geometry_.series_offset), static_cast<std::size_t>(n_bars_)};
 }
 
 void Segment::mark_stopping() noexcept {

@@ -126,8 +126,15 @@ class Segment {
   [[nodiscard]] SegmentHeader& header() const noexcept { return *reinterpret_cast<SegmentHeader*>(base()); }
   [[nodiscard]] std::byte* base() const noexcept { return static_cast<std::byte*>(region_.get_address()); }
   [[nodiscard]] std::size_t size() const noexcept { return region_.get_size(); }
-  // Precondition: i < header().lane_count.
-  [[nodiscard]] LaneView lane(std::uint32_t i) const noexcept { return lane_view(base(), header(), i); }
+  // Geometry as validated by create/attach, kept in this process. The header's copy lives in
+  // writable shared memory, so a corrupt or hostile peer could rewrite it later; every region
+  // below is located from these private copies instead, and so always lies inside the mapping.
+  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
+  // Precondition: i < lane_count().
+  [[nodiscard]] LaneView lane(std::uint32_t i) const noexcept {
+    return lane_view(base(), geometry_.lanes_offset, geometry_.lane_stride, ring_capacity_, i);
+  }
   [[nodiscard]] std::span<const double> series() const noexcept;
   [[nodiscard]] Backing backing() const noexcept { return backing_; }
   // True when the pages cannot be swapped out: mlock'ed, or on hugetlbfs (never swapped).
@@ -158,6 +165,10 @@ class Segment {
   bool posix_shm_ = false;   // path_ is a POSIX shm object (shm_unlink) rather than a file
   dev_t device_ = 0;         // identity of the object we created: never unlink a successor
   ino_t inode_ = 0;
+  SegmentGeometry geometry_{};  // validated offsets (see lane_count())
+  std::uint32_t lane_count_ = 0;
+  std::uint32_t ring_capacity_ = 0;
+  std::uint64_t n_bars_ = 0;
 };
 
 }  // namespace ipcfloor

@@ -167,6 +167,26 @@ class RingProducer {
     return RingProducer(control, slots, capacity, produced, consumed);
   }
 
+  // Like make(), but trusts only this side's own position (`produced`): the peer's position is
+  // checked when first needed, so a peer that has already scribbled on it makes the handle latch
+  // corrupt() then instead of failing here. For a side that must come up whatever a peer did
+  // before it (the engine, whose segment is attachable before its server exists). The first
+  // try_claim reloads `consumed`. Errors only for null or misaligned pointers, bad capacities.
+  [[nodiscard]] static Expected<RingProducer> adopt(RingControl* control, Slot* slots,
+                                                    std::uint32_t capacity) {
+    if (control == nullptr || slots == nullptr) {
+      return fail(ErrorCode::invalid_argument, "ring control block and slots must be non-null");
+    }
+    if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
+      return std::unexpected(std::move(checked.error()));
+    }
+    // acquire: pairs with the release that published the initialised segment.
+    const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
+    // A cached consumer a full ring behind: the fast check says full, so the real one is loaded
+    // (and bounds-checked) before any slot is handed out.
+    return RingProducer(control, slots, capacity, produced, produced - capacity);
+  }
+
   // Copies `slot` into the ring and publishes it. False when the ring is full or corrupt()
   // (nothing written). Loads the consumer position only when the cached one says full.
   [[nodiscard]] bool try_push(const Slot& slot) noexcept {
@@ -214,6 +234,17 @@ class RingProducer {
     // relaxed: an estimate only; no slot is written on its strength.
     const std::uint64_t used = head_ - control_->consumed.load(std::memory_order_relaxed);
     return static_cast<std::size_t>(used > mask_ + 1 ? mask_ + 1 : used);
+  }
+
+  // Restarts this handle at `position` once init_ring(control(), position) has restarted the
+  // shared ring, and clears the corrupt latch. For a side that takes a ring back from a peer
+  // that left or misbehaved: unlike make() it cannot fail, so it never allocates. A peer still
+  // writing afterwards is caught by the usual bounds checks.
+  void restart(std::uint64_t position) noexcept {
+    head_ = position;
+    cached_tail_ = position;
+    corrupt_ = false;
+    claimed_ = false;
   }
 
   [[nodiscard]] std::uint32_t capacity() const noexcept {
@@ -277,6 +308,21 @@ class RingConsumer {
     return RingConsumer(control, slots, capacity, consumed, produced);
   }
 
+  // The consumer-side twin of RingProducer::adopt: trusts only `consumed`; the first try_peek
+  // loads (and bounds-checks) `produced`.
+  [[nodiscard]] static Expected<RingConsumer> adopt(RingControl* control, const Slot* slots,
+                                                    std::uint32_t capacity) {
+    if (control == nullptr || slots == nullptr) {
+      return fail(ErrorCode::invalid_argument, "ring control block and slots must be non-null");
+    }
+    if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
+      return std::unexpected(std::move(checked.error()));
+    }
+    // acquire: pairs with the release that published the initialised segment.
+    const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
+    return RingConsumer(control, slots, capacity, consumed, consumed);  // looks empty: reloads first
+  }
+
   // Zero-copy read, step 1: the oldest published slot, or nullptr when empty or corrupt() (tell
   // them apart with corrupt()). The slot stays valid and unchanged until release(). Loads the
   // producer position only when the cached one says empty.
@@ -310,6 +356,23 @@ class RingConsumer {
   // the cached producer position only when the cache says empty. The wait strategies poll it.
   [[nodiscard]] bool readable() noexcept { return has_data() || corrupt_; }
 
+  // Reloads the producer position whatever the cache says and latches corrupt() if it is
+  // impossible; returns corrupt(). For a slow path that must notice a poisoned ring while
+  // frames it has not read yet are still cached (e.g. a client blocked on its request ring).
+  // Reads no slot. Not for the hot path: it always loads the producer's line.
+  [[nodiscard]] bool probe_corrupt() noexcept {
+    if (corrupt_) return true;
+    // acquire: pairs with the release in RingProducer::commit, as in has_data.
+    const std::uint64_t head = control_->produced.load(std::memory_order_acquire);
+    if (head - tail_ > mask_ + 1) {
+      corrupt_ = true;
+      cached_head_ = tail_;  // as in has_data: the fast check must say empty from now on
+      return true;
+    }
+    cached_head_ = head;
+    return false;
+  }
+
   // Frames consumed so far from this ring (monotonic, wraps at 2^64).
   [[nodiscard]] std::uint64_t position() const noexcept { return tail_; }
 
@@ -318,6 +381,14 @@ class RingConsumer {
     // relaxed: an estimate only; no slot is read on its strength.
     const std::uint64_t used = control_->produced.load(std::memory_order_relaxed) - tail_;
     return static_cast<std::size_t>(used > mask_ + 1 ? mask_ + 1 : used);
+  }
+
+  // The consumer-side twin of RingProducer::restart.
+  void restart(std::uint64_t position) noexcept {
+    tail_ = position;
+    cached_head_ = position;
+    corrupt_ = false;
+    peeked_ = false;
   }
 
   [[nodiscard]] std::uint32_t capacity() const noexcept {
