@@ -1,5 +1,8 @@
 #include "bench/hygiene.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "bench/engine_child.hpp"
@@ -14,7 +17,12 @@ namespace {
 // Drives `count` requests of `opcode` through `client`, counting what the serving thread does.
 Expected<nlohmann::json> measure(ShmClient& client, const EngineChild& engine, Opcode opcode, std::size_t count,
                                  const std::string& wait) {
-  const pid_t tid = engine.serving_thread();
+  // The segment becomes attachable before the serving thread has started and named itself.
+  pid_t tid = engine.serving_thread();
+  for (int tries = 0; tid < 0 && tries < 400; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    tid = engine.serving_thread();
+  }
   if (tid < 0) return fail(ErrorCode::io, "cannot find the engine's serving thread (ipcf-serve) in pid {}", engine.pid());
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(opcode);

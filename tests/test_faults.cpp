@@ -46,10 +46,15 @@ using fault::ForkedChild;
 using fault::SharedBlock;
 using fault::Spawned;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// A SIGKILLed sanitizer-built process tears down its shadow memory before it turns zombie, and
-// nobody can tell it is dead before that: ~20 ms for an ASan engine (measured; 0.4 ms in the
-// release build). Sanitizer builds allow that much more on every bound that starts at a kill.
+#if defined(__SANITIZE_THREAD__)
+// Timing under ThreadSanitizer says little: its runtime stalls a process for hundreds of ms at
+// times (measured: a client's death noticed after 515 ms, one answer after 557 ms). The TSan
+// build checks behaviour; its bounds only catch hangs.
+constexpr double kTeardownAllowanceMs = 2000.0;
+#elif defined(__SANITIZE_ADDRESS__)
+// A SIGKILLed ASan process tears down its shadow memory before it turns zombie, and nobody can
+// tell it is dead before that: ~20 ms for an ASan engine (measured; 0.4 ms in the release
+// build). The ASan build allows that much more on every bound that starts at a kill.
 constexpr double kTeardownAllowanceMs = 40.0;
 #else
 constexpr double kTeardownAllowanceMs = 0.0;
@@ -63,7 +68,7 @@ constexpr double kReclaimBoundMs = 100.0 + kTeardownAllowanceMs;
 // The measured figures are printed as fault-figure lines either way.
 constexpr double kSchedulingAllowanceMs = 15.0;
 constexpr double kGoneBoundMs = 3.0 * kHeartbeatMs + kTeardownAllowanceMs + kSchedulingAllowanceMs;
-constexpr double kStallBoundMs = 1000.0;               // a surviving client never waits this long
+constexpr double kStallBoundMs = 1000.0 + kTeardownAllowanceMs;  // no surviving client waits this long
 constexpr std::uint32_t kSurvivors = 2;
 
 // Every engine is the real binary, as a child process, with a 10 ms heartbeat.
@@ -420,7 +425,7 @@ TEST_CASE("reclaims within 100 ms the lane of a client SIGKILLed at a random mom
           if (noticed_ms < 0 && !holds_a_lane(victim.pid())) noticed_ms = fault::ms_since(kill_ns);
           return counter(header.lanes_reclaimed) > reclaimed_before;
         },
-        std::chrono::milliseconds(1000), std::chrono::microseconds(100));
+        std::chrono::milliseconds(1000 + static_cast<int>(kReclaimBoundMs)), std::chrono::microseconds(100));
     const double reclaimed_ms = fault::ms_since(kill_ns);
     if (reclaimed) {
       detect.add(noticed_ms < 0 ? reclaimed_ms : noticed_ms);
@@ -1167,8 +1172,8 @@ TEST_CASE("without huge pages the engine falls back to 4 KiB pages and records i
 }
 
 TEST_CASE("under a 64 KiB RLIMIT_MEMLOCK the engine warns and runs unlocked, or fails under --mlock require") {
-#if defined(__SANITIZE_ADDRESS__)
-  MESSAGE("skipped: AddressSanitizer makes mlock() a no-op that always succeeds");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  MESSAGE("skipped: the sanitizer runtimes make mlock() a no-op that always succeeds");
   return;
 #endif
   if (::geteuid() != 0) {
