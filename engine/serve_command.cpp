@@ -50,7 +50,8 @@ void print_event(const TelemetryEvent& event) {
 // Reporter thread only (it reads /proc).
 void reclaim_dead_lanes(Segment& segment) {
   SegmentHeader& header = segment.header();
-  for (std::uint32_t i = 0; i < header.lane_count; ++i) {
+  // The validated lane count, never the header's: a peer can rewrite shared memory.
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
     LaneControl& lane = *segment.lane(i).control;
     // acquire: pairs with the client's acq_rel claim CAS, so its start ticks store is visible.
     std::uint64_t owner = lane.owner.load(std::memory_order_acquire);

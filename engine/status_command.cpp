@@ -29,7 +29,7 @@ nlohmann::json describe_segment(const Segment& segment) {
   const std::uint64_t now = monotonic_ns();
   const bool alive = process_alive(h.engine_pid, h.engine_start_ticks);
   nlohmann::json lanes = nlohmann::json::array();
-  for (std::uint32_t i = 0; i < h.lane_count; ++i) {
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {  // validated, not the header's
     const LaneView view = segment.lane(i);
     const std::uint64_t owner = view.control->owner.load(std::memory_order_relaxed);
     const std::int32_t pid = owner_pid(owner);
@@ -64,7 +64,8 @@ nlohmann::json describe_segment(const Segment& segment) {
       {"counters", {{"requests", h.requests.load(std::memory_order_relaxed)},
                     {"bad_frames", h.bad_frames.load(std::memory_order_relaxed)},
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
-                    {"lanes_reclaimed", h.lanes_reclaimed.load(std::memory_order_relaxed)}}},
+                    {"lanes_reclaimed", h.lanes_reclaimed.load(std::memory_order_relaxed)},
+                    {"lanes_corrupt", h.lanes_corrupt.load(std::memory_order_relaxed)}}},
       {"lanes", lanes},
   };
 }

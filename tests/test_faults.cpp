@@ -1116,6 +1116,16 @@ std::vector<std::string> serve_args(const std::string& name, std::vector<std::st
   return args;
 }
 
+// Removes whatever an engine left at `name` once the test ends: on a failed check the Spawned
+// engines are SIGKILLed, which leaves their segment behind.
+struct SegmentCleanup {
+  explicit SegmentCleanup(std::string segment_name) : name(std::move(segment_name)) {}
+  SegmentCleanup(const SegmentCleanup&) = delete;
+  SegmentCleanup& operator=(const SegmentCleanup&) = delete;
+  ~SegmentCleanup() { (void)Segment::remove(name); }
+  std::string name;
+};
+
 bool host_has_huge_pages() {
   std::FILE* file = std::fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
   if (file == nullptr) return false;
@@ -1149,6 +1159,7 @@ TEST_CASE("without huge pages the engine falls back to 4 KiB pages and records i
     return;
   }
   const std::string name = unique_name("nohuge");
+  const SegmentCleanup cleanup{name};
   {
     Spawned required(serve_args(name, {"--bars", "500", "--hugepages", "require"}));
     const auto status = required.wait_exit(std::chrono::seconds(20));
@@ -1181,6 +1192,7 @@ TEST_CASE("under a 64 KiB RLIMIT_MEMLOCK the engine warns and runs unlocked, or 
     return;
   }
   const std::string name = unique_name("memlock");
+  const SegmentCleanup cleanup{name};
   {
     Spawned required(serve_args(name, {"--bars", "500", "--hugepages", "off", "--mlock", "require"}), drop_memlock);
     const auto status = required.wait_exit(std::chrono::seconds(20));
