@@ -23,7 +23,7 @@ struct EchoOptions {
 [[nodiscard]] Expected<nlohmann::json> run_echo(const EchoOptions& options);
 void print_echo(const nlohmann::json& report);
 
-// Least squares of y = a + x / b over (x, y) points; {a, b}. Exposed for tests.
+// Least squares (relative error) of y = a + x / b over (x, y) points; {a, b}. Exposed for tests.
 struct FloorBandwidthFit {
   double floor_ns;
   double bytes_per_ns;

@@ -1,5 +1,7 @@
 #include "clients/shm_client.hpp"
 
+#include <cstring>
+
 #include <unistd.h>
 
 #include <thread>
@@ -41,6 +43,7 @@ std::string_view to_string(CallStatus status) noexcept {
     case CallStatus::corrupt: return "corrupt ring";
     case CallStatus::out_of_order: return "answer out of order";
     case CallStatus::empty: return "empty";
+    case CallStatus::too_large: return "payload too large for the bulk region";
   }
   return "unknown";
 }
@@ -238,6 +241,24 @@ CallStatus ShmClient::call(RequestSlot request, ResponseSlot& response) noexcept
   return wait_response(response);
 }
 
+CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,
+                                ResponseSlot& response) noexcept {
+  const std::span<std::byte> region = bulk();
+  const std::size_t half = region.size() / 2;
+  if (in.size() > half || out.size() != in.size()) return CallStatus::too_large;
+  if (!in.empty()) std::memcpy(region.data(), in.data(), in.size());
+  const BulkEcho echo{.in_offset = 0, .out_offset = half, .bytes = in.size(), .unused = {}};
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::echo_bulk);
+  request.params = echo.as_params();
+  // The ring's release commit publishes the bytes above along with the frame; the engine's
+  // copy is published by its response's commit, which call() acquires.
+  const CallStatus got = call(request, response);
+  if (got == CallStatus::ok && response.status == static_cast<std::uint16_t>(Status::ok) && !out.empty())
+    std::memcpy(out.data(), region.data() + half, out.size());
+  return got;
+}
+
 std::string ShmClient::describe(CallStatus status) const {
   const SegmentHeader& header = segment_.header();
   switch (status) {
@@ -256,6 +277,9 @@ std::string ShmClient::describe(CallStatus status) const {
                          segment_.name());
     case CallStatus::out_of_order:
       return fmt::format("lane {} of {} returned an answer out of order", lane_, segment_.name());
+    case CallStatus::too_large:
+      return fmt::format("the payload does not fit half of lane {}'s {}-byte bulk region of {} (serve --bulk-bytes)",
+                         lane_, bulk().size(), segment_.name());
     case CallStatus::ok:
     case CallStatus::empty: break;
   }

@@ -45,6 +45,7 @@ enum class CallStatus : std::uint8_t {
                 // quarantined the lane after this client wrote impossible positions)
   out_of_order, // an answer's seq did not match the oldest outstanding request
   empty,        // poll only: nothing has arrived yet
+  too_large,    // echo_bulk only: the payload does not fit half of the lane's bulk region
 };
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
@@ -73,6 +74,18 @@ class ShmClient {
   [[nodiscard]] CallStatus submit(RequestSlot request, std::uint64_t& seq) noexcept;
   [[nodiscard]] CallStatus poll(ResponseSlot& response) noexcept;           // never waits
   [[nodiscard]] CallStatus wait_response(ResponseSlot& response) noexcept;  // bounded wait
+
+  // This lane's bulk region (empty when the engine runs with --bulk-bytes 0). The client owns
+  // its bytes; the engine reads and writes them only while serving this lane's ECHO_BULK.
+  [[nodiscard]] std::span<std::byte> bulk() const noexcept { return segment_.bulk(lane_); }
+
+  // One ECHO_BULK round trip, the shared-memory point of the echo curve: copies `in` into the
+  // first half of the bulk region, has the engine copy it to the second half, copies that into
+  // `out` (same size as `in`). ok means the copy came back and response.status says how the
+  // engine judged it. too_large when `in` exceeds half the region; nothing is sent then.
+  // Hot path like call(): noexcept, no allocation. Precondition: no request outstanding.
+  [[nodiscard]] CallStatus echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,
+                                     ResponseSlot& response) noexcept;
 
   // Requests submitted whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }

@@ -10,10 +10,22 @@
 namespace ipcfloor {
 
 // Validates `request` and fills every field of `response` (seq and opcode echoed, status set).
-// Bad frames (unknown opcode, flags or reserved bits set, a window outside [1, n_bars]) get an
-// error status and no result; they are never fatal. Hot path: noexcept, no allocation, no
-// syscall. `request` must be a private copy: a peer may still be writing the shared slot.
+// Bad frames (unknown opcode, flags set, a window outside [1, n_bars], an ECHO_BULK range
+// outside `bulk`) get an error status and no result; they are never fatal. Hot path: noexcept,
+// no allocation, no syscall. `request` must be a private copy: a peer may still be writing the
+// shared slot. `bulk` is the requesting lane's bulk region (empty where there is none); its
+// bytes are the client's, so an ECHO_BULK copies whatever they hold and trusts none of it.
 Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
-                        KernelWorkspace& workspace, ResponseSlot& response) noexcept;
+                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk) noexcept;
+
+// The same without a bulk region (benchmark peers that only ECHO or BACKTEST).
+inline Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
+                               KernelWorkspace& workspace, ResponseSlot& response) noexcept {
+  return dispatch_request(request, close, fee, workspace, response, {});
+}
+
+// Checks an ECHO_BULK payload against a bulk region of `region_bytes`: both ranges inside it,
+// not overlapping, unused words zero. Pure; for the engine and for tests.
+[[nodiscard]] bool valid_bulk_echo(const BulkEcho& bulk, std::size_t region_bytes) noexcept;
 
 }  // namespace ipcfloor

@@ -251,6 +251,9 @@ int main(int argc, char** argv) {
   serve->add_flag("--fifo", serve_options.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve->add_option("--lanes", serve_options.lanes, "client lanes")->capture_default_str();
   serve->add_option("--ring-capacity", serve_options.ring_capacity, "slots per ring (power of two)")->capture_default_str();
+  serve->add_option("--bulk-bytes", serve_options.bulk_bytes,
+                    "bytes of each lane's bulk region for ECHO_BULK (rounded up to 4 KiB; 0 for none)")
+      ->capture_default_str();
   serve->add_option("--fee", serve_options.fee, "fee per round trip, percentage points")->capture_default_str();
   serve->add_option("--wait", serve_wait, "serving thread when idle: spin, backoff or block")->capture_default_str();
   serve->add_option("--hugepages", serve_hugepages, "auto, require or off")->capture_default_str();

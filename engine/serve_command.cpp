@@ -92,6 +92,7 @@ Expected<std::unique_ptr<ShmSide>> start_shm(const ServeOptions& options, const 
   config.name = options.name;
   config.lanes = options.lanes;
   config.ring_capacity = options.ring_capacity;
+  config.bulk_bytes = options.bulk_bytes;
   config.hugepages = options.hugepages;
   config.mlock = options.mlock;
   config.series = series.close;

@@ -25,6 +25,7 @@ struct ServeOptions {
   int fifo_priority = 50;
   std::uint32_t lanes = kDefaultLanes;
   std::uint32_t ring_capacity = kDefaultRingCapacity;
+  std::size_t bulk_bytes = kDefaultBulkBytes;  // per lane, for ECHO_BULK
   double fee = kDefaultFee;
   WaitMode wait = WaitMode::spin;
   HugePagesMode hugepages = HugePagesMode::automatic;

@@ -33,7 +33,7 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, WaitMode 
     if (!requests) return std::unexpected(requests.error());
     auto responses = RingProducer<ResponseSlot>::adopt(view.response_ring, view.response_slots, segment.ring_capacity());
     if (!responses) return std::unexpected(responses.error());
-    lanes.push_back(Lane{view, *requests, *responses});
+    lanes.push_back(Lane{view, *requests, *responses, segment.bulk(i)});
   }
   return std::unique_ptr<ShmServer>(new ShmServer(segment, mode, telemetry, std::move(lanes)));
 }
@@ -65,6 +65,10 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
   const std::uint64_t response_head = lane.responses.position();
   init_ring(*lane.view.request_ring, request_head);
   init_ring(*lane.view.response_ring, response_head);
+  // A client killed between its stamp and its position store leaves a stamped slot at
+  // request_head; stale stamps must not pass for the next client's frames (nor ours for its).
+  clear_ring_stamps(lane.view.request_slots, capacity_);
+  clear_ring_stamps(lane.view.response_slots, capacity_);
   // restart, not make(): it cannot fail (so it never allocates), even if a hostile process
   // scribbles on the rings again right now; the handles' bounds checks catch that later.
   lane.requests.restart(request_head);
@@ -153,7 +157,7 @@ std::size_t ShmServer::serve_lane(std::uint32_t index, Lane& lane) noexcept {
       break;
     }
     const RequestSlot request = *shared;  // private copy: the client may still scribble on it
-    const Status status = dispatch_request(request, close_, fee_, workspace_, *out);
+    const Status status = dispatch_request(request, close_, fee_, workspace_, *out, lane.bulk);
     lane.responses.commit();
     notify_readable(lane.responses, mode_);
     lane.requests.release();

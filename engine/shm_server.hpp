@@ -44,6 +44,7 @@ class ShmServer {
     LaneView view;
     RingConsumer<RequestSlot> requests;
     RingProducer<ResponseSlot> responses;
+    std::span<std::byte> bulk;  // the lane's ECHO_BULK region (from the validated geometry)
   };
 
   ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry, std::vector<Lane> lanes);

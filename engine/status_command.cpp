@@ -54,6 +54,9 @@ nlohmann::json describe_segment(const Segment& segment) {
       {"backing", backing_name(static_cast<Backing>(h.backing))},
       {"locked", h.locked != 0},
       {"wait_mode", to_string(static_cast<WaitMode>(h.wait_mode))},
+      {"lane_count", segment.lane_count()},
+      {"ring_capacity", segment.ring_capacity()},
+      {"bulk_bytes_per_lane", segment.lane_count() > 0 ? segment.bulk(0).size() : 0},
       {"engine", {{"pid", h.engine_pid}, {"uid", h.engine_uid}, {"alive", alive},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
                   {"heartbeat_interval_ms", static_cast<double>(h.heartbeat_interval_ns) / 1e6}}},
@@ -92,10 +95,13 @@ int run_status(const std::string& name, bool json, const std::string& tmpfs_dir)
   fmt::print("series    {} ({} bars, first {}, last {}, checksum {}), fee {}\n", series["source"].get<std::string>(),
              series["bars"].get<std::uint64_t>(), series["first"].get<double>(), series["last"].get<double>(),
              series["checksum"].get<std::string>(), s["fee"].get<double>());
+  fmt::print("lanes     {} x {} slots per ring, {} bulk bytes each\n", s["lane_count"].get<unsigned>(),
+             s["ring_capacity"].get<unsigned>(), s["bulk_bytes_per_lane"].get<std::uint64_t>());
   const auto& c = s["counters"];
-  fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed\n", c["requests"].get<std::uint64_t>(),
-             c["bad_frames"].get<std::uint64_t>(), c["lanes_released"].get<std::uint64_t>(),
-             c["lanes_reclaimed"].get<std::uint64_t>());
+  fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
+             c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),
+             c["lanes_released"].get<std::uint64_t>(), c["lanes_reclaimed"].get<std::uint64_t>(),
+             c["lanes_corrupt"].get<std::uint64_t>());
   fmt::print("{:>5}  {:<10}  {:>8}  {:>7}  {:>12}  {:>10}\n", "lane", "state", "owner", "claims", "requests", "rejected");
   for (const auto& lane : s["lanes"]) {
     const int pid = lane["owner_pid"].get<int>();

@@ -18,8 +18,9 @@ namespace ipcfloor {
 
 // What a request asks for. Values are wire values: never renumber, only append.
 enum class Opcode : std::uint16_t {
-  backtest = 1,  // run one combo, answer pnl and trades
-  echo = 2,      // answer the 48 payload bytes verbatim: the transport floor
+  backtest = 1,   // run one combo, answer pnl and trades
+  echo = 2,       // answer the 48 payload bytes verbatim: the transport floor
+  echo_bulk = 3,  // copy bytes within the lane's bulk region (BulkEcho): the echo curve
 };
 
 // How the engine answered a request. Values are wire values: never renumber, only append.
@@ -30,6 +31,7 @@ enum class Status : std::uint16_t {
   reserved_bits_set,    // flags or reserved fields carry bits this version does not define
   bad_frame,            // the frame is malformed in another way
   engine_error,         // the engine failed while serving a valid request
+  bulk_out_of_range,    // an ECHO_BULK range leaves the lane's bulk region or overlaps itself
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -41,6 +43,7 @@ enum class Status : std::uint16_t {
     case Status::reserved_bits_set: return "reserved_bits_set";
     case Status::bad_frame: return "bad_frame";
     case Status::engine_error: return "engine_error";
+    case Status::bulk_out_of_range: return "bulk_out_of_range";
   }
   return "unknown";
 }
@@ -50,6 +53,7 @@ enum class Status : std::uint16_t {
   switch (opcode) {
     case Opcode::backtest: return "backtest";
     case Opcode::echo: return "echo";
+    case Opcode::echo_bulk: return "echo_bulk";
   }
   return "unknown";
 }
@@ -57,22 +61,48 @@ enum class Status : std::uint16_t {
 // Client -> engine. `seq` is the client's correlation id, echoed in the response.
 // `opcode` stays a raw integer (not Opcode) because a peer may send any value and the engine
 // must be able to read and reject it without an out-of-range enum.
+// `stamp` belongs to the ring: its commit writes ring_stamp(position) there (spsc_ring.hpp),
+// so the frame and its "published" mark share the one cache line the consumer waits on.
 struct alignas(64) RequestSlot {
   std::uint64_t seq;
-  std::uint16_t opcode;    // an Opcode value
-  std::uint16_t flags;     // no flag is defined yet: must be 0
-  std::uint32_t reserved;  // must be 0
-  Combo params;            // the six windows, 48 bytes
+  std::uint16_t opcode;  // an Opcode value
+  std::uint16_t flags;   // no flag is defined yet: must be 0
+  std::uint32_t stamp;   // ring-owned; never written by users
+  Combo params;          // the six windows (BACKTEST, ECHO) or a BulkEcho (ECHO_BULK), 48 bytes
 };
+
+// The 48-byte payload of an ECHO_BULK request, in place of the Combo: copy `bytes` bytes from
+// `in_offset` to `out_offset`, both relative to the start of the client's lane bulk region.
+// The engine checks both ranges against the region's size and rejects overlapping ones.
+struct BulkEcho {
+  std::uint64_t in_offset;
+  std::uint64_t out_offset;
+  std::uint64_t bytes;
+  std::uint64_t unused[3];  // must be 0
+
+  [[nodiscard]] Combo as_params() const noexcept {
+    Combo combo;
+    std::memcpy(&combo, this, sizeof combo);
+    return combo;
+  }
+  [[nodiscard]] static BulkEcho from_params(const Combo& params) noexcept {
+    BulkEcho bulk;
+    std::memcpy(&bulk, &params, sizeof bulk);
+    return bulk;
+  }
+};
+static_assert(sizeof(BulkEcho) == sizeof(Combo), "BulkEcho fills exactly the 48-byte request payload");
+static_assert(std::is_trivially_copyable_v<BulkEcho>, "BulkEcho travels by memcpy as the payload");
 
 // Engine -> client. `seq` and `opcode` repeat the request's, so a pipelining client can match
 // answers without keeping the request. The 48 bytes from `pnl` to the end are the payload:
-// pnl/trades for BACKTEST, the request's params verbatim for ECHO, `extra` left for future ops.
+// pnl/trades for BACKTEST, the request's params verbatim for ECHO, trades = bytes copied for
+// ECHO_BULK, `extra` left for future ops.
 struct alignas(64) ResponseSlot {
   std::uint64_t seq;
-  std::uint16_t status;    // a Status value
-  std::uint16_t opcode;    // the request's opcode, raw
-  std::uint32_t reserved;  // 0
+  std::uint16_t status;  // a Status value
+  std::uint16_t opcode;  // the request's opcode, raw
+  std::uint32_t stamp;   // ring-owned, as in RequestSlot
   double pnl;
   std::int64_t trades;
   std::int64_t extra[4];
@@ -107,7 +137,7 @@ static_assert(alignof(RequestSlot) == 64, "RequestSlot starts on a cache line");
 static_assert(offsetof(RequestSlot, seq) == 0, "RequestSlot.seq offset");
 static_assert(offsetof(RequestSlot, opcode) == 8, "RequestSlot.opcode offset");
 static_assert(offsetof(RequestSlot, flags) == 10, "RequestSlot.flags offset");
-static_assert(offsetof(RequestSlot, reserved) == 12, "RequestSlot.reserved offset");
+static_assert(offsetof(RequestSlot, stamp) == 12, "RequestSlot.stamp offset");
 static_assert(offsetof(RequestSlot, params) == 16, "RequestSlot.params offset");
 
 static_assert(std::is_trivially_copyable_v<ResponseSlot>, "ResponseSlot is copied as raw bytes");
@@ -117,7 +147,7 @@ static_assert(alignof(ResponseSlot) == 64, "ResponseSlot starts on a cache line"
 static_assert(offsetof(ResponseSlot, seq) == 0, "ResponseSlot.seq offset");
 static_assert(offsetof(ResponseSlot, status) == 8, "ResponseSlot.status offset");
 static_assert(offsetof(ResponseSlot, opcode) == 10, "ResponseSlot.opcode offset");
-static_assert(offsetof(ResponseSlot, reserved) == 12, "ResponseSlot.reserved offset");
+static_assert(offsetof(ResponseSlot, stamp) == 12, "ResponseSlot.stamp offset");
 static_assert(offsetof(ResponseSlot, pnl) == 16, "ResponseSlot.pnl offset");
 static_assert(offsetof(ResponseSlot, trades) == 24, "ResponseSlot.trades offset");
 static_assert(offsetof(ResponseSlot, extra) == 32, "ResponseSlot.extra offset");

@@ -20,6 +20,11 @@
 //                                |   +...   ResponseSlot [ring_capacity] x 64 B     |
 //                                +--------------------------------------------------+
 //                                | lane 1 ... lane N-1                              |
+//   bulk_offset (4 KiB)          +--------------------------------------------------+
+//                                | bulk 0  (bulk_stride bytes, 4 KiB multiple)      |
+//                                |   lane 0's scratch for ECHO_BULK: the client     |
+//                                |   writes, the engine copies within it            |
+//                                | bulk 1 ... bulk N-1                              |
 //   series_offset (4 KiB or      +--------------------------------------------------+
 //    2 MiB aligned)              | close[n_bars] f64, read-only after preload       |
 //                                +--------------------------------------------------+
@@ -36,13 +41,17 @@
 namespace ipcfloor {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x524F4F4C46435049ULL;  // "IPCFLOOR" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 1;
+// 2: slots carry the ring's publication stamp (offset 12), per-lane bulk regions.
+inline constexpr std::uint32_t kLayoutVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kDefaultLanes = 4;
 inline constexpr std::uint32_t kMaxLanes = 64;
 inline constexpr std::uint32_t kDefaultRingCapacity = 256;
 inline constexpr std::size_t kSeriesNameBytes = 96;
+// Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
+inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
+inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
 
 // Published last, with a release store: an attacher that reads `ready` with acquire sees the
 // whole header and every region as the creator wrote them.
@@ -74,6 +83,8 @@ struct alignas(kRingLineBytes) SegmentHeader {
   std::uint64_t heartbeat_interval_ns;
   std::uint64_t lanes_offset;
   std::uint64_t lane_stride;
+  std::uint64_t bulk_offset;
+  std::uint64_t bulk_stride;  // bytes of one lane's bulk region (0: no bulk regions)
   std::uint64_t series_offset;
   std::uint64_t series_bytes;
   std::uint64_t n_bars;
@@ -161,19 +172,27 @@ constexpr std::size_t round_up(std::size_t value, std::size_t multiple) noexcept
 struct SegmentGeometry {
   std::size_t lanes_offset;
   std::size_t lane_stride;
+  std::size_t bulk_offset;
+  std::size_t bulk_stride;
   std::size_t series_offset;
   std::size_t series_bytes;
   std::size_t segment_bytes;
 };
 
+// `bulk_bytes` is per lane and rounded up to 4 KiB; callers bound it by kMaxBulkBytes.
 [[nodiscard]] constexpr SegmentGeometry compute_geometry(std::uint32_t lanes, std::uint32_t ring_capacity,
-                                                         std::size_t n_bars, std::size_t page_bytes) noexcept {
+                                                         std::size_t n_bars, std::size_t page_bytes,
+                                                         std::size_t bulk_bytes = kDefaultBulkBytes) noexcept {
   SegmentGeometry g{};
   g.lanes_offset = kHeaderBytes;
   g.lane_stride = round_up(kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot)),
                            4096);
+  // Bulk regions sit apart from the rings: a multi-megabyte copy streams through its own pages
+  // and never evicts or shares a line with the slots the serving thread polls.
+  g.bulk_offset = g.lanes_offset + std::size_t{lanes} * g.lane_stride;
+  g.bulk_stride = round_up(bulk_bytes, 4096);
   // The series starts on its own page (a huge page on hugetlbfs) so it can be scanned linearly.
-  g.series_offset = round_up(g.lanes_offset + std::size_t{lanes} * g.lane_stride, page_bytes);
+  g.series_offset = round_up(g.bulk_offset + std::size_t{lanes} * g.bulk_stride, page_bytes);
   g.series_bytes = n_bars * sizeof(double);
   g.segment_bytes = round_up(g.series_offset + g.series_bytes, page_bytes);
   return g;

@@ -262,6 +262,8 @@ struct LayoutSnapshot {
   std::uint64_t engine_start_ticks;
   std::uint64_t lanes_offset;
   std::uint64_t lane_stride;
+  std::uint64_t bulk_offset;
+  std::uint64_t bulk_stride;
   std::uint64_t series_offset;
   std::uint64_t series_bytes;
   std::uint64_t n_bars;
@@ -271,8 +273,8 @@ struct LayoutSnapshot {
 LayoutSnapshot snapshot_layout(const SegmentHeader& header) noexcept {
   return LayoutSnapshot{header.segment_bytes, header.header_bytes,  header.lane_count,         header.ring_capacity,
                         header.backing,       header.engine_pid,    header.engine_uid,         header.engine_start_ticks,
-                        header.lanes_offset,  header.lane_stride,   header.series_offset,      header.series_bytes,
-                        header.n_bars,        header.series_checksum};
+                        header.lanes_offset,  header.lane_stride,   header.bulk_offset,        header.bulk_stride,
+                        header.series_offset, header.series_bytes,  header.n_bars,             header.series_checksum};
 }
 
 // Everything in a version-matching header that an offset is computed from, against the object
@@ -295,13 +297,19 @@ Expected<void> check_layout(const LayoutSnapshot& header, std::size_t object_byt
   if (header.n_bars < 1 || header.n_bars > object_bytes / sizeof(double)) {
     return corrupt(fmt::format("n_bars {} does not fit in {} bytes", header.n_bars, object_bytes));
   }
-  const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.n_bars, page_bytes_of(backing));
-  if (header.lanes_offset != g.lanes_offset || header.lane_stride != g.lane_stride || header.series_offset != g.series_offset ||
-      header.series_bytes != g.series_bytes || header.segment_bytes != g.segment_bytes) {
-    return corrupt(fmt::format("offsets (lanes {} stride {} series {}+{} total {}) differ from this build's layout "
-                               "(lanes {} stride {} series {}+{} total {})",
-                               header.lanes_offset, header.lane_stride, header.series_offset, header.series_bytes,
-                               header.segment_bytes, g.lanes_offset, g.lane_stride, g.series_offset, g.series_bytes,
+  if (header.bulk_stride > kMaxBulkBytes || header.bulk_stride % 4096 != 0) {
+    return corrupt(fmt::format("bulk_stride {} is not a 4 KiB multiple of at most {}", header.bulk_stride, kMaxBulkBytes));
+  }
+  const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.n_bars, page_bytes_of(backing),
+                                             header.bulk_stride);
+  if (header.lanes_offset != g.lanes_offset || header.lane_stride != g.lane_stride || header.bulk_offset != g.bulk_offset ||
+      header.series_offset != g.series_offset || header.series_bytes != g.series_bytes ||
+      header.segment_bytes != g.segment_bytes) {
+    return corrupt(fmt::format("offsets (lanes {} stride {} bulk {} stride {} series {}+{} total {}) differ from this "
+                               "build's layout (lanes {} stride {} bulk {} stride {} series {}+{} total {})",
+                               header.lanes_offset, header.lane_stride, header.bulk_offset, header.bulk_stride,
+                               header.series_offset, header.series_bytes, header.segment_bytes, g.lanes_offset,
+                               g.lane_stride, g.bulk_offset, g.bulk_stride, g.series_offset, g.series_bytes,
                                g.segment_bytes));
   }
   if (g.series_offset + g.series_bytes > object_bytes) return corrupt("the series region runs past the end of the object");
@@ -520,6 +528,10 @@ Expected<void> validate_config(const SegmentConfig& config) {
     return fail(ErrorCode::invalid_argument, "ring capacity {} is not a power of two in 2..{}", config.ring_capacity, 1U << 24);
   }
   if (config.series.empty()) return fail(ErrorCode::invalid_argument, "the series is empty: the segment needs at least one bar");
+  if (config.bulk_bytes > kMaxBulkBytes) {
+    return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
+                config.bulk_bytes, kMaxBulkBytes);
+  }
   if (config.tmpfs_dir.empty() || config.tmpfs_dir.front() != '/') {
     return fail(ErrorCode::invalid_argument, "tmpfs directory '{}' is not an absolute path", config.tmpfs_dir);
   }
@@ -599,7 +611,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   const auto build = [&](CreatedObject object, const Location& location,
                          std::vector<std::string> warnings) -> Expected<Segment> {
     const std::size_t page_bytes = page_bytes_of(location.backing);
-    const SegmentGeometry g = compute_geometry(config.lanes, config.ring_capacity, config.series.size(), page_bytes);
+    const SegmentGeometry g =
+        compute_geometry(config.lanes, config.ring_capacity, config.series.size(), page_bytes, config.bulk_bytes);
     const int fd = object.fd();
     // Held until `ready` is published: an inspecting creator then knows the object is being
     // built, not abandoned. On a failure return the lock dies with the object's removal.
@@ -633,11 +646,11 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
       const std::uint64_t free_bytes =
           ::statvfs(location.dir.c_str(), &fs) == 0 ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
       return fail(ErrorCode::resource,
-                  "{} is too small: segment {} needs {} bytes ({} lanes x {} bytes, {} bars) but only {} bytes are "
-                  "free ({}); free space there or enlarge it (mount -o remount,size=<bigger> {}), or use fewer "
-                  "bars/lanes",
-                  location.dir, name, g.segment_bytes, config.lanes, g.lane_stride, config.series.size(), free_bytes,
-                  errno_text(rc), location.dir);
+                  "{} is too small: segment {} needs {} bytes ({} lanes x ({} ring + {} bulk) bytes, {} bars) but "
+                  "only {} bytes are free ({}); free space there or enlarge it (mount -o remount,size=<bigger> {}), "
+                  "or use fewer bars/lanes or a smaller --bulk-bytes",
+                  location.dir, name, g.segment_bytes, config.lanes, g.lane_stride, g.bulk_stride,
+                  config.series.size(), free_bytes, errno_text(rc), location.dir);
     }
     if (::fstat(fd, &info) != 0) return fail(ErrorCode::io, "cannot stat {}: {}", location.path, errno_text(errno));
     if (static_cast<std::size_t>(info.st_size) != g.segment_bytes &&
@@ -687,6 +700,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
     header->heartbeat_interval_ns = config.heartbeat_interval_ns;
     header->lanes_offset = g.lanes_offset;
     header->lane_stride = g.lane_stride;
+    header->bulk_offset = g.bulk_offset;
+    header->bulk_stride = g.bulk_stride;
     header->series_offset = g.series_offset;
     header->series_bytes = g.series_bytes;
     header->n_bars = config.series.size();
@@ -732,7 +747,9 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
     if (retry) continue;
 
     if (config.hugepages != HugePagesMode::off) {
-      const std::size_t huge_bytes = compute_geometry(config.lanes, config.ring_capacity, config.series.size(), kHugePageBytes).segment_bytes;
+      const std::size_t huge_bytes =
+          compute_geometry(config.lanes, config.ring_capacity, config.series.size(), kHugePageBytes, config.bulk_bytes)
+              .segment_bytes;
       const std::uint64_t pages_needed = huge_bytes / kHugePageBytes;
       const HugePageBudget budget = huge_page_budget();
       std::string reason;
@@ -861,8 +878,8 @@ Expected<Segment> Segment::attach(std::string_view name, std::string_view tmpfs_
   segment.device_ = info.st_dev;
   segment.inode_ = info.st_ino;
   segment.posix_shm_ = found->posix_shm;
-  segment.geometry_ = SegmentGeometry{layout.lanes_offset, layout.lane_stride, layout.series_offset,
-                                      layout.series_bytes, layout.segment_bytes};
+  segment.geometry_ = SegmentGeometry{layout.lanes_offset, layout.lane_stride, layout.bulk_offset, layout.bulk_stride,
+                                      layout.series_offset, layout.series_bytes, layout.segment_bytes};
   segment.lane_count_ = layout.lane_count;
   segment.ring_capacity_ = layout.ring_capacity;
   segment.n_bars_ = layout.n_bars;

@@ -79,6 +79,7 @@ struct SegmentConfig {
   std::string name;  // the object is /dev/shm/NAME or <hugetlbfs mount>/NAME
   std::uint32_t lanes = kDefaultLanes;                 // 1..kMaxLanes
   std::uint32_t ring_capacity = kDefaultRingCapacity;  // power of two >= 2
+  std::size_t bulk_bytes = kDefaultBulkBytes;          // per lane, 0..kMaxBulkBytes, rounded up to 4 KiB
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
   std::span<const double> series;  // at least one bar; copied into the series region
@@ -134,6 +135,10 @@ class Segment {
   // Precondition: i < lane_count().
   [[nodiscard]] LaneView lane(std::uint32_t i) const noexcept {
     return lane_view(base(), geometry_.lanes_offset, geometry_.lane_stride, ring_capacity_, i);
+  }
+  // Lane i's bulk region (empty when the segment has none). Precondition: i < lane_count().
+  [[nodiscard]] std::span<std::byte> bulk(std::uint32_t i) const noexcept {
+    return {base() + geometry_.bulk_offset + std::size_t{i} * geometry_.bulk_stride, geometry_.bulk_stride};
   }
   [[nodiscard]] std::span<const double> series() const noexcept;
   [[nodiscard]] Backing backing() const noexcept { return backing_; }

@@ -16,12 +16,22 @@
 // 0 <= produced - consumed <= capacity is corrupt or hostile: the handle latches `corrupt` and
 // stops trusting the ring instead of handing out slots it has no right to.
 //
+// The commit is two release stores: first the slot's own `stamp` (ring_stamp(position)), then
+// the producer position. A consumer waits on the stamp of the slot it reads next, so a frame
+// crosses between cores as one cache line: the payload and its "ready" flag arrive together.
+// Waiting on the position instead costs a second serial miss (the position's line, then the
+// slot's): measured on this project's 2-vCPU host, 1.18-1.34x the bare cache-line round trip
+// with the position, 0.95-1.15x with the stamp, in the same interleaved run. The position stays
+// the ring's authority for fill level, bounds checks and restarts; the consumer loads it only
+// when the stamp says "not yet", to notice a producer that wrote an impossible one.
+//
 // Hot-path calls never allocate, never throw and make no syscalls.
 
 #include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -72,9 +82,41 @@ static_assert(offsetof(RingControl, producer_sleeping) == offsetof(RingControl, 
 static_assert(sizeof(RingControl) == 3 * kRingLineBytes, "RingControl is three 128-byte lines");
 static_assert(alignof(RingControl) == kRingLineBytes, "RingControl starts on a 128-byte line");
 
-// A slot type the ring can carry: copied as bytes, no pointers by contract.
+// A slot type the ring can carry: copied as bytes, no pointers by contract, with a 32-bit
+// `stamp` that belongs to the ring (users never write it; see copy_slot_payload).
 template <class Slot>
-concept RingSlot = std::is_trivially_copyable_v<Slot> && std::is_standard_layout_v<Slot>;
+concept RingSlot = std::is_trivially_copyable_v<Slot> && std::is_standard_layout_v<Slot> &&
+                   std::is_same_v<decltype(Slot::stamp), std::uint32_t> && alignof(Slot) >= 4;
+
+// The stamp that marks the slot of `position` as published. Always odd, so the zero of fresh or
+// cleared memory never reads as published; the position's low 31 bits tell one lap from the
+// previous one for every capacity the ring accepts (< 2^31).
+[[nodiscard]] constexpr std::uint32_t ring_stamp(std::uint64_t position) noexcept {
+  return static_cast<std::uint32_t>(position << 1) | 1U;
+}
+
+// Copies every byte of `src` except the ring-owned `stamp` into `dst`: the consumer may be
+// reading dst.stamp atomically right now, so a plain write of it would be a data race.
+template <RingSlot Slot>
+inline void copy_slot_payload(Slot& dst, const Slot& src) noexcept {
+  constexpr std::size_t at = offsetof(Slot, stamp);
+  constexpr std::size_t after = at + sizeof(std::uint32_t);
+  auto* out = reinterpret_cast<unsigned char*>(&dst);
+  const auto* in = reinterpret_cast<const unsigned char*>(&src);
+  if constexpr (at > 0) std::memcpy(out, in, at);
+  if constexpr (after < sizeof(Slot)) std::memcpy(out + after, in + after, sizeof(Slot) - after);
+}
+
+// Zeroes every slot's stamp, so no stale stamp can pass for a frame at any future position of a
+// restarted ring. Setup / reset only: nobody may be producing into these slots meanwhile.
+template <RingSlot Slot>
+inline void clear_ring_stamps(Slot* slots, std::uint32_t capacity) noexcept {
+  for (std::uint32_t i = 0; i < capacity; ++i) {
+    // relaxed: the caller publishes the reset ring with its own release store (e.g. the lane's
+    // owner word), which orders these before any later producer or consumer.
+    std::atomic_ref<std::uint32_t>(slots[i].stamp).store(0, std::memory_order_relaxed);
+  }
+}
 
 // True for a capacity the ring accepts: a power of two, at least 2.
 [[nodiscard]] constexpr bool valid_ring_capacity(std::uint64_t capacity) noexcept {
@@ -192,14 +234,15 @@ class RingProducer {
   [[nodiscard]] bool try_push(const Slot& slot) noexcept {
     Slot* const target = try_claim();
     if (target == nullptr) return false;
-    *target = slot;
+    copy_slot_payload(*target, slot);
     commit();
     return true;
   }
 
   // Zero-copy write, step 1: the next free slot, or nullptr when full or corrupt(). The slot is
   // not visible to the consumer until commit(). Calling it again before commit() returns the
-  // same slot.
+  // same slot. Write every field but `stamp` (the consumer is polling it): assign fields, or
+  // fill a local slot and copy_slot_payload it over.
   [[nodiscard]] Slot* try_claim() noexcept {
     if (!has_space()) return nullptr;
     claimed_ = true;
@@ -210,9 +253,12 @@ class RingProducer {
   void commit() noexcept {
     assert(claimed_ && "RingProducer::commit without a successful try_claim");
     claimed_ = false;
-    ++head_;
-    // release: publishes the slot's payload; pairs with the acquire of `produced` in
+    // release: publishes the slot's payload; pairs with the acquire load of the stamp in
     // RingConsumer::has_data (reached from try_peek/try_pop/readable).
+    std::atomic_ref<std::uint32_t>(slots_[head_ & mask_].stamp).store(ring_stamp(head_), std::memory_order_release);
+    ++head_;
+    // release: publishes the position after the stamp; pairs with the acquire loads of
+    // `produced` in RingConsumer::has_data's bounds check, make()/adopt() and probe_corrupt().
     control_->produced.store(head_, std::memory_order_release);
     // Take ownership of the next slot's line now, while the peer is busy with this frame, so
     // the next write does not wait for the consumer's copy to be invalidated on the critical
@@ -305,11 +351,11 @@ class RingConsumer {
                   "ring positions are inconsistent (produced {}, consumed {}, capacity {})",
                   produced, consumed, capacity);
     }
-    return RingConsumer(control, slots, capacity, consumed, produced);
+    return RingConsumer(control, slots, capacity, consumed);
   }
 
-  // The consumer-side twin of RingProducer::adopt: trusts only `consumed`; the first try_peek
-  // loads (and bounds-checks) `produced`.
+  // The consumer-side twin of RingProducer::adopt: trusts only `consumed`; `produced` is
+  // bounds-checked the first time a try_peek finds the next slot unpublished.
   [[nodiscard]] static Expected<RingConsumer> adopt(RingControl* control, const Slot* slots,
                                                     std::uint32_t capacity) {
     if (control == nullptr || slots == nullptr) {
@@ -320,12 +366,12 @@ class RingConsumer {
     }
     // acquire: pairs with the release that published the initialised segment.
     const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
-    return RingConsumer(control, slots, capacity, consumed, consumed);  // looks empty: reloads first
+    return RingConsumer(control, slots, capacity, consumed);
   }
 
   // Zero-copy read, step 1: the oldest published slot, or nullptr when empty or corrupt() (tell
-  // them apart with corrupt()). The slot stays valid and unchanged until release(). Loads the
-  // producer position only when the cached one says empty.
+  // them apart with corrupt()). The slot stays valid and unchanged until release(). Reads the
+  // slot's stamp; loads the producer position only when the stamp says "not yet".
   [[nodiscard]] const Slot* try_peek() noexcept {
     if (!has_data()) return nullptr;
     peeked_ = true;
@@ -352,25 +398,20 @@ class RingConsumer {
     return PopStatus::ok;
   }
 
-  // True when try_peek would not return empty (data is there, or the ring is corrupt); refreshes
-  // the cached producer position only when the cache says empty. The wait strategies poll it.
+  // True when try_peek would not return empty (data is there, or the ring is corrupt). The wait
+  // strategies poll it.
   [[nodiscard]] bool readable() noexcept { return has_data() || corrupt_; }
 
-  // Reloads the producer position whatever the cache says and latches corrupt() if it is
-  // impossible; returns corrupt(). For a slow path that must notice a poisoned ring while
-  // frames it has not read yet are still cached (e.g. a client blocked on its request ring).
+  // Loads the producer position and latches corrupt() if it is impossible; returns corrupt().
+  // For a slow path that must notice a poisoned ring while stamped frames it has not read yet
+  // keep readable() true (e.g. a client blocked on its request ring).
   // Reads no slot. Not for the hot path: it always loads the producer's line.
   [[nodiscard]] bool probe_corrupt() noexcept {
     if (corrupt_) return true;
     // acquire: pairs with the release in RingProducer::commit, as in has_data.
     const std::uint64_t head = control_->produced.load(std::memory_order_acquire);
-    if (head - tail_ > mask_ + 1) {
-      corrupt_ = true;
-      cached_head_ = tail_;  // as in has_data: the fast check must say empty from now on
-      return true;
-    }
-    cached_head_ = head;
-    return false;
+    if (impossible_head(head)) corrupt_ = true;
+    return corrupt_;
   }
 
   // Frames consumed so far from this ring (monotonic, wraps at 2^64).
@@ -386,7 +427,6 @@ class RingConsumer {
   // The consumer-side twin of RingProducer::restart.
   void restart(std::uint64_t position) noexcept {
     tail_ = position;
-    cached_head_ = position;
     corrupt_ = false;
     peeked_ = false;
   }
@@ -394,34 +434,41 @@ class RingConsumer {
   [[nodiscard]] std::uint32_t capacity() const noexcept {
     return static_cast<std::uint32_t>(mask_ + 1);
   }
-  // Latched once the producer position was seen outside [consumed, consumed + capacity].
+  // Latched once the producer position was seen outside [consumed - 1, consumed + capacity].
   [[nodiscard]] bool corrupt() const noexcept { return corrupt_; }
   [[nodiscard]] RingControl& control() const noexcept { return *control_; }
 
  private:
-  RingConsumer(RingControl* control, const Slot* slots, std::uint32_t capacity, std::uint64_t tail,
-               std::uint64_t head) noexcept
-      : control_(control), slots_(slots), mask_(capacity - 1ULL), tail_(tail), cached_head_(head) {}
+  RingConsumer(RingControl* control, const Slot* slots, std::uint32_t capacity, std::uint64_t tail) noexcept
+      : control_(control), slots_(slots), mask_(capacity - 1ULL), tail_(tail) {}
 
   bool has_data() noexcept {
-    if (cached_head_ != tail_) return true;
     if (corrupt_) return false;
-    // acquire: pairs with the release in RingProducer::commit, so the slot's payload is visible
-    // before it is read.
+    // The slot is only ever read here, but atomic_ref needs a mutable object: the const is this
+    // handle's promise not to write, not the memory's.
+    auto& stamp = const_cast<std::uint32_t&>(slots_[tail_ & mask_].stamp);
+    // acquire: pairs with the release store of the stamp in RingProducer::commit, so the slot's
+    // payload is visible before it is read.
+    if (std::atomic_ref<std::uint32_t>(stamp).load(std::memory_order_acquire) == ring_stamp(tail_)) return true;
+    // acquire: pairs with the release of `produced` in RingProducer::commit. Only a bounds
+    // check: a producer whose position is impossible is corrupt or hostile.
     const std::uint64_t head = control_->produced.load(std::memory_order_acquire);
-    if (head - tail_ > mask_ + 1) {
-      corrupt_ = true;  // leave cached_head_ == tail_: the fast check keeps saying empty
-      return false;
-    }
-    cached_head_ = head;
-    return head != tail_;
+    if (impossible_head(head)) corrupt_ = true;
+    return false;
+  }
+
+  // The producer position may trail this consumer by one: the commit stores the stamp before
+  // the position, and this side may already have consumed the stamped frame. It can be no
+  // further behind (having seen stamp p with acquire, we see at least the position store that
+  // preceded it, p) and no more than a ring ahead. Anything else is corruption.
+  [[nodiscard]] bool impossible_head(std::uint64_t head) const noexcept {
+    return head - (tail_ - 1) > mask_ + 2;
   }
 
   RingControl* control_;
   const Slot* slots_;
   std::uint64_t mask_;
-  std::uint64_t tail_;         // this consumer's position: only this thread writes `consumed`
-  std::uint64_t cached_head_;  // last producer position seen
+  std::uint64_t tail_;  // this consumer's position: only this thread writes `consumed`
   bool corrupt_ = false;
   bool peeked_ = false;
 };

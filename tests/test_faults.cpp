@@ -31,6 +31,7 @@
 
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
+#include "engine/dispatch.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
 #include "shm/liveness.hpp"
@@ -768,9 +769,11 @@ void release_lane(const Segment& segment, std::uint32_t lane) {
 }
 
 // What dispatch_request must answer to `request` on a series of `bars` bars.
-Status deserved_status(const RequestSlot& request, std::int64_t bars) {
-  if (request.flags != 0 || request.reserved != 0) return Status::reserved_bits_set;
+Status deserved_status(const RequestSlot& request, std::int64_t bars, std::size_t bulk_bytes) {
+  if (request.flags != 0) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
+  if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk))
+    return valid_bulk_echo(BulkEcho::from_params(request.params), bulk_bytes) ? Status::ok : Status::bulk_out_of_range;
   if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return Status::unknown_opcode;
   for (const std::int64_t window : request.params.as_array())
     if (window < 1 || window > bars) return Status::window_out_of_range;
@@ -890,7 +893,7 @@ TEST_CASE("a client reports CallStatus::corrupt when its response ring holds imp
   auto client = ShmClient::connect(engine.name(), client_options(WaitMode::backoff, std::chrono::seconds(2)));
   REQUIRE(client.has_value());
   check_serves(*client, 1);
-  for (const std::int64_t offset : {17, -1}) {  // beyond the capacity, and behind the consumer
+  for (const std::int64_t offset : {17, -2}) {  // beyond the capacity, and behind the consumer (-1 is legal)
     CAPTURE(offset);
     auto fresh = ShmClient::connect(engine.name(), client_options(WaitMode::backoff, std::chrono::seconds(2)));
     REQUIRE(fresh.has_value());
@@ -940,26 +943,37 @@ TEST_CASE("random hostile ring positions and slot bytes never crash the engine: 
     const std::uint64_t response_base = view.response_ring->produced.load(std::memory_order_acquire);
     REQUIRE(view.request_ring->produced.load(std::memory_order_relaxed) == base);  // relaxed: we are its producer
 
-    for (std::uint32_t i = 0; i < kCapacity; ++i) {
+    // Anything from nothing to well past the capacity, or behind the consumer. The position may
+    // trail the consumer by one (a commit stores the stamp first), so base - 1 is legal.
+    const std::uint64_t pick = random() % 4;
+    const std::uint64_t count = pick == 0 ? kCapacity + 1 + random() % 1000 : random() % (kCapacity + 1);
+    const std::uint64_t target = pick == 1 && count > 0 ? base - count : base + count;
+    const bool impossible = target - (base - 1) > kCapacity + 1;
+    const std::uint64_t published = impossible || target == base - 1 ? 0 : target - base;
+    // A hostile peer stamps what it likes: here every frame it claims to publish ahead of the
+    // consumer, up to a ring's worth; the engine serves stamped frames and then finds the position.
+    const std::uint64_t stamped = pick == 1 ? 0 : std::min<std::uint64_t>(count, kCapacity);
+    // Before the first stamp: the engine answers each frame as soon as its stamp lands.
+    const std::uint64_t corrupt_before = counter(header.lanes_corrupt);
+    const std::uint64_t bad_before = counter(header.bad_frames);
+    for (std::uint32_t k = 0; k < kCapacity; ++k) {
       RequestSlot slot{};
       auto* bytes = reinterpret_cast<unsigned char*>(&slot);
       for (std::size_t b = 0; b < sizeof slot; ++b) bytes[b] = static_cast<unsigned char>(random());
       if (random() % 2 == 0) {  // a plausible frame, so validation gets past the first check
         slot.opcode = static_cast<std::uint16_t>(1 + random() % 3);
         slot.flags = 0;
-        slot.reserved = 0;
         for (std::int64_t* w : {&slot.params.h, &slot.params.L, &slot.params.s, &slot.params.p3, &slot.params.p2, &slot.params.p})
           *w = static_cast<std::int64_t>(random() % (kBars + 8)) - 2;
       }
-      view.request_slots[i] = slot;
+      RequestSlot& shared = view.request_slots[(base + k) % kCapacity];
+      copy_slot_payload(shared, slot);
+      // release: publishes the payload; pairs with the engine's acquire load of the stamp.
+      std::atomic_ref<std::uint32_t>(shared.stamp).store(k < stamped ? ring_stamp(base + k) : 0, std::memory_order_release);
+      // release: as a commit does, the position follows its stamp (the engine may be reading
+      // these frames already, and a position more than one behind it would be impossible).
+      if (k < stamped) view.request_ring->produced.store(base + k + 1, std::memory_order_release);
     }
-    // Anything from nothing to well past the capacity, or behind the consumer.
-    const std::uint64_t pick = random() % 4;
-    const std::uint64_t count = pick == 0 ? kCapacity + 1 + random() % 1000 : random() % (kCapacity + 1);
-    const std::uint64_t target = pick == 1 && count > 0 ? base - count : base + count;
-    const bool impossible = target - base > kCapacity;
-    const std::uint64_t corrupt_before = counter(header.lanes_corrupt);
-    const std::uint64_t bad_before = counter(header.bad_frames);
     // release: publishes the slots; pairs with the engine's acquire load of produced.
     view.request_ring->produced.store(target, std::memory_order_release);
 
@@ -970,16 +984,16 @@ TEST_CASE("random hostile ring positions and slot bytes never crash the engine: 
       CHECK(eventually([&] { return view.response_ring->produced.load(std::memory_order_relaxed) - response_base > kCapacity; }));
     } else {
       // acquire: pairs with the engine's release of consumed, after it wrote the answers.
-      REQUIRE(eventually([&] { return view.request_ring->consumed.load(std::memory_order_acquire) == target; }));
+      REQUIRE(eventually([&] { return view.request_ring->consumed.load(std::memory_order_acquire) == base + published; }));
       REQUIRE(eventually([&] {
         // acquire: pairs with the engine's release store of produced (the answers' payload).
-        return view.response_ring->produced.load(std::memory_order_acquire) == response_base + count;
+        return view.response_ring->produced.load(std::memory_order_acquire) == response_base + published;
       }));
       std::uint64_t rejected = 0;
-      for (std::uint64_t i = 0; i < count; ++i) {
+      for (std::uint64_t i = 0; i < published; ++i) {
         const RequestSlot& request = view.request_slots[(base + i) % kCapacity];
         const ResponseSlot& response = view.response_slots[(response_base + i) % kCapacity];
-        const Status deserved = deserved_status(request, kBars);
+        const Status deserved = deserved_status(request, kBars, peer->bulk(*lane).size());
         CHECK(response.seq == request.seq);
         CHECK(response.opcode == request.opcode);
         CHECK(response.status == static_cast<std::uint16_t>(deserved));
@@ -987,7 +1001,7 @@ TEST_CASE("random hostile ring positions and slot bytes never crash the engine: 
           CHECK(response.echo() == request.params);
         rejected += deserved != Status::ok ? 1 : 0;
       }
-      frames_checked += count;
+      frames_checked += published;
       CHECK(counter(header.bad_frames) == bad_before + rejected);
       CHECK(counter(header.lanes_corrupt) == corrupt_before);
     }
@@ -1045,7 +1059,7 @@ TEST_CASE("the engine comes up although a client scribbled on a lane before its 
   const LaneView lane = segment->lane(1);
   // release: a client's claim; relaxed: its impossible position (no payload).
   lane.control->owner.store(pack_owner(LaneState::claimed, ::getpid()), std::memory_order_release);
-  lane.request_ring->produced.store(~std::uint64_t{0}, std::memory_order_relaxed);
+  lane.request_ring->produced.store(std::uint64_t{1} << 40, std::memory_order_relaxed);
   lane.response_ring->consumed.store(12345, std::memory_order_relaxed);
 
   TelemetryQueue telemetry(kTelemetryQueueCapacity);

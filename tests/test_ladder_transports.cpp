@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/echo_bench.hpp"
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
 #include "engine/stdio_command.hpp"
@@ -180,4 +181,20 @@ TEST_CASE("run_stdio_echo: a short final frame is an error after the whole frame
   CHECK(WIFEXITED(child.status));
   CHECK(WEXITSTATUS(child.status) == 1);
   CHECK(child.out == whole);
+}
+
+TEST_CASE("the echo curve's fit recovers floor and bandwidth from points on the model, and is not led by the largest") {
+  using namespace ipcfloor;
+  // 25 us floor, 3 GB/s (3 bytes per ns), sizes over five decades as the echo suite uses.
+  std::vector<double> bytes{8, 64, 512, 4096, 32768, 262144, 1200000}, ns;
+  for (const double b : bytes) ns.push_back(25'000 + b / 3.0);
+  FloorBandwidthFit fit = fit_floor_bandwidth(bytes, ns);
+  CHECK(fit.floor_ns == doctest::Approx(25'000).epsilon(1e-9));
+  CHECK(fit.bytes_per_ns == doctest::Approx(3.0).epsilon(1e-9));
+  // A megabyte point 30% slow must not drag the floor below zero (plain least squares would).
+  ns.back() *= 1.3;
+  fit = fit_floor_bandwidth(bytes, ns);
+  CHECK(fit.floor_ns > 20'000);
+  CHECK(fit.floor_ns < 30'000);
+  CHECK(fit.bytes_per_ns > 0);
 }

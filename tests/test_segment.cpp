@@ -782,9 +782,11 @@ TEST_CASE("a too-small tmpfs is a clear error at creation, never a SIGBUS later"
   config.series = small;
   config.lanes = 1;
   config.ring_capacity = 16;
+  config.bulk_bytes = 64 * 1024;
   auto created = Segment::create(config);
   REQUIRE_MESSAGE(created.has_value(), why(created));
   CHECK(created->path() == fmt::format("{}/{}", dir, name));
+  CHECK(created->bulk(0).size() == 64 * 1024);
   auto attached = Segment::attach(name, dir);
   REQUIRE_MESSAGE(attached.has_value(), why(attached));
   CHECK(fnv1a64(std::as_bytes(attached->series())) == created->header().series_checksum);

@@ -105,6 +105,60 @@ TEST_CASE("ECHO returns the 48-byte payload verbatim") {
   CHECK(answer.echo() == payload);
 }
 
+TEST_CASE("ECHO_BULK carries payloads from 8 bytes to 1.2 MB through the lane's bulk region, bit for bit") {
+  EngineProcess engine(unique_name("bulk"), {"--wait", "backoff", "--bars", "1000"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  REQUIRE(client->bulk().size() >= kDefaultBulkBytes);
+  for (const std::size_t floats : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{150'000}}) {
+    CAPTURE(floats);
+    std::vector<double> in(floats), out(floats, -1.0);
+    for (std::size_t i = 0; i < floats; ++i) in[i] = 100.0 + static_cast<double>(i) * 0.25 + static_cast<double>(floats);
+    ResponseSlot answer{};
+    REQUIRE(client->echo_bulk(std::as_bytes(std::span(in)), std::as_writable_bytes(std::span(out)), answer) ==
+            CallStatus::ok);
+    CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+    CHECK(answer.trades == static_cast<std::int64_t>(floats * sizeof(double)));
+    CHECK(std::memcmp(in.data(), out.data(), floats * sizeof(double)) == 0);
+  }
+  // Bigger than half the region: refused before anything is sent.
+  std::vector<std::byte> huge(client->bulk().size() / 2 + 1), back(huge.size());
+  ResponseSlot answer{};
+  CHECK(client->echo_bulk(huge, back, answer) == CallStatus::too_large);
+  // Ranges the engine must refuse: past the end, overlapping, unused words set.
+  const std::uint64_t size = client->bulk().size();
+  for (const BulkEcho bad : {BulkEcho{.in_offset = size - 8, .out_offset = 0, .bytes = 16, .unused = {}},
+                             BulkEcho{.in_offset = 0, .out_offset = ~std::uint64_t{0} - 4, .bytes = 8, .unused = {}},
+                             BulkEcho{.in_offset = 0, .out_offset = 8, .bytes = 16, .unused = {}},
+                             BulkEcho{.in_offset = 0, .out_offset = 64, .bytes = 8, .unused = {0, 1, 0}}}) {
+    REQUIRE(client->call(request(Opcode::echo_bulk, bad.as_params()), answer) == CallStatus::ok);
+    CHECK(answer.status == static_cast<std::uint16_t>(Status::bulk_out_of_range));
+  }
+  // The engine still serves the lane.
+  REQUIRE(client->call(request(Opcode::echo, combo_from_length(9)), answer) == CallStatus::ok);
+  CHECK(answer.echo() == combo_from_length(9));
+}
+
+TEST_CASE("an engine started with --bulk-bytes 0 refuses ECHO_BULK and serves everything else") {
+  EngineProcess engine(unique_name("nobulk"), {"--wait", "backoff", "--bars", "500", "--bulk-bytes", "0"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  CHECK(client->bulk().empty());
+  ResponseSlot answer{};
+  const BulkEcho empty{.in_offset = 0, .out_offset = 0, .bytes = 0, .unused = {}};
+  REQUIRE(client->call(request(Opcode::echo_bulk, empty.as_params()), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));  // zero bytes fit anywhere
+  const BulkEcho one{.in_offset = 0, .out_offset = 8, .bytes = 8, .unused = {}};
+  REQUIRE(client->call(request(Opcode::echo_bulk, one.as_params()), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::bulk_out_of_range));
+  std::vector<std::byte> in(8), out(8);
+  CHECK(client->echo_bulk(in, out, answer) == CallStatus::too_large);
+  REQUIRE(client->call(request(Opcode::backtest, combo_from_length(6)), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+}
+
 TEST_CASE("bad frames get an error status and a counter, and the engine keeps serving") {
   EngineProcess engine(unique_name("bad"), {"--wait", "backoff", "--bars", "500"});
   REQUIRE(engine.up());
@@ -122,10 +176,10 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
   REQUIRE(client->call(flagged, answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::reserved_bits_set));
 
-  RequestSlot reserved = request(Opcode::echo, combo_from_length(6));
-  reserved.reserved = 0x10;
-  REQUIRE(client->call(reserved, answer) == CallStatus::ok);
-  CHECK(answer.status == static_cast<std::uint16_t>(Status::reserved_bits_set));
+  // A range past the lane's bulk region: refused, nothing copied.
+  const BulkEcho beyond{.in_offset = 0, .out_offset = 8, .bytes = kDefaultBulkBytes, .unused = {}};
+  REQUIRE(client->call(request(Opcode::echo_bulk, beyond.as_params()), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::bulk_out_of_range));
 
   REQUIRE(client->call(request(Opcode::backtest, Combo{3, 501, 2, 1, 2, 3}), answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::window_out_of_range));

@@ -45,7 +45,7 @@ RequestSlot request(std::uint64_t seq) {
   return RequestSlot{.seq = seq,
                      .opcode = static_cast<std::uint16_t>(Opcode::backtest),
                      .flags = 0,
-                     .reserved = 0,
+                     .stamp = 0,
                      .params = Combo{v, v + 1, v + 2, v + 3, v + 4, v + 5}};
 }
 
@@ -278,7 +278,7 @@ TEST_CASE("ring: a corrupt producer position is reported, never read") {
   REQUIRE(consumer.try_pop(out) == PopStatus::ok);
 
   SUBCASE("too far ahead") { ring.control->produced.store(consumer.position() + 8 + 1); }
-  SUBCASE("behind the consumer") { ring.control->produced.store(consumer.position() - 1); }
+  SUBCASE("behind the consumer") { ring.control->produced.store(consumer.position() - 2); }
   SUBCASE("wildly off") { ring.control->produced.store(0xFFFF'0000'0000'0000ULL); }
 
   out.seq = kPoison - 1;
@@ -293,6 +293,52 @@ TEST_CASE("ring: a corrupt producer position is reported, never read") {
   // Latched: restoring a sane value does not make the handle trust the ring again.
   ring.control->produced.store(consumer.position());
   CHECK(consumer.try_pop(out) == PopStatus::corrupt);
+}
+
+TEST_CASE("ring: a producer position one behind the consumer is legal (the stamp is stored first)") {
+  TestRing<RequestSlot> ring(8, 1000);
+  auto producer = ring.producer();
+  auto consumer = ring.consumer();
+  REQUIRE(producer.try_push(request(0)));
+  RequestSlot out{};
+  REQUIRE(consumer.try_pop(out) == PopStatus::ok);
+  // As if the consumer read the stamped frame before the producer's position store landed.
+  ring.control->produced.store(consumer.position() - 1);
+  CHECK(consumer.try_pop(out) == PopStatus::empty);
+  CHECK_FALSE(consumer.corrupt());
+  CHECK_FALSE(consumer.probe_corrupt());
+  ring.control->produced.store(consumer.position());
+  REQUIRE(producer.try_push(request(1)));
+  REQUIRE(consumer.try_pop(out) == PopStatus::ok);
+  CHECK(out.seq == 1);
+}
+
+TEST_CASE("ring: a frame is published by its slot's stamp, which users never write") {
+  TestRing<ResponseSlot> ring(4, 7);
+  auto producer = ring.producer();
+  auto consumer = ring.consumer();
+  ResponseSlot* slot = producer.try_claim();
+  REQUIRE(slot != nullptr);
+  CHECK(slot->stamp == 0);  // fresh memory: never looks published
+  ResponseSlot payload{};
+  payload.seq = 42;
+  payload.stamp = ring_stamp(7);  // a user's stamp is ignored by copy_slot_payload
+  copy_slot_payload(*slot, payload);
+  CHECK(slot->stamp == 0);
+  CHECK(consumer.try_peek() == nullptr);  // written, not committed
+  producer.commit();
+  CHECK(slot->stamp == ring_stamp(7));
+  const ResponseSlot* seen = consumer.try_peek();
+  REQUIRE(seen == slot);
+  CHECK(seen->seq == 42);
+  consumer.release();
+  // Stamps are odd, and differ from the same slot's stamp one lap earlier for every capacity.
+  CHECK(ring_stamp(0) == 1);
+  CHECK(ring_stamp(~std::uint64_t{0}) % 2 == 1);
+  for (std::uint64_t capacity = 2; capacity <= (std::uint64_t{1} << 30); capacity <<= 1)
+    CHECK(ring_stamp(1000 + capacity) != ring_stamp(1000));
+  clear_ring_stamps(ring.slots.data(), 4);
+  CHECK(slot->stamp == 0);
 }
 
 TEST_CASE("ring: a corrupt consumer position stops the producer") {

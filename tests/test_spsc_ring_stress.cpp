@@ -111,7 +111,6 @@ void fill_request(RequestSlot& slot, std::uint64_t seq) noexcept {
   slot.seq = seq;
   slot.opcode = static_cast<std::uint16_t>(Opcode::echo);
   slot.flags = 0;
-  slot.reserved = 0;
   slot.params = payload_for(seq);
 }
 
@@ -252,7 +251,6 @@ int serve_echo(SharedRings& rings, WaitMode mode, std::uint64_t frames, WaitDead
     response->seq = request->seq;
     response->status = static_cast<std::uint16_t>(Status::ok);
     response->opcode = request->opcode;
-    response->reserved = 0;
     response->set_echo(request->params);
     responses->commit();
     notify_readable(*responses, mode);

@@ -2,8 +2,8 @@
 //
 // libFuzzer harness for the ring frame validator (SPEC §4, §9): the input is what a corrupt or
 // hostile peer can leave in one lane of the shared segment. It sets both ring positions, the
-// bytes of every request slot, and the further position writes the peer makes while the engine
-// reads. A RingConsumer reads that ring exactly as the serving thread does, and every frame it
+// bytes of every request slot (the ring-owned stamps included), and the further position and
+// stamp writes the peer makes while the engine reads. A RingConsumer reads that ring exactly as the serving thread does, and every frame it
 // yields goes through dispatch_request against a tiny series. A RingProducer faces a hostile
 // `consumed` the same way (the engine's side of the response ring).
 //
@@ -19,12 +19,16 @@
 //   - every slot handed out is slots[position & mask] for the consumer's own next position, so
 //     it lies inside the slot array (ASan enforces it too: the array is its own allocation of
 //     exactly `capacity` slots);
-//   - a frame is only handed out when some position the peer published lay 1..capacity ahead;
+//   - a frame is only handed out when its slot carries the stamp of the consumer's position;
+//   - corrupt latches only when the published position is impossible for the consumer's own
+//     (outside [consumed - 1, consumed + capacity]);
 //   - once corrupt, a handle stays corrupt and hands out nothing, and readable() stays true,
-//     until the engine restarts the ring (init_ring + restart()), which makes it empty and sane;
-//   - dispatch_request answers every frame: seq and opcode echoed, the status it returns is the
-//     one stored, and it is the status the frame deserves (reserved bits, unknown opcode,
-//     windows outside [1, n_bars]); ECHO returns the payload verbatim.
+//     until the engine restarts the ring (init_ring + clear_ring_stamps + restart()), which
+//     makes it empty and sane;
+//   - dispatch_request answers every frame: seq and opcode echoed, the ring-owned stamp left
+//     alone, the status it returns is the one stored, and it is the status the frame deserves
+//     (flags, unknown opcode, windows outside [1, n_bars], bulk ranges outside the lane's bulk
+//     region); ECHO returns the payload verbatim, ECHO_BULK copies inside the region only.
 
 // Before any header that pulls in fmt: its one out-of-line function (vformat) is then defined
 // here, which also satisfies kernel.cpp's reference to it (see kFmtVformat).
@@ -55,6 +59,7 @@ using namespace ipcfloor;
 
 constexpr std::size_t kBars = 16;  // tiny: a BACKTEST costs next to nothing
 constexpr std::size_t kMaxSteps = 256;
+constexpr std::size_t kBulkBytes = 256;  // the lane's bulk region: its own allocation, for ASan
 
 #define FUZZ_CHECK(condition) \
   do {                        \
@@ -65,6 +70,7 @@ constexpr std::size_t kMaxSteps = 256;
 struct Fixture {
   std::vector<double> close;
   KernelWorkspace workspace{kBars};
+  std::unique_ptr<std::byte[]> bulk = std::make_unique<std::byte[]>(kBulkBytes);
   Fixture() : close(kBars) {
     for (std::size_t i = 0; i < kBars; ++i) close[i] = 100.0 + static_cast<double>((i * 7) % 5) - static_cast<double>(i % 3);
   }
@@ -76,8 +82,17 @@ Fixture& fixture() {
 }
 
 Status expected_status(const RequestSlot& request) {
-  if (request.flags != 0 || request.reserved != 0) return Status::reserved_bits_set;
+  if (request.flags != 0) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
+  if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk)) {
+    const BulkEcho bulk = BulkEcho::from_params(request.params);
+    if (bulk.unused[0] != 0 || bulk.unused[1] != 0 || bulk.unused[2] != 0) return Status::bulk_out_of_range;
+    // In 128-bit arithmetic: the model must not share the engine's overflow reasoning.
+    const auto end = [&](std::uint64_t offset) { return static_cast<unsigned __int128>(offset) + bulk.bytes; };
+    if (end(bulk.in_offset) > kBulkBytes || end(bulk.out_offset) > kBulkBytes) return Status::bulk_out_of_range;
+    const bool disjoint = end(bulk.in_offset) <= bulk.out_offset || end(bulk.out_offset) <= bulk.in_offset;
+    return disjoint ? Status::ok : Status::bulk_out_of_range;
+  }
   if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return Status::unknown_opcode;
   for (const std::int64_t window : request.params.as_array())
     if (window < 1 || window > static_cast<std::int64_t>(kBars)) return Status::window_out_of_range;
@@ -87,16 +102,25 @@ Status expected_status(const RequestSlot& request) {
 void check_dispatch(const RequestSlot& request) {
   Fixture& f = fixture();
   ResponseSlot response;
-  std::memset(&response, 0xA5, sizeof response);  // dispatch must overwrite every field
-  const Status status = dispatch_request(request, f.close, 0.09, f.workspace, response);
+  std::memset(&response, 0xA5, sizeof response);  // dispatch must overwrite every other field
+  std::vector<std::byte> before(f.bulk.get(), f.bulk.get() + kBulkBytes);
+  const Status status = dispatch_request(request, f.close, 0.09, f.workspace, response,
+                                         std::span<std::byte>(f.bulk.get(), kBulkBytes));
   FUZZ_CHECK(response.seq == request.seq);
   FUZZ_CHECK(response.opcode == request.opcode);
-  FUZZ_CHECK(response.reserved == 0);
+  FUZZ_CHECK(response.stamp == 0xA5A5A5A5U);  // the ring's, never dispatch's
   FUZZ_CHECK(response.status == static_cast<std::uint16_t>(status));
   FUZZ_CHECK(status == expected_status(request));
   if (status != Status::ok) return;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) {
     FUZZ_CHECK(response.echo() == request.params);
+  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk)) {
+    const BulkEcho bulk = BulkEcho::from_params(request.params);
+    FUZZ_CHECK(response.trades == static_cast<std::int64_t>(bulk.bytes));
+    for (std::size_t i = 0; i < kBulkBytes; ++i) {
+      const bool copied = i >= bulk.out_offset && i - bulk.out_offset < bulk.bytes;
+      FUZZ_CHECK(f.bulk[i] == (copied ? before[bulk.in_offset + (i - bulk.out_offset)] : before[i]));
+    }
   } else {
     FUZZ_CHECK(response.trades >= 0);
     FUZZ_CHECK(!std::isnan(response.pnl));
@@ -126,6 +150,13 @@ std::uint64_t hostile_position(FuzzedDataProvider& input, std::uint64_t base, st
   }
 }
 
+// The consumer's verdict on a published position, restated independently: legal positions lie
+// in [tail - 1, tail + capacity] (the stamp is stored before the position).
+bool impossible(std::uint64_t head, std::uint64_t tail, std::uint32_t capacity) {
+  const std::uint64_t ahead = head - tail;
+  return !(ahead <= capacity || head == tail - 1);
+}
+
 void fuzz_consumer(FuzzedDataProvider& input, std::uint32_t capacity) {
   HostileRing<RequestSlot> ring(capacity);
   for (std::uint32_t i = 0; i < capacity; ++i) {
@@ -143,12 +174,14 @@ void fuzz_consumer(FuzzedDataProvider& input, std::uint32_t capacity) {
   auto at_attach = RingConsumer<RequestSlot>::make(ring.control.get(), ring.slots.get(), capacity);
   FUZZ_CHECK(at_attach.has_value() == (first_head - start <= capacity));
   if (!at_attach) FUZZ_CHECK(at_attach.error().code == ErrorCode::protocol);
-  // The engine's way (adopt): it always comes up, and the first look judges the positions.
+  // The engine's way (adopt): it always comes up, and the first look judges the slot's stamp,
+  // then (only when the stamp says "not yet") the position.
   auto adopted = RingConsumer<RequestSlot>::adopt(ring.control.get(), ring.slots.get(), capacity);
   FUZZ_CHECK(adopted.has_value());
   const RequestSlot* first = adopted->try_peek();
-  FUZZ_CHECK(adopted->corrupt() == (first_head - start > capacity));
-  FUZZ_CHECK((first != nullptr) == (!adopted->corrupt() && first_head != start));
+  const bool first_stamped = ring.slots[start & (capacity - 1)].stamp == ring_stamp(start);
+  FUZZ_CHECK((first != nullptr) == first_stamped);
+  FUZZ_CHECK(adopted->corrupt() == (!first_stamped && impossible(first_head, start, capacity)));
   if (first != nullptr) FUZZ_CHECK(first == &ring.slots[start & (capacity - 1)]);
 
   // The same positions written by the peer after attach, then more writes while reading.
@@ -156,33 +189,39 @@ void fuzz_consumer(FuzzedDataProvider& input, std::uint32_t capacity) {
   auto made = RingConsumer<RequestSlot>::make(ring.control.get(), ring.slots.get(), capacity);
   FUZZ_CHECK(made.has_value());
   RingConsumer<RequestSlot> consumer = *made;
-  std::vector<std::uint64_t> published{first_head};
+  std::uint64_t head = first_head;  // the position the peer published last
   ring.control->produced.store(first_head, std::memory_order_relaxed);  // relaxed: single thread
 
   std::uint64_t tail = start;  // the consumer's position, modelled
   bool was_corrupt = false;
   for (std::size_t step = 0; step < kMaxSteps && input.remaining_bytes() > 0; ++step) {
-    switch (input.ConsumeIntegralInRange<int>(0, 5)) {
-      case 5:  // a client's slow path looks at the ring whatever its cache says
-        FUZZ_CHECK(consumer.probe_corrupt() == consumer.corrupt());
+    const bool stamped_now = ring.slots[tail & (capacity - 1)].stamp == ring_stamp(tail);
+    switch (input.ConsumeIntegralInRange<int>(0, 6)) {
+      case 6: {  // the peer stamps a slot as a commit would, for a position near the consumer's
+        const std::uint64_t position = tail + input.ConsumeIntegralInRange<std::uint64_t>(0, capacity);
+        ring.slots[position & (capacity - 1)].stamp = ring_stamp(position - input.ConsumeIntegralInRange<int>(0, 1));
+        break;
+      }
+      case 5:  // a client's slow path looks at the position whatever the stamps say
+        FUZZ_CHECK(consumer.probe_corrupt() == (was_corrupt || impossible(head, tail, capacity)));
         break;
       case 4: {  // the engine takes the lane back (ShmServer::reset_lane): empty at any position
         const std::uint64_t position = input.ConsumeBool() ? input.ConsumeIntegral<std::uint64_t>() : tail;
         init_ring(*ring.control, position);
+        clear_ring_stamps(ring.slots.get(), capacity);
         consumer.restart(position);
         FUZZ_CHECK(!consumer.corrupt() && consumer.position() == position && consumer.try_peek() == nullptr);
         tail = position;
-        published.assign(1, position);
+        head = position;
         was_corrupt = false;
         continue;
       }
       case 0: {  // the peer publishes another position
-        const std::uint64_t head = hostile_position(input, tail, capacity);
-        published.push_back(head);
+        head = hostile_position(input, tail, capacity);
         ring.control->produced.store(head, std::memory_order_relaxed);  // relaxed: single thread
         break;
       }
-      case 1: {  // the peer scribbles on a slot, as a client may after publishing it
+      case 1: {  // the peer scribbles on a slot (stamp included), as a client may after publishing it
         const auto index = input.ConsumeIntegralInRange<std::uint32_t>(0, capacity - 1);
         const auto offset = input.ConsumeIntegralInRange<std::size_t>(0, sizeof(RequestSlot) - 1);
         reinterpret_cast<unsigned char*>(&ring.slots[index])[offset] = input.ConsumeIntegral<std::uint8_t>();
@@ -190,13 +229,13 @@ void fuzz_consumer(FuzzedDataProvider& input, std::uint32_t capacity) {
       }
       case 2: {  // the serving thread's way: peek, private copy, dispatch, release
         const RequestSlot* shared = consumer.try_peek();
-        if (shared == nullptr) break;
-        FUZZ_CHECK(!was_corrupt);
+        FUZZ_CHECK((shared != nullptr) == (!was_corrupt && stamped_now));
+        if (shared == nullptr) {
+          FUZZ_CHECK(consumer.corrupt() == (was_corrupt || impossible(head, tail, capacity)));
+          break;
+        }
         FUZZ_CHECK(ring.in_array(shared));
         FUZZ_CHECK(shared == &ring.slots[tail & (capacity - 1)]);
-        bool justified = false;
-        for (const std::uint64_t head : published) justified |= head - tail >= 1 && head - tail <= capacity;
-        FUZZ_CHECK(justified);
         const RequestSlot request = *shared;
         consumer.release();
         ++tail;
@@ -207,12 +246,13 @@ void fuzz_consumer(FuzzedDataProvider& input, std::uint32_t capacity) {
       default: {
         RequestSlot out{};
         const PopStatus status = consumer.try_pop(out);
+        FUZZ_CHECK((status == PopStatus::ok) == (!was_corrupt && stamped_now));
         if (status == PopStatus::ok) {
-          FUZZ_CHECK(!was_corrupt);
           ++tail;
           check_dispatch(out);
         } else {
           FUZZ_CHECK((status == PopStatus::corrupt) == consumer.corrupt());
+          FUZZ_CHECK(consumer.corrupt() == (was_corrupt || impossible(head, tail, capacity)));
         }
         break;
       }
@@ -256,8 +296,11 @@ void fuzz_producer(FuzzedDataProvider& input, std::uint32_t capacity) {
       FUZZ_CHECK(!was_corrupt);
       FUZZ_CHECK(ring.in_array(slot));
       FUZZ_CHECK(slot == &ring.slots[head & (capacity - 1)]);
-      std::memset(slot, 0x5A, sizeof *slot);
+      ResponseSlot payload;
+      std::memset(&payload, 0x5A, sizeof payload);
+      copy_slot_payload(*slot, payload);  // a user never writes the ring-owned stamp
       producer.commit();
+      FUZZ_CHECK(slot->stamp == ring_stamp(head) && slot->seq == payload.seq && slot->extra[3] == payload.extra[3]);
       ++head;
       FUZZ_CHECK(ring.control->produced.load(std::memory_order_relaxed) == head);  // relaxed: single thread
     }
