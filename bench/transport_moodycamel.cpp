@@ -6,12 +6,11 @@
 #include <atomic>
 #include <thread>
 
-#include <readerwriterqueue/readerwriterqueue.h>
-
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
 #include "engine/dispatch.hpp"
 #include "engine/kernel.hpp"
+#include "engine/rw_queue.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {

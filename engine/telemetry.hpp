@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include <readerwriterqueue/readerwriterqueue.h>
+#include "engine/rw_queue.hpp"
 
 namespace ipcfloor {
 
