@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "bench/child_exit.hpp"
+
 extern char** environ;
 
 namespace ipcfloor {
@@ -73,16 +75,7 @@ bool ChildProcess::wait_until(const std::function<bool()>& ready, std::chrono::m
 int ChildProcess::stop(int signal, std::chrono::milliseconds grace) {
   if (pid_ <= 0) return status_;
   kill(pid_, signal);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (waitpid(pid_, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  const int status = reap_child(pid_, grace);
   pid_ = -1;
   status_ = status;
   return status;

@@ -1,20 +1,15 @@
 #include "bench/engine_child.hpp"
 
 #include <dirent.h>
-#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <climits>
 #include <fstream>
-#include <thread>
+#include <utility>
 
 #include "shm/segment.hpp"
-
-extern char** environ;
 
 namespace ipcfloor {
 
@@ -35,46 +30,19 @@ std::string unique_segment_name(const std::string& what) {
 EngineChild::EngineChild(std::string binary, std::string name, const std::vector<std::string>& args,
                          std::chrono::milliseconds startup)
     : name_(std::move(name)) {
-  std::vector<std::string> storage{binary, "serve", "--name", name_, "--quiet"};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // A child inherits the spawning thread's cpu mask, and a benchmark thread is usually pinned
-  // to the client's core: open the mask to every online cpu for the spawn, then restore it.
-  cpu_set_t pinned;
-  CPU_ZERO(&pinned);
-  const bool have_mask = sched_getaffinity(0, sizeof pinned, &pinned) == 0;
-  cpu_set_t all;
-  CPU_ZERO(&all);
-  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &all);
-  if (have_mask) sched_setaffinity(0, sizeof all, &all);
-  const int spawned = posix_spawn(&pid_, binary.c_str(), nullptr, nullptr, argv.data(), environ);
-  if (have_mask) sched_setaffinity(0, sizeof pinned, &pinned);
-  if (spawned != 0) {
-    pid_ = -1;
-    return;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + startup;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Segment::attach(name_)) {
-      up_ = true;
-      return;
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  std::vector<std::string> argv{std::move(binary), "serve", "--name", name_, "--quiet"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto spawned = ChildProcess::spawn(argv);
+  if (!spawned) return;
+  process_.emplace(std::move(*spawned));
+  up_ = process_->wait_until([&] { return Segment::attach(name_).has_value(); }, startup);
 }
 
 EngineChild::~EngineChild() { stop(SIGINT); }
 
 pid_t EngineChild::serving_thread() const {
-  if (pid_ <= 0) return -1;
-  const std::string task_dir = "/proc/" + std::to_string(pid_) + "/task";
+  if (pid() <= 0) return -1;
+  const std::string task_dir = "/proc/" + std::to_string(pid()) + "/task";
   DIR* dir = opendir(task_dir.c_str());
   if (dir == nullptr) return -1;
   pid_t found = -1;
@@ -92,19 +60,8 @@ pid_t EngineChild::serving_thread() const {
 }
 
 int EngineChild::stop(int signal) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, signal);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (waitpid(pid_, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  pid_ = -1;
+  if (pid() <= 0) return -1;
+  const int status = process_->stop(signal, std::chrono::seconds(5));
   (void)Segment::remove(name_);  // a killed engine leaves its segment behind
   return status;
 }

@@ -5,8 +5,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "bench/child_process.hpp"
 
 namespace ipcfloor {
 
@@ -24,7 +27,8 @@ class EngineChild {
   ~EngineChild();  // stop(SIGINT)
 
   [[nodiscard]] bool up() const noexcept { return up_; }
-  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+  // The child's pid; -1 when it could not start, exited early or was stopped.
+  [[nodiscard]] pid_t pid() const noexcept { return process_ ? process_->pid() : -1; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
   // The serving thread's tid (named "ipcf-serve"), or -1 if it cannot be found.
@@ -36,7 +40,7 @@ class EngineChild {
 
  private:
   std::string name_;
-  pid_t pid_ = -1;
+  std::optional<ChildProcess> process_;  // empty when the spawn failed
   bool up_ = false;
 };
 

@@ -61,7 +61,9 @@ Expected<SocketServerChild> start_socket_server(const std::string& binary, int s
         return attempt.has_value();
       },
       std::chrono::seconds(10));
-  if (!up) return fail(ErrorCode::io, "{} serve --no-shm did not come up within 10 s (last connect: {})", binary, last);
+  if (!up)
+    return fail(ErrorCode::io, "{} serve --no-shm did not come up within 10 s ({}; last connect: {})", binary,
+                server.process.running() ? "still running" : "it exited", last);
   return server;
 }
 

@@ -14,16 +14,14 @@
 #include <csignal>
 #include <cstring>
 #include <optional>
-#include <string_view>
-#include <thread>
 
 #include <boost/date_time/posix_time/posix_time_types.hpp>
 #include <boost/interprocess/ipc/message_queue.hpp>
 
+#include "bench/child_exit.hpp"
+#include "bench/echo_peer.hpp"
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
-#include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
 
 namespace ipcfloor {
 
@@ -67,78 +65,26 @@ boost::posix_time::ptime deadline_after(long seconds) {
   return boost::posix_time::microsec_clock::universal_time() + boost::posix_time::seconds(seconds);
 }
 
-// The echo side's exit status, named so the parent's error says why it ended.
-enum EchoExit : int {
-  kEchoStopped = 0,  // got the stop message
-  kEchoPinFailed = 2,
-  kEchoIdle = 3,  // nothing arrived, or a reply could not be sent, for the idle timeout
-  kEchoSetupFailed = 4,
-  kEchoBadFrame = 5,
-  kEchoDispatchFailed = 6,
-  kEchoOrphaned = 7,  // the parent was gone before the child started
-};
-
-std::string_view echo_exit_reason(int code) {
-  switch (code) {
-    case kEchoStopped: return "stopped";
-    case kEchoPinFailed: return "could not pin itself to the server cpu";
-    case kEchoIdle: return "timed out waiting for its peer";
-    case kEchoSetupFailed: return "could not open its end";
-    case kEchoBadFrame: return "received a frame that is not 48 bytes";
-    case kEchoDispatchFailed: return "dispatch_request refused an ECHO";
-    case kEchoOrphaned: return "found its parent gone";
-  }
-  return "failed";
-}
-
 // The forked echo side. Returns its exit status: 0 after the empty stop message.
 int serve_echo(const QueueNames& names, int cpu) {
   if (!pin_current_thread(cpu)) return kEchoPinFailed;
   try {
     bip::message_queue requests(bip::open_only, names.requests());
     bip::message_queue replies(bip::open_only, names.replies());
-    KernelWorkspace workspace(1);  // ECHO never touches it
-    RequestSlot request{};
-    request.opcode = static_cast<std::uint16_t>(Opcode::echo);
-    ResponseSlot response{};
+    EchoPeer peer;
     for (std::uint64_t seq = 0;; ++seq) {
       bip::message_queue::size_type got = 0;
       unsigned priority = 0;
-      if (!requests.timed_receive(&request.params, kPayloadBytes, got, priority, deadline_after(kIdleTimeoutSeconds))) return kEchoIdle;
+      if (!requests.timed_receive(&peer.params(), kPayloadBytes, got, priority, deadline_after(kIdleTimeoutSeconds))) return kEchoIdle;
       if (got == 0) return kEchoStopped;
       if (got != kPayloadBytes) return kEchoBadFrame;
-      request.seq = seq;
-      if (dispatch_request(request, {}, 0.0, workspace, response) != Status::ok) return kEchoDispatchFailed;
-      const Combo echoed = response.echo();
+      if (!peer.answer(seq)) return kEchoDispatchFailed;
+      const Combo echoed = peer.reply();
       if (!replies.timed_send(&echoed, kPayloadBytes, 0, deadline_after(kIdleTimeoutSeconds))) return kEchoIdle;
     }
   } catch (const bip::interprocess_exception&) {
     return kEchoSetupFailed;
   }
-}
-
-// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
-int reap(pid_t pid, std::chrono::milliseconds grace) {
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return status;
-}
-
-std::string describe_child(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, WNOHANG) != pid) return "is alive but did not answer within 5 s";
-  if (WIFEXITED(status))
-    return "exited with status " + std::to_string(WEXITSTATUS(status)) + " (" +
-           std::string(echo_exit_reason(WEXITSTATUS(status))) + ")";
-  return "was killed by signal " + std::to_string(WTERMSIG(status));
 }
 
 }  // namespace
@@ -169,8 +115,7 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
     return std::unexpected(pinned.error());
   }
 
-  std::vector<double> samples;
-  samples.reserve(context.samples);
+  std::vector<double> samples = reserved_samples(context);
   std::optional<Error> error;
   const std::size_t total = context.warmup + context.samples;
   try {
@@ -189,7 +134,7 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
       if (!received) {
         error = Error{ErrorCode::peer_gone,
                       fmt::format("boost-message-queue: round trip {}: the echo process (pid {}) {}", i, child,
-                                  describe_child(child))};
+                                  describe_echo_process(child))};
       } else if (got != kPayloadBytes || reply != payload) {
         error = Error{ErrorCode::protocol,
                       fmt::format("boost-message-queue: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
@@ -203,7 +148,7 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
   } catch (const bip::interprocess_exception& e) {
     error = Error{ErrorCode::io, fmt::format("boost-message-queue: {}", e.what())};
   }
-  const int status = reap(child, std::chrono::seconds(5));
+  const int status = reap_child(child, std::chrono::seconds(5));
   if (error) return std::unexpected(*error);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fail(ErrorCode::peer_gone, "boost-message-queue: the echo process ended with wait status {}", status);

@@ -46,8 +46,7 @@ Expected<std::vector<double>> run_physical_floor(const TransportContext& context
     pong.join();
     return std::unexpected(pinned.error());
   }
-  std::vector<double> samples;
-  samples.reserve(context.samples);
+  std::vector<double> samples = reserved_samples(context);
   const std::size_t total = context.warmup + context.samples;
   for (std::size_t i = 0; i < total; ++i) {
     const std::uint64_t ping = 2 * i + 1;

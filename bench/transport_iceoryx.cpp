@@ -28,6 +28,8 @@
 #include <string>
 #include <thread>
 
+#include "bench/child_exit.hpp"
+
 extern char** environ;
 
 namespace ipcfloor {
@@ -36,28 +38,6 @@ namespace {
 
 constexpr auto kRoudiStartup = std::chrono::seconds(15);
 constexpr const char* kRungProgram = "ipcfloor-iceoryx";
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "stopped";
-}
-
-// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
-int reap(pid_t pid, std::chrono::milliseconds grace) {
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return status;
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -137,7 +117,7 @@ class Roudi {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         return fail(ErrorCode::resource, "iceoryx: {} {} before it was ready (is another RouDi running?): {}", program,
-                    describe_status(status), log_tail());
+                    describe_wait_status(status), log_tail());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -148,7 +128,7 @@ class Roudi {
   void stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGINT);
-    (void)reap(pid_, std::chrono::seconds(10));
+    (void)reap_child(pid_, std::chrono::seconds(10));
     pid_ = -1;
   }
 
@@ -217,7 +197,7 @@ Expected<std::vector<double>> run_iceoryx(const TransportContext& context) {
                         std::chrono::microseconds(50) * (context.warmup + context.samples);
   auto bytes = read_all(pipe_fds[0], deadline);
   close(pipe_fds[0]);
-  const int status = reap(*pid, std::chrono::seconds(5));
+  const int status = reap_child(*pid, std::chrono::seconds(5));
   const std::string roudi_log = roudi.log_tail();
   roudi.stop();
   // A killed iceoryx process leaves its runtime's socket and lock file in /tmp; the rung names
@@ -230,7 +210,7 @@ Expected<std::vector<double>> run_iceoryx(const TransportContext& context) {
 
   if (!bytes) return std::unexpected(bytes.error());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return fail(ErrorCode::peer_gone, "iceoryx: {} {}: {}; RouDi said: {}", kRungProgram, describe_status(status),
+    return fail(ErrorCode::peer_gone, "iceoryx: {} {}: {}; RouDi said: {}", kRungProgram, describe_wait_status(status),
                 one_line_tail(read_text(rung_log.path())), roudi_log);
   if (bytes->size() != context.samples * sizeof(std::uint64_t))
     return fail(ErrorCode::protocol, "iceoryx: {} handed back {} bytes for {} samples", kRungProgram, bytes->size(),

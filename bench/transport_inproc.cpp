@@ -20,10 +20,8 @@ Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
   unpin_current_thread();  // an earlier rung may have pinned this thread elsewhere
   if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
   KernelWorkspace workspace(1);  // ECHO never touches it; dispatch_request's signature wants one
-  std::vector<double> samples;
-  samples.reserve(context.samples);
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  std::vector<double> samples = reserved_samples(context);
+  RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
   const std::size_t total = context.warmup + context.samples;
   for (std::size_t i = 0; i < total; ++i) {

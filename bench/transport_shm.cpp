@@ -22,10 +22,8 @@ Expected<std::vector<double>> run_shm_ring(const TransportContext& context, cons
   if (!client) return std::unexpected(client.error());
   if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
 
-  std::vector<double> samples;
-  samples.reserve(context.samples);
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  std::vector<double> samples = reserved_samples(context);
+  RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
   const std::size_t total = context.warmup + context.samples;
   for (std::size_t i = 0; i < total; ++i) {

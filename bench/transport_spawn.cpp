@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "bench/child_exit.hpp"
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
 
@@ -128,13 +129,6 @@ ssize_t read_reply(int fd, unsigned char* data, std::size_t size, std::chrono::s
   }
 }
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "stopped";
-}
-
 }  // namespace
 
 Expected<std::vector<double>> run_spawn(const TransportContext& context) {
@@ -186,10 +180,10 @@ Expected<std::vector<double>> run_spawn(const TransportContext& context) {
       return fail(ErrorCode::io,
                   "spawn: `{} stdio` answered nothing and {}: this binary does not serve the hidden `stdio` "
                   "subcommand (engine/stdio_command.hpp run_stdio_echo) yet",
-                  context.binary, describe_exit(status));
+                  context.binary, describe_wait_status(status));
     if (!sent || got != static_cast<ssize_t>(sizeof reply) || !exited_ok)
       return fail(ErrorCode::protocol, "spawn: call {}: sent {}, got {} of {} reply bytes, and the child {}", i,
-                  sent ? "the request" : "nothing", got, sizeof reply, describe_exit(status));
+                  sent ? "the request" : "nothing", got, sizeof reply, describe_wait_status(status));
     if (reply != payload)
       return fail(ErrorCode::protocol, "spawn: ECHO {} came back as {}", i, reply.h);
     if (i >= warmup) samples.push_back(context.clock->to_ns(t1 - t0));

@@ -25,14 +25,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <thread>
 
 #include <zmq.h>
 
+#include "bench/child_exit.hpp"
+#include "bench/echo_peer.hpp"
 #include "engine/affinity.hpp"
-#include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
 
 namespace ipcfloor {
 
@@ -121,30 +119,6 @@ class ZmqEndpoint {
   void* socket_ = nullptr;
 };
 
-// The echo side's exit status, named so the parent's error says why it ended.
-enum EchoExit : int {
-  kEchoStopped = 0,  // got the stop message
-  kEchoPinFailed = 2,
-  kEchoIdle = 3,  // nothing arrived, or a reply could not be sent, for the idle timeout
-  kEchoSetupFailed = 4,
-  kEchoBadFrame = 5,
-  kEchoDispatchFailed = 6,
-  kEchoOrphaned = 7,  // the parent was gone before the child started
-};
-
-std::string_view echo_exit_reason(int code) {
-  switch (code) {
-    case kEchoStopped: return "stopped";
-    case kEchoPinFailed: return "could not pin itself to the server cpu";
-    case kEchoIdle: return "timed out waiting for its peer";
-    case kEchoSetupFailed: return "could not open its end";
-    case kEchoBadFrame: return "received a frame that is not 48 bytes";
-    case kEchoDispatchFailed: return "dispatch_request refused an ECHO";
-    case kEchoOrphaned: return "found its parent gone";
-  }
-  return "failed";
-}
-
 // The forked echo side. Returns its exit status: 0 after the empty stop message.
 int serve_echo(const ZmqApi& api, const std::string& endpoint_name, int cpu) {
   if (!pin_current_thread(cpu)) return kEchoPinFailed;
@@ -152,44 +126,16 @@ int serve_echo(const ZmqApi& api, const std::string& endpoint_name, int cpu) {
   if (!endpoint) return kEchoSetupFailed;
   void* socket = (*endpoint)->socket();
   if (api.bind(socket, endpoint_name.c_str()) != 0) return kEchoSetupFailed;
-  KernelWorkspace workspace(1);  // ECHO never touches it
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
-  ResponseSlot response{};
+  EchoPeer peer;
   for (std::uint64_t seq = 0;; ++seq) {
-    const int got = api.recv(socket, &request.params, sizeof request.params, 0);
+    const int got = api.recv(socket, &peer.params(), sizeof(Combo), 0);
     if (got < 0) return kEchoIdle;
     if (got == 0) return api.send(socket, nullptr, 0, 0) == 0 ? kEchoStopped : kEchoIdle;
     if (got != kPayloadBytes) return kEchoBadFrame;
-    request.seq = seq;
-    if (dispatch_request(request, {}, 0.0, workspace, response) != Status::ok) return kEchoDispatchFailed;
-    const Combo echoed = response.echo();
+    if (!peer.answer(seq)) return kEchoDispatchFailed;
+    const Combo echoed = peer.reply();
     if (api.send(socket, &echoed, sizeof echoed, 0) != kPayloadBytes) return kEchoIdle;
   }
-}
-
-// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
-int reap(pid_t pid, std::chrono::milliseconds grace) {
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return status;
-}
-
-std::string describe_child(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, WNOHANG) != pid) return "is alive but did not answer in time";
-  if (WIFEXITED(status))
-    return "exited with status " + std::to_string(WEXITSTATUS(status)) + " (" +
-           std::string(echo_exit_reason(WEXITSTATUS(status))) + ")";
-  return "was killed by signal " + std::to_string(WTERMSIG(status));
 }
 
 // The ipc:// endpoint's socket file, removed whichever way the run ends.
@@ -234,7 +180,7 @@ Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
   }
 
   std::optional<Error> error;
-  std::vector<double> samples;
+  std::vector<double> samples = reserved_samples(context);
   {
     auto endpoint = ZmqEndpoint::open(api, ZMQ_REQ, kCallTimeoutMs);
     if (!endpoint) {
@@ -242,7 +188,6 @@ Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
     } else if (api.connect((*endpoint)->socket(), endpoint_name.c_str()) != 0) {
       error = Error{ErrorCode::io, fmt::format("zeromq-ipc: connect {}: {}", endpoint_name, api.last_error())};
     }
-    samples.reserve(context.samples);
     const std::size_t total = context.warmup + context.samples;
     // The first requests wait until the echo side has bound: zmq reconnects until it has.
     for (std::size_t i = 0; i < total && !error; ++i) {
@@ -255,7 +200,7 @@ Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
       const std::uint64_t t1 = TscClock::now();
       if (got < 0) {
         error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: round trip {} ({}): the echo process (pid {}) {}", i,
-                                                        api.last_error(), child, describe_child(child))};
+                                                        api.last_error(), child, describe_echo_process(child))};
       } else if (got != kPayloadBytes || reply != payload) {
         error = Error{ErrorCode::protocol, fmt::format("zeromq-ipc: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
       } else if (i >= context.warmup) {
@@ -269,7 +214,7 @@ Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
         error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: stopping the echo process: {}", api.last_error())};
     }
   }
-  const int status = reap(child, std::chrono::seconds(5));
+  const int status = reap_child(child, std::chrono::seconds(5));
   if (error) return std::unexpected(*error);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fail(ErrorCode::peer_gone, "zeromq-ipc: the echo process ended with wait status {}", status);

@@ -15,6 +15,7 @@
 #include "bench/latency.hpp"
 #include "shm/combo.hpp"
 #include "shm/error.hpp"
+#include "shm/frames.hpp"
 
 namespace ipcfloor {
 
@@ -42,6 +43,22 @@ struct Transport {
 [[nodiscard]] constexpr Combo ladder_payload(std::uint64_t seq) noexcept {
   const auto s = static_cast<std::int64_t>(seq);
   return Combo{.h = s, .L = ~s, .s = s ^ 0x5a5a'5a5a'5a5a'5a5a, .p3 = -s, .p2 = s + 1, .p = s ^ 0x7fff'0000'ffff'0000};
+}
+
+// An ECHO request slot, seq and payload zero, for a rung to fill in per round trip. No
+// allocation; any thread.
+[[nodiscard]] constexpr RequestSlot ladder_echo_request() noexcept {
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  return request;
+}
+
+// An empty sample vector with room for context.samples, so the timed loop never allocates.
+// Setup path: allocates; any thread.
+[[nodiscard]] inline std::vector<double> reserved_samples(const TransportContext& context) {
+  std::vector<double> samples;
+  samples.reserve(context.samples);
+  return samples;
 }
 
 // Opens the calling thread's cpu mask to every online cpu (the kernel keeps it within the

@@ -35,11 +35,11 @@
 #include <iceoryx_posh/popo/server.hpp>
 #include <iceoryx_posh/runtime/posh_runtime.hpp>
 
+#include "bench/child_exit.hpp"
+#include "bench/echo_peer.hpp"
 #include "bench/latency.hpp"
 #include "bench/transports.hpp"
 #include "engine/affinity.hpp"
-#include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
@@ -90,30 +90,6 @@ std::string_view exit_reason(int code) {
   return "failed";
 }
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status))
-    return "exited with status " + std::to_string(WEXITSTATUS(status)) + " (" +
-           std::string(exit_reason(WEXITSTATUS(status))) + ")";
-  if (WIFSIGNALED(status))
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "stopped";
-}
-
-// Reaps `pid`, killing it if it has not exited within `grace`. Returns the wait status.
-int reap(pid_t pid, std::chrono::milliseconds grace) {
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return status;
-}
-
 // From std::string, not literals: with a literal, GCC 12 inlines iceoryx's truncating copy and
 // warns about a branch that cannot run (-Warray-bounds).
 iox::capro::IdString_t id_string(const std::string& text) {
@@ -136,10 +112,7 @@ int serve_echo(const std::string& tag, int cpu) {
   if (!pin_current_thread(cpu)) return kExitPinFailed;
   init_runtime("ipcfloor-echo-" + tag);
   iox::popo::Server<Combo, Combo> server(service_for(tag));
-  KernelWorkspace workspace(1);  // ECHO never touches it
-  RequestSlot request_slot{};
-  request_slot.opcode = static_cast<std::uint16_t>(Opcode::echo);
-  ResponseSlot response_slot{};
+  EchoPeer peer;
   // The idle clock is read once per 4096 empty polls and never on the request path: a request
   // only marks the server busy, and the next clock read restarts the idle span.
   auto idle_since = std::chrono::steady_clock::now();
@@ -160,12 +133,11 @@ int serve_echo(const std::string& tag, int cpu) {
     served_since_check = true;
     const auto& request = taken.value();
     if (*request == kStopRequest) return kExitOk;
-    request_slot.seq = seq++;
-    request_slot.params = *request;
-    if (dispatch_request(request_slot, {}, 0.0, workspace, response_slot) != Status::ok) return kExitDispatchFailed;
+    peer.params() = *request;
+    if (!peer.answer(seq++)) return kExitDispatchFailed;
     auto loaned = server.loan(request);
     if (loaned.has_error()) return kExitLoanFailed;
-    *loaned.value() = response_slot.echo();
+    *loaned.value() = peer.reply();
     if (loaned.value().send().has_error()) return kExitSendFailed;
   }
 }
@@ -267,9 +239,9 @@ int run(int argc, char** argv) {
     std::exit(getppid() == parent ? serve_echo(tag, options.server_cpu) : kExitOrphaned);
   }
   auto ticks = run_client(tag, options);
-  const int server_status = reap(server, std::chrono::seconds(5));
+  const int server_status = reap_child(server, std::chrono::seconds(5));
   if (!ticks) {
-    fmt::print(stderr, "{}; the echo server {}\n", ticks.error().message, describe_status(server_status));
+    fmt::print(stderr, "{}; the echo server {}\n", ticks.error().message, describe_wait_status(server_status, exit_reason));
     return kExitRuntimeFailed;
   }
   if (!write_all(STDOUT_FILENO, ticks->data(), ticks->size() * sizeof(std::uint64_t))) {
