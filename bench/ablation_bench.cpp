@@ -50,7 +50,10 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
     auto close = generate_gbm(params);
     if (!close) return std::unexpected(close.error());
 
-    // The kernel alone, in this process.
+    // The kernel alone, in this process, on the core the servers will compute on: the two
+    // vCPUs of a VM need not run at the same speed, and the attribution must not charge that
+    // difference to plumbing.
+    if (auto pinned = pin_current_thread(server_cpu); !pinned) return std::unexpected(pinned.error());
     std::vector<double> kernel;
     KernelWorkspace workspace(bars);
     BacktestResult expected;
@@ -60,6 +63,7 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
       const std::uint64_t t1 = TscClock::now();
       if (i >= samples / 10) kernel.push_back(clock.to_ns(t1 - t0));
     }
+    if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
     const double kernel_p50 = p50_of(kernel);
 
     // The shm ring: an engine preloaded with the same series.

@@ -89,7 +89,11 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
   bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)");
   bench->add_option("--samples", options.ladder.samples, "ladder: timed round trips per transport")->capture_default_str();
-  bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first")->capture_default_str();
+  bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first, per round")->capture_default_str();
+  bench->add_option("--rounds", options.ladder.rounds,
+                    "ladder: interleaved rounds; each takes samples/rounds of every transport")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)");
   bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)");
   bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")->capture_default_str();

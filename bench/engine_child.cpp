@@ -1,14 +1,13 @@
 #include "bench/engine_child.hpp"
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <climits>
-#include <fstream>
 #include <utility>
 
+#include "bench/thread_probe.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
@@ -40,24 +39,7 @@ EngineChild::EngineChild(std::string binary, std::string name, const std::vector
 
 EngineChild::~EngineChild() { stop(SIGINT); }
 
-pid_t EngineChild::serving_thread() const {
-  if (pid() <= 0) return -1;
-  const std::string task_dir = "/proc/" + std::to_string(pid()) + "/task";
-  DIR* dir = opendir(task_dir.c_str());
-  if (dir == nullptr) return -1;
-  pid_t found = -1;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream comm(task_dir + "/" + entry->d_name + "/comm");
-    std::string name;
-    if (std::getline(comm, name) && name == "ipcf-serve") {
-      found = static_cast<pid_t>(std::stol(entry->d_name));
-      break;
-    }
-  }
-  closedir(dir);
-  return found;
-}
+pid_t EngineChild::serving_thread() const { return find_thread(pid(), "ipcf-serve"); }
 
 int EngineChild::stop(int signal) {
   if (pid() <= 0) return -1;

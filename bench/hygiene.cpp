@@ -7,67 +7,66 @@
 
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
+#include "bench/socket_server_child.hpp"
 #include "bench/thread_probe.hpp"
+#include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
 #include "engine/affinity.hpp"
 
 namespace ipcfloor {
 namespace {
 
-// Drives `count` requests of `opcode` through `client`, counting what the serving thread does.
-Expected<nlohmann::json> measure(ShmClient& client, const EngineChild& engine, Opcode opcode, std::size_t count,
-                                 const std::string& wait) {
-  // The segment becomes attachable before the serving thread has started and named itself.
-  pid_t tid = engine.serving_thread();
-  for (int tries = 0; tid < 0 && tries < 400; ++tries) {
+// Waits (bounded) for thread `name` of `pid`: a server is reachable before its serving thread
+// has started and named itself.
+Expected<pid_t> wait_for_thread(pid_t pid, const std::string& name) {
+  for (int tries = 0; tries < 400; ++tries) {
+    if (const pid_t tid = find_thread(pid, name); tid >= 0) return tid;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    tid = engine.serving_thread();
   }
-  if (tid < 0) return fail(ErrorCode::io, "cannot find the engine's serving thread (ipcf-serve) in pid {}", engine.pid());
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(opcode);
-  request.params = combo_from_length(20);
-  ResponseSlot response{};
-  for (int i = 0; i < 1000; ++i)  // warm-up: faults of first use happen here, not in the count
-    if (const auto s = client.call(request, response); s != CallStatus::ok) return fail(ErrorCode::io, "{}", client.describe(s));
+  return fail(ErrorCode::io, "cannot find the serving thread ({}) in pid {}", name, pid);
+}
 
-  auto before = read_thread_counters(engine.pid(), tid);
-  if (!before) return std::unexpected(before.error());
+// Runs `request(i)` (one round trip; Expected<void>) after 1000 of warm-up, in two passes on
+// thread `tid` of `pid`: `traced` requests under a syscall tracer (syscalls entered), then
+// `counted` requests without it (faults and context switches; a traced thread stops twice per
+// syscall, which /proc counts as voluntary switches, so they are taken untraced).
+template <class Request>
+Expected<nlohmann::json> measure(pid_t pid, pid_t tid, std::size_t traced, std::size_t counted, Request&& request) {
+  for (std::size_t i = 0; i < 1000; ++i)  // warm-up: faults of first use happen here, not in the count
+    if (auto done = request(i); !done) return std::unexpected(done.error());
   SyscallCounter syscalls;
   if (auto started = syscalls.start(tid); !started) return std::unexpected(started.error());
-  for (std::size_t i = 0; i < count; ++i) {
-    request.params.s = 1 + static_cast<std::int64_t>(i % 7);
-    if (const auto s = client.call(request, response); s != CallStatus::ok) {
+  for (std::size_t i = 0; i < traced; ++i) {
+    if (auto done = request(i); !done) {
       (void)syscalls.stop();
-      return fail(ErrorCode::io, "{}", client.describe(s));
-    }
-    if (response.status != static_cast<std::uint16_t>(Status::ok)) {
-      (void)syscalls.stop();
-      return fail(ErrorCode::protocol, "request {} answered {}", i, to_string(static_cast<Status>(response.status)));
+      return std::unexpected(done.error());
     }
   }
   auto entered = syscalls.stop();
   if (!entered) return std::unexpected(entered.error());
-  auto after = read_thread_counters(engine.pid(), tid);
+
+  auto before = read_thread_counters(pid, tid);
+  if (!before) return std::unexpected(before.error());
+  for (std::size_t i = 0; i < counted; ++i)
+    if (auto done = request(i); !done) return std::unexpected(done.error());
+  auto after = read_thread_counters(pid, tid);
   if (!after) return std::unexpected(after.error());
-  const auto per = [count](std::uint64_t n) { return static_cast<double>(n) / static_cast<double>(count); };
+  const auto per = [](std::uint64_t n, std::size_t of) { return static_cast<double>(n) / static_cast<double>(of); };
   const std::uint64_t minor = after->minor_faults - before->minor_faults;
   const std::uint64_t major = after->major_faults - before->major_faults;
   const std::uint64_t voluntary = after->voluntary_switches - before->voluntary_switches;
   const std::uint64_t involuntary = after->involuntary_switches - before->involuntary_switches;
   return nlohmann::json{
-      {"transport", "shm-ring-" + wait},
-      {"side", "engine serving thread"},
-      {"opcode", opcode == Opcode::echo ? "echo" : "backtest"},
-      {"requests", count},
+      {"requests", counted},
+      {"traced_requests", traced},
       {"syscalls", *entered},
       {"minor_faults", minor},
       {"major_faults", major},
       {"voluntary_switches", voluntary},
       {"involuntary_switches", involuntary},
-      {"syscalls_per_request", per(*entered)},
-      {"faults_per_request", per(minor + major)},
-      {"switches_per_request", per(voluntary + involuntary)},
+      {"syscalls_per_request", per(*entered, traced)},
+      {"faults_per_request", per(minor + major, counted)},
+      {"switches_per_request", per(voluntary + involuntary, counted)},
   };
 }
 
@@ -79,41 +78,81 @@ Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
   const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
   auto mode = parse_wait_mode(options.wait);
   if (!mode) return std::unexpected(mode.error());
-  EngineChild engine(options.binary.empty() ? self_executable() : options.binary, unique_segment_name("hygiene"),
-                     {"--wait", options.wait, "--cpu", std::to_string(server_cpu), "--bars", "2000"});
-  if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
-  ShmClientOptions client_options;
-  client_options.wait = *mode;
-  auto client = ShmClient::connect(engine.name(), client_options);
-  if (!client) return std::unexpected(client.error());
+  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
   if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
-
   nlohmann::json results = nlohmann::json::array();
-  for (const auto& [opcode, count] : {std::pair{Opcode::echo, options.echo_requests},
-                                      std::pair{Opcode::backtest, options.backtest_requests}}) {
-    auto row = measure(*client, engine, opcode, count, options.wait);
+  {
+    EngineChild engine(binary, unique_segment_name("hygiene"),
+                       {"--wait", options.wait, "--cpu", std::to_string(server_cpu), "--bars", "2000"});
+    if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
+    ShmClientOptions client_options;
+    client_options.wait = *mode;
+    auto client = ShmClient::connect(engine.name(), client_options);
+    if (!client) return std::unexpected(client.error());
+    auto tid = wait_for_thread(engine.pid(), "ipcf-serve");
+    if (!tid) return std::unexpected(tid.error());
+    for (const auto& [opcode, count] : {std::pair{Opcode::echo, options.echo_requests},
+                                        std::pair{Opcode::backtest, options.backtest_requests}}) {
+      RequestSlot request{};
+      request.opcode = static_cast<std::uint16_t>(opcode);
+      request.params = combo_from_length(20);
+      ResponseSlot response{};
+      auto row = measure(engine.pid(), *tid, count, count, [&](std::size_t i) -> Expected<void> {
+        request.params.s = 1 + static_cast<std::int64_t>(i % 7);
+        if (const auto s = client->call(request, response); s != CallStatus::ok)
+          return fail(ErrorCode::io, "{}", client->describe(s));
+        if (response.status != static_cast<std::uint16_t>(Status::ok))
+          return fail(ErrorCode::protocol, "request {} answered {}", i, to_string(static_cast<Status>(response.status)));
+        return {};
+      });
+      if (!row) return std::unexpected(row.error());
+      (*row)["transport"] = "shm-ring-" + options.wait;
+      (*row)["side"] = "engine serving thread";
+      (*row)["opcode"] = opcode == Opcode::echo ? "echo" : "backtest";
+      results.push_back(*row);
+    }
+  }
+  {
+    // The socket baseline's server thread, answering the same 48-byte echo (opcode 4).
+    auto server = start_socket_server(binary, server_cpu, false);
+    if (!server) return std::unexpected(server.error());
+    auto client = connect_to(*server);
+    if (!client) return std::unexpected(client.error());
+    auto tid = wait_for_thread(server->process.pid(), "ipcf-sock");
+    if (!tid) return std::unexpected(tid.error());
+    auto row = measure(server->process.pid(), *tid, options.socket_traced_requests, options.socket_requests, [&](std::size_t i) -> Expected<void> {
+      const Combo sent = ladder_payload(i);
+      auto back = client->echo_params(sent);
+      if (!back) return std::unexpected(back.error());
+      if (*back != sent) return fail(ErrorCode::protocol, "socket echo {} came back changed", i);
+      return {};
+    });
     if (!row) return std::unexpected(row.error());
+    (*row)["transport"] = "uds";
+    (*row)["side"] = "socket server thread";
+    (*row)["opcode"] = "echo";
     results.push_back(*row);
   }
   return nlohmann::json{
       {"suite", "hygiene"},
       {"host", collect_host_info()},
       {"config", {{"client_cpu", client_cpu}, {"server_cpu", server_cpu}, {"wait", options.wait},
-                  {"method", "syscalls: ptrace syscall-stops on the serving thread; faults and context "
-                             "switches: /proc/PID/task/TID/stat and status, before and after"}}},
+                  {"method", "syscalls: ptrace syscall-stops on the serving thread (traced_requests); faults and "
+                             "context switches: /proc/PID/task/TID/stat and status, before and after a second, "
+                             "untraced pass (requests)"}}},
       {"results", results},
   };
 }
 
 void print_hygiene(const nlohmann::json& report) {
-  fmt::print("hygiene: what the engine's serving thread does per request (counted, not sampled)\n");
-  fmt::print("  {:<18} {:<9} {:>9} {:>9} {:>13} {:>13} {:>13}\n", "transport", "opcode", "requests", "syscalls",
-             "page faults", "vol. switch", "invol. switch");
+  fmt::print("hygiene: what the serving thread does per request (counted, not sampled)\n");
+  fmt::print("  {:<16} {:<9} {:>15} {:>15} {:>13} {:>13} {:>13}\n", "transport", "opcode", "syscalls/req",
+             "faults/req", "switches/req", "traced reqs", "counted reqs");
   for (const auto& r : report["results"])
-    fmt::print("  {:<18} {:<9} {:>9} {:>9} {:>13} {:>13} {:>13}\n", r["transport"].get<std::string>(),
-               r["opcode"].get<std::string>(), r["requests"].get<std::size_t>(), r["syscalls"].get<std::uint64_t>(),
-               r["minor_faults"].get<std::uint64_t>() + r["major_faults"].get<std::uint64_t>(),
-               r["voluntary_switches"].get<std::uint64_t>(), r["involuntary_switches"].get<std::uint64_t>());
+    fmt::print("  {:<16} {:<9} {:>15.4f} {:>15.6f} {:>13.6f} {:>13} {:>13}\n", r["transport"].get<std::string>(),
+               r["opcode"].get<std::string>(), r["syscalls_per_request"].get<double>(),
+               r["faults_per_request"].get<double>(), r["switches_per_request"].get<double>(),
+               r["traced_requests"].get<std::size_t>(), r["requests"].get<std::size_t>());
 }
 
 }  // namespace ipcfloor

@@ -1,6 +1,7 @@
 #pragma once
 // `ipcfloor bench hygiene`: syscalls, page faults and context switches per request on the
-// engine's serving thread (SPEC §8.6), counted over a million requests through the ring.
+// engine's serving thread (SPEC §8.6), counted over a million requests through the ring, and
+// the same on the socket server's thread for comparison.
 
 #include <string>
 
@@ -13,6 +14,8 @@ namespace ipcfloor {
 struct HygieneOptions {
   std::size_t echo_requests = 1'000'000;
   std::size_t backtest_requests = 20'000;
+  std::size_t socket_requests = 20'000;        // counted (faults, context switches), untraced
+  std::size_t socket_traced_requests = 1'000;  // under the syscall tracer: each syscall stops twice
   std::string wait = "spin";
   int client_cpu = -1;  // -1: first allowed cpu
   int server_cpu = -1;  // -1: last allowed cpu

@@ -16,6 +16,8 @@ namespace ipcfloor {
 const std::vector<Transport>& all_transports() {
   static const std::vector<Transport> transports = {
       {"physical-floor", "one cache line bounced between the two pinned cores (no software)", run_physical_floor},
+      {"physical-floor-2line", "request on one cache line, answer on another, between the two pinned cores (no software)",
+       run_physical_floor_two_lines},
       {"inproc-call", "dispatch_request ECHO as an opaque function call on one thread (both sides on the client core)",
        run_inproc_call},
       {"moodycamel-thread", "two moodycamel::ReaderWriterQueue between two pinned threads of one process, both spinning",
@@ -34,7 +36,7 @@ const std::vector<Transport>& all_transports() {
       {"uds", "the socket server over a Unix-domain socket: 48-byte echo_params frame (opcode 4)", run_uds_echo},
       {"tcp", "the socket server over TCP loopback, TCP_NODELAY: 48-byte echo_params frame (opcode 4)", run_tcp_echo},
       {"spawn", "a process per call: `ipcfloor stdio` on stdin/stdout, spawn to reap; at most 2000 samples, 50 warm-up",
-       run_spawn},
+       run_spawn, false},
   };
   return transports;
 }
@@ -67,18 +69,56 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   context.binary = options.binary.empty() ? self_executable() : options.binary;
   context.clock = &clock;
 
+  const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);
+  struct Rung {
+    const Transport* transport;
+    std::vector<double> samples;     // pooled over rounds
+    std::vector<double> round_p50;   // one per round it ran in
+    std::string skipped;             // the reason, once it failed
+  };
+  std::vector<Rung> rungs;
+  for (const Transport* transport : chosen) rungs.push_back(Rung{transport, {}, {}, {}});
+  for (std::size_t round = 0; round < rounds; ++round) {
+    for (Rung& rung : rungs) {
+      if (!rung.skipped.empty() || (round > 0 && !rung.transport->interleaved)) continue;
+      TransportContext share = context;
+      if (rung.transport->interleaved) share.samples = (options.samples + rounds - 1) / rounds;
+      auto samples = rung.transport->run(share);
+      if (!samples) {
+        rung.skipped = samples.error().message;
+        continue;
+      }
+      rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples).p50);
+      rung.samples.insert(rung.samples.end(), samples->begin(), samples->end());
+    }
+  }
+
   nlohmann::json results = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
-  for (const Transport* transport : chosen) {
-    auto samples = transport->run(context);
-    if (!samples) {
-      skipped.push_back({{"name", transport->name}, {"reason", samples.error().message}});
+  for (Rung& rung : rungs) {
+    if (!rung.skipped.empty()) {
+      skipped.push_back({{"name", rung.transport->name}, {"reason", rung.skipped}});
       continue;
     }
-    auto summary = summarize(transport->name, "rtt", *samples);
-    auto row = to_json(summary);
-    row["description"] = transport->description;
+    auto row = to_json(summarize(rung.transport->name, "rtt", rung.samples));
+    row["description"] = rung.transport->description;
+    row["round_p50"] = rung.round_p50;
     results.push_back(row);
+  }
+  // The floor and the ring, round by round: the spread a reader should expect between runs.
+  nlohmann::json round_ratios = nlohmann::json::object();
+  const auto rung_named = [&](const std::string& name) {
+    return std::find_if(rungs.begin(), rungs.end(),
+                        [&](const Rung& r) { return r.transport->name == name && r.skipped.empty(); });
+  };
+  if (const auto floor = rung_named("physical-floor"); floor != rungs.end()) {
+    for (const char* name : {"physical-floor-2line", "shm-ring-spin", "shm-ring-backoff", "moodycamel-thread"}) {
+      const auto rung = rung_named(name);
+      if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;
+      nlohmann::json per_round = nlohmann::json::array();
+      for (std::size_t i = 0; i < floor->round_p50.size(); ++i) per_round.push_back(rung->round_p50[i] / floor->round_p50[i]);
+      round_ratios[std::string(name) + "/physical-floor"] = per_round;
+    }
   }
   // Ratios within this run: each rung's p50 over the physical floor's.
   nlohmann::json ratios = nlohmann::json::object();
@@ -88,30 +128,38 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       if (r["name"] != "physical-floor")
         ratios[r["name"].get<std::string>() + "/physical-floor"] = r["p50"].get<double>() / (*floor)["p50"].get<double>();
   }
+  // The ring against the two-line floor: what the ring's software adds to the hardware cost of a
+  // request line and an answer line.
+  const auto two_lines =
+      std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor-2line"; });
   const auto spin = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "shm-ring-spin"; });
+  if (two_lines != results.end() && spin != results.end())
+    ratios["shm-ring-spin/physical-floor-2line"] = (*spin)["p50"].get<double>() / (*two_lines)["p50"].get<double>();
   if (spin != results.end()) {
     for (const auto& r : results)
-      if (r["name"] != "shm-ring-spin" && r["name"] != "physical-floor")
+      if (r["name"] != "shm-ring-spin" && r["name"] != "physical-floor" && r["name"] != "physical-floor-2line")
         ratios[r["name"].get<std::string>() + "/shm-ring-spin"] = r["p50"].get<double>() / (*spin)["p50"].get<double>();
   }
   return nlohmann::json{
       {"suite", "ladder"},
       {"host", collect_host_info()},
       {"config",
-       {{"payload_bytes", 48}, {"samples", options.samples}, {"warmup", options.warmup},
+       {{"payload_bytes", 48}, {"samples", options.samples}, {"warmup", options.warmup}, {"rounds", rounds},
         {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()},
         {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"}}},
       {"results", results},
       {"skipped", skipped},
       {"ratios", ratios},
+      {"round_ratios", round_ratios},
   };
 }
 
 void print_ladder(const nlohmann::json& report) {
   const auto& config = report["config"];
-  fmt::print("ladder: RTT of a 48-byte request and its reply, ns; {} samples each after {} warm-up; client cpu {}, server cpu {}\n",
-             config["samples"].get<std::size_t>(), config["warmup"].get<std::size_t>(), config["client_cpu"].get<int>(),
-             config["server_cpu"].get<int>());
+  fmt::print("ladder: RTT of a 48-byte request and its reply, ns; {} samples each in {} interleaved rounds, {} warm-up "
+             "per round; client cpu {}, server cpu {}\n",
+             config["samples"].get<std::size_t>(), config["rounds"].get<std::size_t>(), config["warmup"].get<std::size_t>(),
+             config["client_cpu"].get<int>(), config["server_cpu"].get<int>());
   fmt::print("  {:<22} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n", "transport", "p50", "p90", "p99", "p99.9",
              "p99.99", "max", "p50/floor");
   double floor = 0;
@@ -125,6 +173,11 @@ void print_ladder(const nlohmann::json& report) {
   }
   for (const auto& s : report["skipped"])
     fmt::print("  {:<22} skipped: {}\n", s["name"].get<std::string>(), s["reason"].get<std::string>());
+  for (const auto& [name, per_round] : report["round_ratios"].items()) {
+    std::string values;
+    for (const auto& v : per_round) values += fmt::format("{}{:.2f}", values.empty() ? "" : " ", v.get<double>());
+    fmt::print("  {} p50 by round: {}\n", name, values);
+  }
 }
 
 }  // namespace ipcfloor

@@ -13,17 +13,25 @@ namespace ipcfloor {
 
 struct LadderOptions {
   std::vector<std::string> transports;  // empty: all registered
-  std::size_t samples = 100'000;
-  std::size_t warmup = 10'000;
+  std::size_t samples = 100'000;        // per transport, over all rounds
+  std::size_t warmup = 10'000;          // per transport and round (each round starts its peers afresh)
+  // The transports run in turn, `rounds` times over, each round taking samples / rounds of
+  // each. A 2-vCPU VM's core-to-core path changes under the guest (the host moves vCPUs), so one
+  // long block per transport can put the floor and the ring at different moments; interleaved
+  // rounds put every rung through the same mix, and the per-round ratios show the spread.
+  std::size_t rounds = 5;
   int client_cpu = -1;  // -1: the first allowed cpu
   int server_cpu = -1;  // -1: the last allowed cpu
   std::string binary;   // empty: this executable
 };
 
-// Runs each transport in turn. A transport that cannot run is reported in the JSON with its
-// reason ("skipped") rather than failing the run; an unknown transport name is an error.
-// JSON: {"suite":"ladder","host":{...},"config":{...},"results":[{name,kind,p50,...,max,samples}],
-//        "skipped":[{name,reason}], "ratios":{...}}
+// Runs each transport in turn, in interleaved rounds. A transport that cannot run is reported in
+// the JSON with its reason ("skipped") rather than failing the run; an unknown transport name
+// is an error. Percentiles are over the pooled samples of all rounds.
+// JSON: {"suite":"ladder","host":{...},"config":{...},
+//        "results":[{name,kind,p50,...,max,samples,round_p50:[...]}],
+//        "skipped":[{name,reason}], "ratios":{...},
+//        "round_ratios":{"shm-ring-spin/physical-floor":[per-round p50 ratio, ...], ...}}
 [[nodiscard]] Expected<nlohmann::json> run_ladder(const LadderOptions& options);
 
 // A table for people: percentiles in ns and each transport's p50 as a multiple of the floor.

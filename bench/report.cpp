@@ -21,11 +21,28 @@ std::string latency_table(const nlohmann::json& results, const char* unit_label,
 std::string ladder_section(const nlohmann::json& ladder) {
   std::string md = "## Floor ladder: RTT of a 48-byte request and its reply\n\n";
   const auto& c = ladder["config"];
-  md += fmt::format("{} samples per transport after {} warm-up, each timed on its own (rdtsc at {:.2f} GHz); "
-                    "client on cpu {}, server on cpu {}.\n\n",
-                    c["samples"].get<std::size_t>(), c["warmup"].get<std::size_t>(), c["tsc_ghz"].get<double>(),
-                    c["client_cpu"].get<int>(), c["server_cpu"].get<int>());
+  md += fmt::format("{} samples per transport in {} interleaved rounds ({} warm-up per round), each timed on its own "
+                    "(rdtsc at {:.2f} GHz); client on cpu {}, server on cpu {}.\n\n",
+                    c["samples"].get<std::size_t>(), c.value("rounds", std::size_t{1}), c["warmup"].get<std::size_t>(),
+                    c["tsc_ghz"].get<double>(), c["client_cpu"].get<int>(), c["server_cpu"].get<int>());
   md += latency_table(ladder["results"], "nanoseconds (RTT)", 1.0);
+  // Per-round medians: a VM's core-to-core path can change under the guest mid-run, and a
+  // pooled p50 then mixes two regimes; the rounds show which.
+  md += "\np50 of each round, ns:\n\n| transport | by round |\n|---|---|\n";
+  for (const auto& r : ladder["results"]) {
+    std::string rounds;
+    for (const auto& v : r.value("round_p50", nlohmann::json::array()))
+      rounds += fmt::format("{}{:.0f}", rounds.empty() ? "" : ", ", v.get<double>());
+    md += fmt::format("| {} | {} |\n", r["name"].get<std::string>(), rounds);
+  }
+  if (ladder.contains("round_ratios") && !ladder["round_ratios"].empty()) {
+    md += "\n| ratio of round p50s (same round) | by round |\n|---|---|\n";
+    for (const auto& [name, per_round] : ladder["round_ratios"].items()) {
+      std::string values;
+      for (const auto& v : per_round) values += fmt::format("{}{:.2f}", values.empty() ? "" : ", ", v.get<double>());
+      md += fmt::format("| {} | {} |\n", name, values);
+    }
+  }
   if (!ladder["ratios"].empty()) {
     md += "\n| ratio (p50 / p50, same run) | value |\n|---|---:|\n";
     for (const auto& [name, value] : ladder["ratios"].items())
@@ -38,15 +55,15 @@ std::string ladder_section(const nlohmann::json& ladder) {
 
 std::string hygiene_section(const nlohmann::json& hygiene) {
   std::string md = "## Hygiene: what the serving thread does per request\n\n"
-                   "| transport | opcode | requests | syscalls | page faults | voluntary switches | involuntary switches |\n"
-                   "|---|---|---:|---:|---:|---:|---:|\n";
+                   "| transport | side | opcode | syscalls / request | page faults / request | context switches / request "
+                   "| traced requests | counted requests |\n|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const auto& r : hygiene["results"])
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r["transport"].get<std::string>(),
-                      r["opcode"].get<std::string>(), r["requests"].get<std::size_t>(), r["syscalls"].get<std::uint64_t>(),
-                      r["minor_faults"].get<std::uint64_t>() + r["major_faults"].get<std::uint64_t>(),
-                      r["voluntary_switches"].get<std::uint64_t>(), r["involuntary_switches"].get<std::uint64_t>());
-  return md + fmt::format("\nMethod: {}. Two voluntary switches are the tracer's own attach and detach stops.\n\n",
-                          hygiene["config"]["method"].get<std::string>());
+    md += fmt::format("| {} | {} | {} | {:.4g} | {:.4g} | {:.4g} | {} | {} |\n", r["transport"].get<std::string>(),
+                      r.value("side", std::string("?")), r["opcode"].get<std::string>(),
+                      r["syscalls_per_request"].get<double>(), r["faults_per_request"].get<double>(),
+                      r["switches_per_request"].get<double>(), r.value("traced_requests", std::size_t{0}),
+                      r["requests"].get<std::size_t>());
+  return md + fmt::format("\nMethod: {}.\n\n", hygiene["config"]["method"].get<std::string>());
 }
 
 std::string serialization_section(const nlohmann::json& s) {

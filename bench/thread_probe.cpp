@@ -1,5 +1,6 @@
 #include "bench/thread_probe.hpp"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -13,6 +14,25 @@
 #include <vector>
 
 namespace ipcfloor {
+
+pid_t find_thread(pid_t pid, const std::string& name) {
+  if (pid <= 0) return -1;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(task_dir.c_str());
+  if (dir == nullptr) return -1;
+  pid_t found = -1;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream comm(task_dir + "/" + entry->d_name + "/comm");
+    std::string comm_name;
+    if (std::getline(comm, comm_name) && comm_name == name) {
+      found = static_cast<pid_t>(std::stol(entry->d_name));
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
 
 Expected<ThreadCounters> read_thread_counters(pid_t pid, pid_t tid) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);

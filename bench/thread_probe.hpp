@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "shm/error.hpp"
@@ -23,6 +24,9 @@ struct ThreadCounters {
 
 // Reads /proc/PID/task/TID/{stat,status}. Setup path.
 [[nodiscard]] Expected<ThreadCounters> read_thread_counters(pid_t pid, pid_t tid);
+
+// The tid of the thread of process `pid` named `name` (its /proc comm), or -1. Setup path.
+[[nodiscard]] pid_t find_thread(pid_t pid, const std::string& name);
 
 // Attaches to `tid` with PTRACE_SEIZE and counts its syscall entries until stop() detaches.
 // The tracing runs on a thread of its own (ptrace requests must come from the attaching thread).

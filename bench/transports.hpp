@@ -36,6 +36,10 @@ struct Transport {
   std::string name;         // e.g. "shm-ring-spin"
   std::string description;  // one line for the report
   TransportRun run;
+  // Measured in every round of the ladder (a share of the samples each time), so that it sees
+  // the same moments of the host as the floor. False for a rung so slow that the host's drift
+  // cannot matter and repeating its start-up would dominate the run (spawn): one round only.
+  bool interleaved = true;
 };
 
 // The 48-byte payload of round trip `seq`. Every field is derived from the sequence number, so
@@ -77,6 +81,7 @@ inline void unpin_current_thread() noexcept {
 
 // Implementations.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode);
 [[nodiscard]] Expected<std::vector<double>> run_inproc_call(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& context);
