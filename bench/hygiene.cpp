@@ -7,6 +7,7 @@
 
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
+#include "bench/memory_bench.hpp"
 #include "bench/socket_server_child.hpp"
 #include "bench/thread_probe.hpp"
 #include "bench/transports.hpp"
@@ -133,8 +134,16 @@ Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
     (*row)["opcode"] = "echo";
     results.push_back(*row);
   }
+  // The memory choices behind the segment (prefault, page size), on the serving core.
+  MemoryBenchOptions memory_options;
+  memory_options.cpu = server_cpu;
+  memory_options.touch_bytes = options.memory_touch_bytes;
+  auto memory = run_memory_bench(memory_options);
+  if (!memory) return std::unexpected(memory.error());
+  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
   return nlohmann::json{
       {"suite", "hygiene"},
+      {"memory", *memory},
       {"host", collect_host_info()},
       {"config", {{"client_cpu", client_cpu}, {"server_cpu", server_cpu}, {"wait", options.wait},
                   {"method", "syscalls: ptrace syscall-stops on the serving thread (traced_requests); faults and "
@@ -153,6 +162,7 @@ void print_hygiene(const nlohmann::json& report) {
                r["opcode"].get<std::string>(), r["syscalls_per_request"].get<double>(),
                r["faults_per_request"].get<double>(), r["switches_per_request"].get<double>(),
                r["traced_requests"].get<std::size_t>(), r["requests"].get<std::size_t>());
+  if (report.contains("memory")) print_memory_bench(report["memory"]);
 }
 
 }  // namespace ipcfloor

@@ -63,7 +63,28 @@ std::string hygiene_section(const nlohmann::json& hygiene) {
                       r["syscalls_per_request"].get<double>(), r["faults_per_request"].get<double>(),
                       r["switches_per_request"].get<double>(), r.value("traced_requests", std::size_t{0}),
                       r["requests"].get<std::size_t>());
-  return md + fmt::format("\nMethod: {}.\n\n", hygiene["config"]["method"].get<std::string>());
+  md += fmt::format("\nMethod: {}.\n\n", hygiene["config"]["method"].get<std::string>());
+  if (!hygiene.contains("memory")) return md;
+  const auto& m = hygiene["memory"];
+  md += "### Memory: first write to each page, with and without prefault (each write timed on its own)\n\n"
+        "| backing | prefault | MiB | mmap us | first write p50 ns | p99 ns | max ns | all pages us | guest faults "
+        "| second write p50 ns |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : m["first_touch"])
+    md += fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} | {:.0f} |\n",
+                      r["backing"].get<std::string>(), r["prefault"].get<bool>() ? "yes" : "no",
+                      r["bytes"].get<double>() / (1 << 20), r["map_ns"].get<double>() / 1e3,
+                      r["touch_p50_ns"].get<double>(), r["touch_p99_ns"].get<double>(), r["touch_max_ns"].get<double>(),
+                      r["touch_total_ns"].get<double>() / 1e3, r["minor_faults"].get<std::uint64_t>(),
+                      r.value("retouch_p50_ns", 0.0));
+  md += "\n### Memory: full scans (sum of doubles), 2 MiB against 4 KiB pages (each scan timed on its own)\n\n"
+        "| backing | what | min us | p50 us | p99 us | samples |\n|---|---|---:|---:|---:|---:|\n";
+  for (const auto& r : m["scan"])
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", r["backing"].get<std::string>(),
+                      r["what"].get<std::string>(), r["min_ns"].get<double>() / 1e3, r["p50_ns"].get<double>() / 1e3,
+                      r["p99_ns"].get<double>() / 1e3, r["samples"].get<std::size_t>());
+  for (const auto& sk : m["skipped"])
+    md += fmt::format("\n- skipped {}: {}", sk["what"].get<std::string>(), sk["reason"].get<std::string>());
+  return md + "\n\n";
 }
 
 std::string serialization_section(const nlohmann::json& s) {

@@ -683,6 +683,15 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
       }
     }
 
+    // Write every 4 KiB page once, now. MAP_POPULATE builds the guest's page tables, but under a
+    // hypervisor the first write to each page still costs ~6 us (measured by `ipcfloor bench
+    // hygiene`, memory section: 0 guest faults, yet 6 us per page) - paid here at startup, not
+    // by the first frames through each slot. Zero into zero pages: the contents do not change.
+    for (std::size_t offset = 0; offset < g.segment_bytes; offset += kSmallPageBytes) {
+      std::atomic_ref<std::uint8_t>(*reinterpret_cast<std::uint8_t*>(base + offset))
+          .store(0, std::memory_order_relaxed);  // relaxed: nobody else can see the object yet
+    }
+
     // Everything below is invisible to attachers until the release stores at the end.
     auto* header = ::new (base) SegmentHeader{};
     header->layout_version = kLayoutVersion;

@@ -13,6 +13,7 @@ TEST_CASE("a million spin-mode requests cost the serving thread no syscall and n
   options.binary = IPCFLOOR_BINARY;
   if (const char* n = std::getenv("IPCFLOOR_HYGIENE_REQUESTS")) options.echo_requests = std::stoul(n);
   options.backtest_requests = 5'000;
+  options.memory_touch_bytes = 8 << 20;
   auto report = ipcfloor::run_hygiene(options);
   REQUIRE_MESSAGE(report.has_value(), (report ? "" : report.error().message));
   int ring_rows = 0;
@@ -41,6 +42,7 @@ TEST_CASE("the syscall counter sees the futex calls of a block-mode engine") {
   options.wait = "block";
   options.echo_requests = 2'000;
   options.backtest_requests = 200;
+  options.memory_touch_bytes = 4 << 20;
   auto report = ipcfloor::run_hygiene(options);
   REQUIRE_MESSAGE(report.has_value(), (report ? "" : report.error().message));
   // Each answer in block mode wakes the sleeping client: the count must not be zero, or the

@@ -1,0 +1,446 @@
+#include "bench/memory_bench.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/latency.hpp"
+#include "engine/affinity.hpp"
+#include "engine/gbm.hpp"
+#include "shm/segment.hpp"
+
+namespace ipcfloor {
+namespace {
+
+constexpr std::size_t kPatternBytes = std::size_t{64} << 20;
+constexpr int kWarmupScans = 3;
+
+// Where scratch files go, and the page size the kernel backs them with.
+struct Pool {
+  Backing backing;
+  std::string dir;
+  std::size_t page_bytes;
+};
+
+class ScratchFd {
+ public:
+  explicit ScratchFd(int fd) noexcept : fd_(fd) {}
+  ScratchFd(ScratchFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  ScratchFd(const ScratchFd&) = delete;
+  ScratchFd& operator=(const ScratchFd&) = delete;
+  ScratchFd& operator=(ScratchFd&&) = delete;
+  ~ScratchFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class ScratchMapping {
+ public:
+  ScratchMapping(void* address, std::size_t bytes) noexcept : address_(address), bytes_(bytes) {}
+  ScratchMapping(ScratchMapping&& other) noexcept
+      : address_(std::exchange(other.address_, MAP_FAILED)), bytes_(other.bytes_) {}
+  ScratchMapping(const ScratchMapping&) = delete;
+  ScratchMapping& operator=(const ScratchMapping&) = delete;
+  ScratchMapping& operator=(ScratchMapping&&) = delete;
+  ~ScratchMapping() {
+    if (address_ != MAP_FAILED) ::munmap(address_, bytes_);
+  }
+  [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(address_); }
+
+ private:
+  void* address_;
+  std::size_t bytes_;
+};
+
+// /proc/mounts writes blanks and backslashes in paths as \ooo.
+std::string unescape_mount_field(const std::string& field) {
+  std::string out;
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    const auto octal = [&](std::size_t at) { return at < field.size() && field[at] >= '0' && field[at] <= '7'; };
+    if (field[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> meminfo_value(std::string_view key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t value = 0;
+  std::string rest;
+  while (in >> name >> value) {
+    std::getline(in, rest);
+    if (name.size() == key.size() + 1 && name.starts_with(key) && name.back() == ':') return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> read_number(const char* path) {
+  std::ifstream in(path);
+  std::uint64_t value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+// A hugetlbfs mount with 2 MiB pages: /dev/hugepages when it is one, else the first in
+// /proc/mounts. A mount without pagesize= has the default huge page size.
+std::optional<std::string> hugetlbfs_2m_mount() {
+  const bool default_is_2m = meminfo_value("Hugepagesize").value_or(0) == 2048;
+  std::ifstream in("/proc/mounts");
+  std::optional<std::string> found;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string device, dir, type, options;
+    if (!(fields >> device >> dir >> type >> options) || type != "hugetlbfs") continue;
+    bool is_2m = default_is_2m;
+    std::istringstream option_list(options);
+    for (std::string option; std::getline(option_list, option, ',');)
+      if (option.starts_with("pagesize=")) is_2m = option == "pagesize=2M" || option == "pagesize=2048k";
+    if (!is_2m) continue;
+    std::string path = unescape_mount_field(dir);
+    if (path == "/dev/hugepages") return path;
+    if (!found) found = std::move(path);
+  }
+  return found;
+}
+
+// 2 MiB pages nobody has claimed: free minus reserved (a mapping reserves its pages at mmap).
+std::uint64_t available_huge_pages() {
+  const auto free = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+  const auto reserved = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages");
+  if (free) return *free - std::min(*free, reserved.value_or(0));
+  if (meminfo_value("Hugepagesize").value_or(0) != 2048) return 0;
+  const std::uint64_t meminfo_free = meminfo_value("HugePages_Free").value_or(0);
+  return meminfo_free - std::min(meminfo_free, meminfo_value("HugePages_Rsvd").value_or(0));
+}
+
+// Why `pool` cannot hold `bytes` now, or nothing. tmpfs must be checked up front: its pages are
+// allocated at the first write, so a full /dev/shm shows up as SIGBUS inside the touch loop.
+std::optional<std::string> shortfall(const Pool& pool, std::size_t bytes) {
+  if (pool.backing == Backing::hugetlbfs_2m) {
+    const std::uint64_t need = bytes / pool.page_bytes;
+    const std::uint64_t have = available_huge_pages();
+    if (have < need) {
+      const std::uint64_t total = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").value_or(0);
+      return fmt::format("needs {} free 2 MiB huge pages, {} are free and unreserved (HugePages_Free); "
+                         "echo {} > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+                         need, have, total + need - have);
+    }
+    return std::nullopt;
+  }
+  struct statvfs info {};
+  if (::statvfs(pool.dir.c_str(), &info) != 0)
+    return fmt::format("cannot statvfs {}: {}", pool.dir, std::strerror(errno));
+  const std::uint64_t have = static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize;
+  if (have < bytes) return fmt::format("needs {} MiB in {}, {} MiB free", bytes >> 20, pool.dir, have >> 20);
+  return std::nullopt;
+}
+
+// A file of `bytes` in `pool`, already unlinked: it lives only as long as the descriptor and any
+// mapping of it, so no path out of the benchmark can leave it behind. No posix_fallocate: that
+// would allocate (and zero) every page now, which is exactly the cost the first-touch row times.
+Expected<ScratchFd> open_scratch(const Pool& pool, std::size_t bytes) {
+  static std::atomic<unsigned> serial{0};
+  const std::string path = fmt::format("{}/ipcfloor-memory-bench-{}-{}", pool.dir, ::getpid(), serial++);
+  ScratchFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return fail(ErrorCode::io, "cannot create scratch file {}: {}", path, std::strerror(errno));
+  if (::unlink(path.c_str()) != 0) {
+    const int error = errno;
+    return fail(ErrorCode::io, "cannot unlink scratch file {} (remove it by hand): {}", path, std::strerror(error));
+  }
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    return fail(ErrorCode::io, "cannot size scratch file {} to {} bytes: {}", path, bytes, std::strerror(errno));
+  return fd;
+}
+
+// Maps `fd`; *map_ticks gets the TSC ticks of the mmap call alone. ENOMEM on hugetlbfs means the
+// huge pages could not be reserved (another process took them since shortfall() looked): resource.
+Expected<ScratchMapping> map_scratch(const Pool& pool, const ScratchFd& fd, std::size_t bytes, bool populate,
+                                     std::uint64_t* map_ticks = nullptr) {
+  const int flags = MAP_SHARED | (populate ? MAP_POPULATE : 0);
+  const std::uint64_t t0 = TscClock::now();
+  void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd.get(), 0);
+  const std::uint64_t t1 = TscClock::now();
+  if (address == MAP_FAILED) {
+    const int error = errno;
+    return fail(error == ENOMEM && pool.backing == Backing::hugetlbfs_2m ? ErrorCode::resource : ErrorCode::io,
+                "cannot map {} bytes on {} ({}): {}", bytes, backing_name(pool.backing), pool.dir, std::strerror(error));
+  }
+  if (map_ticks != nullptr) *map_ticks = t1 - t0;
+  return ScratchMapping(address, bytes);
+}
+
+std::uint64_t minor_faults_of_this_thread() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<std::uint64_t>(usage.ru_minflt);
+}
+
+Expected<nlohmann::json> measure_first_touch(const Pool& pool, std::size_t bytes, bool prefault, const TscClock& clock) {
+  auto fd = open_scratch(pool, bytes);
+  if (!fd) return std::unexpected(fd.error());
+  std::uint64_t map_ticks = 0;
+  auto mapping = map_scratch(pool, *fd, bytes, prefault, &map_ticks);
+  if (!mapping) return std::unexpected(mapping.error());
+
+  // Sized (and so written) before the loop, so its own first touches stay out of the count.
+  const std::size_t pages = bytes / pool.page_bytes;
+  std::vector<std::uint64_t> ticks(pages);
+  volatile std::byte* base = mapping->data();
+  const std::uint64_t faults_before = minor_faults_of_this_thread();
+  for (std::size_t i = 0; i < pages; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    base[i * pool.page_bytes] = std::byte{1};
+    const std::uint64_t t1 = TscClock::now();
+    ticks[i] = t1 - t0;
+  }
+  const std::uint64_t faults = minor_faults_of_this_thread() - faults_before;
+
+  std::vector<double> ns(pages);
+  double total = 0;
+  for (std::size_t i = 0; i < pages; ++i) total += ns[i] = clock.to_ns(ticks[i]);
+  const LatencySummary s = summarize("first touch", "one-way", ns);
+
+  // The same writes again: the floor a first write is compared against. Where it stays far below
+  // a prefaulted first write that counted no fault, the first access paid for something below
+  // the guest kernel (a hypervisor building its shadow or nested page tables).
+  for (std::size_t i = 0; i < pages; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    base[i * pool.page_bytes] = std::byte{2};
+    const std::uint64_t t1 = TscClock::now();
+    ns[i] = clock.to_ns(t1 - t0);
+  }
+  const LatencySummary again = summarize("second write", "one-way", ns);
+  return nlohmann::json{
+      {"backing", backing_name(pool.backing)},
+      {"prefault", prefault},
+      {"bytes", bytes},
+      {"page_bytes", pool.page_bytes},
+      {"map_ns", clock.to_ns(map_ticks)},
+      {"touch_p50_ns", s.p50},
+      {"touch_p99_ns", s.p99},
+      {"touch_max_ns", s.max},
+      {"touch_total_ns", total},
+      {"minor_faults", faults},
+      {"retouch_p50_ns", again.p50},
+  };
+}
+
+// Four running sums, not one: a single chain of dependent adds runs at FP-add latency and
+// scans 64 MiB at well under memory bandwidth, hiding whatever the TLB does; four are enough to
+// make that scan memory-bound, so the page size can show. The order of the adds is fixed, and the function is never inlined into
+// a caller that could compile it differently, so the sum is bit-identical wherever the doubles live.
+[[gnu::noinline]] double scan_sum(const double* data, std::size_t count) noexcept {
+  double a = 0, b = 0, c = 0, d = 0;
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    a += data[i];
+    b += data[i + 1];
+    c += data[i + 2];
+    d += data[i + 3];
+  }
+  for (; i < count; ++i) a += data[i];
+  return (a + b) + (c + d);
+}
+
+// Every scan's sum goes here, so no scan is dead code.
+volatile double g_scan_sink = 0;
+
+// Fills a fresh prefaulted mapping in `pool` with `count` doubles through `fill`, then times
+// `samples` full scans, each on its own, after kWarmupScans untimed ones.
+template <class Fill>
+Expected<nlohmann::json> measure_scan(const Pool& pool, const std::string& what, std::size_t count, Fill&& fill,
+                                      std::size_t samples, const TscClock& clock) {
+  const std::size_t bytes = count * sizeof(double);
+  const std::size_t mapped = round_up(bytes, pool.page_bytes);
+  auto fd = open_scratch(pool, mapped);
+  if (!fd) return std::unexpected(fd.error());
+  auto mapping = map_scratch(pool, *fd, mapped, true);
+  if (!mapping) return std::unexpected(mapping.error());
+  auto* data = reinterpret_cast<double*>(mapping->data());
+  fill(data, count);
+
+  const double checksum = scan_sum(data, count);
+  for (int i = 0; i < kWarmupScans; ++i) g_scan_sink = scan_sum(data, count);
+  std::vector<double> ns(samples);
+  for (std::size_t i = 0; i < samples; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    const double sum = scan_sum(data, count);
+    const std::uint64_t t1 = TscClock::now();
+    ns[i] = clock.to_ns(t1 - t0);
+    g_scan_sink = sum;
+    if (std::bit_cast<std::uint64_t>(sum) != std::bit_cast<std::uint64_t>(checksum))
+      return fail(ErrorCode::bad_data, "scan {} of {} on {} summed to {}, the first scan to {}", i, what,
+                  backing_name(pool.backing), sum, checksum);
+  }
+  const LatencySummary s = summarize("scan", "one-way", ns);
+  return nlohmann::json{
+      {"backing", backing_name(pool.backing)},
+      {"what", what},
+      {"bytes", bytes},
+      {"p50_ns", s.p50},
+      {"p99_ns", s.p99},
+      {"min_ns", s.min},
+      {"samples", s.samples},
+      {"checksum", checksum},
+  };
+}
+
+nlohmann::json skipped_row(std::string what, std::string reason) {
+  return nlohmann::json{{"what", std::move(what)}, {"reason", std::move(reason)}};
+}
+
+}  // namespace
+
+Expected<nlohmann::json> run_memory_bench(const MemoryBenchOptions& options) {
+  if (options.touch_bytes == 0) return fail(ErrorCode::invalid_argument, "memory bench: touch_bytes must be > 0");
+  if (options.scan_samples == 0) return fail(ErrorCode::invalid_argument, "memory bench: scan_samples must be > 0");
+  if (options.cpu >= 0)
+    if (auto pinned = pin_current_thread(options.cpu); !pinned) return std::unexpected(pinned.error());
+  auto series = generate_gbm(GbmParams{});
+  if (!series) return std::unexpected(series.error());
+  const TscClock clock = TscClock::calibrate();
+
+  nlohmann::json first_touch = nlohmann::json::array();
+  nlohmann::json scan = nlohmann::json::array();
+  nlohmann::json skipped = nlohmann::json::array();
+
+  std::vector<Pool> pools{Pool{Backing::tmpfs_4k, std::string(kDefaultTmpfsDir), kSmallPageBytes}};
+  if (auto mount = hugetlbfs_2m_mount())
+    pools.push_back(Pool{Backing::hugetlbfs_2m, std::move(*mount), kHugePageBytes});
+  else
+    skipped.push_back(skipped_row("hugetlbfs_2m (every row)",
+                                  "no hugetlbfs mount with pagesize=2M in /proc/mounts; "
+                                  "mount -t hugetlbfs -o pagesize=2M nodev /dev/hugepages"));
+
+  // A row the host cannot back is skipped, never failed: the suite must run with and without
+  // huge pages. Only a lost race for huge pages (resource) is forgiven after the check.
+  const auto run_row = [&](const Pool& pool, std::size_t bytes, const std::string& what, nlohmann::json& rows,
+                           auto&& measure) -> Expected<bool> {
+    if (auto reason = shortfall(pool, bytes)) {
+      skipped.push_back(skipped_row(what, std::move(*reason)));
+      return false;
+    }
+    Expected<nlohmann::json> row = measure();
+    if (!row) {
+      if (row.error().code != ErrorCode::resource) return std::unexpected(row.error());
+      skipped.push_back(skipped_row(what, row.error().message));
+      return false;
+    }
+    rows.push_back(std::move(*row));
+    return true;
+  };
+
+  for (const Pool& pool : pools) {
+    const std::size_t bytes = round_up(options.touch_bytes, pool.page_bytes);
+    for (const bool prefault : {false, true}) {
+      const std::string what = fmt::format("first touch, {} MiB on {}, prefault {}", bytes >> 20,
+                                           backing_name(pool.backing), prefault ? "on" : "off");
+      auto done = run_row(pool, bytes, what, first_touch,
+                          [&] { return measure_first_touch(pool, bytes, prefault, clock); });
+      if (!done) return std::unexpected(done.error());
+    }
+  }
+
+  // The pattern: multiples of 2^-24 below 1, so the 8 Mi-double sum is exact and any changed
+  // value changes it.
+  const auto fill_pattern = [](double* out, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = static_cast<double>((i * 0x9E3779B97F4A7C15ull) >> 40) * 0x1p-24;
+  };
+  const auto fill_series = [&](double* out, std::size_t count) { std::memcpy(out, series->data(), count * sizeof(double)); };
+  struct ScanSet {
+    std::string what;
+    std::size_t count;
+    bool pattern;
+  };
+  const ScanSet sets[] = {{fmt::format("series ({} f64)", series->size()), series->size(), false},
+                          {fmt::format("{} MiB", kPatternBytes >> 20), kPatternBytes / sizeof(double), true}};
+  for (const ScanSet& set : sets) {
+    std::optional<double> reference;
+    std::string reference_backing;
+    for (const Pool& pool : pools) {
+      const std::size_t mapped = round_up(set.count * sizeof(double), pool.page_bytes);
+      const std::string what = fmt::format("scan of {} on {}", set.what, backing_name(pool.backing));
+      auto done = run_row(pool, mapped, what, scan, [&] {
+        return set.pattern ? measure_scan(pool, set.what, set.count, fill_pattern, options.scan_samples, clock)
+                           : measure_scan(pool, set.what, set.count, fill_series, options.scan_samples, clock);
+      });
+      if (!done) return std::unexpected(done.error());
+      if (!*done) continue;
+      const double checksum = scan.back()["checksum"].get<double>();
+      if (!reference) {
+        reference = checksum;
+        reference_backing = backing_name(pool.backing);
+      } else if (std::bit_cast<std::uint64_t>(checksum) != std::bit_cast<std::uint64_t>(*reference)) {
+        return fail(ErrorCode::bad_data, "scan of {}: {} sums to {:a}, {} to {:a}; the same doubles must give the same bits",
+                    set.what, backing_name(pool.backing), checksum, reference_backing, *reference);
+      }
+    }
+  }
+
+  return nlohmann::json{
+      {"suite", "memory"},
+      {"config",
+       {{"cpu", options.cpu},
+        {"touch_bytes", options.touch_bytes},
+        {"scan_samples", options.scan_samples},
+        {"warmup_scans", kWarmupScans},
+        {"tsc_ghz", clock.ghz()},
+        {"method", "TSC time per sample (one page's first write, one full scan); faults: getrusage(RUSAGE_THREAD) "
+                   "ru_minflt around the touch loop; no hardware counters"}}},
+      {"first_touch", first_touch},
+      {"scan", scan},
+      {"skipped", skipped},
+  };
+}
+
+void print_memory_bench(const nlohmann::json& report) {
+  fmt::print("memory: first write to each page, each write timed on its own\n");
+  fmt::print("  {:<13} {:<8} {:>7} {:>5} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7} {:>11}\n", "backing", "prefault", "MiB",
+             "page", "mmap us", "p50 ns", "p99 ns", "max ns", "total us", "faults", "2nd p50 ns");
+  for (const auto& r : report["first_touch"]) {
+    const auto page = r["page_bytes"].get<std::size_t>();
+    fmt::print("  {:<13} {:<8} {:>7.1f} {:>5} {:>10.1f} {:>9.0f} {:>9.0f} {:>10.0f} {:>10.1f} {:>7} {:>11.0f}\n",
+               r["backing"].get<std::string>(), r["prefault"].get<bool>() ? "yes" : "no",
+               r["bytes"].get<double>() / (1 << 20), page >= (1u << 20) ? fmt::format("{}M", page >> 20) : fmt::format("{}K", page >> 10),
+               r["map_ns"].get<double>() / 1e3, r["touch_p50_ns"].get<double>(), r["touch_p99_ns"].get<double>(),
+               r["touch_max_ns"].get<double>(), r["touch_total_ns"].get<double>() / 1e3, r["minor_faults"].get<std::uint64_t>(),
+               r["retouch_p50_ns"].get<double>());
+  }
+  fmt::print("memory: full scans (sum of doubles), each scan timed on its own\n");
+  fmt::print("  {:<13} {:<20} {:>10} {:>10} {:>10} {:>8} {:>22}\n", "backing", "what", "min us", "p50 us", "p99 us",
+             "samples", "checksum");
+  for (const auto& r : report["scan"])
+    fmt::print("  {:<13} {:<20} {:>10.1f} {:>10.1f} {:>10.1f} {:>8} {:>22.17g}\n", r["backing"].get<std::string>(),
+               r["what"].get<std::string>(), r["min_ns"].get<double>() / 1e3, r["p50_ns"].get<double>() / 1e3,
+               r["p99_ns"].get<double>() / 1e3, r["samples"].get<std::size_t>(), r["checksum"].get<double>());
+  for (const auto& s : report["skipped"])
+    fmt::print("  skipped: {}: {}\n", s["what"].get<std::string>(), s["reason"].get<std::string>());
+}
+
+}  // namespace ipcfloor
