@@ -6,14 +6,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "bench/latency.hpp"
 #include "engine/affinity.hpp"
 #include "engine/gbm.hpp"
+#include "shm/huge_pages.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
@@ -72,70 +72,12 @@ class ScratchMapping {
   std::size_t bytes_;
 };
 
-// /proc/mounts writes blanks and backslashes in paths as \ooo.
-std::string unescape_mount_field(const std::string& field) {
-  std::string out;
-  for (std::size_t i = 0; i < field.size(); ++i) {
-    const auto octal = [&](std::size_t at) { return at < field.size() && field[at] >= '0' && field[at] <= '7'; };
-    if (field[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(field[i]);
-    }
-  }
-  return out;
-}
-
-std::optional<std::uint64_t> meminfo_value(std::string_view key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  std::uint64_t value = 0;
-  std::string rest;
-  while (in >> name >> value) {
-    std::getline(in, rest);
-    if (name.size() == key.size() + 1 && name.starts_with(key) && name.back() == ':') return value;
-  }
-  return std::nullopt;
-}
-
-std::optional<std::uint64_t> read_number(const char* path) {
-  std::ifstream in(path);
-  std::uint64_t value = 0;
-  if (in >> value) return value;
-  return std::nullopt;
-}
-
-// A hugetlbfs mount with 2 MiB pages: /dev/hugepages when it is one, else the first in
-// /proc/mounts. A mount without pagesize= has the default huge page size.
+// A hugetlbfs mount with 2 MiB pages: /dev/hugepages when it is one, else the first listed.
 std::optional<std::string> hugetlbfs_2m_mount() {
-  const bool default_is_2m = meminfo_value("Hugepagesize").value_or(0) == 2048;
-  std::ifstream in("/proc/mounts");
-  std::optional<std::string> found;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string device, dir, type, options;
-    if (!(fields >> device >> dir >> type >> options) || type != "hugetlbfs") continue;
-    bool is_2m = default_is_2m;
-    std::istringstream option_list(options);
-    for (std::string option; std::getline(option_list, option, ',');)
-      if (option.starts_with("pagesize=")) is_2m = option == "pagesize=2M" || option == "pagesize=2048k";
-    if (!is_2m) continue;
-    std::string path = unescape_mount_field(dir);
-    if (path == "/dev/hugepages") return path;
-    if (!found) found = std::move(path);
-  }
-  return found;
-}
-
-// 2 MiB pages nobody has claimed: free minus reserved (a mapping reserves its pages at mmap).
-std::uint64_t available_huge_pages() {
-  const auto free = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-  const auto reserved = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages");
-  if (free) return *free - std::min(*free, reserved.value_or(0));
-  if (meminfo_value("Hugepagesize").value_or(0) != 2048) return 0;
-  const std::uint64_t meminfo_free = meminfo_value("HugePages_Free").value_or(0);
-  return meminfo_free - std::min(meminfo_free, meminfo_value("HugePages_Rsvd").value_or(0));
+  const std::vector<std::string> mounts = hugetlbfs_2m_mounts();
+  if (mounts.empty()) return std::nullopt;
+  const auto preferred = std::find(mounts.begin(), mounts.end(), "/dev/hugepages");
+  return preferred != mounts.end() ? *preferred : mounts.front();
 }
 
 // Why `pool` cannot hold `bytes` now, or nothing. tmpfs must be checked up front: its pages are
@@ -143,9 +85,10 @@ std::uint64_t available_huge_pages() {
 std::optional<std::string> shortfall(const Pool& pool, std::size_t bytes) {
   if (pool.backing == Backing::hugetlbfs_2m) {
     const std::uint64_t need = bytes / pool.page_bytes;
-    const std::uint64_t have = available_huge_pages();
+    const HugePageBudget budget = huge_page_budget();
+    const std::uint64_t have = budget.available;
+    const std::uint64_t total = budget.total;
     if (have < need) {
-      const std::uint64_t total = read_number("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").value_or(0);
       return fmt::format("needs {} free 2 MiB huge pages, {} are free and unreserved (HugePages_Free); "
                          "echo {} > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
                          need, have, total + need - have);

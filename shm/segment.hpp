@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "shm/error.hpp"
+#include "shm/huge_pages.hpp"
 #include "shm/layout.hpp"
 #include "shm/liveness.hpp"
 
@@ -72,7 +73,6 @@ enum class MlockMode : std::uint8_t {
 
 inline constexpr std::string_view kDefaultTmpfsDir = "/dev/shm";
 inline constexpr std::size_t kMaxSegmentNameBytes = 200;
-inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 inline constexpr std::size_t kSmallPageBytes = 4096;
 
 struct SegmentConfig {

@@ -1,0 +1,30 @@
+#pragma once
+// What the host offers in 2 MiB huge pages: where hugetlbfs is mounted with that page size, and
+// how many pages are still free. The segment picks its backing from this; the memory benchmark
+// asks the same questions, so both read the host the same way.
+//
+// Setup path: reads /proc and /sys, allocates. Safe from any thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ipcfloor {
+
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+// Mount points of hugetlbfs with 2 MiB pages (a mount without pagesize= has the default huge
+// page size), in /proc/mounts order, deduplicated, "\040"-style escapes decoded. Empty when none.
+[[nodiscard]] std::vector<std::string> hugetlbfs_2m_mounts();
+
+struct HugePageBudget {
+  std::uint64_t total = 0;      // nr_hugepages of the 2 MiB pool
+  std::uint64_t available = 0;  // free and not reserved by other mappings
+};
+
+// The 2 MiB pool from /sys/kernel/mm/hugepages (or /proc/meminfo when that is the default
+// size); zeros when the host has no such pool.
+[[nodiscard]] HugePageBudget huge_page_budget();
+
+}  // namespace ipcfloor
