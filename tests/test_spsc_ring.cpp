@@ -354,6 +354,36 @@ TEST_CASE("ring: a corrupt consumer position stops the producer") {
   CHECK(wait_writable(producer, WaitMode::backoff, WaitClock::now()) == WaitStatus::timeout);
 }
 
+TEST_CASE("ring: an idle consumer rechecks the producer position every kEmptyPollsPerBoundsCheck empty polls") {
+  TestRing<RequestSlot> ring(8, 500);
+  auto producer = ring.producer();
+  auto consumer = ring.consumer();
+  REQUIRE(producer.try_push(request(0)));
+  RequestSlot out{};
+  REQUIRE(consumer.try_pop(out) == PopStatus::ok);
+  CHECK(consumer.try_pop(out) == PopStatus::empty);  // first empty poll after a frame: checked, sane
+  ring.control->produced.store(consumer.position() + 100);  // impossible from now on
+  for (std::uint32_t poll = 1; poll < kEmptyPollsPerBoundsCheck; ++poll) {
+    CAPTURE(poll);
+    REQUIRE(consumer.try_pop(out) == PopStatus::empty);  // not looked at on these polls
+  }
+  CHECK_FALSE(consumer.corrupt());
+  CHECK(consumer.try_pop(out) == PopStatus::corrupt);  // the periodic check finds it
+  CHECK(consumer.position() == 501);
+
+  SUBCASE("a frame resets the period: the first empty poll after it checks again") {
+    TestRing<RequestSlot> fresh(8, 900);
+    auto fresh_producer = fresh.producer();
+    auto fresh_consumer = fresh.consumer();
+    CHECK(fresh_consumer.try_pop(out) == PopStatus::empty);  // checked: starts the period
+    CHECK(fresh_consumer.try_pop(out) == PopStatus::empty);  // inside the period
+    REQUIRE(fresh_producer.try_push(request(1)));
+    REQUIRE(fresh_consumer.try_pop(out) == PopStatus::ok);
+    fresh.control->produced.store(fresh_consumer.position() - 2);
+    CHECK(fresh_consumer.try_pop(out) == PopStatus::corrupt);
+  }
+}
+
 TEST_CASE("ring: cached peer positions avoid reloading the other side's line") {
   // Poke an impossible value into the peer's position: a handle that reloaded it would latch
   // corrupt at once. Staying healthy proves it worked from its cache.
