@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <algorithm>
 #include <filesystem>
@@ -96,6 +97,15 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                     "ladder: interleaved rounds; each takes samples/rounds of every transport")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  bench->add_option("--ring-capacity", options.ladder.ring_capacity,
+                    "ladder: slots per ring of the shm-ring-* engines, and lines per array of physical-floor-ring")
+      ->capture_default_str()
+      ->check([](const std::string& text) -> std::string {
+        const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+        if (value < 2 || value > (1ULL << 24) || (value & (value - 1)) != 0)
+          return "the ring capacity must be a power of two in 2..16777216, not " + text;
+        return {};
+      });
   bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)");
   bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)");
   bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")->capture_default_str();

@@ -18,6 +18,10 @@ const std::vector<Transport>& all_transports() {
       {"physical-floor", "one cache line bounced between the two pinned cores (no software)", run_physical_floor},
       {"physical-floor-2line", "request on one cache line, answer on another, between the two pinned cores (no software)",
        run_physical_floor_two_lines},
+      {"physical-floor-ring",
+       "request and answer on two arrays of --ring-capacity lines, the next line of each per round trip, as a ring's "
+       "slots (no software)",
+       run_physical_floor_ring},
       {"inproc-call", "dispatch_request ECHO as an opaque function call on one thread (both sides on the client core)",
        run_inproc_call},
       {"moodycamel-thread", "two moodycamel::ReaderWriterQueue between two pinned threads of one process, both spinning",
@@ -68,6 +72,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   context.server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
   context.binary = options.binary.empty() ? self_executable() : options.binary;
   context.clock = &clock;
+  context.ring_capacity = options.ring_capacity;
 
   const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);
   struct Rung {
@@ -112,7 +117,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
                         [&](const Rung& r) { return r.transport->name == name && r.skipped.empty(); });
   };
   if (const auto floor = rung_named("physical-floor"); floor != rungs.end()) {
-    for (const char* name : {"physical-floor-2line", "shm-ring-spin", "shm-ring-backoff", "moodycamel-thread"}) {
+    for (const char* name :
+         {"physical-floor-2line", "physical-floor-ring", "shm-ring-spin", "shm-ring-backoff", "moodycamel-thread"}) {
       const auto rung = rung_named(name);
       if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;
       nlohmann::json per_round = nlohmann::json::array();
@@ -128,16 +134,21 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       if (r["name"] != "physical-floor")
         ratios[r["name"].get<std::string>() + "/physical-floor"] = r["p50"].get<double>() / (*floor)["p50"].get<double>();
   }
-  // The ring against the two-line floor: what the ring's software adds to the hardware cost of a
-  // request line and an answer line.
-  const auto two_lines =
-      std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor-2line"; });
-  const auto spin = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "shm-ring-spin"; });
-  if (two_lines != results.end() && spin != results.end())
-    ratios["shm-ring-spin/physical-floor-2line"] = (*spin)["p50"].get<double>() / (*two_lines)["p50"].get<double>();
+  // The ring against the two-line and the rotating-line floors: what the ring's software adds to
+  // the hardware cost of a request line and an answer line, fixed or moving on every round trip.
+  const auto result_named = [&](const char* name) {
+    return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
+  };
+  const auto spin = result_named("shm-ring-spin");
+  for (const char* hardware : {"physical-floor-2line", "physical-floor-ring"}) {
+    const auto rung = result_named(hardware);
+    if (rung != results.end() && spin != results.end())
+      ratios[std::string("shm-ring-spin/") + hardware] = (*spin)["p50"].get<double>() / (*rung)["p50"].get<double>();
+  }
   if (spin != results.end()) {
     for (const auto& r : results)
-      if (r["name"] != "shm-ring-spin" && r["name"] != "physical-floor" && r["name"] != "physical-floor-2line")
+      if (r["name"] != "shm-ring-spin" && r["name"] != "physical-floor" && r["name"] != "physical-floor-2line" &&
+          r["name"] != "physical-floor-ring")
         ratios[r["name"].get<std::string>() + "/shm-ring-spin"] = r["p50"].get<double>() / (*spin)["p50"].get<double>();
   }
   return nlohmann::json{
@@ -145,7 +156,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       {"host", collect_host_info()},
       {"config",
        {{"payload_bytes", 48}, {"samples", options.samples}, {"warmup", options.warmup}, {"rounds", rounds},
-        {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()},
+        {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()}, {"ring_capacity", context.ring_capacity},
         {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"}}},
       {"results", results},
       {"skipped", skipped},

@@ -2,12 +2,14 @@
 // `ipcfloor bench ladder`: the floor ladder (SPEC §8.1), every transport's RTT for a 48-byte
 // request and its reply, measured in one run so that ratios between rungs are meaningful.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shm/error.hpp"
+#include "shm/layout.hpp"
 
 namespace ipcfloor {
 
@@ -23,6 +25,9 @@ struct LadderOptions {
   int client_cpu = -1;  // -1: the first allowed cpu
   int server_cpu = -1;  // -1: the last allowed cpu
   std::string binary;   // empty: this executable
+  // Slots per ring of the shm-ring-* engines (serve --ring-capacity) and lines per array of
+  // physical-floor-ring, so that the rotating floor walks as many lines as the ring does.
+  std::uint32_t ring_capacity = kDefaultRingCapacity;
 };
 
 // Runs each transport in turn, in interleaved rounds. A transport that cannot run is reported in

@@ -13,7 +13,8 @@ Expected<std::vector<double>> run_shm_ring(const TransportContext& context, cons
   auto mode = parse_wait_mode(wait_mode);
   if (!mode) return std::unexpected(mode.error());
   EngineChild engine(context.binary, unique_segment_name(std::string("ladder-") + wait_mode),
-                     {"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000"});
+                     {"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000", "--ring-capacity",
+                      std::to_string(context.ring_capacity)});
   if (!engine.up())
     return fail(ErrorCode::io, "the engine ({} serve --wait {}) did not come up", context.binary, wait_mode);
   ShmClientOptions options;

@@ -15,6 +15,7 @@
 #include "bench/latency.hpp"
 #include "shm/combo.hpp"
 #include "shm/error.hpp"
+#include "shm/layout.hpp"
 #include "shm/frames.hpp"
 
 namespace ipcfloor {
@@ -25,6 +26,7 @@ struct TransportContext {
   int client_cpu = 0;       // this process's measuring thread
   int server_cpu = 1;       // the peer thread or engine serving thread
   std::string binary;       // the ipcfloor executable, for transports that spawn an engine
+  std::uint32_t ring_capacity = kDefaultRingCapacity;  // shm-ring-* engines; lines of physical-floor-ring
   const TscClock* clock = nullptr;
 };
 
@@ -82,6 +84,11 @@ inline void unpin_current_thread() noexcept {
 // Implementations.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context);
+// The bounce on two arrays of context.ring_capacity lines, one line of each per round trip.
+[[nodiscard]] Expected<std::vector<double>> run_physical_floor_ring(const TransportContext& context);
+// The same with `lines_per_array` lines (>= 1; tests use a few to wrap around quickly).
+[[nodiscard]] Expected<std::vector<double>> run_physical_floor_rotating(const TransportContext& context,
+                                                                        std::size_t lines_per_array);
 [[nodiscard]] Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode);
 [[nodiscard]] Expected<std::vector<double>> run_inproc_call(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& context);

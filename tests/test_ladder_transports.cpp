@@ -103,12 +103,15 @@ TEST_CASE("ladder transports: the expected rungs are registered, in ladder order
   std::vector<std::string> names;
   for (const Transport& t : all_transports()) names.push_back(t.name);
   for (const char* name :
-       {"physical-floor", "inproc-call", "moodycamel-thread", "boost-message-queue", "spawn", "zeromq-ipc", "iceoryx"}) {
+       {"physical-floor", "physical-floor-2line", "physical-floor-ring", "inproc-call", "moodycamel-thread",
+        "boost-message-queue", "spawn", "zeromq-ipc", "iceoryx"}) {
     CAPTURE(name);
     CHECK(std::count(names.begin(), names.end(), name) == 1);
   }
   const auto at = [&](const char* name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
   CHECK(at("physical-floor") < at("inproc-call"));
+  CHECK(at("physical-floor-2line") < at("physical-floor-ring"));
+  CHECK(at("physical-floor-ring") < at("inproc-call"));
   CHECK(at("inproc-call") < at("moodycamel-thread"));
   CHECK(at("moodycamel-thread") < at("boost-message-queue"));
   CHECK(at("boost-message-queue") < at("spawn"));
@@ -140,6 +143,24 @@ TEST_CASE("ladder transports: each measures 200 positive round trips or names wh
   }
   // The in-process, thread and message-queue rungs never skip.
   CHECK(measured >= 4);
+}
+
+TEST_CASE("the rotating-line floor wraps around its lines many times and times every round trip") {
+  if (allowed_cpus().size() < 2) return;
+  const Watchdog watchdog(60);
+  const TscClock clock = TscClock::calibrate(5);
+  TransportContext context = small_context(clock);
+  context.warmup = 3;  // a non-zero start: the timed round trips begin mid-lap
+  for (const std::size_t lines : {std::size_t{1}, std::size_t{2}, std::size_t{7}}) {
+    CAPTURE(lines);
+    auto samples = run_physical_floor_rotating(context, lines);
+    REQUIRE(samples);
+    CHECK(samples->size() == context.samples);  // 200 round trips: at least 28 laps of 7 lines
+    CHECK(std::all_of(samples->begin(), samples->end(), [](double ns) { return std::isfinite(ns) && ns > 0; }));
+  }
+  const auto none = run_physical_floor_rotating(context, 0);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().message.find("at least one line") != std::string::npos);
 }
 
 TEST_CASE("spawn: a program that is not the engine is an error, not a hang or a crash") {
