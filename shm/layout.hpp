@@ -47,7 +47,12 @@ inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kDefaultLanes = 4;
 inline constexpr std::uint32_t kMaxLanes = 64;
-inline constexpr std::uint32_t kDefaultRingCapacity = 256;
+// Slots per ring. Small on purpose: with one request in flight the round trip grows with the
+// number of distinct lines a ring walks through (2-vCPU EPYC, `tools/ladder_series --runs 15
+// --ring-capacity N`: median 1.07x the one-line floor at 4 slots, 1.15x at 8, 1.21x at 16 and
+// 64, 1.30x at 256). Eight slots still let a pipelining client keep eight frames in flight; a
+// deeper pipeline is `serve --ring-capacity`.
+inline constexpr std::uint32_t kDefaultRingCapacity = 8;
 inline constexpr std::size_t kSeriesNameBytes = 96;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane

@@ -272,11 +272,10 @@ class RingProducer {
     // release: publishes the position after the stamp; pairs with the acquire loads of
     // `produced` in RingConsumer::has_data's bounds check, make()/adopt() and probe_corrupt().
     control_->produced.store(head_, std::memory_order_release);
-    // Take ownership of the next slot's line now, while the peer is busy with this frame, so
-    // the next write does not wait for the consumer's copy to be invalidated on the critical
-    // path. Only a hint (measured: a spin round trip drops from ~590 to ~420 ns on a 2-vCPU
-    // EPYC); the consumer deliberately does not prefetch slots, or the line would bounce.
-    __builtin_prefetch(&slots_[head_ & mask_], 1, 3);
+    // No prefetch-for-write of the next slot: the consumer polls that slot next, so taking its
+    // line early only makes it travel once more per frame (2-vCPU EPYC, 8-slot rings across
+    // processes, 10 ladder runs: median 1.42x the one-line floor with the prefetch, 1.14x
+    // without; docs/DESIGN.md).
   }
 
   // True when at least one slot is free; refreshes the cached consumer position only when the
