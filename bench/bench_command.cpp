@@ -14,6 +14,8 @@
 
 #include "bench/host_info.hpp"
 #include "bench/report.hpp"
+#include "shm/layout.hpp"
+#include "shm/spsc_ring.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -100,11 +102,9 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_option("--ring-capacity", options.ladder.ring_capacity,
                     "ladder: slots per ring of the shm-ring-* engines, and lines per array of physical-floor-ring")
       ->capture_default_str()
+      ->check(CLI::Range(std::uint32_t{2}, kMaxRingCapacity))
       ->check([](const std::string& text) -> std::string {
-        const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
-        if (value < 2 || value > (1ULL << 24) || (value & (value - 1)) != 0)
-          return "the ring capacity must be a power of two in 2..16777216, not " + text;
-        return {};
+        return valid_ring_capacity(std::strtoull(text.c_str(), nullptr, 10)) ? "" : "not a power of two: " + text;
       });
   bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)");
   bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)");

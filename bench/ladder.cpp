@@ -128,7 +128,10 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   }
   // Ratios within this run: each rung's p50 over the physical floor's.
   nlohmann::json ratios = nlohmann::json::object();
-  const auto floor = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor"; });
+  const auto result_named = [&](const char* name) {
+    return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
+  };
+  const auto floor = result_named("physical-floor");
   if (floor != results.end()) {
     for (const auto& r : results)
       if (r["name"] != "physical-floor")
@@ -136,9 +139,6 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   }
   // The ring against the two-line and the rotating-line floors: what the ring's software adds to
   // the hardware cost of a request line and an answer line, fixed or moving on every round trip.
-  const auto result_named = [&](const char* name) {
-    return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
-  };
   const auto spin = result_named("shm-ring-spin");
   for (const char* hardware : {"physical-floor-2line", "physical-floor-ring"}) {
     const auto rung = result_named(hardware);
@@ -156,8 +156,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       {"host", collect_host_info()},
       {"config",
        {{"payload_bytes", 48}, {"samples", options.samples}, {"warmup", options.warmup}, {"rounds", rounds},
-        {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()}, {"ring_capacity", context.ring_capacity},
-        {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"}}},
+        {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()},
+        {"ring_capacity", context.ring_capacity}, {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"}}},
       {"results", results},
       {"skipped", skipped},
       {"ratios", ratios},

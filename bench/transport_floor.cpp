@@ -8,8 +8,8 @@
 // writing a line the other core holds rather than the line it just handed back.
 //
 // physical-floor-ring: the request and the answer on two arrays of `ring_capacity` (the ring's
-// slot count) contiguous 64-byte lines, each round trip on the next line of each array, as the segment's
-// request and response rings move through their slots. Still no software: a store and a poll
+// slot count) contiguous 64-byte lines, each round trip on the next line of each array, as the
+// segment's request and response rings move through their slots. Still no software: a store and a poll
 // per side, as above. The difference to physical-floor-2line is what the hardware charges for
 // moving to a new pair of lines every round trip instead of reusing one pair; the difference
 // between shm-ring-spin and this rung is what the ring's software and the process boundary add.
@@ -36,21 +36,23 @@ struct alignas(64) BounceLine {
 };
 static_assert(sizeof(BounceLine) == 64, "a bounce line is one cache line, like a ring slot");
 
-// Where round trip `i` puts its request and finds its answer. Shapes: one line for both; one
-// fixed request line and one fixed reply line (128 bytes apart, so that the adjacent-line
-// prefetcher does not pair them); or two arrays of `count` lines walked one line per round trip.
+// Where round trip `i` puts its request and finds its answer: line `i % count` of the request
+// array and of the reply array. Shapes: one line for both (reply_offset 0); one fixed request
+// line and one fixed reply line 128 bytes apart, so that the adjacent-line prefetcher does not
+// pair them (count 1, reply_offset 2); or two arrays of `count` lines (reply_offset = count).
 class BounceLines {
  public:
-  // Setup path: allocates the arrays. `count` >= 1; `shared` puts the reply on the request line.
-  BounceLines(std::size_t count, bool shared, std::size_t reply_offset_lines)
-      : count_(count),
-        storage_(std::make_unique<BounceLine[]>(shared ? count : count + reply_offset_lines)),
-        reply_offset_(shared ? 0 : reply_offset_lines) {}
+  // Setup path: allocates. `count` >= 1.
+  BounceLines(std::size_t count, std::size_t reply_offset)
+      : count_(count), storage_(std::make_unique<BounceLine[]>(count + reply_offset)), reply_offset_(reply_offset) {}
 
-  [[nodiscard]] std::atomic<std::uint64_t>& request(std::uint64_t i) noexcept { return storage_[i % count_].value; }
-  [[nodiscard]] std::atomic<std::uint64_t>& reply(std::uint64_t i) noexcept {
-    return storage_[reply_offset_ + i % count_].value;
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  // `slot` < count(); each side walks it with next() so that no division lands in the timed path.
+  [[nodiscard]] std::atomic<std::uint64_t>& request(std::size_t slot) noexcept { return storage_[slot].value; }
+  [[nodiscard]] std::atomic<std::uint64_t>& reply(std::size_t slot) noexcept {
+    return storage_[reply_offset_ + slot].value;
   }
+  [[nodiscard]] std::size_t next(std::size_t slot) const noexcept { return slot + 1 == count_ ? 0 : slot + 1; }
 
  private:
   std::size_t count_;
@@ -71,9 +73,10 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
       lines.reply(0).store(kDone, std::memory_order_release);  // release: unblocks ping; pairs with its acquire
       return;
     }
-    for (std::uint64_t i = 0;; ++i) {
-      const std::uint64_t expect = 2 * i + 1;
-      std::atomic<std::uint64_t>& request = lines.request(i);
+    std::size_t slot = 0;
+    for (std::uint64_t expect = 1;; expect += 2, slot = lines.next(slot)) {
+      std::atomic<std::uint64_t>& request = lines.request(slot);
+      std::atomic<std::uint64_t>& reply = lines.reply(slot);
       for (;;) {
         // acquire: pairs with ping's release store of the odd value (or of kDone).
         const std::uint64_t seen = request.load(std::memory_order_acquire);
@@ -81,27 +84,28 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
         if (seen == expect) break;
         detail::cpu_relax();
       }
-      lines.reply(i).store(expect + 1, std::memory_order_release);  // release: pairs with ping's acquire load
+      reply.store(expect + 1, std::memory_order_release);  // release: pairs with ping's acquire load
     }
   });
 
-  const std::size_t total = context.warmup + context.samples;
-  const auto stop_pong = [&](std::uint64_t next) {
-    // release: stops pong, which polls the request line of round trip `next`; pairs with its acquire.
-    lines.request(next).store(kDone, std::memory_order_release);
+  std::size_t slot = 0;
+  const auto stop_pong = [&] {
+    // release: stops pong, which polls the request line of the next round trip; pairs with its acquire.
+    lines.request(slot).store(kDone, std::memory_order_release);
     pong.join();
   };
   if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
-    stop_pong(0);
+    stop_pong();
     return std::unexpected(pinned.error());
   }
   std::vector<double> samples = reserved_samples(context);
-  std::uint64_t i = 0;
-  for (; i < total; ++i) {
+  const std::size_t total = context.warmup + context.samples;
+  for (std::size_t i = 0; i < total; ++i, slot = lines.next(slot)) {
     const std::uint64_t ping = 2 * i + 1;
-    std::atomic<std::uint64_t>& reply = lines.reply(i);
+    std::atomic<std::uint64_t>& request = lines.request(slot);
+    std::atomic<std::uint64_t>& reply = lines.reply(slot);
     const std::uint64_t t0 = TscClock::now();
-    lines.request(i).store(ping, std::memory_order_release);  // release: pairs with pong's acquire load
+    request.store(ping, std::memory_order_release);  // release: pairs with pong's acquire load
     // acquire: pairs with pong's release store of ping + 1.
     std::uint64_t seen = 0;
     while ((seen = reply.load(std::memory_order_acquire)) != ping + 1) {
@@ -112,7 +116,7 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
     if (seen == kDone) break;
     if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
   }
-  stop_pong(i);
+  stop_pong();
   if (pong_failed.load(std::memory_order_acquire)) return std::unexpected(pong_error);  // acquire: see above
   return samples;
 }
@@ -120,18 +124,18 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
 }  // namespace
 
 Expected<std::vector<double>> run_physical_floor(const TransportContext& context) {
-  BounceLines lines(1, true, 0);
+  BounceLines lines(1, 0);
   return bounce(context, lines);
 }
 
 Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context) {
-  BounceLines lines(1, false, 2);
+  BounceLines lines(1, 2);
   return bounce(context, lines);
 }
 
 Expected<std::vector<double>> run_physical_floor_rotating(const TransportContext& context, std::size_t lines_per_array) {
   if (lines_per_array == 0) return fail(ErrorCode::invalid_argument, "a rotating bounce needs at least one line per array");
-  BounceLines lines(lines_per_array, false, lines_per_array);
+  BounceLines lines(lines_per_array, lines_per_array);
   return bounce(context, lines);
 }
 

@@ -53,6 +53,7 @@ inline constexpr std::uint32_t kMaxLanes = 64;
 // 64, 1.30x at 256). Eight slots still let a pipelining client keep eight frames in flight; a
 // deeper pipeline is `serve --ring-capacity`.
 inline constexpr std::uint32_t kDefaultRingCapacity = 8;
+inline constexpr std::uint32_t kMaxRingCapacity = 1U << 24;
 inline constexpr std::size_t kSeriesNameBytes = 96;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane

@@ -427,8 +427,9 @@ Expected<void> validate_config(const SegmentConfig& config) {
   if (config.lanes < 1 || config.lanes > kMaxLanes) {
     return fail(ErrorCode::invalid_argument, "--lanes {} is outside 1..{}", config.lanes, kMaxLanes);
   }
-  if (!valid_ring_capacity(config.ring_capacity) || config.ring_capacity > (1U << 24)) {
-    return fail(ErrorCode::invalid_argument, "ring capacity {} is not a power of two in 2..{}", config.ring_capacity, 1U << 24);
+  if (!valid_ring_capacity(config.ring_capacity) || config.ring_capacity > kMaxRingCapacity) {
+    return fail(ErrorCode::invalid_argument, "ring capacity {} is not a power of two in 2..{}", config.ring_capacity,
+                kMaxRingCapacity);
   }
   if (config.series.empty()) return fail(ErrorCode::invalid_argument, "the series is empty: the segment needs at least one bar");
   if (config.bulk_bytes > kMaxBulkBytes) {
