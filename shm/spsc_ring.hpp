@@ -274,8 +274,8 @@ class RingProducer {
     control_->produced.store(head_, std::memory_order_release);
     // No prefetch-for-write of the next slot: the consumer polls that slot next, so taking its
     // line early only makes it travel once more per frame (2-vCPU EPYC, 8-slot rings, builds
-    // alternated, 15 runs of `ipcfloor bench ladder --ring-capacity 8`: median 1.36x the
-    // one-line floor with the prefetch, 1.20x without; docs/DESIGN.md).
+    // alternated, 15 runs of `ipcfloor bench ladder --ring-capacity 8`: median 1.54x the
+    // one-line floor with the prefetch, 1.23x without; docs/DESIGN.md).
   }
 
   // True when at least one slot is free; refreshes the cached consumer position only when the
