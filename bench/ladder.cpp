@@ -147,8 +147,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   }
   if (spin != results.end()) {
     for (const auto& r : results)
-      if (r["name"] != "shm-ring-spin" && r["name"] != "physical-floor" && r["name"] != "physical-floor-2line" &&
-          r["name"] != "physical-floor-ring")
+      if (const auto name = r["name"].get<std::string>(); name != "shm-ring-spin" && !name.starts_with("physical-floor"))
         ratios[r["name"].get<std::string>() + "/shm-ring-spin"] = r["p50"].get<double>() / (*spin)["p50"].get<double>();
   }
   return nlohmann::json{
