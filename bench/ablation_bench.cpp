@@ -9,9 +9,9 @@
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
 #include "clients/shm_client.hpp"
-#include "engine/affinity.hpp"
-#include "engine/gbm.hpp"
-#include "engine/kernel.hpp"
+#include "common/affinity.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
 
 namespace ipcfloor {
 namespace {

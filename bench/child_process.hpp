@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

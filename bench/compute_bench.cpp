@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 
 #include "bench/host_info.hpp"
-#include "engine/gbm.hpp"
-#include "engine/kernel.hpp"
-#include "engine/series_source.hpp"
-#include "engine/sweep_report.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/series_source.hpp"
+#include "kernel/grid.hpp"
 
 namespace ipcfloor {
 namespace {

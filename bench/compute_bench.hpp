@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

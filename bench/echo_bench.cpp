@@ -9,8 +9,8 @@
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
 #include "clients/shm_client.hpp"
-#include "engine/affinity.hpp"
-#include "engine/gbm.hpp"
+#include "common/affinity.hpp"
+#include "kernel/gbm.hpp"
 
 namespace ipcfloor {
 namespace {

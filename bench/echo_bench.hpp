@@ -1,5 +1,5 @@
 #pragma once
-// `ipcfloor bench echo` (SPEC §8.2): RTT against payload size, 8 B to 1.2 MB (1 to 150,000
+// `ipcfloor bench echo` (docs/SPEC.md §7.2): RTT against payload size, 8 B to 1.2 MB (1 to 150,000
 // floats), the study's scalpel. Over the Unix socket (opcode 1: the series goes and comes back
 // verbatim) and through the segment (the lane's bulk region: the engine copies the floats in
 // and out, touching every byte as the socket server does), with the study's model
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

@@ -13,7 +13,7 @@
 
 #include "bench/transports.hpp"
 #include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 
 namespace ipcfloor {
 

@@ -17,11 +17,11 @@
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
 #include "clients/shm_client.hpp"
-#include "engine/affinity.hpp"
-#include "engine/gbm.hpp"
-#include "engine/kernel.hpp"
-#include "engine/live_signal.hpp"
-#include "engine/series_io.hpp"
+#include "common/affinity.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/live_signal.hpp"
+#include "kernel/series_io.hpp"
 
 extern char** environ;
 

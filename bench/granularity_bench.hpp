@@ -1,5 +1,5 @@
 #pragma once
-// `ipcfloor bench granularity` (SPEC §8.4): the full 80-combo default sweep run six ways —
+// `ipcfloor bench granularity` (docs/SPEC.md §7.4): the full 80-combo default sweep run six ways —
 // in-process; one batch over the socket; chatty per-combo calls that re-ship the series; a
 // process spawned per sweep; stateful over the socket (series loaded once, params only); and
 // stateful over the shm ring — plus the break-even table G = compute per call / transport
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The host facts every report carries (SPEC §8): CPU, cores, kernel, isolated cpus, huge
+// The host facts every report carries (docs/SPEC.md §7): CPU, cores, kernel, isolated cpus, huge
 // pages, THP, governor, memlock. Read from /proc and /sys; a fact the host does not expose
 // is reported as "unavailable" rather than guessed.
 

@@ -12,7 +12,7 @@
 #include "bench/thread_probe.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 namespace {

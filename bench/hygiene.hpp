@@ -1,6 +1,6 @@
 #pragma once
 // `ipcfloor bench hygiene`: syscalls, page faults and context switches per request on the
-// engine's serving thread (SPEC §8.6), counted over a million requests through the ring, and
+// engine's serving thread (docs/SPEC.md §7.6), counted over a million requests through the ring, and
 // the same on the socket server's thread for comparison; plus the memory choices behind the
 // segment (bench/memory_bench.hpp: first touch with and without prefault, 2 MiB vs 4 KiB scans).
 
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

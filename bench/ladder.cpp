@@ -9,7 +9,7 @@
 #include "bench/latency.hpp"
 #include "bench/transport_socket.hpp"
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 

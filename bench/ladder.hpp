@@ -1,5 +1,5 @@
 #pragma once
-// `ipcfloor bench ladder`: the floor ladder (SPEC §8.1), every transport's RTT for a 48-byte
+// `ipcfloor bench ladder`: the floor ladder (docs/SPEC.md §7.1), every transport's RTT for a 48-byte
 // request and its reply, measured in one run so that ratios between rungs are meaningful.
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 #include "shm/layout.hpp"
 
 namespace ipcfloor {

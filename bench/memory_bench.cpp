@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 
 #include "bench/latency.hpp"
-#include "engine/affinity.hpp"
-#include "engine/gbm.hpp"
+#include "common/affinity.hpp"
+#include "kernel/gbm.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/segment.hpp"
 

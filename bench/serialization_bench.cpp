@@ -8,7 +8,7 @@
 
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
-#include "engine/gbm.hpp"
+#include "kernel/gbm.hpp"
 
 namespace ipcfloor {
 namespace {

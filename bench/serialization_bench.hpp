@@ -1,11 +1,11 @@
 #pragma once
-// `ipcfloor bench serialization`: the study's serialization tax (SPEC §8.3). The 150,000-float
+// `ipcfloor bench serialization`: the study's serialization tax (docs/SPEC.md §7.3). The 150,000-float
 // close series encoded as raw little-endian bytes and as JSON (nlohmann::json, a real JSON
 // library from Debian), encode and decode timed separately, each repetition a sample.
 
 #include <nlohmann/json.hpp>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

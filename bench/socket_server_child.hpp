@@ -8,7 +8,7 @@
 
 #include "bench/child_process.hpp"
 #include "clients/socket_client.hpp"
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

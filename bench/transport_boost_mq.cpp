@@ -21,7 +21,7 @@
 #include "bench/child_exit.hpp"
 #include "bench/echo_peer.hpp"
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 

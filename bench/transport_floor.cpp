@@ -3,7 +3,7 @@
 // Every transport above it on the ladder pays this plus its own overhead.
 //
 // physical-floor-2line: the same with the request and the answer on two separate lines, as any
-// request/response pair of rings has them (SPEC §3: a request ring and a response ring per
+// request/response pair of rings has them (docs/SPEC.md §2: a request ring and a response ring per
 // lane). Still no software; the difference to physical-floor is what the hardware charges for
 // writing a line the other core holds rather than the line it just handed back.
 //
@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 #include "shm/layout.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -82,7 +82,7 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
         const std::uint64_t seen = request.load(std::memory_order_acquire);
         if (seen == kDone) return;
         if (seen == expect) break;
-        detail::cpu_relax();
+        cpu_relax();
       }
       reply.store(expect + 1, std::memory_order_release);  // release: pairs with ping's acquire load
     }
@@ -110,7 +110,7 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
     std::uint64_t seen = 0;
     while ((seen = reply.load(std::memory_order_acquire)) != ping + 1) {
       if (seen == kDone) break;
-      detail::cpu_relax();
+      cpu_relax();
     }
     const std::uint64_t t1 = TscClock::now();
     if (seen == kDone) break;

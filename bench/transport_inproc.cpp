@@ -5,9 +5,9 @@
 // every rung pays.
 
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 #include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 
 namespace ipcfloor {
 

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 #include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 #include "engine/rw_queue.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -42,11 +42,11 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
     // acquire: pairs with the client's release store of stop after its last round trip.
     while (!stop.load(std::memory_order_acquire)) {
       if (!requests.try_dequeue(request)) {
-        detail::cpu_relax();
+        cpu_relax();
         continue;
       }
       (void)dispatch_request(request, {}, 0.0, workspace, response);  // the client checks the status
-      while (!replies.try_enqueue(response)) detail::cpu_relax();
+      while (!replies.try_enqueue(response)) cpu_relax();
     }
   });
 
@@ -77,7 +77,7 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
         answered = false;
         break;
       }
-      detail::cpu_relax();
+      cpu_relax();
     }
     const std::uint64_t t1 = TscClock::now();
     if (!answered) break;

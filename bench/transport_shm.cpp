@@ -5,7 +5,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 

@@ -7,7 +7,7 @@
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
 #include "clients/socket_client.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 namespace {

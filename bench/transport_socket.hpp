@@ -1,5 +1,5 @@
 #pragma once
-// The socket rungs of the floor ladder (SPEC §8.1): the 48-byte echo_params round trip (opcode 4
+// The socket rungs of the floor ladder (docs/SPEC.md §7.1): the 48-byte echo_params round trip (opcode 4
 // of docs/PROTOCOL.md) to a real `ipcfloor serve --no-shm` in another process, over a Unix-domain
 // socket and over TCP loopback. The server thread is pinned to context.server_cpu
 // (--socket-cpu), the measuring thread to context.client_cpu; each call is timed on its own
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bench/transports.hpp"
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

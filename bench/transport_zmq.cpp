@@ -30,7 +30,7 @@
 
 #include "bench/child_exit.hpp"
 #include "bench/echo_peer.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 
 namespace ipcfloor {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The transports of the floor ladder (SPEC §8.1). Each one measures the round trip of a
+// The transports of the floor ladder (docs/SPEC.md §7.1). Each one measures the round trip of a
 // 48-byte request and its reply, one sample at a time, with both sides pinned, after a warm-up.
 // Each lives in its own bench/transport_*.cpp and registers in bench/ladder.cpp.
 
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench/latency.hpp"
-#include "shm/combo.hpp"
-#include "shm/error.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
 #include "shm/layout.hpp"
 #include "shm/frames.hpp"
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "shm/lane.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
@@ -17,7 +18,8 @@ namespace {
 // A heartbeat older than this many intervals means the engine is not serving (stopped or hung).
 constexpr std::uint64_t kStaleHeartbeats = 3;
 // Polls before a spin or backoff wait reads the clock to set its deadline. A vDSO clock read
-// costs tens of ns, a large share of a ~500 ns round trip, so the common case never makes one.
+// costs tens of ns, a large share of a round trip through the ring, so the common case never
+// makes one.
 constexpr std::uint32_t kPollsBeforeDeadline = 2048;
 // How often connect() looks again while a lane is being freed (setup path: sleeping is fine).
 constexpr std::chrono::microseconds kLaneFreeingPoll{500};
@@ -70,30 +72,15 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
     bool freeing = false;
     for (std::uint32_t i = 0; i < segment->lane_count(); ++i) {
       const LaneView view = segment->lane(i);
-      std::uint64_t expected = pack_owner(LaneState::free, 0);
-      // acq_rel: acquire pairs with the engine's release store of `free` in ShmServer::reset_lane
-      // (the rings are reset before we use them); release publishes our pid to the engine.
-      // On failure, acquire: `expected` then holds the owner word as the engine or another client
-      // last published it.
-      if (!view.control->owner.compare_exchange_strong(expected, pack_owner(LaneState::claimed, pid),
-                                                       std::memory_order_acq_rel, std::memory_order_acquire)) {
-        const LaneState state = owner_state(expected);
-        // relaxed: like the engine's reporter, a zero or stale value falls back to the pid alone.
-        const std::uint64_t ticks = view.control->owner_start_ticks.load(std::memory_order_relaxed);
-        freeing |= state == LaneState::releasing || state == LaneState::reclaiming ||
-                   (state == LaneState::claimed && !process_alive(owner_pid(expected), ticks));
+      const ClaimOutcome claim = try_claim_lane(*view.control, pid);
+      if (claim != ClaimOutcome::claimed) {
+        freeing |= claim == ClaimOutcome::freeing;
         continue;
       }
-      // relaxed: read by the engine's reporter only to tell a reused pid apart; a zero read there
-      // falls back to the pid alone.
-      view.control->owner_start_ticks.store(process_start_ticks(pid), std::memory_order_relaxed);
-      // relaxed: a statistic, shown by `ipcfloor status`.
-      view.control->generation.fetch_add(1, std::memory_order_relaxed);
       auto requests = RingProducer<RequestSlot>::make(view.request_ring, view.request_slots, segment->ring_capacity());
       auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, segment->ring_capacity());
       if (!requests || !responses) {
-        // release: hands the lane back; pairs with the engine's acquire load in scan_lanes.
-        view.control->owner.store(pack_owner(LaneState::releasing, pid), std::memory_order_release);
+        release_lane(*view.control, pid);
         return std::unexpected(requests ? responses.error() : requests.error());
       }
       const auto timeout = options.timeout;
@@ -134,7 +121,7 @@ ShmClient::ShmClient(ShmClient&& other) noexcept
 
 ShmClient& ShmClient::operator=(ShmClient&& other) noexcept {
   if (this != &other) {
-    release_lane();
+    give_back_lane();
     segment_ = std::move(other.segment_);
     lane_ = other.lane_;
     mode_ = other.mode_;
@@ -150,23 +137,17 @@ ShmClient& ShmClient::operator=(ShmClient&& other) noexcept {
   return *this;
 }
 
-ShmClient::~ShmClient() { release_lane(); }
+ShmClient::~ShmClient() { give_back_lane(); }
 
-void ShmClient::release_lane() noexcept {
+void ShmClient::give_back_lane() noexcept {
   if (!owns_lane_) return;
   owns_lane_ = false;
-  const LaneView view = segment_.lane(lane_);
-  // release: our last ring writes happen before the engine drains the lane; pairs with the
-  // acquire load in ShmServer::serve_lane.
-  view.control->owner.store(pack_owner(LaneState::releasing, static_cast<std::int32_t>(getpid())),
-                            std::memory_order_release);
+  release_lane(*segment_.lane(lane_).control, static_cast<std::int32_t>(getpid()));
   ring_doorbell();
 }
 
 void ShmClient::ring_doorbell() noexcept {
-  if (!engine_blocks_) return;
-  SegmentHeader& header = segment_.header();
-  detail::notify_channel({header.doorbell, header.engine_sleeping});
+  if (engine_blocks_) ring_engine_doorbell(segment_.header());
 }
 
 CallStatus ShmClient::check_engine() const noexcept {
@@ -220,7 +201,7 @@ CallStatus ShmClient::wait_response(ResponseSlot& response) noexcept {
     for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
       const CallStatus got = poll(response);
       if (got != CallStatus::empty) return got;
-      detail::cpu_relax();
+      cpu_relax();
     }
   }
   const auto deadline = WaitClock::now() + timeout_;

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shm/combo.hpp"
-#include "shm/error.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
 #include "shm/frames.hpp"
 #include "shm/segment.hpp"
 #include "shm/spsc_ring.hpp"
@@ -106,7 +106,7 @@ class ShmClient {
             RingProducer<RequestSlot> requests, RingConsumer<ResponseSlot> responses);
   CallStatus check_engine() const noexcept;
   void ring_doorbell() noexcept;
-  void release_lane() noexcept;
+  void give_back_lane() noexcept;
 
   Segment segment_;
   std::uint32_t lane_;

@@ -23,10 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/kernel.hpp"
-#include "engine/socket_protocol.hpp"
-#include "shm/combo.hpp"
-#include "shm/error.hpp"
+#include "common/backtest_result.hpp"
+#include "socket/socket_protocol.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 

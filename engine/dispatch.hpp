@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 #include "shm/frames.hpp"
 
 namespace ipcfloor {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/dispatch.hpp"
+#include "shm/lane.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -74,8 +75,6 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
   lane.requests.restart(request_head);
   lane.responses.restart(response_head);
   quarantined_ &= ~(std::uint64_t{1} << index);
-  // relaxed: a statistic; only this thread writes it.
-  lane.view.control->owner_start_ticks.store(0, std::memory_order_relaxed);
   if (why == LaneState::reclaiming) {
     // relaxed: counter only this thread writes; readers (status) tolerate staleness.
     header_.lanes_reclaimed.store(header_.lanes_reclaimed.load(std::memory_order_relaxed) + 1,
@@ -85,18 +84,17 @@ void ShmServer::reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::
     header_.lanes_released.store(header_.lanes_released.load(std::memory_order_relaxed) + 1,
                                  std::memory_order_relaxed);
   }
-  // release: publishes the reset rings; pairs with the acquire CAS in ShmClient::claim_lane.
-  lane.view.control->owner.store(pack_owner(LaneState::free, 0), std::memory_order_release);
+  free_lane(*lane.view.control);
   report(TelemetryEvent{why == LaneState::reclaiming ? TelemetryEvent::Kind::lane_reclaimed
                                                      : TelemetryEvent::Kind::lane_released,
                         0, index, pid, 0});
 }
 
-void ShmServer::count_corrupt_lane(std::uint32_t index, std::int32_t pid) noexcept {
+void ShmServer::count_corrupt_lane(std::uint32_t index, std::int32_t pid, TelemetryEvent::Kind kind) noexcept {
   ++lanes_corrupt_;
   // relaxed: counter only this thread writes; readers (status, tests) tolerate staleness.
   header_.lanes_corrupt.store(lanes_corrupt_, std::memory_order_relaxed);
-  report(TelemetryEvent{TelemetryEvent::Kind::ring_corrupt, 0, index, pid, 0});
+  report(TelemetryEvent{kind, 0, index, pid, 0});
 }
 
 void ShmServer::quarantine_lane(std::uint32_t index, Lane& lane, std::int32_t pid) noexcept {
@@ -104,7 +102,7 @@ void ShmServer::quarantine_lane(std::uint32_t index, Lane& lane, std::int32_t pi
   active_ &= ~bit;
   if ((quarantined_ & bit) != 0) return;
   quarantined_ |= bit;
-  count_corrupt_lane(index, pid);
+  count_corrupt_lane(index, pid, TelemetryEvent::Kind::ring_corrupt);
   // Tell the client instead of leaving it to time out: an impossible response position makes
   // its consumer latch corrupt, so its next poll or wait returns CallStatus::corrupt. The owner
   // keeps the lane (a live process that may still write into it must not share it with a new
@@ -119,21 +117,17 @@ void ShmServer::scan_lanes() noexcept {
   std::uint64_t active = 0;
   for (std::uint32_t i = 0; i < lanes_.size(); ++i) {
     Lane& lane = lanes_[i];
-    // acquire: pairs with the client's acq_rel CAS in ShmClient::connect / release store in
-    // release_lane, and with the reporter's CAS to reclaiming, so the lane's ring state is
-    // seen as they left it.
-    const std::uint64_t owner = lane.view.control->owner.load(std::memory_order_acquire);
-    const LaneState state = owner_state(owner);
-    if (state == LaneState::releasing || state == LaneState::reclaiming) {
-      reset_lane(i, lane, state, owner_pid(owner));  // nobody is left to read answers
-    } else if (state == LaneState::claimed) {
+    const LaneOwner owner = load_lane_owner(*lane.view.control);
+    if (owner.state == LaneState::releasing || owner.state == LaneState::reclaiming) {
+      reset_lane(i, lane, owner.state, owner.pid);  // nobody is left to read answers
+    } else if (owner.state == LaneState::claimed) {
       if ((quarantined_ & (std::uint64_t{1} << i)) == 0) active |= std::uint64_t{1} << i;
-      owner_pids_[i] = owner_pid(owner);
-    } else if (state != LaneState::free) {
+      owner_pids_[i] = owner.pid;
+    } else if (owner.state != LaneState::free) {
       // No client ever stores such a state: the owner word was scribbled on. Nobody could
       // claim the lane in this state, so take it back rather than lose it for good.
-      count_corrupt_lane(i, owner_pid(owner));
-      reset_lane(i, lane, LaneState::reclaiming, owner_pid(owner));
+      count_corrupt_lane(i, owner.pid, TelemetryEvent::Kind::owner_corrupt);
+      reset_lane(i, lane, LaneState::reclaiming, owner.pid);
     }
   }
   active_ = active;
@@ -194,8 +188,7 @@ std::size_t ShmServer::poll_once() noexcept {
 bool ShmServer::has_work() noexcept {
   for (std::uint32_t i = 0; i < lanes_.size(); ++i) {
     Lane& lane = lanes_[i];
-    // acquire: pairs with the same stores as the load in scan_lanes.
-    const LaneState state = owner_state(lane.view.control->owner.load(std::memory_order_acquire));
+    const LaneState state = load_lane_owner(*lane.view.control).state;
     if (state == LaneState::releasing || state == LaneState::reclaiming) return true;
     if (state == LaneState::claimed) {
       // A quarantined lane's corrupt ring always reads "readable": it must not keep us awake.
@@ -216,14 +209,14 @@ void ShmServer::run(const std::atomic<bool>& stop) noexcept {
       continue;
     }
     if (mode_ == WaitMode::spin || ++idle < kIdlePassesBeforeWait) {
-      detail::cpu_relax();
+      cpu_relax();
       continue;
     }
     auto ready = [this, &stop]() noexcept {
       return has_work() || stop.load(std::memory_order_relaxed);  // relaxed: plain flag
     };
     const auto deadline = WaitClock::now() + kIdleSleepBound;
-    (void)detail::wait_until(ready, mode_, {header_.doorbell, header_.engine_sleeping}, deadline);
+    (void)wait_engine_doorbell(header_, mode_, ready, deadline);
   }
 }
 

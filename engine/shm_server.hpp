@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 #include "engine/telemetry.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
@@ -54,8 +54,8 @@ class ShmServer {
   void reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::int32_t pid) noexcept;
   // Stops serving a lane with impossible ring positions while its owner still holds it.
   void quarantine_lane(std::uint32_t index, Lane& lane, std::int32_t pid) noexcept;
-  // header.lanes_corrupt += 1 and a ring_corrupt telemetry event.
-  void count_corrupt_lane(std::uint32_t index, std::int32_t pid) noexcept;
+  // header.lanes_corrupt += 1 and a telemetry event of `kind` (ring_corrupt or owner_corrupt).
+  void count_corrupt_lane(std::uint32_t index, std::int32_t pid, TelemetryEvent::Kind kind) noexcept;
   void report(const TelemetryEvent& event) noexcept;
 
   Segment& segment_;

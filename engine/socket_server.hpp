@@ -1,5 +1,5 @@
 #pragma once
-// The socket baseline server (SPEC §5): the protocol of engine/socket_protocol.hpp over a
+// The socket baseline server (docs/SPEC.md §4): the protocol of socket/socket_protocol.hpp over a
 // Unix-domain socket and/or TCP, inside `ipcfloor serve` beside (or instead of) the segment.
 //
 // Threads: start() spawns `threads` server threads ("ipcf-sock"), each with its own epoll set,
@@ -24,23 +24,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/kernel.hpp"
-#include "engine/socket_protocol.hpp"
-#include "shm/error.hpp"
+#include "kernel/kernel.hpp"
+#include "socket/socket_protocol.hpp"
+#include "socket/tcp_endpoint.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
-
-struct TcpEndpoint {
-  std::string host;  // numeric address or name, as getaddrinfo takes it
-  std::uint16_t port = 0;
-};
-
-inline constexpr std::string_view kDefaultTcpHost = "127.0.0.1";
-
-// "HOST:PORT", "[IPv6]:PORT", ":PORT" or "PORT"; a missing host is loopback (127.0.0.1), so the
-// server is reachable from other hosts only when the user names such an address. Port 0 asks
-// the kernel for a free port (see SocketServer::tcp_port). Pure; allocates.
-[[nodiscard]] Expected<TcpEndpoint> parse_tcp_endpoint(std::string_view text);
 
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket

@@ -14,7 +14,9 @@ struct TelemetryEvent {
     bad_frame,       // a request was rejected; `status` says why
     lane_released,   // a client closed its lane; the engine drained it
     lane_reclaimed,  // a dead client's lane was drained and freed
-    ring_corrupt,    // a peer wrote impossible ring positions; the lane was reset
+    ring_corrupt,    // a peer wrote impossible ring positions; the lane is quarantined until its
+                     // owner releases it or dies, then restarted
+    owner_corrupt,   // a lane's owner word held a state no client writes; the lane was reset
   };
   Kind kind;
   std::uint16_t status;  // Status for bad_frame

@@ -1,5 +1,5 @@
 #pragma once
-// The two fixed 64-byte frames that travel through the rings (SPEC §4): a request slot
+// The two fixed 64-byte frames that travel through the rings (docs/SPEC.md §3): a request slot
 // (client -> engine) and a response slot (engine -> client). One slot is one cache line, so a
 // frame never straddles two lines and the consumer reads it with one line transfer.
 //
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "shm/combo.hpp"
+#include "common/combo.hpp"
 
 namespace ipcfloor {
 
@@ -26,12 +26,13 @@ enum class Opcode : std::uint16_t {
 // How the engine answered a request. Values are wire values: never renumber, only append.
 enum class Status : std::uint16_t {
   ok = 0,
-  unknown_opcode,       // the opcode is not one the engine knows
-  window_out_of_range,  // a window is outside [1, n_bars]
-  reserved_bits_set,    // flags or reserved fields carry bits this version does not define
-  bad_frame,            // the frame is malformed in another way
-  engine_error,         // the engine failed while serving a valid request
-  bulk_out_of_range,    // an ECHO_BULK range leaves the lane's bulk region or overlaps itself
+  unknown_opcode = 1,       // the opcode is not one the engine knows
+  window_out_of_range = 2,  // a window is outside [1, n_bars]
+  reserved_bits_set = 3,    // flags or reserved fields carry bits this version does not define
+  // 4 is never sent: it once named "malformed in another way", which no check produces. It stays
+  // unused so that no peer built against the older list reads a new status as that one.
+  engine_error = 5,       // the engine failed while serving a valid request
+  bulk_out_of_range = 6,  // an ECHO_BULK range leaves the lane's bulk region or overlaps itself
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -41,7 +42,6 @@ enum class Status : std::uint16_t {
     case Status::unknown_opcode: return "unknown_opcode";
     case Status::window_out_of_range: return "window_out_of_range";
     case Status::reserved_bits_set: return "reserved_bits_set";
-    case Status::bad_frame: return "bad_frame";
     case Status::engine_error: return "engine_error";
     case Status::bulk_out_of_range: return "bulk_out_of_range";
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The shared-memory segment's versioned layout (SPEC §3). Every offset is fixed at creation
+// The shared-memory segment's versioned layout (docs/SPEC.md §2). Every offset is fixed at creation
 // and recorded in the header, so both processes find every region without pointers, Boost
 // allocators or locks. Attachers check magic, version and sizes before they trust any of it.
 //
@@ -48,10 +48,9 @@ inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kDefaultLanes = 4;
 inline constexpr std::uint32_t kMaxLanes = 64;
 // Slots per ring. Small on purpose: with one request in flight the round trip grows with the
-// number of distinct lines a ring walks through (2-vCPU EPYC, `tools/ladder_series --runs 15
-// --ring-capacity N`, runs with the floor at <= 150 ns: median 1.15x the one-line floor at 2, 4
-// and 8 slots, 1.29x at 16, 1.38x at 64, 1.46x at 256; docs/RESULTS.md). Eight slots still let
-// a pipelining client keep eight frames in flight; a deeper pipeline is `serve --ring-capacity`.
+// number of distinct lines a ring walks through (the curve is in docs/RESULTS.md, "The ring
+// against the floor"). Eight slots still let a pipelining client keep eight frames in flight; a deeper pipeline is
+// `serve --ring-capacity`.
 inline constexpr std::uint32_t kDefaultRingCapacity = 8;
 inline constexpr std::uint32_t kMaxRingCapacity = 1U << 24;
 inline constexpr std::size_t kSeriesNameBytes = 96;

@@ -1,5 +1,5 @@
 #pragma once
-// Is the process on the other side of the segment still there? (SPEC §9)
+// Is the process on the other side of the segment still there? (docs/SPEC.md §8)
 //
 // A pid alone is not an identity: pids are reused. A process is identified by its pid together
 // with its start time in clock ticks since boot (field 22 of /proc/PID/stat), which no later

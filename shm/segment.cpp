@@ -487,15 +487,6 @@ std::string_view backing_name(Backing backing) noexcept {
   return "unknown";
 }
 
-std::uint64_t fnv1a64(std::span<const std::byte> bytes) noexcept {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const std::byte b : bytes) {
-    hash ^= static_cast<std::uint64_t>(b);
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 bool valid_segment_name(std::string_view name) noexcept {
   if (name.empty() || name.size() > kMaxSegmentNameBytes || name == "." || name == "..") return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -588,8 +579,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
     }
 
     // Write every 4 KiB page once, now. MAP_POPULATE builds the guest's page tables, but under a
-    // hypervisor the first write to each page still costs ~6 us (measured by `ipcfloor bench
-    // hygiene`, memory section: 0 guest faults, yet 6 us per page) - paid here at startup, not
+    // hypervisor the first write to each page still costs microseconds with no guest fault at
+    // all (`ipcfloor bench hygiene`, memory section; docs/RESULTS.md): paid here at startup, not
     // by the first frames through each slot. Zero into zero pages: the contents do not change.
     for (std::size_t offset = 0; offset < g.segment_bytes; offset += kSmallPageBytes) {
       std::atomic_ref<std::uint8_t>(*reinterpret_cast<std::uint8_t*>(base + offset))

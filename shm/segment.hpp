@@ -1,5 +1,5 @@
 #pragma once
-// The shared-memory segment as a process-local object (SPEC §3, §9): the engine creates it,
+// The shared-memory segment as a process-local object (docs/SPEC.md §2, §8): the engine creates it,
 // clients and `status` attach to it. The bytes inside follow shm/layout.hpp; this class owns
 // the mapping and decides whether a named object may be trusted at all.
 //
@@ -35,7 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shm/error.hpp"
+#include "common/checksum.hpp"
+#include "common/error.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/layout.hpp"
 #include "shm/liveness.hpp"
@@ -64,9 +65,6 @@ enum class MlockMode : std::uint8_t {
 [[nodiscard]] std::string_view to_string(MlockMode mode) noexcept;
 // A stable lowercase name for reports and JSON: "none", "tmpfs_4k", "hugetlbfs_2m", "unknown".
 [[nodiscard]] std::string_view backing_name(Backing backing) noexcept;
-
-// FNV-1a 64 over `bytes`: the series checksum recorded in SegmentHeader::series_checksum.
-[[nodiscard]] std::uint64_t fnv1a64(std::span<const std::byte> bytes) noexcept;
 
 // True for a name create/attach accept: 1..200 of [A-Za-z0-9._-], and not "." or "..".
 [[nodiscard]] bool valid_segment_name(std::string_view name) noexcept;

@@ -1,6 +1,6 @@
 #pragma once
 // The lock-free single-producer/single-consumer ring that joins two processes through shared
-// memory (SPEC §4).
+// memory (docs/SPEC.md §3).
 //
 // Split in two:
 //  - RingControl and the slot array live in the shared segment at fixed offsets. They hold only
@@ -20,15 +20,12 @@
 // the producer position. A consumer waits on the stamp of the slot it reads next, so a frame
 // crosses between cores as one cache line: the payload and its "ready" flag arrive together.
 // Waiting on the position instead costs a second serial miss (the position's line, then the
-// slot's): on this project's 2-vCPU host, `ipcfloor bench ladder --transports
-// physical-floor,shm-ring-spin --samples 200000` gave 1.17, 1.24, 1.30x the bare cache-line
-// round trip with the position (layout v1) and 1.00, 0.98, 1.00x with the stamp, builds
-// alternated in the same minutes. The position stays the ring's authority for fill level,
-// bounds checks and restarts; the consumer loads it only when the stamp says "not yet", to
-// notice a producer that wrote an impossible one, and then not on every poll: on the first
-// empty poll after a frame and every kEmptyPollsPerBoundsCheck polls after that. A hostile
-// position is noticed within that many empty polls of being written; probe_corrupt() checks at
-// once.
+// slot's); docs/RESULTS.md, "The ring against the floor", has the A/B of the two layouts. The
+// position stays the ring's authority for fill level, bounds checks and restarts; the consumer
+// loads it only when the stamp says "not yet", to notice a producer that wrote an impossible
+// one, and then not on every poll: on the first empty poll after a frame and every
+// kEmptyPollsPerBoundsCheck polls after that. A hostile position is noticed within that many
+// empty polls of being written; probe_corrupt() checks at once.
 //
 // Hot-path calls never allocate, never throw and make no syscalls.
 
@@ -41,7 +38,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 
 namespace ipcfloor {
 
@@ -49,7 +46,7 @@ namespace ipcfloor {
 // first empty poll after a frame, then once every this many empty polls. Loading the position on
 // every poll keeps a second line in flight beside the slot's: the producer's position store
 // invalidates it once per frame and the re-fetch queues behind the slot's own transfer
-// (measured: about +100 ns per round trip on this project's 2-vCPU host, ~25%).
+// (docs/RESULTS.md, "The ring against the floor", has what that cost).
 inline constexpr std::uint32_t kEmptyPollsPerBoundsCheck = 64;
 
 // Two 64-byte lines: the adjacent-line prefetcher pulls lines in pairs, so a value that must not
@@ -273,9 +270,8 @@ class RingProducer {
     // `produced` in RingConsumer::has_data's bounds check, make()/adopt() and probe_corrupt().
     control_->produced.store(head_, std::memory_order_release);
     // No prefetch-for-write of the next slot: the consumer polls that slot next, so taking its
-    // line early only makes it travel once more per frame (2-vCPU EPYC, 8-slot rings, builds
-    // alternated, 15 runs of `ipcfloor bench ladder --ring-capacity 8`: median 1.54x the
-    // one-line floor with the prefetch, 1.23x without; docs/DESIGN.md).
+    // line early only makes it travel once more per frame (docs/RESULTS.md, "The ring against the
+    // floor", has the A/B).
   }
 
   // True when at least one slot is free; refreshes the cached consumer position only when the

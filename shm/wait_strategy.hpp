@@ -1,7 +1,7 @@
 #pragma once
-// How a ring side waits for the other (SPEC §4): for data (consumer) or for space (producer).
+// How a ring side waits for the other (docs/SPEC.md §3): for data (consumer) or for space (producer).
 //
-//  spin    PAUSE-loop on the ring positions: the latency floor. No syscall, no allocation; the
+//  spin    PAUSE-loop on the ring's readiness test: the latency floor. No syscall, no allocation; the
 //          deadline is read from the vDSO clock once every kSpinsPerClockCheck polls.
 //  backoff spin kBackoffSpins polls, then sched_yield kBackoffYields times, then nanosleep from
 //          kBackoffFirstSleep doubling up to kBackoffMaxSleep: cheap on a busy or idle host.
@@ -17,15 +17,22 @@
 // same with space_word / producer_sleeping / consumed):
 //
 //   waiter (consumer)                           publisher (producer)
-//   A1 consumer_sleeping.exchange(1) acq_rel    P1 produced.store(pos) release    (commit)
+//   A1 consumer_sleeping.exchange(1) acq_rel    P1 commit: slot stamp, then `produced`,
+//                                                  both release stores (RingProducer::commit)
 //   A2 seq = data_word.load() acquire           P2 consumer_sleeping.fetch_add(0) acq_rel
-//   A3 re-check produced (acquire)              P3 if P2 read 1: data_word.fetch_add(1) release
-//   A4 if still empty: FUTEX_WAIT(data_word, seq)           then FUTEX_WAKE(data_word)
+//   A3 re-check readable(): the next slot's     P3 if P2 read 1: data_word.fetch_add(1) release
+//      stamp (acquire), and on an empty poll                then FUTEX_WAKE(data_word)
+//      sometimes `produced` (RingConsumer::has_data)
+//   A4 if still empty: FUTEX_WAIT(data_word, seq)
 //   A5 consumer_sleeping.exchange(0) acq_rel
+//
+// Since layout v2 a consumer learns of a frame from the stamp in the frame's own slot; the
+// producer position only serves bounds checks. The argument is the same either way: A3 reads
+// what P1 stored.
 //
 // A1, A5 and P2 are all RMWs on one word, so they are totally ordered and each reads the one
 // before it. If P2 comes first, A1 reads P2's write and synchronises with it: P1 happens before
-// A3, so the re-check sees the data and the waiter does not sleep. If A1 comes first, P2 reads 1
+// A3, so the re-check sees the stamp and the waiter does not sleep. If A1 comes first, P2 reads 1
 // and P3 bumps the word: either A2 already read the bumped value (then P3 synchronises with A2,
 // P1 happens before A3, no sleep), or A2 read the old value and the kernel's FUTEX_WAIT compares
 // it atomically against the bumped word (EAGAIN) or is queued before FUTEX_WAKE finds it. No
@@ -41,7 +48,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "shm/error.hpp"
+#include "common/error.hpp"
 #include "shm/spsc_ring.hpp"
 
 namespace ipcfloor {
@@ -75,10 +82,8 @@ inline constexpr std::chrono::nanoseconds kBackoffMaxSleep{64'000};
 // Parses a --wait value. Setup path: the error message allocates.
 [[nodiscard]] Expected<WaitMode> parse_wait_mode(std::string_view text);
 
-namespace detail {
-
 // One polite busy-wait step: lets the sibling hyperthread run and avoids the memory-order
-// pipeline flush when the awaited line finally changes.
+// pipeline flush when the awaited line finally changes. For every spin loop in the project.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -86,6 +91,8 @@ inline void cpu_relax() noexcept {
   __asm__ __volatile__("yield");
 #endif
 }
+
+namespace detail {
 
 // Thin syscall wrappers, out of line (shm/wait_strategy.cpp). None of them allocates.
 // Sleeps while `word` holds `expected`, until woken or `deadline` (CLOCK_MONOTONIC, absolute).
@@ -146,7 +153,7 @@ template <class Ready>
     // acquire (A2): pairs with the release bump in notify_channel (P3); read before the re-check
     // so a bump after it makes FUTEX_WAIT return at once.
     const std::uint32_t seq = channel.word.load(std::memory_order_acquire);
-    const bool now_ready = ready();  // A3: loads the peer position with acquire
+    const bool now_ready = ready();  // A3: RingConsumer::readable, the slot stamp with acquire
     if (!now_ready) futex_wait_until(channel.word, seq, deadline);
     // acq_rel (A5): withdraws the announcement; an RMW so it stays in the single modification
     // order with A1 and notify_channel's P2.

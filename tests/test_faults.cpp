@@ -1,4 +1,4 @@
-// Fault injection (SPEC §9, issue 6): the real engine binary and real client processes, really
+// Fault injection (docs/SPEC.md §8, docs/RELIABILITY.md): the real engine binary and real client processes, really
 // SIGKILLed, SIGSTOPped or lied to, at random points, and the figures that show how fast each
 // fault is noticed. Faults already proven elsewhere are not repeated here: segment trust
 // (owner, mode, garbage, versions, half-built segments, stale removal, a tiny tmpfs through
@@ -61,7 +61,8 @@ constexpr double kTeardownAllowanceMs = 40.0;
 constexpr double kTeardownAllowanceMs = 0.0;
 #endif
 constexpr int kHeartbeatMs = 10;  // every engine here beats every 10 ms
-// issue 6: a dead client's lane within 100 ms; a dead engine within 3 heartbeats.
+// The promised bounds (docs/RELIABILITY.md): a dead client's lane within 100 ms; a dead engine
+// within 3 heartbeats.
 constexpr double kReclaimBoundMs = 100.0 + kTeardownAllowanceMs;
 // The client notices at the end of its current wait slice (one heartbeat); on a shared 2-vCPU
 // host with no isolated cores the woken client thread itself can wait several ms for a cpu

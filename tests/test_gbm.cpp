@@ -1,7 +1,7 @@
 // The default data set against numpy. Expected values were printed once by numpy 1.24 with
 //   rng = np.random.default_rng(seed); lr = mu*dt + sigma*np.sqrt(dt)*rng.standard_normal(n-1)
 //   close[0] = s0; close[1:] = s0*np.exp(np.cumsum(lr))
-// The generator evaluates numpy's own exp (engine/numpy_exp.hpp), so the default series is
+// The generator evaluates numpy's own exp (kernel/numpy_exp.hpp), so the default series is
 // bit-identical; most checks still use the 1e-14 relative contract, and one checks every bit.
 
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/gbm.hpp"
+#include "kernel/gbm.hpp"
 
 namespace {
 
@@ -63,7 +63,7 @@ TEST_CASE("default series matches numpy's first values, min, max and checksum") 
     CHECK(close_enough(close[i], head[i]));
   }
   CHECK(close[0] == 100.0);
-  CHECK(close[1] == doctest::Approx(100.029215).epsilon(1e-8));  // SPEC §1's check value
+  CHECK(close[1] == doctest::Approx(100.029215).epsilon(1e-8));  // docs/SPEC.md §1's check value
 
   // Every 15,000th bar and the last one.
   const std::pair<std::size_t, double> spread[] = {

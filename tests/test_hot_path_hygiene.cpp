@@ -1,5 +1,5 @@
 // The serving thread's hot path in spin mode makes no syscall and takes no page fault: counted
-// with ptrace and /proc over a million requests through the ring (SPEC §4, §8.6).
+// with ptrace and /proc over a million requests through the ring (docs/SPEC.md §3, §7.6).
 
 #include <doctest/doctest.h>
 

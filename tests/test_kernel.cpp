@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/gbm.hpp"
-#include "engine/kernel.hpp"
-#include "engine/series_source.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/series_source.hpp"
 
 // Counts heap allocations in this test binary, to prove the hot path makes none.
 namespace {
@@ -37,7 +37,7 @@ using namespace ipcfloor;
 
 namespace {
 
-// The SPEC §1 definition written as plainly as possible, one output at a time.
+// The docs/SPEC.md §1 definition written as plainly as possible, one output at a time.
 std::vector<double> plain_wma(const std::vector<double>& x, std::size_t n) {
   std::vector<double> out(x.size(), std::numeric_limits<double>::quiet_NaN());
   const double denom = static_cast<double>(n * (n + 1)) / 2.0;
@@ -61,7 +61,7 @@ std::vector<double> random_walk(std::size_t n, unsigned seed) {
   return x;
 }
 
-// The SPEC §1 backtest, written out plainly on top of plain_wma.
+// The docs/SPEC.md §1 backtest, written out plainly on top of plain_wma.
 BacktestResult plain_backtest(const std::vector<double>& close, const Combo& c, double fee) {
   const auto w = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   const auto wh = plain_wma(close, w(c.h)), wl = plain_wma(close, w(c.L));

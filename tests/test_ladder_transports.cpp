@@ -16,8 +16,8 @@
 
 #include "bench/echo_bench.hpp"
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
-#include "engine/stdio_command.hpp"
+#include "common/affinity.hpp"
+#include "engine/stdio_server.hpp"
 
 using namespace ipcfloor;
 

@@ -6,14 +6,14 @@
 #include <random>
 #include <vector>
 
-#include "engine/kernel.hpp"
-#include "engine/live_signal.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/live_signal.hpp"
 
 using namespace ipcfloor;
 
 namespace {
 
-// The SPEC §1 event loop driven by per-bar signals.
+// The docs/SPEC.md §1 event loop driven by per-bar signals.
 BacktestResult replay(const std::vector<double>& close, const Combo& combo, double fee) {
   LiveSignal live(combo);
   BacktestResult r;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "engine/numpy_exp.hpp"
+#include "kernel/numpy_exp.hpp"
 
 namespace {
 

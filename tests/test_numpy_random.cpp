@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/numpy_random.hpp"
-#include "engine/ziggurat_tables.hpp"
+#include "kernel/numpy_random.hpp"
+#include "kernel/ziggurat_tables.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The shared-memory segment (SPEC §3, §9): what create publishes and attach accepts, and every
+// The shared-memory segment (docs/SPEC.md §2, §8): what create publishes and attach accepts, and every
 // way a named object can be untrustworthy (live engine, stale engine, garbage, wrong owner or
 // mode, wrong version, half built), plus the host-dependent paths (huge pages, mlock limits, a
 // full tmpfs). Must pass with and without huge pages configured on the host.

@@ -1,4 +1,4 @@
-// Series file I/O (engine/series_io.hpp): exact round trips through every format, numpy
+// Series file I/O (kernel/series_io.hpp): exact round trips through every format, numpy
 // interoperability, and one clear, fact-naming error per way a series file can be wrong.
 
 #include <doctest/doctest.h>
@@ -24,7 +24,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/series_io.hpp"
+#include "kernel/series_io.hpp"
 
 namespace fs = std::filesystem;
 using ipcfloor::ErrorCode;

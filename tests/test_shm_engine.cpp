@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "clients/shm_client.hpp"
-#include "engine/kernel.hpp"
-#include "engine/series_source.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/series_source.hpp"
 #include "bench/engine_child.hpp"
 #include "shm/liveness.hpp"
 

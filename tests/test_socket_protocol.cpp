@@ -1,4 +1,4 @@
-// The socket frame codec (engine/socket_protocol.hpp): exact byte layouts, round trips of every
+// The socket frame codec (socket/socket_protocol.hpp): exact byte layouts, round trips of every
 // opcode and reply, and one named rejection for every way a frame can be malformed.
 
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/socket_protocol.hpp"
+#include "socket/socket_protocol.hpp"
 
 using namespace ipcfloor;
 

@@ -37,9 +37,9 @@
 
 #include "bench/child_process.hpp"
 #include "clients/socket_client.hpp"
-#include "engine/kernel.hpp"
-#include "engine/series_source.hpp"
-#include "engine/socket_protocol.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/series_source.hpp"
+#include "socket/socket_protocol.hpp"
 #include "engine/socket_server.hpp"
 #include "shm/segment.hpp"
 

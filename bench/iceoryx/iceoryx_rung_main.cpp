@@ -39,7 +39,7 @@
 #include "bench/echo_peer.hpp"
 #include "bench/latency.hpp"
 #include "bench/transports.hpp"
-#include "engine/affinity.hpp"
+#include "common/affinity.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
@@ -127,7 +127,7 @@ int serve_echo(const std::string& tag, int cpu) {
         served_since_check = false;
         if (now - idle_since > kIdleTimeout) return kExitTimedOut;
       }
-      detail::cpu_relax();
+      cpu_relax();
       continue;
     }
     served_since_check = true;
@@ -185,7 +185,7 @@ Expected<std::vector<std::uint64_t>> run_client(const std::string& tag, const Op
       // The bound is checked once per 4096 empty polls, so it stays out of a normal round trip.
       if ((polls & 4095) == 0 && std::chrono::steady_clock::now() - started > kCallTimeout)
         return fail(ErrorCode::peer_gone, "round trip {}: no reply within {} s", i, kCallTimeout.count());
-      detail::cpu_relax();
+      cpu_relax();
     }
     const std::uint64_t t1 = TscClock::now();
     if (reply != payload) return fail(ErrorCode::protocol, "ECHO {} came back as {}", i, reply.h);

@@ -63,7 +63,7 @@ class ProtocolError(Exception):
 
 
 def combo_from_length(length):
-    """The six windows for a user-facing length L (SPEC §1; Python's round is half-to-even)."""
+    """The six windows for a user-facing length L (docs/SPEC.md §1; Python's round is half-to-even)."""
     p = max(round(length / 2), 1)
     return [max(round(length / 2), 1), int(length), max(round(length ** 0.5), 1),
             max(round(p / 3), 1), max(round(p / 2), 1), p]

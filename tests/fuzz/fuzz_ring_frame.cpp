@@ -1,6 +1,6 @@
-// fuzz-sources: engine/dispatch.cpp engine/kernel.cpp
+// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp
 //
-// libFuzzer harness for the ring frame validator (SPEC §4, §9): the input is what a corrupt or
+// libFuzzer harness for the ring frame validator (docs/SPEC.md §3, §8): the input is what a corrupt or
 // hostile peer can leave in one lane of the shared segment. It sets both ring positions, the
 // bytes of every request slot (the ring-owned stamps included), and the further position and
 // stamp writes the peer makes while the engine reads. A RingConsumer reads that ring exactly as the serving thread does, and every frame it
@@ -9,7 +9,7 @@
 //
 // Build (tools/fuzz does this for every tests/fuzz/fuzz_*.cpp), from the repository root:
 //   clang++-19 -std=c++23 -O1 -g -I. -fsanitize=fuzzer,address,undefined
-//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp engine/kernel.cpp -o fuzz_ring_frame
+//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp kernel/kernel.cpp -o fuzz_ring_frame
 //   ./fuzz_ring_frame -runs=10000000
 // fmt is compiled into this file (FMT_HEADER_ONLY below), so no -lfmt is needed: the error
 // messages of the setup paths (ring make(), run_sweep in kernel.cpp) link against it.
@@ -46,7 +46,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "engine/dispatch.hpp"
-#include "engine/kernel.hpp"
+#include "kernel/kernel.hpp"
 #include "shm/frames.hpp"
 #include "shm/spsc_ring.hpp"
 

@@ -1,7 +1,7 @@
-// fuzz-sources: engine/socket_protocol.cpp
+// fuzz-sources: socket/socket_protocol.cpp
 // fuzz-libs: -lfmt
 //
-// libFuzzer harness for the socket frame codec (engine/socket_protocol.hpp, SPEC §5, §9): the
+// libFuzzer harness for the socket frame codec (socket/socket_protocol.hpp, docs/SPEC.md §4, §8): the
 // input is what a hostile peer can send a server, or a hostile server can send a client.
 // The first byte picks a mode:
 //   0  a byte stream arriving in chunks of input-chosen sizes, framed and decoded exactly as
@@ -13,7 +13,7 @@
 //
 // Build and run every harness with tools/fuzz (see docs/PROTOCOL.md); by hand, from the root:
 //   clang++-19 -std=c++23 -O1 -g -I. -fsanitize=fuzzer,address,undefined \
-//     tests/fuzz/fuzz_socket_frame.cpp engine/socket_protocol.cpp -lfmt -o fuzz_socket_frame
+//     tests/fuzz/fuzz_socket_frame.cpp socket/socket_protocol.cpp -lfmt -o fuzz_socket_frame
 //
 // Invariants (a violation traps, which libFuzzer records as a crash; ASan and UBSan add
 // out-of-bounds reads and undefined behaviour):
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/socket_protocol.hpp"
+#include "socket/socket_protocol.hpp"
 
 namespace {
 

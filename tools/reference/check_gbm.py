@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Checks a generated GBM series (SPEC §1, the default data set) against numpy.
+"""Checks a generated GBM series (docs/SPEC.md §1, the default data set) against numpy.
 
     /usr/bin/python3 tools/reference/check_gbm.py --series close.f64 --bars 150000 --seed 42
         [--mu 0.05 --sigma 0.30 --s0 100 --dt 1/98280] [--rtol 1e-14]
 
 The file is raw little-endian float64, one close per bar (what `ipcfloor gen -o FILE.f64`
-writes). numpy builds the expected series exactly as SPEC §1 states. Every bar must agree
+writes). numpy builds the expected series exactly as docs/SPEC.md §1 states. Every bar must agree
 within --rtol relative; the script prints the maximum relative error and, on failure, the
 first bars that disagree, and exits 1 (2 for an unusable file or arguments).
 """

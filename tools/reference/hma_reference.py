@@ -1,4 +1,4 @@
-"""Independent numpy/numba reference for the HMA/HMA3 stop-and-reverse backtest (SPEC §1).
+"""Independent numpy/numba reference for the HMA/HMA3 stop-and-reverse backtest (docs/SPEC.md §1).
 
 Written straight from the specification, deliberately naive: every weighted moving average
 is summed term by term (k = 1..n), one combo at a time, on one thread. It is the yardstick
@@ -15,7 +15,7 @@ DEFAULT_FEE = 0.09
 
 
 def gbm_series(bars=150_000, seed=42, mu=0.05, sigma=0.30, s0=100.0, dt=1.0 / (252 * 390)):
-    """The default data set of SPEC §1, exactly as numpy builds it."""
+    """The default data set of docs/SPEC.md §1, exactly as numpy builds it."""
     rng = np.random.default_rng(seed)
     lr = mu * dt + sigma * np.sqrt(dt) * rng.standard_normal(bars - 1)
     close = np.empty(bars)

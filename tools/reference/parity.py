@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The parity gate (SPEC §1): the C++ kernel against the independent numba reference.
+"""The parity gate (docs/SPEC.md §1): the C++ kernel against the independent numba reference.
 
 For each data set, runs `ipcfloor sweep --inproc --json` and the reference on the same
 series and requires, for every combo of the grid, trades exactly equal and |dpnl| <= 1e-6.

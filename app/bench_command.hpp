@@ -1,0 +1,48 @@
+#pragma once
+// `ipcfloor bench [suite...]`: the command-line front of every benchmark suite. Each suite
+// registers in app/bench_command.cpp with a runner (returns its JSON report) and a printer.
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/ablation_bench.hpp"
+#include "bench/compute_bench.hpp"
+#include "bench/echo_bench.hpp"
+#include "bench/granularity_bench.hpp"
+#include "bench/hygiene.hpp"
+#include "bench/ladder.hpp"
+#include "bench/serialization_bench.hpp"
+
+namespace ipcfloor {
+
+struct BenchOptions {
+  std::vector<std::string> suites;  // empty: every registered suite
+  std::string out_dir;              // set: write <suite>.json there
+  bool json = false;                // print JSON instead of tables
+  bool quick = false;               // fewer samples and repeats
+  std::string transports;           // ladder: comma-separated names
+  std::string python = "/usr/bin/python3";  // numba reference and plots
+  std::string plot_script;                  // empty: tools/plot_report.py in the source tree
+  std::string command_line;                 // recorded in report.json
+  LadderOptions ladder;
+  HygieneOptions hygiene;
+  ComputeBenchOptions compute;
+  SerializationOptions serialization;
+  GranularityOptions granularity;
+  AblationOptions ablation;
+  EchoOptions echo;
+};
+
+// Adds the `bench` subcommand and its options, bound to `options`.
+CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options);
+
+// Runs the chosen suites in order, printing each report and writing its JSON. Exit code.
+[[nodiscard]] int run_bench_command(BenchOptions options);
+
+// Writes `report` as DIR/NAME.json (creating DIR). False, with a message on stderr, on failure.
+bool write_json_report(const std::string& dir, const std::string& name, const nlohmann::json& report);
+
+}  // namespace ipcfloor

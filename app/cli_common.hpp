@@ -1,0 +1,22 @@
+#pragma once
+// What every subcommand of the command line shares: the exit code of a failure and the way an
+// error reaches the user, and the GBM options that gen, sweep and serve all take.
+
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "common/error.hpp"
+#include "kernel/gbm.hpp"
+
+namespace ipcfloor {
+
+inline constexpr int kExitFailure = 1;
+
+// Prints "ipcfloor COMMAND: MESSAGE" on stderr and returns kExitFailure.
+int report_error(std::string_view command, const Error& error);
+
+// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`.
+void add_gbm_options(CLI::App& command, GbmParams& gbm);
+
+}  // namespace ipcfloor

@@ -1,0 +1,47 @@
+// The ipcfloor command line. Scripts depend on it: flags and output formats are a contract
+// (docs/SPEC.md, "Command line"). Each subcommand lives in its own *_command file; this file
+// only wires them together. Errors go to stderr with a non-zero exit code.
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "app/bench_command.hpp"
+#include "app/gen_command.hpp"
+#include "app/serve_command.hpp"
+#include "app/status_command.hpp"
+#include "engine/stdio_server.hpp"
+#include "app/sweep_command.hpp"
+#include "shm/segment.hpp"
+
+int main(int argc, char** argv) {
+  using namespace ipcfloor;
+  CLI::App app{"ipcfloor: the same-host latency floor for HMA/HMA3 backtests"};
+  app.require_subcommand(1);
+
+  GenOptions gen_options;
+  auto* gen = add_gen_subcommand(app, gen_options);
+  SweepOptions sweep_options;
+  auto* sweep = add_sweep_subcommand(app, sweep_options);
+  BenchOptions bench_options;
+  auto* bench = add_bench_subcommand(app, bench_options);
+  ServeCli serve_cli;
+  auto* serve = add_serve_subcommand(app, serve_cli);
+  StatusOptions status_options;
+  auto* status = add_status_subcommand(app, status_options);
+  // Hidden: the engine as a process per call (the ladder's `spawn` rung): 48-byte ECHO frames on
+  // stdin, answers on stdout.
+  auto* stdio = app.add_subcommand("stdio", "")->group("");
+
+  CLI11_PARSE(app, argc, argv);
+  if (*stdio) return run_stdio_echo();
+  if (*serve) return run_serve_command(serve_cli);
+  if (*status) return run_status(status_options.name, status_options.json, std::string(kDefaultTmpfsDir));
+  if (*gen) return run_gen_command(gen_options);
+  if (*sweep) return run_sweep_command(sweep_options);
+  if (*bench) {
+    for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
+    return run_bench_command(std::move(bench_options));
+  }
+  return 0;
+}

@@ -1,0 +1,76 @@
+#pragma once
+// `ipcfloor serve`: preload the series, create the segment, pin the serving thread, keep the
+// heartbeat, reclaim dead clients' lanes, report telemetry, and stop cleanly on SIGINT/SIGTERM.
+// With --socket/--tcp the same process also serves the socket baseline (engine/socket_server.hpp)
+// on other threads; with --no-shm it serves only that (no segment, no spinning thread).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kernel/kernel.hpp"
+#include "kernel/series_source.hpp"
+#include "socket/socket_protocol.hpp"
+#include "shm/segment.hpp"
+#include "shm/wait_strategy.hpp"
+
+namespace ipcfloor {
+
+struct ServeOptions {
+  std::string name = "ipcfloor";
+  SeriesSource source;
+  std::optional<int> cpu;  // unset: the last cpu this process may use
+  bool fifo = false;       // SCHED_FIFO for the serving thread
+  int fifo_priority = 50;
+  std::uint32_t lanes = kDefaultLanes;
+  std::uint32_t ring_capacity = kDefaultRingCapacity;
+  std::size_t bulk_bytes = kDefaultBulkBytes;  // per lane, for ECHO_BULK
+  double fee = kDefaultFee;
+  WaitMode wait = WaitMode::spin;
+  HugePagesMode hugepages = HugePagesMode::automatic;
+  MlockMode mlock = MlockMode::automatic;
+  std::chrono::milliseconds heartbeat{10};
+  std::string tmpfs_dir = std::string(kDefaultTmpfsDir);
+  bool quiet = false;  // only errors and warnings on stderr
+
+  // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
+  bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread
+  std::string socket_path;          // --socket PATH: Unix-domain socket; empty: none
+  std::string tcp_endpoint;         // --tcp HOST:PORT (host defaults to loopback); empty: none
+  std::optional<int> socket_cpu;    // --socket-cpu K; unset: every allowed cpu but the shm thread's
+  unsigned socket_threads = 1;      // --socket-threads N
+  unsigned sweep_threads = 1;       // --sweep-threads N: workers for one socket sweep of many combos
+  std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;    // --max-frame BYTES
+  std::chrono::milliseconds frame_timeout{5000};            // --frame-timeout-ms MS
+  std::size_t max_connections = 64;                         // --max-connections N
+  bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
+};
+
+// What the command line gives before it becomes ServeOptions: the spellings still to parse.
+struct ServeCli {
+  ServeOptions options;
+  std::string data;  // --data FILE; empty: generate
+  std::string wait = "spin";
+  std::string hugepages = "auto";
+  std::string mlock = "auto";
+  int cpu = -1;         // -1: the default core
+  int socket_cpu = -1;  // -1: the default cores
+  unsigned heartbeat_ms = 10;
+  unsigned frame_timeout_ms = 5000;
+  bool no_shm = false;
+};
+
+// Adds the `serve` subcommand, bound to `cli`.
+CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli);
+
+// Parses what is left in `cli` and runs run_serve. Returns the exit code.
+[[nodiscard]] int run_serve_command(ServeCli& cli);
+
+// Runs until SIGINT or SIGTERM. Returns the process exit code; errors are printed to stderr.
+// On the way out it removes the segment and the socket file and prints both servers' counters.
+[[nodiscard]] int run_serve(const ServeOptions& options);
+
+}  // namespace ipcfloor

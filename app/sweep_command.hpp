@@ -1,0 +1,37 @@
+#pragma once
+// `ipcfloor sweep`: runs combos in this process, through an engine's segment or over its socket,
+// and prints pnl and trades per combo (a table, or JSON lines scripts depend on).
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/backtest_result.hpp"
+#include "kernel/series_source.hpp"
+
+namespace ipcfloor {
+
+struct SweepOptions {
+  std::string name;  // set: stream through the engine's shm segment
+  std::string socket_path;  // set: ship series and combos to `serve --socket PATH`
+  std::string tcp;          // set: ship them to `serve --tcp HOST:PORT`
+  bool stateful = false;    // socket: load the series once, then combos only
+  bool timeout_given = false;
+  std::string wait;  // shm client wait mode; empty = the engine's
+  double timeout_s = 5.0;
+  bool fee_given = false;
+  SeriesSource source;
+  std::string lengths;
+  std::string grid = "6:200:80";
+  bool json = false;
+  double fee = kDefaultFee;
+  unsigned threads = 0;
+};
+
+// Adds the `sweep` subcommand, bound to `options`.
+CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options);
+
+// Runs the sweep the parsed options describe. Returns the exit code; errors go to stderr.
+[[nodiscard]] int run_sweep_command(SweepOptions& options);
+
+}  // namespace ipcfloor

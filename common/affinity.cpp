@@ -1,0 +1,89 @@
+#include "common/affinity.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <fmt/ranges.h>
+
+namespace ipcfloor {
+
+std::vector<int> parse_cpu_list(std::string_view text) {
+  std::vector<int> cpus;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const auto dash = item.find('-');
+    int first = 0, last = 0;
+    const auto parse = [](std::string_view s, int& out) {
+      const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+      return ec == std::errc{} && ptr == s.data() + s.size();
+    };
+    if (dash == std::string_view::npos) {
+      if (!parse(item, first)) return {};
+      last = first;
+    } else if (!parse(item.substr(0, dash), first) || !parse(item.substr(dash + 1), last) || last < first) {
+      return {};
+    }
+    for (int c = first; c <= last; ++c) cpus.push_back(c);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return cpus;
+}
+
+std::vector<int> allowed_cpus() {
+  // The online cpus, not this thread's mask: a benchmark thread is usually pinned already, and
+  // the threads and children it starts must still be able to go to the other core.
+  std::ifstream online("/sys/devices/system/cpu/online");
+  std::string line;
+  if (online && std::getline(online, line)) {
+    auto cpus = parse_cpu_list(line);
+    if (!cpus.empty()) return cpus;
+  }
+  std::vector<int> cpus;
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
+  return cpus;
+}
+
+Expected<void> pin_current_thread(int cpu) {
+  const auto allowed = allowed_cpus();
+  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
+    return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(allowed, ","));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0)
+    return fail(ErrorCode::io, "could not pin the thread to cpu {}: {} (a cpuset or container may exclude it)", cpu,
+                std::strerror(rc));
+  return {};
+}
+
+Expected<void> set_fifo_priority(int priority) {
+  if (priority < 1 || priority > 99)
+    return fail(ErrorCode::invalid_argument, "SCHED_FIFO priority {} is outside 1..99", priority);
+  sched_param param{};
+  param.sched_priority = priority;
+  if (const int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param); rc != 0)
+    return fail(ErrorCode::permission, "could not switch to SCHED_FIFO {}: {} (needs root or CAP_SYS_NICE)",
+                priority, std::strerror(rc));
+  return {};
+}
+
+bool cpu_isolated(int cpu) {
+  std::ifstream in("/sys/devices/system/cpu/isolated");
+  std::string line;
+  if (!in || !std::getline(in, line)) return false;
+  const auto cpus = parse_cpu_list(line);
+  return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end();
+}
+
+}  // namespace ipcfloor

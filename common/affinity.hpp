@@ -1,0 +1,29 @@
+#pragma once
+// Putting a thread on its own core: pinning, optional SCHED_FIFO, and whether the core is
+// isolated from the scheduler (isolcpus / nohz_full), which decides how quiet it really is.
+// Setup path only: every call is a syscall or reads /sys.
+
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+// Pins the calling thread to `cpu`. Errors name the cpu and the online range.
+[[nodiscard]] Expected<void> pin_current_thread(int cpu);
+
+// Gives the calling thread SCHED_FIFO at `priority` (1..99). Needs CAP_SYS_NICE; the error
+// says so. A spinning FIFO thread can starve its core: use it only on an isolated core.
+[[nodiscard]] Expected<void> set_fifo_priority(int priority);
+
+// The online CPUs, ascending (whatever mask the calling thread has now).
+[[nodiscard]] std::vector<int> allowed_cpus();
+
+// True when `cpu` is listed in /sys/devices/system/cpu/isolated.
+[[nodiscard]] bool cpu_isolated(int cpu);
+
+// Parses a kernel cpu list such as "1-3,5" (empty on a malformed list).
+[[nodiscard]] std::vector<int> parse_cpu_list(std::string_view text);
+
+}  // namespace ipcfloor

@@ -1,0 +1,51 @@
+#pragma once
+// Reading and writing the close-price series (docs/SPEC.md §4 `serve --data`, §6 `gen -o`): a CSV with
+// a `close` column, raw little-endian float64, or a NumPy .npy. The series is loaded once,
+// before the segment exists, so this is setup-path code: it allocates, returns Expected and
+// never throws on bad input. Every function is reentrant and may be called from any thread;
+// the only shared state it touches is the file system.
+//
+// Every failure message names the file and the fault in it (the bad bar, line, dtype, size),
+// because the person reading it is looking at a data file, not at this code.
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+enum class SeriesFormat {
+  csv,  // text with a header row naming a `close` column; other columns are ignored
+  f64,  // raw little-endian float64, no header: `.f64`, `.bin` or `.raw`
+  npy,  // NumPy .npy holding a 1-D, C-order array of dtype '<f8'
+};
+
+// The format a path's extension names, compared case-insensitively. Fails with
+// ErrorCode::invalid_argument for any other extension or none. Pure: never touches the file.
+[[nodiscard]] Expected<SeriesFormat> format_from_path(std::string_view path);
+
+// Reads the whole file in the format its extension names and validate_series()es it; returns
+// the bars in file order. Exact: every value comes back bit for bit (CSV digits are parsed
+// with correct rounding). Fails with ErrorCode::io when the OS refuses the file, bad_data when
+// its content is malformed or holds a bad bar, invalid_argument for an unknown extension.
+[[nodiscard]] Expected<std::vector<double>> load_series(const std::string& path);
+
+// Succeeds when the series has at least 2 bars and every bar is finite and > 0; otherwise
+// fails with ErrorCode::bad_data naming `source` (usually the file), the first bad bar's index
+// and its value. Allocates only to build the error.
+[[nodiscard]] Expected<void> validate_series(std::span<const double> close,
+                                             std::string_view source);
+
+// Writes the series in the format the path's extension names: raw little-endian float64;
+// .npy version 1.0, '<f8', 1-D; or CSV with the single column `close` and 17 significant
+// digits, so every format round-trips exactly through load_series. The bytes go to a
+// temporary file in the same directory that is fsync'ed and renamed over `path`: a reader or a
+// crash sees the old file or the whole new one, never half of one. Does not validate: a series
+// load_series would reject is written as given. Fails with ErrorCode::io naming the path and
+// the OS reason, or invalid_argument for an unknown extension.
+[[nodiscard]] Expected<void> save_series(const std::string& path, std::span<const double> close);
+
+}  // namespace ipcfloor

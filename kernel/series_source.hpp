@@ -1,0 +1,33 @@
+#pragma once
+// Where the close series comes from: a file (--data) or the embedded default, which is the
+// GBM generator of docs/SPEC.md §1 run at startup (150,000 bars, seed 42 unless told otherwise).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernel/gbm.hpp"
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+struct SeriesSource {
+  std::optional<std::string> data_path;  // set: load and validate this file
+  GbmParams gbm;                         // otherwise: generate with these parameters
+};
+
+struct LoadedSeries {
+  std::vector<double> close;
+  std::string description;  // for reports: "data.csv" or "gbm(bars=150000, seed=42)"
+  bool is_default = false;  // the embedded default data set, where the fingerprint applies
+};
+
+// Loads or generates the series. Setup path: allocates; the error names the file and bar.
+[[nodiscard]] Expected<LoadedSeries> load_series_source(const SeriesSource& source);
+
+// The published parity fingerprint of docs/SPEC.md §1: L=6 on the default data.
+inline constexpr std::int64_t kFingerprintLength = 6;
+inline constexpr double kFingerprintPnl = -5165.577039790348;
+inline constexpr std::int64_t kFingerprintTrades = 57029;
+
+}  // namespace ipcfloor

@@ -1,0 +1,219 @@
+#pragma once
+// The socket baseline's wire protocol (docs/SPEC.md §4, docs/PROTOCOL.md): the study's length-prefixed
+// frames byte for byte, three stateful opcodes, and one error reply a client can always tell
+// from a success. Everything on the wire is little-endian.
+//
+//   request : [u32 body_len][u8 opcode][u32 n_bars][u32 n_combos][n_bars x f64][n_combos x 6 x i64]
+//   success : [u32 len][len bytes]           (len < 0xFFFFFFFF)
+//   error   : [u32 0xFFFFFFFF][u32 code][u32 msg_len][msg_len bytes of UTF-8]
+//
+// A pure codec: no I/O, no threads, no global state. The scan and decode functions are
+// noexcept, never allocate and never read outside the span they are given (tests/fuzz/ feeds
+// them arbitrary bytes). The append_* encoders grow a caller-owned buffer by exactly the frame
+// they write, so a buffer's size is bounded by the largest frame the caller accepts.
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <expected>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/backtest_result.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+static_assert(std::endian::native == std::endian::little,
+              "the codec copies little-endian wire values straight into host integers and doubles");
+
+// What a request asks for. Wire values: never renumber, only append.
+enum class SocketOpcode : std::uint8_t {
+  sweep = 0,         // the study's: ship close and combos, get pnl[] then trades[]
+  echo = 1,          // the study's: ship close, get the same bytes back
+  load = 2,          // keep close as this connection's series; reply checksum and fee
+  sweep_loaded = 3,  // combos only, over the loaded series; reply as sweep
+  echo_params = 4,   // one combo's 48 bytes back verbatim: the ladder's 48-byte round trip
+};
+inline constexpr std::size_t kSocketOpcodeCount = 5;
+
+// Why a request was refused: the `code` of the error reply. Wire values: never renumber.
+enum class SocketError : std::uint32_t {
+  frame_too_large = 1,       // body_len over the server's maximum (closes the connection)
+  length_mismatch = 2,       // body_len disagrees with n_bars/n_combos, or is shorter than 9
+  unknown_opcode = 3,        // opcode byte > 4
+  window_out_of_range = 4,   // a window outside [1, n_bars]
+  bad_price = 5,             // a close that is NaN, infinite, zero or negative
+  no_series_loaded = 6,      // sweep_loaded before any load on this connection
+  bad_shape = 7,             // a count this opcode fixes (n_bars = 0, n_combos = 1, ...) is wrong
+  truncated = 8,             // the peer ended its half of the stream inside a frame (closes)
+  stalled = 9,               // the peer stopped mid-frame, or stopped reading, too long (closes)
+  permission_denied = 10,    // the peer's uid may not use this Unix socket (closes)
+  too_many_connections = 11, // the server is at its connection limit (closes)
+  internal = 12,             // the server failed on a valid request
+};
+inline constexpr std::size_t kSocketErrorSlots = 13;  // index by code; slot 0 is unused
+
+// Frame geometry.
+inline constexpr std::size_t kLengthPrefixBytes = 4;
+inline constexpr std::size_t kBodyHeaderBytes = 9;  // opcode, n_bars, n_combos
+inline constexpr std::size_t kComboWireBytes = 48;  // 6 x i64
+inline constexpr std::uint32_t kErrorReplyMarker = 0xFFFF'FFFFu;
+inline constexpr std::size_t kErrorReplyHeaderBytes = 12;  // marker, code, msg_len
+inline constexpr std::uint32_t kMaxErrorMessageBytes = 1024;
+inline constexpr std::size_t kEchoParamsRequestBytes = kLengthPrefixBytes + kBodyHeaderBytes + kComboWireBytes;
+inline constexpr std::size_t kEchoParamsReplyBytes = kLengthPrefixBytes + kComboWireBytes;
+inline constexpr std::size_t kLoadReplyBodyBytes = 16;  // u64 checksum, f64 fee
+
+// Limits on body_len (the u32 prefix, excluding itself). The default fits the 1.2 MB default
+// series with room for 1.3 M combos; the hard limit keeps a reply's length below the marker.
+inline constexpr std::uint32_t kDefaultMaxFrameBytes = 64u << 20;
+inline constexpr std::uint32_t kMinMaxFrameBytes = 64;
+inline constexpr std::uint32_t kMaxMaxFrameBytes = 1u << 30;
+
+// Stable lowercase names for logs, counters and error replies ("unknown" outside the enum).
+[[nodiscard]] std::string_view to_string(SocketOpcode opcode) noexcept;
+[[nodiscard]] std::string_view to_string(SocketError error) noexcept;
+
+// True for the errors after which the server closes the connection (the framing is broken or
+// the peer is not welcome); every other error leaves the connection usable.
+[[nodiscard]] bool closes_connection(SocketError error) noexcept;
+
+// Little-endian loads and stores at any alignment.
+template <class T>
+[[nodiscard]] inline T load_le(const std::byte* at) noexcept {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+template <class T>
+inline void store_le(std::byte* at, T value) noexcept {
+  std::memcpy(at, &value, sizeof value);
+}
+
+// ---- Framing ---------------------------------------------------------------------------------
+
+enum class ScanState : std::uint8_t {
+  need_more,  // the buffer holds less than one whole frame
+  complete,   // one whole frame starts at the buffer's first byte
+  too_large,  // the length prefix is over the limit: nothing after it may be trusted
+};
+
+struct RequestScan {
+  ScanState state = ScanState::need_more;
+  std::uint32_t body_len = 0;  // valid once 4 bytes are buffered
+  std::size_t frame_bytes = 0; // 4 + body_len when complete
+};
+
+// Looks at the bytes buffered so far for one request frame; checks the length prefix against
+// `max_body` before anything else, so a caller can refuse a frame before allocating for it.
+[[nodiscard]] RequestScan scan_request(std::span<const std::byte> buffered, std::uint32_t max_body) noexcept;
+
+// ---- Requests --------------------------------------------------------------------------------
+
+// What a decoder found wrong, with the facts for the error message. Trivially copyable, so
+// decoding stays allocation-free; describe() turns it into a sentence.
+struct SocketFault {
+  SocketError error = SocketError::internal;
+  std::uint8_t opcode = 0;      // the raw opcode byte, once read
+  std::uint32_t n_bars = 0;     // as the request declared them, once read
+  std::uint32_t n_combos = 0;
+  std::uint64_t index = 0;      // the bar (bad_price) or combo (window_out_of_range)
+  std::uint32_t field = 0;      // the window's position 0..5 (window_out_of_range)
+  std::int64_t window = 0;      // the window's value (window_out_of_range)
+  std::uint64_t limit = 0;      // the bars a window must fit (window_out_of_range)
+  double price = 0.0;           // the close (bad_price)
+  std::uint64_t expected = 0;   // body bytes implied by the counts, or the maximum (too_large)
+  std::uint64_t actual = 0;     // body bytes received, or the declared length (too_large)
+};
+
+// One full sentence naming what was wrong, e.g. "combo 3: window p (position 5) is 0, outside
+// [1, 150000] (the number of bars)". Allocates.
+[[nodiscard]] std::string describe(const SocketFault& fault);
+
+// A decoded request: views into the caller's body buffer (valid while it lives).
+struct RequestView {
+  SocketOpcode opcode = SocketOpcode::sweep;
+  std::uint32_t n_bars = 0;
+  std::uint32_t n_combos = 0;
+  std::span<const std::byte> close;   // n_bars x f64, unaligned
+  std::span<const std::byte> params;  // n_combos x 48 bytes, unaligned
+
+  [[nodiscard]] double close_at(std::size_t i) const noexcept { return load_le<double>(close.data() + 8 * i); }
+  [[nodiscard]] Combo combo_at(std::size_t i) const noexcept {
+    Combo combo;
+    std::memcpy(&combo, params.data() + kComboWireBytes * i, sizeof combo);
+    return combo;
+  }
+};
+
+// Decodes one request body (the body_len bytes after the prefix) and checks, in this order:
+// length >= 9 (length_mismatch), opcode (unknown_opcode), body_len == 9 + 8 n_bars + 48 n_combos
+// (length_mismatch), the counts the opcode fixes (bad_shape: sweep and load need n_bars >= 2,
+// load n_combos = 0, sweep_loaded n_bars = 0, echo_params n_bars = 0 and n_combos = 1), every
+// close of sweep and load (bad_price), and every window of sweep against n_bars
+// (window_out_of_range). sweep_loaded's windows depend on the connection's series: the caller
+// checks them with check_windows. Echo payloads are not inspected: they come back verbatim.
+[[nodiscard]] std::expected<RequestView, SocketFault> decode_request(std::span<const std::byte> body) noexcept;
+
+// The first close that is not finite and > 0, as a bad_price fault.
+[[nodiscard]] std::optional<SocketFault> check_prices(std::span<const std::byte> close) noexcept;
+
+// The first window outside [1, n_bars], as a window_out_of_range fault.
+[[nodiscard]] std::optional<SocketFault> check_windows(std::span<const std::byte> params, std::uint64_t n_bars) noexcept;
+
+// Copies n_bars wire doubles into aligned host doubles. `out` holds at least close.size()/8.
+void copy_close(std::span<const std::byte> close, std::span<double> out) noexcept;
+
+// Appends one request frame. Fails with invalid_argument when a count does not fit its u32 or
+// the body would exceed `max_body`. Allocates: grows `out` by the frame.
+[[nodiscard]] Expected<void> append_request(SocketOpcode opcode, std::span<const double> close,
+                                            std::span<const Combo> combos, std::vector<std::byte>& out,
+                                            std::uint32_t max_body = kDefaultMaxFrameBytes);
+
+// The fixed 61-byte echo_params request. Never allocates.
+void encode_echo_params_request(const Combo& combo, std::span<std::byte, kEchoParamsRequestBytes> out) noexcept;
+
+// ---- Replies ---------------------------------------------------------------------------------
+
+// Server side. Each appends one whole reply frame to `out`.
+void append_sweep_reply(std::span<const BacktestResult> results, std::vector<std::byte>& out);
+void append_echo_reply(std::span<const std::byte> close, std::vector<std::byte>& out);
+void append_load_reply(std::uint64_t checksum, double fee, std::vector<std::byte>& out);
+void append_echo_params_reply(std::span<const std::byte> params, std::vector<std::byte>& out);
+// `message` is cut to kMaxErrorMessageBytes, never inside a UTF-8 sequence.
+void append_error_reply(SocketError error, std::string_view message, std::vector<std::byte>& out);
+
+struct ReplyScan {
+  ScanState state = ScanState::need_more;  // too_large: a length over the limit, or an error
+                                           // reply whose msg_len exceeds kMaxErrorMessageBytes
+  bool is_error = false;                   // known once 4 bytes are buffered
+  std::uint32_t body_len = 0;              // success: the length prefix
+  std::uint32_t error_code = 0;            // error: the code, once 12 bytes are buffered
+  std::uint32_t message_len = 0;           // error: msg_len, once 12 bytes are buffered
+  std::size_t frame_bytes = 0;             // the whole frame, once known
+};
+
+// Client side: looks at the bytes buffered so far for one reply frame.
+[[nodiscard]] ReplyScan scan_reply(std::span<const std::byte> buffered, std::uint32_t max_body) noexcept;
+
+// The body of a sweep reply into `out` (one result per combo). False when the body is not
+// exactly 16 x out.size() bytes.
+[[nodiscard]] bool decode_sweep_reply(std::span<const std::byte> body, std::span<BacktestResult> out) noexcept;
+
+struct LoadReply {
+  std::uint64_t checksum = 0;  // fnv1a64 of the close bytes as the server stored them
+  double fee = 0.0;            // the fee the server's sweeps use, percentage points per round trip
+};
+[[nodiscard]] std::optional<LoadReply> decode_load_reply(std::span<const std::byte> body) noexcept;
+
+// The message of a complete error reply frame (`frame` starts at the marker), or nullopt when
+// it is not one. The view points into `frame`.
+[[nodiscard]] std::optional<std::string_view> error_reply_message(std::span<const std::byte> frame) noexcept;
+
+}  // namespace ipcfloor
