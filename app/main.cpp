@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (*stdio) return run_stdio_echo();
   if (*serve) return run_serve_command(serve_cli);
-  if (*status) return run_status(status_options.name, status_options.json, std::string(kDefaultTmpfsDir));
+  if (*status) return run_status(status_options.name, status_options.json, status_options.socket_dir);
   if (*gen) return run_gen_command(gen_options);
   if (*sweep) return run_sweep_command(sweep_options);
   if (*bench) {

@@ -1,12 +1,15 @@
 #include "app/serve_command.hpp"
 
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -14,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/socket_server.hpp"
@@ -25,28 +30,63 @@ namespace {
 
 int report_error(const Error& error) { return ipcfloor::report_error("serve", error); }
 
-void print_event(const TelemetryEvent& event) {
-  switch (event.kind) {
-    case TelemetryEvent::Kind::bad_frame:
-      fmt::print(stderr, "ipcfloor serve: lane {} (pid {}): rejected request seq {}: {}\n", event.lane, event.pid,
-                 event.seq, to_string(static_cast<Status>(event.status)));
-      break;
-    case TelemetryEvent::Kind::lane_released:
-      fmt::print(stderr, "ipcfloor serve: lane {} released by pid {}\n", event.lane, event.pid);
-      break;
-    case TelemetryEvent::Kind::lane_reclaimed:
-      fmt::print(stderr, "ipcfloor serve: lane {} reclaimed from dead client pid {}\n", event.lane, event.pid);
-      break;
-    case TelemetryEvent::Kind::ring_corrupt:
-      fmt::print(stderr, "ipcfloor serve: lane {} (pid {}) wrote impossible ring positions; lane quarantined until its owner leaves\n",
-                 event.lane, event.pid);
-      break;
-    case TelemetryEvent::Kind::owner_corrupt:
-      fmt::print(stderr, "ipcfloor serve: lane {} held an owner word no client writes (pid field {}); lane reset\n",
-                 event.lane, event.pid);
-      break;
+// Turns engine events into log lines. Rejected frames are rate-limited per second (a client
+// that sends garbage as fast as it can must not turn into as many log lines); the rest are rare.
+class EventLog {
+ public:
+  explicit EventLog(bool quiet) : quiet_(quiet) {}
+
+  void operator()(const EngineEvent& event) {
+    using Kind = EngineEvent::Kind;
+    switch (event.kind) {
+      case Kind::bad_frame: {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= window_end_) {
+          flush_suppressed();
+          window_end_ = now + std::chrono::seconds(1);
+          lines_in_window_ = 0;
+        }
+        if (lines_in_window_ >= kBadFrameLinesPerSecond) {
+          ++suppressed_;
+          return;
+        }
+        ++lines_in_window_;
+        log(LogLevel::warn, "serve: lane {} (pid {}): rejected request seq {}: {}", event.lane, event.pid, event.seq,
+            to_string(static_cast<Status>(event.status)));
+        return;
+      }
+      case Kind::lane_corrupt:
+        log(LogLevel::warn, "serve: lane {} (pid {}) wrote impossible ring positions or an impossible exchange "
+            "stamp; lane quarantined until its client leaves", event.lane, event.pid);
+        return;
+      case Kind::lane_claimed:
+        if (!quiet_) log(LogLevel::info, "serve: lane {} handed to pid {}", event.lane, event.pid);
+        return;
+      case Kind::lane_released:
+        if (!quiet_) log(LogLevel::info, "serve: lane {} released by pid {}", event.lane, event.pid);
+        return;
+      case Kind::lane_reclaimed:
+        log(LogLevel::info, "serve: lane {} reclaimed from pid {}, which left without releasing it (died?)", event.lane,
+            event.pid);
+        return;
+      case Kind::refused: log(LogLevel::warn, "serve: {}", event.text); return;
+      case Kind::warning: log(LogLevel::warn, "serve: {}", event.text); return;
+    }
   }
-}
+
+  void flush_suppressed() {
+    if (suppressed_ != 0)
+      log(LogLevel::warn, "serve: {} more rejected requests in the last second (not logged one by one)", suppressed_);
+    suppressed_ = 0;
+  }
+
+ private:
+  static constexpr unsigned kBadFrameLinesPerSecond = 20;
+  bool quiet_;
+  std::chrono::steady_clock::time_point window_end_{};
+  unsigned lines_in_window_ = 0;
+  std::uint64_t suppressed_ = 0;
+};
 
 // The socket server's options from the serve options; the cpus keep it off the shm thread's core.
 Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, int shm_cpu) {
@@ -108,15 +148,18 @@ int run_serve(const ServeOptions& options) {
     if (!loaded) return report_error(loaded.error());
     series = std::move(*loaded);
   } else if (options.source.data_path && !options.quiet) {
-    fmt::print(stderr, "ipcfloor serve: note: --data is not used with --no-shm; socket clients ship their series\n");
+    log(LogLevel::info, "serve: --data is not used with --no-shm; socket clients ship their series");
   }
 
-  // Signals go to the reporter (this thread) only: block them before any thread exists.
+  // Signals go to the keeper (this thread) only, through a signalfd: block them before any
+  // thread exists so that every thread inherits the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  UniqueFd signals(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signals) return report_error(Error{ErrorCode::io, fmt::format("signalfd failed: {}", std::strerror(errno))});
 
   // Sockets first: a socket path held by a live server fails before a segment exists.
   std::unique_ptr<SocketServer> socket_server;
@@ -139,74 +182,75 @@ int run_serve(const ServeOptions& options) {
     config.segment.fee = options.fee;
     config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
-    config.segment.tmpfs_dir = options.tmpfs_dir;
+    config.segment.socket_dir = options.socket_dir;
     config.wait = options.wait;
     config.cpu = cpu;
     config.fifo = options.fifo;
     config.fifo_priority = options.fifo_priority;
+    config.max_frame_time = options.max_frame_time;
     auto started = ShmEngine::start(std::move(config));
     if (!started) return report_error(started.error());  // ~SocketServer removes the socket file
     shm = std::move(*started);
-    for (const std::string& warning : shm->warnings()) fmt::print(stderr, "ipcfloor serve: warning: {}\n", warning);
+    for (const std::string& warning : shm->warnings()) log(LogLevel::warn, "serve: {}", warning);
   }
 
-  if (!options.quiet) {
-    if (shm) {
-      const Segment& segment = shm->segment();
-      const SegmentHeader& header = segment.header();
-      fmt::print(stderr,
-                 "ipcfloor serve: segment {} at {} ({} bytes, {}, {}), {} lanes x {} slots\n"
-                 "ipcfloor serve: series {} ({} bars, checksum {:016x}), fee {}\n"
-                 "ipcfloor serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops\n",
-                 segment.name(), segment.path(), segment.size(), backing_name(segment.backing()),
-                 segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity,
-                 series->description, series->close.size(), header.series_checksum, options.fee, cpu,
-                 to_string(options.wait), header.engine_pid);
-    }
-    if (socket_server)
-      fmt::print(stderr,
-                 "ipcfloor serve: sockets: {}; {} thread(s) on {}, max frame {} bytes, frame timeout {} ms, "
-                 "fee {}; pid {}{}\n",
-                 socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
-                 socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
-                 shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
+  if (shm) {
+    const Segment& segment = shm->segment();
+    const DataHeader& header = segment.header();
+    log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}, {}), {} lanes x {} slots", segment.name(),
+        segment.socket_path(), segment.size(), backing_name(segment.backing()),
+        segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
+    log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->description,
+        series->close.size(), header.series_checksum, options.fee);
+    if (shm->max_frame_cost() != 0)
+      log(LogLevel::info, "serve: one BACKTEST may cost at most {:.3g} (about {} ms at the {:.3g} per us measured "
+          "here); costlier ones get too_costly", static_cast<double>(shm->max_frame_cost()),
+          options.max_frame_time.count(), shm->measured_cost_per_us());
+    log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", cpu,
+        to_string(options.wait), getpid());
   }
+  if (socket_server)
+    log(LogLevel::info,
+        "serve: sockets: {}; {} thread(s) on {}, max frame {} bytes, frame timeout {} ms, fee {}; pid {}{}",
+        socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
+        socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
+        shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
 
-  // Without a segment there is no heartbeat to keep: the loop only waits for a signal.
-  const auto interval = shm ? options.heartbeat : std::chrono::milliseconds(200);
-  const timespec tick{static_cast<time_t>(interval.count() / 1000), static_cast<long>(interval.count() % 1000) * 1'000'000};
-  const auto drain_telemetry = [&] {
-    shm->drain_telemetry([&](const TelemetryEvent& event) {
-      if (!options.quiet || event.kind != TelemetryEvent::Kind::lane_released) print_event(event);
-    });
-  };
+  // The keeper loop: engine work (hand-offs, departures, heartbeat) and signals, never blocking
+  // longer than the engine asks. Log lines go to a writer thread of their own, so a stalled
+  // stderr cannot stop the heartbeat or the reaction to SIGTERM.
+  EventLog events(options.quiet);
   int signal_number = 0;
-  while (true) {
+  while (signal_number == 0) {
+    pollfd watch[2] = {{signals.get(), POLLIN, 0}, {shm ? shm->event_fd() : -1, POLLIN, 0}};
+    const auto timeout = shm ? shm->service_timeout() : std::chrono::milliseconds(1000);
+    (void)::poll(watch, 2, static_cast<int>(timeout.count()));
     if (shm) {
-      shm->beat();
-      drain_telemetry();
+      shm->service();
+      shm->drain_events(events);
     }
-    signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (signal_number > 0) break;
+    signalfd_siginfo info{};
+    if (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+      signal_number = static_cast<int>(info.ssi_signo);
   }
   const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
 
   if (shm) {
     shm->stop();
-    drain_telemetry();
-    const SegmentHeader& header = shm->segment().header();
-    if (!options.quiet)
-      fmt::print(stderr, "ipcfloor serve: {} received; served {} requests ({} rejected); removed {}\n", signal_name,
-                 header.requests.load(std::memory_order_relaxed),    // relaxed: the writer has joined
-                 header.bad_frames.load(std::memory_order_relaxed),  // relaxed: as above
-                 shm->segment().path());
+    shm->drain_events(events);
+    events.flush_suppressed();
+    const DataHeader& header = shm->segment().header();
+    log(options.quiet ? LogLevel::debug : LogLevel::info,
+        "serve: {} received; served {} requests ({} rejected); removed {}", signal_name,
+        header.requests.load(std::memory_order_relaxed),    // relaxed: the writer has joined
+        header.bad_frames.load(std::memory_order_relaxed),  // relaxed: as above
+        shm->segment().socket_path());
   }
   if (socket_server) {
     socket_server->stop();
-    if (!options.quiet)
-      fmt::print(stderr, "ipcfloor serve: {}sockets: {}{}\n", shm ? "" : fmt::format("{} received; ", signal_name),
-                 format_stats(socket_server->stats()),
-                 socket_server->unix_path().empty() ? "" : fmt::format("; removed {}", socket_server->unix_path()));
+    log(options.quiet ? LogLevel::debug : LogLevel::info, "serve: {}sockets: {}{}",
+        shm ? "" : fmt::format("{} received; ", signal_name), format_stats(socket_server->stats()),
+        socket_server->unix_path().empty() ? "" : fmt::format("; removed {}", socket_server->unix_path()));
   }
   return 0;
 }
@@ -214,7 +258,14 @@ int run_serve(const ServeOptions& options) {
 CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   ServeOptions& o = cli.options;
   auto* serve = app.add_subcommand("serve", "Preload the series into a shared-memory segment and serve combos");
-  serve->add_option("--name", o.name, "segment name: /dev/shm/NAME or <hugetlbfs>/NAME")->capture_default_str();
+  serve->add_option("--name", o.name, "engine name: clients attach to it through the socket DIR/NAME")
+      ->capture_default_str();
+  serve->add_option("--socket-dir", o.socket_dir, "DIR for the engine's socket and lock file")->capture_default_str();
+  serve->add_option("--max-frame-ms", cli.max_frame_ms,
+                    "refuse a BACKTEST that would hold the serving thread longer than this (measured at start; 0: "
+                    "no bound)")
+      ->capture_default_str();
+  serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)");
   serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
   add_gbm_options(*serve, o.source.gbm);
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
@@ -271,7 +322,13 @@ int run_serve_command(ServeCli& cli) {
   options.shm = !cli.no_shm;
   if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
-  return run_serve(options);
+  options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
+  auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
+  if (!level) return report_error(level.error());
+  log_configure(*level);
+  const int code = run_serve(options);
+  log_shutdown();
+  return code;
 }
 
 }  // namespace ipcfloor

@@ -33,7 +33,10 @@ struct ServeOptions {
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
   std::chrono::milliseconds heartbeat{10};
-  std::string tmpfs_dir = std::string(kDefaultTmpfsDir);
+  // Where the engine's socket DIR/NAME and lock DIR/NAME.lock live (--socket-dir).
+  std::string socket_dir = std::string(kDefaultSocketDir);
+  // One BACKTEST may hold the serving thread about this long (--max-frame-ms; 0: no bound).
+  std::chrono::milliseconds max_frame_time{10};
   bool quiet = false;  // only errors and warnings on stderr
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
@@ -60,6 +63,8 @@ struct ServeCli {
   int socket_cpu = -1;  // -1: the default cores
   unsigned heartbeat_ms = 10;
   unsigned frame_timeout_ms = 5000;
+  unsigned max_frame_ms = 10;
+  std::string log_level;  // empty: info, or warn with --quiet
   bool no_shm = false;
 };
 

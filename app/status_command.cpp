@@ -4,48 +4,53 @@
 
 #include <fmt/format.h>
 
-#include "shm/lane.hpp"
 #include "shm/liveness.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
 
-nlohmann::json describe_segment(const Segment& segment) {
-  const SegmentHeader& h = segment.header();
+std::string_view lane_state_name(std::uint32_t state) noexcept {
+  switch (static_cast<LaneState>(state)) {
+    case LaneState::free: return "free";
+    case LaneState::claimed: return "claimed";
+    case LaneState::draining: return "draining";
+    case LaneState::quarantined: return "quarantined";
+  }
+  return "unknown";
+}
+
+nlohmann::json describe_segment(const Attachment& segment) {
+  const DataHeader& h = segment.header();
   // relaxed (all loads below): a snapshot for people; each counter is read on its own.
   const std::uint64_t beat = h.heartbeat_ns.load(std::memory_order_relaxed);
   const std::uint64_t now = monotonic_ns();
-  const bool alive = process_alive(h.engine_pid, h.engine_start_ticks);
   nlohmann::json lanes = nlohmann::json::array();
-  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {  // validated, not the header's
-    const LaneView view = segment.lane(i);
-    const LaneOwner owner = load_lane_owner(*view.control);
-    const std::int32_t pid = owner.pid;
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {  // checked against the object's size
+    const LaneStatus& lane = segment.lane_status(i);
     lanes.push_back({
         {"lane", i},
-        {"state", to_string(owner.state)},
-        {"owner_pid", pid},
-        {"owner_alive", pid != 0 && process_alive(pid, view.control->owner_start_ticks.load(std::memory_order_relaxed))},
-        {"claims", view.control->generation.load(std::memory_order_relaxed)},
-        {"requests", view.control->requests.load(std::memory_order_relaxed)},
-        {"bad_frames", view.control->bad_frames.load(std::memory_order_relaxed)},
-        {"request_ring_fill", view.request_ring->produced.load(std::memory_order_relaxed) -
-                                  view.request_ring->consumed.load(std::memory_order_relaxed)},
+        {"state", lane_state_name(lane.state.load(std::memory_order_relaxed))},
+        {"owner_pid", lane.owner_pid},
+        {"owner_uid", lane.owner_uid},
+        {"claims", lane.generation.load(std::memory_order_relaxed)},
+        {"requests", lane.requests.load(std::memory_order_relaxed)},
+        {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
     });
   }
   const char* name_end = static_cast<const char*>(std::memchr(h.series_name, '\0', sizeof h.series_name));
   return nlohmann::json{
       {"name", segment.name()},
-      {"path", segment.path()},
+      {"socket", segment.socket_path()},
       {"layout_version", h.layout_version},
-      {"segment_bytes", h.segment_bytes},
+      {"data_bytes", h.data_bytes},
       {"backing", backing_name(static_cast<Backing>(h.backing))},
       {"locked", h.locked != 0},
       {"wait_mode", to_string(static_cast<WaitMode>(h.wait_mode))},
       {"lane_count", segment.lane_count()},
       {"ring_capacity", segment.ring_capacity()},
-      {"bulk_bytes_per_lane", segment.lane_count() > 0 ? segment.bulk(0).size() : 0},
-      {"engine", {{"pid", h.engine_pid}, {"uid", h.engine_uid}, {"alive", alive},
+      {"bulk_bytes_per_lane", h.lane_bulk_bytes},
+      {"max_frame_cost", h.max_frame_cost},
+      {"engine", {{"pid", segment.engine_pid()}, {"uid", h.engine_uid}, {"alive", !segment.engine_hung_up()},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
                   {"heartbeat_interval_ms", static_cast<double>(h.heartbeat_interval_ns) / 1e6}}},
       {"series", {{"source", std::string(h.series_name, name_end ? name_end : h.series_name + sizeof h.series_name)},
@@ -61,8 +66,11 @@ nlohmann::json describe_segment(const Segment& segment) {
   };
 }
 
-int run_status(const std::string& name, bool json, const std::string& tmpfs_dir) {
-  auto segment = Segment::attach(name, tmpfs_dir);
+int run_status(const std::string& name, bool json, const std::string& socket_dir) {
+  AttachOptions options;
+  options.socket_dir = socket_dir;
+  options.role = HandoffRole::observer;
+  auto segment = Attachment::attach(name, options);
   if (!segment) {
     fmt::print(stderr, "ipcfloor status: {}\n", segment.error().message);
     return 1;
@@ -73,10 +81,10 @@ int run_status(const std::string& name, bool json, const std::string& tmpfs_dir)
     return 0;
   }
   const auto& e = s["engine"];
-  fmt::print("segment   {} at {} (layout v{}, {} bytes, {}, {})\n", s["name"].get<std::string>(),
-             s["path"].get<std::string>(), s["layout_version"].get<unsigned>(), s["segment_bytes"].get<std::uint64_t>(),
+  fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {}, {})\n", s["name"].get<std::string>(),
+             s["socket"].get<std::string>(), s["layout_version"].get<unsigned>(), s["data_bytes"].get<std::uint64_t>(),
              s["backing"].get<std::string>(), s["locked"].get<bool>() ? "locked" : "not locked");
-  fmt::print("engine    pid {} {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
+  fmt::print("          pid {} {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
              e["alive"].get<bool>() ? "alive" : "DEAD", e["heartbeat_age_ms"].get<double>(),
              e["heartbeat_interval_ms"].get<double>(), s["wait_mode"].get<std::string>());
   const auto& series = s["series"];
@@ -104,6 +112,7 @@ int run_status(const std::string& name, bool json, const std::string& tmpfs_dir)
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options) {
   auto* status = app.add_subcommand("status", "Show what a live segment holds: engine, series, lanes, counters");
   status->add_option("--name", options.name, "segment name")->capture_default_str();
+  status->add_option("--socket-dir", options.socket_dir, "the engine's socket directory")->capture_default_str();
   status->add_flag("--json", options.json, "print JSON");
   return status;
 }

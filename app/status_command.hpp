@@ -12,10 +12,11 @@ namespace ipcfloor {
 
 // Everything `status` shows, as JSON: version, backing, lock, engine pid and liveness,
 // heartbeat age, the series, each lane's owner and counters. Reads only.
-[[nodiscard]] nlohmann::json describe_segment(const Segment& segment);
+[[nodiscard]] nlohmann::json describe_segment(const Attachment& segment);
 
 struct StatusOptions {
   std::string name = "ipcfloor";
+  std::string socket_dir = std::string(kDefaultSocketDir);
   bool json = false;
 };
 
@@ -23,6 +24,6 @@ struct StatusOptions {
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options);
 
 // Attaches to NAME and prints its status (a table, or JSON). Returns the exit code.
-[[nodiscard]] int run_status(const std::string& name, bool json, const std::string& tmpfs_dir);
+[[nodiscard]] int run_status(const std::string& name, bool json, const std::string& socket_dir);
 
 }  // namespace ipcfloor

@@ -38,7 +38,7 @@ Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& 
   }
   auto client = ShmClient::connect(options.name, client_options);
   if (!client) return std::unexpected(client.error());
-  const SegmentHeader& header = client->segment().header();
+  const DataHeader& header = client->segment().header();
   fee = header.fee;
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",

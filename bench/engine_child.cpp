@@ -34,7 +34,14 @@ EngineChild::EngineChild(std::string binary, std::string name, const std::vector
   auto spawned = ChildProcess::spawn(argv);
   if (!spawned) return;
   process_.emplace(std::move(*spawned));
-  up_ = process_->wait_until([&] { return Segment::attach(name_).has_value(); }, startup);
+  up_ = process_->wait_until(
+      [&] {
+        AttachOptions observer;
+        observer.role = HandoffRole::observer;
+        observer.timeout = std::chrono::milliseconds(200);
+        return Attachment::attach(name_, observer).has_value();
+      },
+      startup);
 }
 
 EngineChild::~EngineChild() { stop(SIGINT); }
@@ -44,7 +51,7 @@ pid_t EngineChild::serving_thread() const { return find_thread(pid(), "ipcf-serv
 int EngineChild::stop(int signal) {
   if (pid() <= 0) return -1;
   const int status = process_->stop(signal, std::chrono::seconds(5));
-  (void)Segment::remove(name_);  // a killed engine leaves its segment behind
+  (void)Segment::remove_stale(name_);  // a killed engine leaves its socket and lock file behind
   return status;
 }
 

@@ -1,9 +1,9 @@
 #include "bench/memory_bench.hpp"
 
 #include <fcntl.h>
+#include <linux/memfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,10 +31,10 @@ namespace {
 constexpr std::size_t kPatternBytes = std::size_t{64} << 20;
 constexpr int kWarmupScans = 3;
 
-// Where scratch files go, and the page size the kernel backs them with.
+// The two kinds of memory the segment can be made of: memfds on 4 KiB shmem pages or on 2 MiB
+// huge pages (MFD_HUGETLB), exactly as shm/shared_object.cpp makes them.
 struct Pool {
   Backing backing;
-  std::string dir;
   std::size_t page_bytes;
 };
 
@@ -72,18 +72,11 @@ class ScratchMapping {
   std::size_t bytes_;
 };
 
-// A hugetlbfs mount with 2 MiB pages: /dev/hugepages when it is one, else the first listed.
-std::optional<std::string> hugetlbfs_2m_mount() {
-  const std::vector<std::string> mounts = hugetlbfs_2m_mounts();
-  if (mounts.empty()) return std::nullopt;
-  const auto preferred = std::find(mounts.begin(), mounts.end(), "/dev/hugepages");
-  return preferred != mounts.end() ? *preferred : mounts.front();
-}
-
-// Why `pool` cannot hold `bytes` now, or nothing. tmpfs must be checked up front: its pages are
-// allocated at the first write, so a full /dev/shm shows up as SIGBUS inside the touch loop.
+// Why `pool` cannot hold `bytes` now, or nothing. The huge page pool must be checked up front:
+// without posix_fallocate its pages are taken at the first write, and a short pool shows up as a
+// SIGBUS inside the touch loop.
 std::optional<std::string> shortfall(const Pool& pool, std::size_t bytes) {
-  if (pool.backing == Backing::hugetlbfs_2m) {
+  if (pool.backing == Backing::memfd_huge_2m) {
     const std::uint64_t need = bytes / pool.page_bytes;
     const HugePageBudget budget = huge_page_budget();
     const std::uint64_t have = budget.available;
@@ -95,32 +88,22 @@ std::optional<std::string> shortfall(const Pool& pool, std::size_t bytes) {
     }
     return std::nullopt;
   }
-  struct statvfs info {};
-  if (::statvfs(pool.dir.c_str(), &info) != 0)
-    return fmt::format("cannot statvfs {}: {}", pool.dir, std::strerror(errno));
-  const std::uint64_t have = static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize;
-  if (have < bytes) return fmt::format("needs {} MiB in {}, {} MiB free", bytes >> 20, pool.dir, have >> 20);
   return std::nullopt;
 }
 
-// A file of `bytes` in `pool`, already unlinked: it lives only as long as the descriptor and any
-// mapping of it, so no path out of the benchmark can leave it behind. No posix_fallocate: that
-// would allocate (and zero) every page now, which is exactly the cost the first-touch row times.
+// A memfd of `bytes` in `pool`: it lives only as long as the descriptor and any mapping of it, so
+// no path out of the benchmark can leave it behind. No posix_fallocate: that would allocate (and
+// zero) every page now, which is exactly the cost the first-touch row times.
 Expected<ScratchFd> open_scratch(const Pool& pool, std::size_t bytes) {
-  static std::atomic<unsigned> serial{0};
-  const std::string path = fmt::format("{}/ipcfloor-memory-bench-{}-{}", pool.dir, ::getpid(), serial++);
-  ScratchFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd.get() < 0) return fail(ErrorCode::io, "cannot create scratch file {}: {}", path, std::strerror(errno));
-  if (::unlink(path.c_str()) != 0) {
-    const int error = errno;
-    return fail(ErrorCode::io, "cannot unlink scratch file {} (remove it by hand): {}", path, std::strerror(error));
-  }
+  const unsigned flags = MFD_CLOEXEC | (pool.backing == Backing::memfd_huge_2m ? MFD_HUGETLB | MFD_HUGE_2MB : 0U);
+  ScratchFd fd(::memfd_create("ipcfloor-memory-bench", flags));
+  if (fd.get() < 0) return fail(ErrorCode::io, "memfd_create for the memory bench failed: {}", std::strerror(errno));
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
-    return fail(ErrorCode::io, "cannot size scratch file {} to {} bytes: {}", path, bytes, std::strerror(errno));
+    return fail(ErrorCode::io, "cannot size a scratch memfd to {} bytes: {}", bytes, std::strerror(errno));
   return fd;
 }
 
-// Maps `fd`; *map_ticks gets the TSC ticks of the mmap call alone. ENOMEM on hugetlbfs means the
+// Maps `fd`; *map_ticks gets the TSC ticks of the mmap call alone. ENOMEM on huge pages means the
 // huge pages could not be reserved (another process took them since shortfall() looked): resource.
 Expected<ScratchMapping> map_scratch(const Pool& pool, const ScratchFd& fd, std::size_t bytes, bool populate,
                                      std::uint64_t* map_ticks = nullptr) {
@@ -130,8 +113,8 @@ Expected<ScratchMapping> map_scratch(const Pool& pool, const ScratchFd& fd, std:
   const std::uint64_t t1 = TscClock::now();
   if (address == MAP_FAILED) {
     const int error = errno;
-    return fail(error == ENOMEM && pool.backing == Backing::hugetlbfs_2m ? ErrorCode::resource : ErrorCode::io,
-                "cannot map {} bytes on {} ({}): {}", bytes, backing_name(pool.backing), pool.dir, std::strerror(error));
+    return fail(error == ENOMEM && pool.backing == Backing::memfd_huge_2m ? ErrorCode::resource : ErrorCode::io,
+                "cannot map {} bytes on {}: {}", bytes, backing_name(pool.backing), std::strerror(error));
   }
   if (map_ticks != nullptr) *map_ticks = t1 - t0;
   return ScratchMapping(address, bytes);
@@ -272,13 +255,7 @@ Expected<nlohmann::json> run_memory_bench(const MemoryBenchOptions& options) {
   nlohmann::json scan = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
 
-  std::vector<Pool> pools{Pool{Backing::tmpfs_4k, std::string(kDefaultTmpfsDir), kSmallPageBytes}};
-  if (auto mount = hugetlbfs_2m_mount())
-    pools.push_back(Pool{Backing::hugetlbfs_2m, std::move(*mount), kHugePageBytes});
-  else
-    skipped.push_back(skipped_row("hugetlbfs_2m (every row)",
-                                  "no hugetlbfs mount with pagesize=2M in /proc/mounts; "
-                                  "mount -t hugetlbfs -o pagesize=2M nodev /dev/hugepages"));
+  const std::vector<Pool> pools{Pool{Backing::memfd_4k, kSmallPageBytes}, Pool{Backing::memfd_huge_2m, kHugePageBytes}};
 
   // A row the host cannot back is skipped, never failed: the suite must run with and without
   // huge pages. Only a lost race for huge pages (resource) is forgiven after the check.

@@ -21,7 +21,7 @@ struct MemoryBenchOptions {
 // Runs every measurement on the calling thread, each backing in turn, and returns
 //
 //   {"suite":"memory", "config":{...},
-//    "first_touch":[{"backing":"tmpfs_4k"|"hugetlbfs_2m", "prefault", "bytes", "page_bytes",
+//    "first_touch":[{"backing":"memfd_4k"|"memfd_huge_2m", "prefault", "bytes", "page_bytes",
 //                    "map_ns", "touch_p50_ns", "touch_p99_ns", "touch_max_ns", "touch_total_ns",
 //                    "minor_faults", "retouch_p50_ns"}],
 //    "scan":[{"backing", "what", "bytes", "p50_ns", "p99_ns", "min_ns", "samples", "checksum"}],
@@ -31,13 +31,12 @@ struct MemoryBenchOptions {
 // scan), never a batch divided by a count. map_ns is the mmap call alone (it does the faulting
 // when prefault is on); minor_faults is getrusage(RUSAGE_THREAD) around the touch loop;
 // retouch_p50_ns is a second write to every page, the floor the first write is compared with.
-// checksum is the sum of the scanned doubles, bit-identical on both backings. A backing the host cannot provide (no hugetlbfs mount
-// with 2 MiB pages, too few free huge pages, too little room in /dev/shm) becomes a "skipped"
-// entry, not an error.
+// checksum is the sum of the scanned doubles, bit-identical on both backings. A backing the host
+// cannot provide (too few free 2 MiB huge pages) becomes a "skipped" entry, not an error.
 //
-// Setup path: allocates freely, maps up to max(touch_bytes, 64 MiB) at a time in scratch files
-// (/dev/shm and the hugetlbfs mount) that are unlinked as soon as they are opened and unmapped
-// before it returns, on every path. Takes 2 to 5 s with the defaults. Any thread may call it;
+// Setup path: allocates freely, maps up to max(touch_bytes, 64 MiB) at a time in scratch memfds
+// (the segment's own kinds of memory) that are unmapped and closed before it returns, on every
+// path. Takes 2 to 5 s with the defaults. Any thread may call it;
 // with cpu >= 0 it pins the calling thread there and leaves it pinned.
 //
 // Fails with invalid_argument for touch_bytes or scan_samples of 0, io when a scratch file or

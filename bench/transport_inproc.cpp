@@ -13,7 +13,7 @@ namespace ipcfloor {
 
 namespace {
 using DispatchFn = Status (*)(const RequestSlot&, std::span<const double>, double, KernelWorkspace&, ResponseSlot&,
-                              std::span<std::byte>) noexcept;
+                              std::span<std::byte>, std::uint64_t) noexcept;
 }  // namespace
 
 Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
@@ -35,7 +35,7 @@ Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
     DispatchFn dispatch = &dispatch_request;
     __asm__ __volatile__("" : "+r"(dispatch) : : "memory");
     const std::uint64_t t0 = TscClock::now();
-    const Status status = dispatch(request, {}, 0.0, workspace, response, {});
+    const Status status = dispatch(request, {}, 0.0, workspace, response, {}, 0);
     const std::uint64_t t1 = TscClock::now();
     if (status != Status::ok) return fail(ErrorCode::protocol, "inproc-call: ECHO {} answered {}", i, to_string(status));
     if (response.seq != i || response.echo() != request.params)

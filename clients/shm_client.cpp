@@ -1,15 +1,10 @@
 #include "clients/shm_client.hpp"
 
 #include <cstring>
-
-#include <unistd.h>
-
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "shm/lane.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
@@ -18,11 +13,9 @@ namespace {
 // A heartbeat older than this many intervals means the engine is not serving (stopped or hung).
 constexpr std::uint64_t kStaleHeartbeats = 3;
 // Polls before a spin or backoff wait reads the clock to set its deadline. A vDSO clock read
-// costs tens of ns, a large share of a round trip through the ring, so the common case never
+// costs tens of ns, a large share of a round trip through the segment, so the common case never
 // makes one.
 constexpr std::uint32_t kPollsBeforeDeadline = 2048;
-// How often connect() looks again while a lane is being freed (setup path: sleeping is fine).
-constexpr std::chrono::microseconds kLaneFreeingPoll{500};
 
 // The setup-path ErrorCode for a failed call.
 ErrorCode error_code(CallStatus status) noexcept {
@@ -42,7 +35,7 @@ std::string_view to_string(CallStatus status) noexcept {
     case CallStatus::timeout: return "timeout";
     case CallStatus::engine_hung: return "engine hung";
     case CallStatus::engine_gone: return "engine gone";
-    case CallStatus::corrupt: return "corrupt ring";
+    case CallStatus::corrupt: return "corrupt lane";
     case CallStatus::out_of_order: return "answer out of order";
     case CallStatus::empty: return "empty";
     case CallStatus::too_large: return "payload too large for the bulk region";
@@ -51,9 +44,13 @@ std::string_view to_string(CallStatus status) noexcept {
 }
 
 Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOptions& options) {
-  auto segment = Segment::attach(name, options.tmpfs_dir);
-  if (!segment) return std::unexpected(segment.error());
-  SegmentHeader& header = segment->header();
+  AttachOptions attach;
+  attach.socket_dir = options.socket_dir;
+  attach.role = HandoffRole::lane;
+  attach.timeout = options.timeout;
+  auto attachment = Attachment::attach(name, attach);
+  if (!attachment) return std::unexpected(attachment.error());
+  const DataHeader& header = attachment->header();
   const auto engine_mode = static_cast<WaitMode>(header.wait_mode);
   const WaitMode mode = options.wait.value_or(engine_mode);
   if (mode == WaitMode::block && engine_mode != WaitMode::block)
@@ -61,106 +58,89 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
                 "engine {} serves in {} mode and never wakes sleeping clients; use --wait spin or "
                 "backoff, or start the engine with --wait block",
                 name, to_string(engine_mode));
-
-  const auto pid = static_cast<std::int32_t>(getpid());
-  const auto deadline = WaitClock::now() + options.timeout;
-  for (;;) {
-    // A lane that is not free yet but will be without anyone's help: its client just closed it
-    // (releasing), or died (reclaiming, or still claimed by a dead pid until the engine's next
-    // heartbeat). Worth a bounded wait: a client that reconnects right after another closed,
-    // or after a crash, must not be told "busy".
-    bool freeing = false;
-    for (std::uint32_t i = 0; i < segment->lane_count(); ++i) {
-      const LaneView view = segment->lane(i);
-      const ClaimOutcome claim = try_claim_lane(*view.control, pid);
-      if (claim != ClaimOutcome::claimed) {
-        freeing |= claim == ClaimOutcome::freeing;
-        continue;
-      }
-      auto requests = RingProducer<RequestSlot>::make(view.request_ring, view.request_slots, segment->ring_capacity());
-      auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, segment->ring_capacity());
-      if (!requests || !responses) {
-        release_lane(*view.control, pid);
-        return std::unexpected(requests ? responses.error() : requests.error());
-      }
-      const auto timeout = options.timeout;
-      return ShmClient(std::move(*segment), i, mode, timeout, *requests, *responses);
-    }
-    if (!freeing || WaitClock::now() >= deadline) break;
-    if (!process_alive(header.engine_pid, header.engine_start_ticks))
-      return fail(ErrorCode::peer_gone, "engine {} (pid {}) is gone", name, header.engine_pid);
-    std::this_thread::sleep_for(kLaneFreeingPoll);
-  }
-  return fail(ErrorCode::busy, "engine {} (pid {}) has no free lane: all {} are taken; start it with more --lanes",
-              name, header.engine_pid, segment->lane_count());
+  const LaneView& view = attachment->lane().view();
+  auto requests = RingProducer<RequestSlot>::make(view.request_ring, view.request_slots, attachment->ring_capacity());
+  if (!requests) return std::unexpected(requests.error());
+  auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, attachment->ring_capacity());
+  if (!responses) return std::unexpected(responses.error());
+  return ShmClient(std::move(*attachment), mode, options.timeout, *requests, *responses);
 }
 
-ShmClient::ShmClient(Segment segment, std::uint32_t lane, WaitMode mode, std::chrono::nanoseconds timeout,
+ShmClient::ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseconds timeout,
                      RingProducer<RequestSlot> requests, RingConsumer<ResponseSlot> responses)
-    : segment_(std::move(segment)),
-      lane_(lane),
+    : attachment_(std::move(attachment)),
       mode_(mode),
       timeout_(timeout),
-      slice_(std::chrono::nanoseconds(segment_.header().heartbeat_interval_ns)),
+      slice_(std::chrono::nanoseconds(attachment_.header().heartbeat_interval_ns)),
       requests_(requests),
       responses_(responses),
-      engine_blocks_(static_cast<WaitMode>(segment_.header().wait_mode) == WaitMode::block) {}
+      exchange_(attachment_.lane().view().call),
+      doorbell_(attachment_.lane().view().doorbell),
+      engine_blocks_(static_cast<WaitMode>(attachment_.header().wait_mode) == WaitMode::block) {}
 
-ShmClient::ShmClient(ShmClient&& other) noexcept
-    : segment_(std::move(other.segment_)),
-      lane_(other.lane_),
-      mode_(other.mode_),
-      timeout_(other.timeout_),
-      slice_(other.slice_),
-      requests_(other.requests_),
-      responses_(other.responses_),
-      next_seq_(other.next_seq_),
-      next_expected_(other.next_expected_),
-      engine_blocks_(other.engine_blocks_),
-      owns_lane_(std::exchange(other.owns_lane_, false)) {}
-
-ShmClient& ShmClient::operator=(ShmClient&& other) noexcept {
-  if (this != &other) {
-    give_back_lane();
-    segment_ = std::move(other.segment_);
-    lane_ = other.lane_;
-    mode_ = other.mode_;
-    timeout_ = other.timeout_;
-    slice_ = other.slice_;
-    requests_ = other.requests_;
-    responses_ = other.responses_;
-    next_seq_ = other.next_seq_;
-    next_expected_ = other.next_expected_;
-    engine_blocks_ = other.engine_blocks_;
-    owns_lane_ = std::exchange(other.owns_lane_, false);
-  }
-  return *this;
-}
-
-ShmClient::~ShmClient() { give_back_lane(); }
-
-void ShmClient::give_back_lane() noexcept {
-  if (!owns_lane_) return;
-  owns_lane_ = false;
-  release_lane(*segment_.lane(lane_).control, static_cast<std::int32_t>(getpid()));
-  ring_doorbell();
-}
-
-void ShmClient::ring_doorbell() noexcept {
-  if (engine_blocks_) ring_engine_doorbell(segment_.header());
+void ShmClient::ring_engine() noexcept {
+  if (engine_blocks_) ring_doorbell(*doorbell_);
 }
 
 CallStatus ShmClient::check_engine() const noexcept {
-  const SegmentHeader& header = segment_.header();
+  const DataHeader& header = attachment_.header();
+  // The connection is the engine's lease on us and ours on it: the kernel ends it when the
+  // engine dies, whatever its pid or namespace.
+  if (attachment_.engine_hung_up()) return CallStatus::engine_gone;
   // acquire: pairs with the engine's release store of `stopping` in Segment::mark_stopping.
   if (header.state.load(std::memory_order_acquire) != static_cast<std::uint32_t>(SegmentState::ready))
     return CallStatus::engine_gone;
-  if (!process_alive(header.engine_pid, header.engine_start_ticks)) return CallStatus::engine_gone;
   // relaxed: a timestamp; only its age matters, nothing is published through it.
   const std::uint64_t beat = header.heartbeat_ns.load(std::memory_order_relaxed);
   const std::uint64_t now = monotonic_ns();
   if (now > beat && now - beat > kStaleHeartbeats * header.heartbeat_interval_ns) return CallStatus::engine_hung;
   return CallStatus::timeout;
+}
+
+CallStatus ShmClient::await_exchange(WaitDeadline deadline) noexcept {
+  if (mode_ != WaitMode::block) {
+    for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
+      if (exchange_.answered()) return CallStatus::ok;
+      cpu_relax();
+    }
+  }
+  auto ready = [this]() noexcept { return exchange_.answered(); };
+  for (;;) {
+    if (ready()) return CallStatus::ok;
+    const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+    if (detail::wait_until(ready, mode_, exchange_.wait_channel(), slice_end) == WaitStatus::ready) return CallStatus::ok;
+    const CallStatus engine = check_engine();
+    if (engine == CallStatus::engine_gone) return engine;
+    if (WaitClock::now() >= deadline) return engine;
+  }
+}
+
+CallStatus ShmClient::call(RequestSlot request, ResponseSlot& response) noexcept {
+  // The line may still be owed to an earlier call that timed out: its answer is that call's.
+  if (exchange_.pending()) {
+    const CallStatus owed = await_exchange(WaitClock::now() + timeout_);
+    if (owed != CallStatus::ok) return owed;
+  }
+  if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
+  CallSlot& slot = exchange_.request();
+  const std::uint64_t seq = next_call_seq_++;
+  slot.opcode = request.opcode;
+  slot.code = request.flags;
+  slot.seq = seq;
+  slot.payload = request.params;
+  exchange_.publish();
+  ring_engine();
+  const CallStatus got = await_exchange(WaitClock::now() + timeout_);
+  if (got != CallStatus::ok) return got;
+  if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
+  const CallSlot& answer = exchange_.answer();
+  if (answer.seq != seq) return CallStatus::out_of_order;
+  response.seq = answer.seq;
+  response.opcode = answer.opcode;
+  response.status = answer.code;
+  response.stamp = 0;
+  response.set_echo(answer.payload);  // pnl, trades and extra, as the engine wrote them
+  return CallStatus::ok;
 }
 
 CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
@@ -181,7 +161,7 @@ CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
   request.seq = next_seq_++;
   seq = request.seq;
   (void)requests_.try_push(request);  // writable() said there is a slot; only we fill it
-  ring_doorbell();  // a block-mode engine sleeps on the segment's doorbell, not on this ring
+  ring_engine();  // a block-mode engine sleeps on the lane's doorbell, not on this ring
   return CallStatus::ok;
 }
 
@@ -216,24 +196,23 @@ CallStatus ShmClient::wait_response(ResponseSlot& response) noexcept {
   }
 }
 
-CallStatus ShmClient::call(RequestSlot request, ResponseSlot& response) noexcept {
-  std::uint64_t seq = 0;
-  if (const CallStatus sent = submit(request, seq); sent != CallStatus::ok) return sent;
-  return wait_response(response);
-}
-
 CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,
                                 ResponseSlot& response) noexcept {
   const std::span<std::byte> region = bulk();
   const std::size_t half = region.size() / 2;
   if (in.size() > half || out.size() != in.size()) return CallStatus::too_large;
+  // An earlier call that timed out may still be using the region: settle it first.
+  if (exchange_.pending()) {
+    const CallStatus owed = await_exchange(WaitClock::now() + timeout_);
+    if (owed != CallStatus::ok) return owed;
+  }
   if (!in.empty()) std::memcpy(region.data(), in.data(), in.size());
   const BulkEcho echo{.in_offset = 0, .out_offset = half, .bytes = in.size(), .unused = {}};
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(Opcode::echo_bulk);
   request.params = echo.as_params();
-  // The ring's release commit publishes the bytes above along with the frame; the engine's
-  // copy is published by its response's commit, which call() acquires.
+  // The exchange's release publication carries the bytes above along with the request; the
+  // engine's copy is published by its answer stamp, which call() acquires.
   const CallStatus got = call(request, response);
   if (got == CallStatus::ok && response.status == static_cast<std::uint16_t>(Status::ok) && !out.empty())
     std::memcpy(out.data(), region.data() + half, out.size());
@@ -241,26 +220,26 @@ CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::by
 }
 
 std::string ShmClient::describe(CallStatus status) const {
-  const SegmentHeader& header = segment_.header();
+  const DataHeader& header = attachment_.header();
+  const std::string& name = attachment_.name();
+  const pid_t pid = attachment_.engine_pid();
   switch (status) {
     case CallStatus::engine_gone:
-      return fmt::format("engine {} (pid {}) is gone", segment_.name(), header.engine_pid);
+      return fmt::format("engine {} (pid {}) is gone", name, pid);
     case CallStatus::engine_hung:
-      return fmt::format("engine {} (pid {}) is alive but not serving: its heartbeat is older than {} ms",
-                         segment_.name(), header.engine_pid,
+      return fmt::format("engine {} (pid {}) is alive but not serving: its heartbeat is older than {} ms", name, pid,
                          kStaleHeartbeats * header.heartbeat_interval_ns / 1'000'000);
     case CallStatus::timeout:
-      return fmt::format("engine {} (pid {}) did not answer on lane {} within {} ms", segment_.name(),
-                         header.engine_pid, lane_,
+      return fmt::format("engine {} (pid {}) did not answer on lane {} within {} ms", name, pid, lane(),
                          std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
     case CallStatus::corrupt:
-      return fmt::format("lane {} of {} holds impossible ring positions; the segment is corrupt", lane_,
-                         segment_.name());
+      return fmt::format("lane {} of {} holds impossible ring positions or stamps; the engine quarantined it", lane(),
+                         name);
     case CallStatus::out_of_order:
-      return fmt::format("lane {} of {} returned an answer out of order", lane_, segment_.name());
+      return fmt::format("lane {} of {} returned an answer out of order", lane(), name);
     case CallStatus::too_large:
       return fmt::format("the payload does not fit half of lane {}'s {}-byte bulk region of {} (serve --bulk-bytes)",
-                         lane_, bulk().size(), segment_.name());
+                         lane(), bulk().size(), name);
     case CallStatus::ok:
     case CallStatus::empty: break;
   }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernel/cost.hpp"
+
 namespace ipcfloor {
 
 bool valid_bulk_echo(const BulkEcho& bulk, std::size_t region_bytes) noexcept {
@@ -15,7 +17,8 @@ bool valid_bulk_echo(const BulkEcho& bulk, std::size_t region_bytes) noexcept {
 }
 
 Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
-                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk) noexcept {
+                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
+                        std::uint64_t max_frame_cost) noexcept {
   // Field by field, never the whole struct: `response` may be a claimed ring slot, whose stamp
   // belongs to the ring and is being read by the consumer right now.
   response.pnl = 0.0;
@@ -38,6 +41,10 @@ Status dispatch_request(const RequestSlot& request, std::span<const double> clos
     } else {
       status = Status::bulk_out_of_range;
     }
+  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest) && max_frame_cost != 0 &&
+             validate_combo(request.params, close.size()) == KernelStatus::ok &&
+             backtest_cost(request.params, close.size()) > max_frame_cost) {
+    status = Status::too_costly;
   } else if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest)) {
     BacktestResult result;
     switch (run_backtest(close, request.params, fee, workspace, result)) {

@@ -11,14 +11,16 @@ namespace ipcfloor {
 
 // Validates `request` and fills every field of `response` (seq and opcode echoed, status set).
 // Bad frames (unknown opcode, flags set, a window outside [1, n_bars], an ECHO_BULK range
-// outside `bulk`) get an error status and no result; they are never fatal. Hot path: noexcept,
-// no allocation, no syscall. `request` must be a private copy: a peer may still be writing the
-// shared slot. `bulk` is the requesting lane's bulk region (empty where there is none); its
-// bytes are the client's, so an ECHO_BULK copies whatever they hold and trusts none of it.
+// outside `bulk`, a BACKTEST whose backtest_cost exceeds `max_frame_cost`) get an error status
+// and no result; they are never fatal. Hot path: noexcept, no allocation, no syscall. `request`
+// must be a private copy: a peer may still be writing the shared slot. `bulk` is the requesting
+// lane's bulk region (empty where there is none); its bytes are the client's, so an ECHO_BULK
+// copies whatever they hold and trusts none of it. `max_frame_cost` 0 means unbounded.
 Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
-                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk) noexcept;
+                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
+                        std::uint64_t max_frame_cost = 0) noexcept;
 
-// The same without a bulk region (benchmark peers that only ECHO or BACKTEST).
+// The same without a bulk region or a bound (benchmark peers that only ECHO or BACKTEST).
 inline Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
                                KernelWorkspace& workspace, ResponseSlot& response) noexcept {
   return dispatch_request(request, close, fee, workspace, response, {});

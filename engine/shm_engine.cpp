@@ -1,37 +1,117 @@
 #include "engine/shm_engine.hpp"
 
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
-#include "shm/lane.hpp"
+#include "kernel/cost.hpp"
+#include "kernel/kernel.hpp"
+#include "shm/doorbell.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
+namespace {
 
-ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu)
-    : segment_(std::move(segment)), wait_(wait), cpu_(cpu) {}
+// A connection must send its hand-off request this soon after connecting, or it is dropped: an
+// idle connection would otherwise hold a slot for nothing.
+constexpr std::chrono::milliseconds kHandoffPatience{1000};
+// Connections beyond the lanes (observers and hand-offs in progress).
+constexpr std::size_t kMaxExtraConnections = 64;
+// How soon service() runs again while a lane waits for its fresh object.
+constexpr std::chrono::milliseconds kReplaceRetry{1};
+// The calibration backtest: a combo whose cost is about this many units, run until this long.
+constexpr std::uint64_t kCalibrationCost = 20'000'000;
+constexpr std::chrono::milliseconds kCalibrationTime{4};
+
+void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
+  // relaxed: a counter only the keeper writes; readers tolerate staleness.
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// How fast this host's kernel path runs: backtest_cost units per microsecond, the best of a few
+// timed runs of one mid-sized combo on the series the engine will serve.
+double measure_cost_rate(std::span<const double> close) {
+  if (close.size() < 2) return 0.0;
+  // The length whose combo costs about kCalibrationCost on this many bars (cost ~ 3.2 L n).
+  const auto length = static_cast<std::int64_t>(std::clamp(
+      static_cast<double>(kCalibrationCost) / (3.2 * static_cast<double>(close.size())), 6.0,
+      static_cast<double>(close.size())));
+  Combo combo = combo_from_length(length);
+  if (validate_combo(combo, close.size()) != KernelStatus::ok) combo = combo_from_length(1);
+  const std::uint64_t cost = backtest_cost(combo, close.size());
+  KernelWorkspace workspace(close.size());
+  double best = 0.0;
+  const auto until = std::chrono::steady_clock::now() + kCalibrationTime;
+  for (int run = 0; run < 3 || std::chrono::steady_clock::now() < until; ++run) {
+    BacktestResult result;
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)run_backtest(close, combo, 0.0, workspace, result);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (us > 0) best = std::max(best, static_cast<double>(cost) / us);
+    if (run > 1000) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu) : segment_(std::move(segment)), wait_(wait), cpu_(cpu) {}
 
 Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
+  // Not dumpable: another process of the same user can then neither ptrace the engine nor open
+  // its descriptors through /proc/PID/fd, which would hand it every lane object. Only root can.
+  (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  double rate = 0.0;
+  std::uint64_t max_cost = 0;
+  if (config.max_frame_time.count() > 0) {
+    rate = measure_cost_rate(config.segment.series);
+    max_cost = static_cast<std::uint64_t>(rate * 1000.0 * static_cast<double>(config.max_frame_time.count()));
+  }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);
+  config.segment.max_frame_cost = max_cost;
   auto segment = Segment::create(config.segment);
   if (!segment) return std::unexpected(segment.error());
   std::unique_ptr<ShmEngine> engine(new ShmEngine(std::move(*segment), config.wait, config.cpu));
-  engine->warnings_ = engine->segment_.warnings();
-  auto server = ShmServer::make(engine->segment_, config.wait, engine->telemetry_);
+  ShmEngine& e = *engine;
+  e.warnings_ = e.segment_.warnings();
+  e.max_frame_cost_ = max_cost;
+  e.cost_per_us_ = rate;
+
+  e.epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!e.epoll_) return fail(ErrorCode::io, "epoll_create1 failed: {}", std::strerror(errno));
+  epoll_event listen_event{};
+  listen_event.events = EPOLLIN;
+  listen_event.data.fd = e.segment_.listen_fd();
+  if (::epoll_ctl(e.epoll_.get(), EPOLL_CTL_ADD, e.segment_.listen_fd(), &listen_event) != 0)
+    return fail(ErrorCode::io, "cannot watch {}: {}", e.segment_.socket_path(), std::strerror(errno));
+  for (std::uint32_t i = 0; i < e.segment_.lane_count(); ++i) {
+    auto object = e.segment_.make_lane_object(i, ++e.generations_[i]);
+    if (!object) return std::unexpected(object.error());
+    e.lanes_.lanes[i].view = object->view();
+    e.lanes_.lanes[i].generation = object->generation();
+    e.objects_[i].emplace(std::move(*object));
+  }
+
+  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost);
   if (!server) return std::unexpected(server.error());
-  engine->server_ = std::move(*server);
+  e.server_ = std::move(*server);
 
   // The serving thread pins itself before its first poll; setup results come back through
   // these, published by the release store of `started`.
   std::atomic<int> started{0};  // 0 pending, 1 serving, -1 failed to pin
   Error setup_error{ErrorCode::io, ""};
   std::string fifo_warning;
-  ShmEngine& e = *engine;
   e.serving_ = std::thread([&e, &started, &setup_error, &fifo_warning, &config] {
     pthread_setname_np(pthread_self(), "ipcf-serve");  // benchmarks find the serving thread by name
     if (auto pinned = pin_current_thread(config.cpu); !pinned) {
@@ -56,27 +136,299 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
     e.warnings_.push_back(fmt::format("cpu {} is not isolated (isolcpus/nohz_full); other tasks may preempt the "
                                       "serving thread and widen the tail",
                                       config.cpu));
+  e.next_beat_ = std::chrono::steady_clock::now();
+  e.service();
   return engine;
 }
 
-ShmEngine::~ShmEngine() { stop(); }
+ShmEngine::~ShmEngine() {
+  stop();
+  connections_.clear();  // clients see their connection end: the engine is gone
+}
 
-void ShmEngine::beat() noexcept {
-  SegmentHeader& header = segment_.header();
-  // relaxed: a timestamp whose age clients compare; nothing is published through it.
-  header.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  bool reclaimed = false;
-  // The validated lane count, never the header's: a peer can rewrite shared memory.
-  for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) reclaimed |= reclaim_if_owner_dead(*segment_.lane(i).control);
-  if (reclaimed && wait_ == WaitMode::block) ring_engine_doorbell(header);
+EngineEvent ShmEngine::from_telemetry(const TelemetryEvent& event) {
+  EngineEvent out{};
+  switch (event.kind) {
+    case TelemetryEvent::Kind::bad_frame: out.kind = EngineEvent::Kind::bad_frame; break;
+    case TelemetryEvent::Kind::ring_corrupt: out.kind = EngineEvent::Kind::lane_corrupt; break;
+  }
+  out.status = event.status;
+  out.lane = event.lane;
+  out.pid = event.pid;
+  out.seq = event.seq;
+  return out;
+}
+
+void ShmEngine::note(EngineEvent event) noexcept {
+  try {
+    events_.push_back(std::move(event));
+  } catch (...) {
+    // Out of memory for a report: the counters in the segment still count.
+  }
+}
+
+std::chrono::milliseconds ShmEngine::service_timeout() const noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  auto until = next_beat_;
+  for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) {
+    const LanePhase phase = load_phase(lanes_.lanes[i]);
+    if (phase == LanePhase::draining || phase == LanePhase::drained) until = std::min(until, now + kReplaceRetry);
+  }
+  for (const Connection& connection : connections_)
+    if (connection.role == Connection::Role::pending) until = std::min(until, connection.deadline);
+  if (until <= now) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+}
+
+void ShmEngine::service() noexcept {
+  epoll_event ready[32];
+  for (;;) {
+    const int count = ::epoll_wait(epoll_.get(), ready, 32, 0);
+    if (count <= 0) break;
+    for (int i = 0; i < count; ++i) {
+      if (ready[i].data.fd == segment_.listen_fd()) {
+        accept_connections();
+      } else {
+        handle_readable(ready[i].data.fd);
+      }
+    }
+    if (count < 32) break;
+  }
+  expire_pending();
+  replace_drained_lanes();
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_beat_) {
+    // relaxed: a timestamp whose age clients compare; nothing is published through it.
+    segment_.header().heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    next_beat_ = now + std::chrono::nanoseconds(segment_.header().heartbeat_interval_ns);
+  }
+}
+
+void ShmEngine::accept_connections() noexcept {
+  for (;;) {
+    UniqueFd fd(::accept4(segment_.listen_fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) {
+      if (errno == EINTR) continue;
+      // EAGAIN: nothing more. EMFILE/ENFILE and the like: the connection waits in the backlog
+      // and the next service() tries again; the engine itself is unaffected.
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        note({EngineEvent::Kind::warning, 0, 0, 0, 0, fmt::format("accept failed: {}", std::strerror(errno))});
+      return;
+    }
+    auto peer = peer_credentials(fd.get());
+    Connection connection;
+    connection.fd = std::move(fd);
+    connection.deadline = std::chrono::steady_clock::now() + kHandoffPatience;
+    if (peer) {
+      connection.pid = peer->pid;
+      connection.uid = peer->uid;
+    }
+    if (!peer || peer->uid != ::geteuid()) {
+      reply(connection, HandoffStatus::refused,
+            fmt::format("engine {} serves uid {} only", segment_.name(), ::geteuid()));
+      note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
+            fmt::format("refused a connection from uid {} (pid {})", connection.uid, connection.pid)});
+      continue;  // closed with `connection`
+    }
+    if (connections_.size() >= segment_.lane_count() + kMaxExtraConnections) {
+      reply(connection, HandoffStatus::no_free_lane, "too many connections");
+      note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
+            fmt::format("refused pid {}: {} connections already open", connection.pid, connections_.size())});
+      continue;
+    }
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.fd = connection.fd.get();
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, connection.fd.get(), &event) != 0) continue;
+    try {
+      connections_.push_back(std::move(connection));
+    } catch (...) {
+      // No memory to track it: closing it tells the client.
+    }
+  }
+}
+
+void ShmEngine::handle_readable(int fd) noexcept {
+  for (;;) {
+    const auto found = std::find_if(connections_.begin(), connections_.end(),
+                                    [fd](const Connection& c) { return c.fd.get() == fd; });
+    if (found == connections_.end()) return;
+    Connection& connection = *found;
+    HandoffRequest request{};
+    const ssize_t got = ::recv(fd, &request, sizeof request, MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got <= 0) {  // EOF or an error: the client is gone
+      close_connection(fd);
+      return;
+    }
+    if (connection.role != Connection::Role::pending) {
+      // A lane's client may say it leaves on purpose; anything else it sends is ignored.
+      ReleaseNotice notice{};
+      std::memcpy(&notice, &request, sizeof notice);
+      if (connection.role == Connection::Role::lane && static_cast<std::size_t>(got) == sizeof notice &&
+          notice.magic == kHandoffMagic && notice.kind == 1)
+        connection.released = true;
+      continue;
+    }
+    if (static_cast<std::size_t>(got) != sizeof request || request.magic != kHandoffMagic) {
+      reply(connection, HandoffStatus::bad_request, "a hand-off request is 16 bytes starting with the ipcfloor magic");
+      close_connection(fd);
+      return;
+    }
+    if (request.version != kHandoffVersion || request.layout_version != kLayoutVersion) {
+      reply(connection, HandoffStatus::version_mismatch,
+            fmt::format("the engine speaks hand-off version {} with layout {}", kHandoffVersion, kLayoutVersion));
+      close_connection(fd);
+      return;
+    }
+    if (request.role == static_cast<std::uint16_t>(HandoffRole::observer)) {
+      connection.role = Connection::Role::observer;
+      const int fds[] = {segment_.data_fd()};
+      reply(connection, HandoffStatus::ok, "", fds);
+      continue;
+    }
+    if (request.role != static_cast<std::uint16_t>(HandoffRole::lane)) {
+      reply(connection, HandoffStatus::bad_request, fmt::format("unknown role {}", request.role));
+      close_connection(fd);
+      return;
+    }
+    handle_request(connection);
+    if (connection.role != Connection::Role::lane) {
+      close_connection(fd);
+      return;
+    }
+  }
+}
+
+void ShmEngine::handle_request(Connection& connection) noexcept {
+  if (stopping_) {
+    reply(connection, HandoffStatus::stopping, fmt::format("engine {} is stopping", segment_.name()));
+    return;
+  }
+  bool draining = false;
+  for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) {
+    EngineLane& lane = lanes_.lanes[i];
+    const LanePhase phase = load_phase(lane);
+    if (phase == LanePhase::draining || phase == LanePhase::drained) draining = true;
+    if (phase != LanePhase::free || !objects_[i]) continue;
+    const LaneObject& object = *objects_[i];
+    const int fds[] = {segment_.data_fd(), object.fd()};
+    // Claimed from here on, even if the client is already gone: it may hold the object, so the
+    // lane goes through draining (when its EOF is read) and gets a fresh object before reuse.
+    reply(connection, HandoffStatus::ok, "", fds, i, object.generation());
+    LaneStatus& status = segment_.lane_status(i);
+    status.owner_pid = connection.pid;
+    status.owner_uid = connection.uid;
+    // relaxed (all): a report for people; the lane table decides what is served.
+    status.generation.store(object.generation(), std::memory_order_relaxed);
+    status.claimed_unix_ns.store(unix_ns(), std::memory_order_relaxed);
+    status.state.store(static_cast<std::uint32_t>(LaneState::claimed), std::memory_order_relaxed);
+    connection.role = Connection::Role::lane;
+    connection.lane = i;
+    set_phase(lane, LanePhase::active);
+    if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+    note({EngineEvent::Kind::lane_claimed, 0, i, connection.pid, 0, {}});
+    return;
+  }
+  if (draining) {
+    reply(connection, HandoffStatus::lane_draining, "a lane is being freed");
+  } else {
+    reply(connection, HandoffStatus::no_free_lane,
+          fmt::format("all {} lanes are taken; start the engine with more --lanes", segment_.lane_count()));
+  }
+}
+
+void ShmEngine::reply(Connection& connection, HandoffStatus status, std::string_view message, std::span<const int> fds,
+                      std::uint32_t lane, std::uint64_t generation) noexcept {
+  HandoffReply answer{};
+  answer.magic = kHandoffMagic;
+  answer.version = kHandoffVersion;
+  answer.status = static_cast<std::uint16_t>(status);
+  answer.layout_version = kLayoutVersion;
+  answer.lane = lane;
+  answer.generation = generation;
+  answer.data_bytes = segment_.size();
+  answer.lane_bytes = fds.size() > 1 ? segment_.geometry().lane_bytes : 0;
+  const std::size_t length = std::min(message.size(), kHandoffMessageBytes - 1);
+  std::memcpy(answer.message, message.data(), length);
+  // A client that vanished or stopped reading loses its answer; the engine goes on either way.
+  (void)send_handoff(connection.fd.get(), std::as_bytes(std::span(&answer, 1)), fds);
+}
+
+void ShmEngine::close_connection(int fd) noexcept {
+  const auto found = std::find_if(connections_.begin(), connections_.end(),
+                                  [fd](const Connection& c) { return c.fd.get() == fd; });
+  if (found == connections_.end()) return;
+  if (found->role == Connection::Role::lane) {
+    const std::uint32_t i = found->lane;
+    DataHeader& header = segment_.header();
+    relaxed_increment(found->released ? header.lanes_released : header.lanes_reclaimed);
+    // relaxed: a report for people.
+    segment_.lane_status(i).state.store(static_cast<std::uint32_t>(LaneState::draining), std::memory_order_relaxed);
+    set_phase(lanes_.lanes[i], LanePhase::draining);
+    if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+    note({found->released ? EngineEvent::Kind::lane_released : EngineEvent::Kind::lane_reclaimed, 0, i, found->pid, 0,
+          {}});
+  }
+  connections_.erase(found);  // closes the descriptor, which also leaves the epoll set
+}
+
+void ShmEngine::expire_pending() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < connections_.size();) {
+    Connection& connection = connections_[i];
+    if (connection.role == Connection::Role::pending && now >= connection.deadline) {
+      note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
+            fmt::format("dropped pid {}: no hand-off request within {} ms", connection.pid, kHandoffPatience.count())});
+      close_connection(connection.fd.get());
+      continue;
+    }
+    ++i;
+  }
+}
+
+bool ShmEngine::prepare_lane(std::uint32_t lane) noexcept {
+  Expected<LaneObject> object = std::unexpected(Error{ErrorCode::io, ""});
+  try {
+    object = segment_.make_lane_object(lane, generations_[lane] + 1);
+  } catch (...) {
+    object = std::unexpected(Error{ErrorCode::resource, "out of memory"});
+  }
+  if (!object) {
+    note({EngineEvent::Kind::warning, 0, lane, 0, 0,
+          fmt::format("cannot make a fresh object for lane {}: {}; retrying", lane, object.error().message)});
+    return false;
+  }
+  ++generations_[lane];
+  EngineLane& shared = lanes_.lanes[lane];
+  shared.view = object->view();
+  shared.generation = object->generation();
+  objects_[lane].emplace(std::move(*object));
+  // relaxed: a report for people.
+  segment_.lane_status(lane).owner_pid = 0;
+  segment_.lane_status(lane).owner_uid = 0;
+  segment_.lane_status(lane).state.store(static_cast<std::uint32_t>(LaneState::free), std::memory_order_relaxed);
+  set_phase(shared, LanePhase::free);
+  return true;
+}
+
+void ShmEngine::replace_drained_lanes() noexcept {
+  for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) {
+    if (load_phase(lanes_.lanes[i]) != LanePhase::drained) continue;
+    // The serving thread let go (phase drained, acquired): nothing points into the old object.
+    objects_[i].reset();
+    (void)prepare_lane(i);
+  }
 }
 
 void ShmEngine::stop() noexcept {
-  if (!serving_.joinable()) return;
+  if (stopping_) return;
+  stopping_ = true;
   segment_.mark_stopping();
   stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag; join() orders the rest
-  if (wait_ == WaitMode::block) ring_engine_doorbell(segment_.header());
-  serving_.join();
+  if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+  if (serving_.joinable()) serving_.join();
 }
 
 }  // namespace ipcfloor

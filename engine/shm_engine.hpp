@@ -1,21 +1,30 @@
 #pragma once
 // The shared-memory engine as one object: the segment, the serving thread pinned to its core,
-// and the duties of the thread that keeps it alive (the keeper: heartbeat, reclaiming the lanes
-// of dead clients, handing telemetry to whoever prints it). `ipcfloor serve` runs one; tests and
-// embedders can run one in process.
+// and the duties of the thread that keeps it alive (the keeper). The keeper answers hand-offs on
+// the engine's socket, hands each new client a fresh lane object, takes lanes back the moment a
+// client's connection ends, keeps the heartbeat, and passes on what the serving thread reports.
+// `ipcfloor serve` runs one; tests and embedders can run one in process.
 //
-// Threads: start() returns once the serving thread serves. beat(), drain_telemetry() and
-// stop() belong to one keeper thread (the caller's). The serving thread never does I/O; it
-// reports through a lock-free queue that drain_telemetry() empties.
+// Threads: start() returns once the serving thread serves. event_fd(), service(),
+// drain_events() and stop() belong to one keeper thread (the caller's). The serving thread never
+// does I/O; the keeper never blocks: it polls with a timeout it is given, and writes its
+// reports into a queue the caller drains.
+
+#include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/unique_fd.hpp"
+#include "engine/engine_lanes.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
 #include "shm/segment.hpp"
@@ -24,59 +33,127 @@
 namespace ipcfloor {
 
 struct ShmEngineConfig {
-  SegmentConfig segment;  // name, lanes, rings, backing, series; wait_mode is set from `wait`
+  SegmentConfig segment;  // name, lanes, rings, backing, series; wait_mode and max_frame_cost are set here
   WaitMode wait = WaitMode::spin;
   int cpu = 0;            // the serving thread's core
   bool fifo = false;      // SCHED_FIFO for the serving thread
   int fifo_priority = 50;
+  // One BACKTEST may hold the serving thread at most about this long; the engine measures its own
+  // kernel at start and turns it into a bound on backtest_cost. Zero: no bound.
+  std::chrono::milliseconds max_frame_time{10};
+};
+
+// Something the keeper or the serving thread has to say, for the caller to log.
+struct EngineEvent {
+  enum class Kind : std::uint8_t {
+    bad_frame,       // a request was rejected; `status` says why (from the serving thread)
+    lane_corrupt,    // a client wrote impossible positions or stamps; its lane is quarantined
+    lane_claimed,    // a client got a lane
+    lane_released,   // a client handed its lane back
+    lane_reclaimed,  // a client died holding its lane
+    refused,         // a connection was refused; `text` says why
+    warning,         // the keeper could not do something it will retry; `text` says what
+  };
+  Kind kind;
+  std::uint16_t status = 0;  // Status for bad_frame
+  std::uint32_t lane = 0;
+  std::int32_t pid = 0;      // the client's pid (SO_PEERCRED), when known
+  std::uint64_t seq = 0;     // the request's seq for bad_frame
+  std::string text;
 };
 
 class ShmEngine {
  public:
-  // Creates the segment, builds the server and starts the serving thread pinned to
-  // config.cpu. Setup path: allocates; errors are the segment's, the pinning's or the server's.
-  // warnings() lists every fallback taken (backing, mlock, FIFO, a core that is not isolated).
+  // Creates the segment, builds the server and starts the serving thread pinned to config.cpu.
+  // Setup path: allocates; errors are the segment's, the pinning's or the server's. warnings()
+  // lists every fallback taken (backing, mlock, FIFO, a core that is not isolated).
   [[nodiscard]] static Expected<std::unique_ptr<ShmEngine>> start(ShmEngineConfig config);
 
   ShmEngine(const ShmEngine&) = delete;
   ShmEngine& operator=(const ShmEngine&) = delete;
-  ~ShmEngine();  // stop(), then removes the segment
+  ~ShmEngine();  // stop(); then the segment's socket and lock file go
 
-  // Keeper: one heartbeat. Stores the time in the header and marks the lanes of dead clients
-  // for reclaiming. Reads /proc; never blocks on I/O.
-  void beat() noexcept;
+  // Keeper: readable when service() has connections or messages to handle. For poll/epoll.
+  [[nodiscard]] int event_fd() const noexcept { return epoll_.get(); }
+  // Keeper: the longest the caller may wait before calling service() again (the next heartbeat,
+  // or sooner while a lane is being replaced).
+  [[nodiscard]] std::chrono::milliseconds service_timeout() const noexcept;
+  // Keeper: handles every pending connection, hand-off and departure without blocking, replaces
+  // drained lanes' objects, and stores the heartbeat when it is due.
+  void service() noexcept;
 
-  // Keeper: hands every queued telemetry event to `sink`, oldest first. Returns how many.
+  // Keeper: moves every event reported since the last call to `sink`, oldest first.
   template <class Sink>
-  std::size_t drain_telemetry(Sink&& sink) {
+  std::size_t drain_events(Sink&& sink) {
     std::size_t drained = 0;
     TelemetryEvent event{};
     while (telemetry_.try_dequeue(event)) {
-      sink(event);
+      sink(from_telemetry(event));
+      ++drained;
+    }
+    while (!events_.empty()) {
+      sink(events_.front());
+      events_.pop_front();
       ++drained;
     }
     return drained;
   }
 
-  // Keeper: tells clients the engine is stopping, stops the serving thread and joins it. The
-  // thread finishes the frame it is serving first. Idempotent.
+  // Keeper: tells clients the engine is stopping, stops the serving thread (after the frame it is
+  // serving, which max_frame_time bounds) and joins it. Idempotent.
   void stop() noexcept;
 
   [[nodiscard]] const Segment& segment() const noexcept { return segment_; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   [[nodiscard]] WaitMode wait_mode() const noexcept { return wait_; }
   [[nodiscard]] int cpu() const noexcept { return cpu_; }
+  // The bound on backtest_cost derived from max_frame_time (0: none), and the kernel speed it
+  // came from (cost units per microsecond, measured at start).
+  [[nodiscard]] std::uint64_t max_frame_cost() const noexcept { return max_frame_cost_; }
+  [[nodiscard]] double measured_cost_per_us() const noexcept { return cost_per_us_; }
 
  private:
+  struct Connection {
+    UniqueFd fd;
+    enum class Role : std::uint8_t { pending, lane, observer } role = Role::pending;
+    std::uint32_t lane = 0;
+    bool released = false;  // a ReleaseNotice arrived before the connection ended
+    pid_t pid = 0;
+    uid_t uid = 0;
+    std::chrono::steady_clock::time_point deadline{};  // pending: the request must come by then
+  };
+
   ShmEngine(Segment segment, WaitMode wait, int cpu);
+  [[nodiscard]] static EngineEvent from_telemetry(const TelemetryEvent& event);
+  void accept_connections() noexcept;
+  void handle_readable(int fd) noexcept;
+  void handle_request(Connection& connection) noexcept;
+  void reply(Connection& connection, HandoffStatus status, std::string_view message,
+             std::span<const int> fds = {}, std::uint32_t lane = 0, std::uint64_t generation = 0) noexcept;
+  void close_connection(int fd) noexcept;
+  void expire_pending() noexcept;
+  // Lanes whose serving-thread side let go: unmap the old object, make a fresh one.
+  void replace_drained_lanes() noexcept;
+  [[nodiscard]] bool prepare_lane(std::uint32_t lane) noexcept;
+  void note(EngineEvent event) noexcept;
 
   Segment segment_;
   WaitMode wait_;
   int cpu_;
+  EngineLanes lanes_;
+  std::optional<LaneObject> objects_[kMaxLanes];  // the keeper's mapping of each lane object
+  std::uint64_t generations_[kMaxLanes] = {};
   TelemetryQueue telemetry_{kTelemetryQueueCapacity};
+  std::deque<EngineEvent> events_;  // the keeper's own reports; keeper thread only
   std::unique_ptr<ShmServer> server_;
   std::atomic<bool> stop_{false};
   std::thread serving_;
+  UniqueFd epoll_;
+  std::vector<Connection> connections_;  // keeper thread only
+  std::chrono::steady_clock::time_point next_beat_{};
+  std::uint64_t max_frame_cost_ = 0;
+  double cost_per_us_ = 0.0;
+  bool stopping_ = false;
   std::vector<std::string> warnings_;
 };
 

@@ -1,10 +1,11 @@
 #pragma once
-// The serving loop: one thread, pinned to its own core, polls every lane's request ring,
-// answers through the lane's response ring, and drains lanes whose client left or died.
-// A lane whose rings hold impossible positions (a corrupt or hostile client) is counted in
-// header.lanes_corrupt, never read out of bounds, and quarantined: its client is told (its
-// response ring reads corrupt) and the lane is restarted once that client releases it or dies.
-// Geometry comes from the Segment's validated private copy, never from the writable header.
+// The serving loop: one thread, pinned to its own core, polls every active lane's exchange line
+// and request ring, answers in place or through the lane's response ring, and lets go of lanes
+// the keeper drains. A lane whose client wrote impossible ring positions or an impossible
+// exchange stamp is counted in header.lanes_corrupt, never read out of bounds, and quarantined:
+// its client is told (its response ring and exchange line read corrupt) and nothing of it is
+// served again. Which lanes exist and where their memory is comes from the engine-private lane
+// table (engine/engine_lanes.hpp), never from anything a client can write.
 //
 // Threads: run()/poll_once() belong to the serving thread only. In spin mode they make no
 // syscall, no heap allocation and take no lock; telemetry goes out through a lock-free queue.
@@ -12,11 +13,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
-#include <vector>
 
-#include "kernel/kernel.hpp"
+#include "engine/engine_lanes.hpp"
 #include "engine/telemetry.hpp"
+#include "kernel/kernel.hpp"
+#include "shm/doorbell.hpp"
+#include "shm/exchange.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -24,59 +28,68 @@ namespace ipcfloor {
 
 class ShmServer {
  public:
-  // Setup path: builds the ring handles of every lane and the kernel workspace (allocates).
-  // `segment` and `telemetry` must outlive the server.
-  [[nodiscard]] static Expected<std::unique_ptr<ShmServer>> make(Segment& segment, WaitMode mode,
-                                                                 TelemetryQueue& telemetry);
+  // Setup path: sizes the kernel workspace (allocates). `segment`, `lanes` and `telemetry` must
+  // outlive the server. `max_frame_cost` bounds one BACKTEST's work (0: unbounded).
+  [[nodiscard]] static Expected<std::unique_ptr<ShmServer>> make(Segment& segment, EngineLanes& lanes, WaitMode mode,
+                                                                 TelemetryQueue& telemetry,
+                                                                 std::uint64_t max_frame_cost);
 
-  // Serves until `stop` turns true (checked between passes, or at most every
+  // Serves until `stop` turns true (checked between frames and passes, or at least every
   // kIdleSleepBound while idle in backoff/block mode). Serving thread only.
   void run(const std::atomic<bool>& stop) noexcept;
 
-  // One pass over all lanes; returns the number of requests answered. Serving thread only.
+  // One pass over the active lanes; returns the number of requests answered. Serving thread only.
   std::size_t poll_once() noexcept;
 
-  // True when some lane has a request or a lane change waiting. Serving thread only.
+  // True when some lane has a request or the keeper changed a lane. Serving thread only.
   [[nodiscard]] bool has_work() noexcept;
 
  private:
+  // What the serving thread holds of one lane while the keeper has it active.
   struct Lane {
-    LaneView view;
-    RingConsumer<RequestSlot> requests;
-    RingProducer<ResponseSlot> responses;
-    std::span<std::byte> bulk;  // the lane's ECHO_BULK region (from the validated geometry)
+    std::uint64_t generation = 0;  // of the object the handles point into; 0: none held
+    LaneView view{};
+    std::optional<RingConsumer<RequestSlot>> requests;
+    std::optional<RingProducer<ResponseSlot>> responses;
+    std::optional<ExchangeServer> exchange;
   };
 
-  ShmServer(Segment& segment, WaitMode mode, TelemetryQueue& telemetry, std::vector<Lane> lanes);
+  ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
+            std::uint64_t max_frame_cost);
+  // Reads the keeper's phases: takes up newly active lanes, lets go of draining ones.
   void scan_lanes() noexcept;
-  std::size_t serve_lane(std::uint32_t index, Lane& lane) noexcept;
-  // Restarts both rings empty, counts the lane released or reclaimed (`why`) and frees it.
-  void reset_lane(std::uint32_t index, Lane& lane, LaneState why, std::int32_t pid) noexcept;
-  // Stops serving a lane with impossible ring positions while its owner still holds it.
-  void quarantine_lane(std::uint32_t index, Lane& lane, std::int32_t pid) noexcept;
-  // header.lanes_corrupt += 1 and a telemetry event of `kind` (ring_corrupt or owner_corrupt).
-  void count_corrupt_lane(std::uint32_t index, std::int32_t pid, TelemetryEvent::Kind kind) noexcept;
+  // Builds the handles for the object the keeper installed. Returns false if it cannot.
+  bool take_up(std::uint32_t index, Lane& lane, const EngineLane& shared) noexcept;
+  std::size_t serve_call(std::uint32_t index, Lane& lane) noexcept;
+  std::size_t serve_ring(std::uint32_t index, Lane& lane) noexcept;
+  // Stops serving a lane whose client wrote something impossible, and tells that client.
+  void quarantine_lane(std::uint32_t index, Lane& lane) noexcept;
+  void count_request(std::uint32_t index, Status status, std::uint64_t seq) noexcept;
   void report(const TelemetryEvent& event) noexcept;
 
   Segment& segment_;
-  SegmentHeader& header_;
+  DataHeader& header_;
+  EngineLanes& shared_;
   WaitMode mode_;
   TelemetryQueue& telemetry_;
   std::span<const double> close_;
   double fee_;
+  std::uint64_t max_frame_cost_;
   KernelWorkspace workspace_;
-  std::vector<Lane> lanes_;
-  // Lanes with a client, as of the last scan. Passes between scans poll only these, so the hot
-  // loop touches no line of an idle lane; a new client waits at most one scan period.
+  Lane lanes_[kMaxLanes];
+  DoorbellWaiter doorbells_;
+  std::uint32_t lane_count_;
+  // Lanes the serving thread holds (active and not quarantined), as of the last scan. Passes
+  // between scans poll only these, so the hot loop touches no line of an idle lane; a new
+  // client waits at most one scan period.
   std::uint64_t active_ = 0;
-  // Lanes whose rings turned out impossible while their owner still holds them: never served,
-  // never handed to another client, restarted by reset_lane once the owner releases or dies.
+  // Lanes whose client wrote something impossible: never served again until the keeper drains
+  // them (the client's connection ends).
   std::uint64_t quarantined_ = 0;
   std::uint32_t passes_since_scan_ = 0;
-  std::uint32_t capacity_;  // slots per ring, from the validated geometry (never the header)
-  std::int32_t owner_pids_[kMaxLanes] = {};  // pid of each active lane's owner, for telemetry
-  std::uint64_t requests_ = 0;    // mirrors header_.requests; only this thread writes it
-  std::uint64_t bad_frames_ = 0;  // mirrors header_.bad_frames; only this thread writes it
+  std::uint32_t capacity_;  // slots per ring, from the segment's own geometry
+  std::uint64_t requests_ = 0;       // mirrors header_.requests; only this thread writes it
+  std::uint64_t bad_frames_ = 0;     // mirrors header_.bad_frames; only this thread writes it
   std::uint64_t lanes_corrupt_ = 0;  // mirrors header_.lanes_corrupt; only this thread writes it
 };
 

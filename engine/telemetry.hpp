@@ -1,7 +1,7 @@
 #pragma once
 // What the serving thread tells the outside world. Events leave the hot thread through a
 // pre-sized moodycamel ReaderWriterQueue (single producer: the serving thread; single consumer:
-// the reporter thread), so the hot thread never does I/O or allocates to report something.
+// the keeper thread), so the hot thread never does I/O or allocates to report something.
 
 #include <cstdint>
 
@@ -11,12 +11,9 @@ namespace ipcfloor {
 
 struct TelemetryEvent {
   enum class Kind : std::uint8_t {
-    bad_frame,       // a request was rejected; `status` says why
-    lane_released,   // a client closed its lane; the engine drained it
-    lane_reclaimed,  // a dead client's lane was drained and freed
-    ring_corrupt,    // a peer wrote impossible ring positions; the lane is quarantined until its
-                     // owner releases it or dies, then restarted
-    owner_corrupt,   // a lane's owner word held a state no client writes; the lane was reset
+    bad_frame,     // a request was rejected; `status` says why
+    ring_corrupt,  // a client wrote impossible ring positions or an impossible exchange stamp;
+                   // its lane is quarantined until its connection ends
   };
   Kind kind;
   std::uint16_t status;  // Status for bad_frame

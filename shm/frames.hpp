@@ -33,6 +33,7 @@ enum class Status : std::uint16_t {
   // unused so that no peer built against the older list reads a new status as that one.
   engine_error = 5,       // the engine failed while serving a valid request
   bulk_out_of_range = 6,  // an ECHO_BULK range leaves the lane's bulk region or overlaps itself
+  too_costly = 7,         // a BACKTEST whose work exceeds the engine's bound per frame
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -44,6 +45,7 @@ enum class Status : std::uint16_t {
     case Status::reserved_bits_set: return "reserved_bits_set";
     case Status::engine_error: return "engine_error";
     case Status::bulk_out_of_range: return "bulk_out_of_range";
+    case Status::too_costly: return "too_costly";
   }
   return "unknown";
 }

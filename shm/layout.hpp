@@ -1,56 +1,67 @@
 #pragma once
-// The shared-memory segment's versioned layout (docs/SPEC.md §2). Every offset is fixed at creation
-// and recorded in the header, so both processes find every region without pointers, Boost
-// allocators or locks. Attachers check magic, version and sizes before they trust any of it.
+// The engine's shared memory, layout version 3: one read-only data object for everyone, one
+// object per lane for that lane's client alone. Both are sealed memfds the engine hands over on
+// its Unix socket (shm/handoff.hpp); no client can resize either, and none can write the data.
+// Every offset is fixed at creation and recorded in the data header, so each side finds every
+// region without pointers, allocators or locks. Each side checks sizes against what it was
+// told before it trusts any of it.
 //
-//   offset 0                     +--------------------------------------------------+
-//                                | SegmentHeader (4 KiB)                            |
-//                                |   identity line: magic, state, version, sizes,   |
-//                                |     offsets, backing, engine pid/start, series   |
-//                                |     metadata and checksum, fee                   |
-//                                |   heartbeat line   (engine writes, 128 B apart)  |
-//                                |   doorbell line    (block-mode engine wake-up)   |
-//                                |   counters line    (engine writes)               |
-//   lanes_offset (4 KiB)         +--------------------------------------------------+
-//                                | lane 0  (lane_stride bytes, 4 KiB multiple)      |
-//                                |   +0     LaneControl   owner (state|pid), gen    |
-//                                |   +128   RingControl   request ring  (3 x 128 B) |
-//                                |   +512   RingControl   response ring (3 x 128 B) |
-//                                |   +1024  RequestSlot  [ring_capacity] x 64 B     |
-//                                |   +...   ResponseSlot [ring_capacity] x 64 B     |
-//                                +--------------------------------------------------+
-//                                | lane 1 ... lane N-1                              |
-//   bulk_offset (4 KiB)          +--------------------------------------------------+
-//                                | bulk 0  (bulk_stride bytes, 4 KiB multiple)      |
-//                                |   lane 0's scratch for ECHO_BULK: the client     |
-//                                |   writes, the engine copies within it            |
-//                                | bulk 1 ... bulk N-1                              |
-//   series_offset (4 KiB or      +--------------------------------------------------+
-//    2 MiB aligned)              | close[n_bars] f64, read-only after preload       |
-//                                +--------------------------------------------------+
-//   segment_bytes (rounded up to the page size: 4 KiB, or 2 MiB on hugetlbfs)
+//   DATA OBJECT (engine writes; clients map it PROT_READ; sealed against resize and writes)
+//   offset 0             +--------------------------------------------------------------+
+//                        | DataHeader (4 KiB)                                           |
+//                        |   identity: magic, state, version, sizes and offsets, lane   |
+//                        |     geometry, backing, engine pid/uid/start, series metadata  |
+//                        |     and checksum, fee, the bound on work per frame            |
+//                        |   heartbeat line   (the keeper thread, every interval)       |
+//                        |   counters line    (the serving thread)                      |
+//   lane_status_offset   +--------------------------------------------------------------+
+//    (4 KiB)             | LaneStatus[lane_count], 128 B each (engine writes): state,   |
+//                        |   verified owner pid and uid, claims, requests, bad frames   |
+//   series_offset        +--------------------------------------------------------------+
+//    (a page: 4 KiB or   | close[n_bars] f64                                            |
+//     2 MiB)             +--------------------------------------------------------------+
+//   data_bytes (a multiple of the page size)
+//
+//   LANE OBJECT (its client and the engine map it read-write; sealed against resize; a fresh
+//   object for every client, so nothing one client wrote survives into the next one's lane)
+//   +0       LaneHeader (128 B): magic, version, lane, generation, ring and bulk geometry
+//   +128     DoorbellLine (128 B): a block-mode engine sleeps on it, the client rings it
+//   +256     CallArea (128 B): the single-flight exchange (shm/exchange.hpp)
+//   +512     RingControl of the request ring  (client -> engine, 3 x 128 B)
+//   +896     RingControl of the response ring (engine -> client, 3 x 128 B)
+//   +1280    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B
+//   bulk_offset (4 KiB)  the lane's bulk region for ECHO_BULK (bulk_bytes, 4 KiB multiple)
+//   lane_bytes (a multiple of 4 KiB)
+//
+// The engine never reads back what lives in a lane object to decide anything but that lane's
+// own requests: its geometry comes from private copies, ring positions are bounds-checked, the
+// exchange stamp must be the one expected. A client can only spoil its own answers.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
+#include "shm/exchange.hpp"
 #include "shm/frames.hpp"
 #include "shm/spsc_ring.hpp"
 
 namespace ipcfloor {
 
-inline constexpr std::uint64_t kSegmentMagic = 0x524F4F4C46435049ULL;  // "IPCFLOOR" little-endian
-// 2: slots carry the ring's publication stamp (offset 12), per-lane bulk regions.
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint64_t kDataMagic = 0x524F4F4C46435049ULL;  // "IPCFLOOR" little-endian
+inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE" little-endian
+// 3: a read-only data object and one sealed object per lane, handed over on a Unix socket; the
+//    single-flight exchange in each lane; per-lane status in the data object.
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
+inline constexpr std::size_t kLaneStatusBytes = 128;
 inline constexpr std::uint32_t kDefaultLanes = 4;
 inline constexpr std::uint32_t kMaxLanes = 64;
 // Slots per ring. Small on purpose: with one request in flight the round trip grows with the
 // number of distinct lines a ring walks through (the curve is in docs/RESULTS.md, "The ring
-// against the floor"). Eight slots still let a pipelining client keep eight frames in flight; a deeper pipeline is
-// `serve --ring-capacity`.
+// against the floor"). Eight slots still let a pipelining client keep eight frames in flight; a
+// deeper pipeline is `serve --ring-capacity`.
 inline constexpr std::uint32_t kDefaultRingCapacity = 8;
 inline constexpr std::uint32_t kMaxRingCapacity = 1U << 24;
 inline constexpr std::size_t kSeriesNameBytes = 96;
@@ -58,108 +69,127 @@ inline constexpr std::size_t kSeriesNameBytes = 96;
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
 inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
 
-// Published last, with a release store: an attacher that reads `ready` with acquire sees the
-// whole header and every region as the creator wrote them.
+// Published last, with a release store: a reader that sees `ready` (acquire) sees the whole
+// header and series as the engine wrote them.
 enum class SegmentState : std::uint32_t { building = 0, ready = 1, stopping = 2 };
-enum class Backing : std::uint32_t { none = 0, tmpfs_4k = 1, hugetlbfs_2m = 2 };
+enum class Backing : std::uint32_t { none = 0, memfd_4k = 1, memfd_huge_2m = 2 };
+// A lane as the engine sees it; mirrored into LaneStatus::state for `status`.
 enum class LaneState : std::uint32_t {
-  free = 0,        // any client may claim it (CAS free -> claimed)
-  claimed = 1,     // owned by owner_pid
-  releasing = 2,   // the owner closed it; the engine drains and frees it
-  reclaiming = 3,  // the owner died; the engine drains and frees it
+  free = 0,         // waiting for a client, with a fresh lane object
+  claimed = 1,      // handed to the client whose connection is its lease
+  draining = 2,     // the client left (released or died); the serving thread lets go of it
+  quarantined = 3,  // its client wrote impossible ring positions or stamps; never served again
 };
 
-struct alignas(kRingLineBytes) SegmentHeader {
-  // --- identity line(s): written once by the creator before `state` turns ready ---
+struct alignas(kRingLineBytes) DataHeader {
+  // --- identity: written once by the engine before `state` turns ready ---
   std::uint64_t magic;
   std::atomic<std::uint32_t> state;  // SegmentState
   std::uint32_t layout_version;
-  std::uint64_t segment_bytes;
+  std::uint64_t data_bytes;
   std::uint32_t header_bytes;
   std::uint32_t lane_count;
   std::uint32_t ring_capacity;
-  std::uint32_t backing;            // Backing
-  std::uint32_t locked;             // 1 when the whole mapping is mlock'ed
-  std::uint32_t wait_mode;          // the engine's WaitMode
-  std::int32_t engine_pid;
+  std::uint32_t backing;    // Backing of the data object
+  std::uint32_t locked;     // 1 when the data object cannot be swapped out
+  std::uint32_t wait_mode;  // the engine's WaitMode
+  std::int32_t engine_pid;  // as the engine sees itself (for people; clients trust the socket)
   std::uint32_t engine_uid;
-  std::uint64_t engine_start_ticks;  // /proc/PID/stat starttime: tells a reused pid apart
+  std::uint64_t engine_start_ticks;
   std::uint64_t engine_start_unix_ns;
   std::uint64_t heartbeat_interval_ns;
-  std::uint64_t lanes_offset;
-  std::uint64_t lane_stride;
-  std::uint64_t bulk_offset;
-  std::uint64_t bulk_stride;  // bytes of one lane's bulk region (0: no bulk regions)
+  std::uint64_t lane_status_offset;
+  std::uint64_t lane_bytes;        // size of every lane object
+  std::uint64_t lane_bulk_offset;  // where the bulk region starts inside a lane object
+  std::uint64_t lane_bulk_bytes;   // its size (0: no bulk regions)
   std::uint64_t series_offset;
   std::uint64_t series_bytes;
   std::uint64_t n_bars;
   std::uint64_t series_checksum;  // FNV-1a 64 over the series bytes
+  std::uint64_t max_frame_cost;   // a BACKTEST costing more is refused (see frame_cost)
   double fee;
   double series_first;
   double series_last;
   char series_name[kSeriesNameBytes];  // NUL-terminated description of the data source
 
-  // --- heartbeat line: the engine's reporter thread bumps it every heartbeat_interval_ns ---
-  alignas(kRingLineBytes) std::atomic<std::uint64_t> heartbeat_ns;  // CLOCK_MONOTONIC
-  // --- doorbell line: in block mode the engine sleeps on it, a client bumps it to wake it ---
-  alignas(kRingLineBytes) std::atomic<std::uint32_t> doorbell;
-  std::atomic<std::uint32_t> engine_sleeping;
-  // --- counters line: written by the engine's serving thread only ---
+  // --- heartbeat line: the keeper thread stores CLOCK_MONOTONIC every heartbeat_interval_ns ---
+  alignas(kRingLineBytes) std::atomic<std::uint64_t> heartbeat_ns;
+  // --- counters line: the serving thread writes them, relaxed; readers tolerate staleness ---
   alignas(kRingLineBytes) std::atomic<std::uint64_t> requests;
   std::atomic<std::uint64_t> bad_frames;
-  std::atomic<std::uint64_t> lanes_reclaimed;
-  std::atomic<std::uint64_t> lanes_released;
-  // Lanes found holding impossible ring positions or an impossible owner word. Appended to the
-  // counters line (nothing moved): a reader of an older segment sees the creator's zero.
-  std::atomic<std::uint64_t> lanes_corrupt;
+  std::atomic<std::uint64_t> lanes_reclaimed;  // a client died holding a lane
+  std::atomic<std::uint64_t> lanes_released;   // a client handed its lane back
+  std::atomic<std::uint64_t> lanes_corrupt;    // a client wrote impossible positions or stamps
 };
 
-struct alignas(kRingLineBytes) LaneControl {
-  // LaneState in the low 32 bits, the owner's pid in the high 32: one word, so a claim
-  // publishes "claimed" and "by whom" in a single CAS and a client that dies right after its
-  // claim still leaves a pid behind for the engine to check.
-  std::atomic<std::uint64_t> owner;
-  std::atomic<std::uint64_t> owner_start_ticks;  // with the pid: tells a reused pid apart
-  std::atomic<std::uint64_t> generation;         // bumped by every claim
-  std::atomic<std::uint64_t> requests;           // served on this lane (engine writes)
-  std::atomic<std::uint64_t> bad_frames;         // rejected on this lane (engine writes)
+// One lane as the engine reports it. Only the engine writes it; `status` reads it.
+struct alignas(kRingLineBytes) LaneStatus {
+  std::atomic<std::uint32_t> state;  // LaneState
+  std::int32_t owner_pid;            // from SO_PEERCRED when the lane was handed over; 0 if free
+  std::uint32_t owner_uid;
+  std::uint32_t reserved;
+  std::atomic<std::uint64_t> generation;       // lane objects handed out so far
+  std::atomic<std::uint64_t> claimed_unix_ns;  // when the current owner got it
+  // The serving thread's counters for this lane, on their own line: it writes them per request.
+  alignas(kCacheLine) std::atomic<std::uint64_t> requests;
+  std::atomic<std::uint64_t> bad_frames;
 };
 
-[[nodiscard]] constexpr std::uint64_t pack_owner(LaneState state, std::int32_t pid) noexcept {
-  return (std::uint64_t{static_cast<std::uint32_t>(pid)} << 32) | static_cast<std::uint32_t>(state);
-}
-[[nodiscard]] constexpr LaneState owner_state(std::uint64_t owner) noexcept {
-  return static_cast<LaneState>(owner & 0xffff'ffffULL);
-}
-[[nodiscard]] constexpr std::int32_t owner_pid(std::uint64_t owner) noexcept {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(owner >> 32));
-}
+// The first line of a lane object. The engine writes it before the hand-over and never reads it
+// back; a client checks it against the hand-off reply.
+struct alignas(kRingLineBytes) LaneHeader {
+  std::uint64_t magic;  // kLaneMagic
+  std::uint32_t layout_version;
+  std::uint32_t lane;
+  std::uint64_t generation;
+  std::uint32_t ring_capacity;
+  std::uint32_t reserved;
+  std::uint64_t lane_bytes;
+  std::uint64_t bulk_offset;
+  std::uint64_t bulk_bytes;
+};
 
-inline constexpr std::size_t kLaneControlOffset = 0;
-inline constexpr std::size_t kLaneRequestRingOffset = 128;
-inline constexpr std::size_t kLaneResponseRingOffset = 512;
-inline constexpr std::size_t kLaneSlotsOffset = 1024;
+// The block-mode engine's wake-up for one lane: it announces its sleep in `engine_sleeping`
+// and waits for `doorbell` to change; the lane's client bumps it after publishing a request.
+// Spin and backoff engines never touch it.
+struct alignas(kRingLineBytes) DoorbellLine {
+  std::atomic<std::uint32_t> doorbell;
+  std::atomic<std::uint32_t> engine_sleeping;
+};
+
+inline constexpr std::size_t kLaneHeaderOffset = 0;
+inline constexpr std::size_t kLaneDoorbellOffset = 128;
+inline constexpr std::size_t kLaneCallOffset = 256;
+inline constexpr std::size_t kLaneRequestRingOffset = 512;
+inline constexpr std::size_t kLaneResponseRingOffset = 896;
+inline constexpr std::size_t kLaneSlotsOffset = 1280;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared 64-bit atomics must be lock-free");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared 32-bit atomics must be lock-free");
-static_assert(std::atomic<std::int32_t>::is_always_lock_free, "shared pid atomics must be lock-free");
-static_assert(std::is_standard_layout_v<SegmentHeader>, "SegmentHeader offsets must be well defined");
-static_assert(std::is_standard_layout_v<LaneControl>, "LaneControl offsets must be well defined");
-static_assert(sizeof(SegmentHeader) <= kHeaderBytes, "SegmentHeader fits its 4 KiB page");
-static_assert(offsetof(SegmentHeader, magic) == 0, "magic opens the segment");
-static_assert(offsetof(SegmentHeader, state) == 8, "state follows magic");
-static_assert(offsetof(SegmentHeader, layout_version) == 12, "version sits at a fixed offset for every version");
-static_assert(offsetof(SegmentHeader, heartbeat_ns) % kRingLineBytes == 0 &&
-                  offsetof(SegmentHeader, heartbeat_ns) - offsetof(SegmentHeader, series_name) >= kSeriesNameBytes,
+static_assert(std::is_standard_layout_v<DataHeader>, "DataHeader offsets must be well defined");
+static_assert(std::is_standard_layout_v<LaneStatus>, "LaneStatus offsets must be well defined");
+static_assert(std::is_trivially_copyable_v<LaneHeader> && std::is_standard_layout_v<LaneHeader>,
+              "LaneHeader is plain data");
+static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets must be well defined");
+static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 4 KiB page");
+static_assert(offsetof(DataHeader, magic) == 0, "magic opens the data object");
+static_assert(offsetof(DataHeader, state) == 8, "state follows magic");
+static_assert(offsetof(DataHeader, layout_version) == 12, "the version sits at the same offset in every version");
+static_assert(offsetof(DataHeader, heartbeat_ns) % kRingLineBytes == 0 &&
+                  offsetof(DataHeader, heartbeat_ns) - offsetof(DataHeader, series_name) >= kSeriesNameBytes,
               "the heartbeat has its own 128-byte line");
-static_assert(offsetof(SegmentHeader, doorbell) - offsetof(SegmentHeader, heartbeat_ns) >= kRingLineBytes,
-              "the doorbell line is 128 bytes from the heartbeat line");
-static_assert(offsetof(SegmentHeader, requests) - offsetof(SegmentHeader, doorbell) >= kRingLineBytes,
-              "the counters line is 128 bytes from the doorbell line");
-static_assert(offsetof(SegmentHeader, lanes_corrupt) + sizeof(std::uint64_t) - offsetof(SegmentHeader, requests) <=
-                  kRingLineBytes,
+static_assert(offsetof(DataHeader, requests) - offsetof(DataHeader, heartbeat_ns) >= kRingLineBytes,
+              "the counters line is 128 bytes from the heartbeat line");
+static_assert(offsetof(DataHeader, lanes_corrupt) + sizeof(std::uint64_t) - offsetof(DataHeader, requests) <= kCacheLine,
               "every counter stays on the counters line");
-static_assert(sizeof(LaneControl) <= kLaneRequestRingOffset, "LaneControl fits before the request ring");
+static_assert(sizeof(LaneStatus) == kLaneStatusBytes, "LaneStatus is one 128-byte pair of lines");
+static_assert(offsetof(LaneStatus, requests) == kCacheLine,
+              "the per-request counters sit on their own line, apart from the ownership fields");
+static_assert(sizeof(LaneHeader) <= kLaneDoorbellOffset - kLaneHeaderOffset, "LaneHeader fits before the doorbell");
+static_assert(sizeof(DoorbellLine) == kRingLineBytes, "the doorbell has a 128-byte line of its own");
+static_assert(kLaneCallOffset - kLaneDoorbellOffset >= sizeof(DoorbellLine), "the doorbell ends before the exchange");
+static_assert(kLaneCallOffset % alignof(CallArea) == 0, "the exchange starts on a 128-byte line");
+static_assert(kLaneRequestRingOffset - kLaneCallOffset >= sizeof(CallArea), "the exchange ends before the rings");
 static_assert(kLaneRequestRingOffset % alignof(RingControl) == 0 && kLaneResponseRingOffset % alignof(RingControl) == 0,
               "ring control blocks are 128-byte aligned in a lane");
 static_assert(kLaneResponseRingOffset - kLaneRequestRingOffset >= sizeof(RingControl),
@@ -172,63 +202,66 @@ constexpr std::size_t round_up(std::size_t value, std::size_t multiple) noexcept
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// Where everything goes for a given configuration. Pure arithmetic, shared by creator and
-// attacher so neither can disagree with the other about an offset.
+// Where everything goes for one configuration. Pure arithmetic, shared by the engine and its
+// clients so that neither can disagree with the other about an offset.
 struct SegmentGeometry {
-  std::size_t lanes_offset;
-  std::size_t lane_stride;
-  std::size_t bulk_offset;
-  std::size_t bulk_stride;
+  std::size_t lane_status_offset;
   std::size_t series_offset;
   std::size_t series_bytes;
-  std::size_t segment_bytes;
+  std::size_t data_bytes;
+  std::size_t lane_bulk_offset;
+  std::size_t lane_bulk_bytes;
+  std::size_t lane_bytes;
 };
 
 // `bulk_bytes` is per lane and rounded up to 4 KiB; callers bound it by kMaxBulkBytes.
+// `data_page_bytes` is the data object's page size (4 KiB or 2 MiB).
 [[nodiscard]] constexpr SegmentGeometry compute_geometry(std::uint32_t lanes, std::uint32_t ring_capacity,
-                                                         std::size_t n_bars, std::size_t page_bytes,
+                                                         std::size_t n_bars, std::size_t data_page_bytes,
                                                          std::size_t bulk_bytes = kDefaultBulkBytes) noexcept {
   SegmentGeometry g{};
-  g.lanes_offset = kHeaderBytes;
-  g.lane_stride = round_up(kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot)),
-                           4096);
-  // Bulk regions sit apart from the rings: a multi-megabyte copy streams through its own pages
-  // and never evicts or shares a line with the slots the serving thread polls.
-  g.bulk_offset = g.lanes_offset + std::size_t{lanes} * g.lane_stride;
-  g.bulk_stride = round_up(bulk_bytes, 4096);
-  // The series starts on its own page (a huge page on hugetlbfs) so it can be scanned linearly.
-  g.series_offset = round_up(g.bulk_offset + std::size_t{lanes} * g.bulk_stride, page_bytes);
+  g.lane_status_offset = kHeaderBytes;
+  // The series starts on its own page (a huge page when the object has them) so it is scanned
+  // linearly and never shares a line with anything the engine writes.
+  g.series_offset = round_up(g.lane_status_offset + std::size_t{lanes} * kLaneStatusBytes, data_page_bytes);
   g.series_bytes = n_bars * sizeof(double);
-  g.segment_bytes = round_up(g.series_offset + g.series_bytes, page_bytes);
+  g.data_bytes = round_up(g.series_offset + g.series_bytes, data_page_bytes);
+  // The bulk region sits apart from the rings: a multi-megabyte copy streams through its own
+  // pages and never evicts or shares a line with the slots the serving thread polls.
+  g.lane_bulk_offset =
+      round_up(kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot)), 4096);
+  g.lane_bulk_bytes = round_up(bulk_bytes, 4096);
+  g.lane_bytes = g.lane_bulk_offset + g.lane_bulk_bytes;
   return g;
 }
 
-// Typed views of one lane inside a mapped segment (process-local addresses).
+// Typed views of one mapped lane object (process-local addresses). Built from geometry the
+// viewer validated or computed itself, never from the object's own header.
 struct LaneView {
-  LaneControl* control;
+  LaneHeader* header;
+  DoorbellLine* doorbell;
+  CallArea* call;
   RingControl* request_ring;
   RingControl* response_ring;
   RequestSlot* request_slots;
   ResponseSlot* response_slots;
+  std::byte* bulk;
+  std::size_t bulk_bytes;
 };
 
-// From offsets the caller validated (Segment keeps private copies: see Segment::lane_count).
-[[nodiscard]] inline LaneView lane_view(std::byte* base, std::size_t lanes_offset, std::size_t lane_stride,
-                                        std::uint32_t ring_capacity, std::uint32_t lane) noexcept {
-  std::byte* at = base + lanes_offset + std::size_t{lane} * lane_stride;
+[[nodiscard]] inline LaneView lane_view(std::byte* base, std::uint32_t ring_capacity, std::size_t bulk_offset,
+                                        std::size_t bulk_bytes) noexcept {
   return LaneView{
-      reinterpret_cast<LaneControl*>(at + kLaneControlOffset),
-      reinterpret_cast<RingControl*>(at + kLaneRequestRingOffset),
-      reinterpret_cast<RingControl*>(at + kLaneResponseRingOffset),
-      reinterpret_cast<RequestSlot*>(at + kLaneSlotsOffset),
-      reinterpret_cast<ResponseSlot*>(at + kLaneSlotsOffset + std::size_t{ring_capacity} * sizeof(RequestSlot)),
+      reinterpret_cast<LaneHeader*>(base + kLaneHeaderOffset),
+      reinterpret_cast<DoorbellLine*>(base + kLaneDoorbellOffset),
+      reinterpret_cast<CallArea*>(base + kLaneCallOffset),
+      reinterpret_cast<RingControl*>(base + kLaneRequestRingOffset),
+      reinterpret_cast<RingControl*>(base + kLaneResponseRingOffset),
+      reinterpret_cast<RequestSlot*>(base + kLaneSlotsOffset),
+      reinterpret_cast<ResponseSlot*>(base + kLaneSlotsOffset + std::size_t{ring_capacity} * sizeof(RequestSlot)),
+      base + bulk_offset,
+      bulk_bytes,
   };
-}
-
-// From the header as it is now. Only for a header nobody else can write yet (e.g. the creator
-// before publication); anyone else uses Segment::lane.
-[[nodiscard]] inline LaneView lane_view(std::byte* base, const SegmentHeader& header, std::uint32_t lane) noexcept {
-  return lane_view(base, header.lanes_offset, header.lane_stride, header.ring_capacity, lane);
 }
 
 }  // namespace ipcfloor

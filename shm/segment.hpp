@@ -1,35 +1,37 @@
 #pragma once
-// The shared-memory segment as a process-local object (docs/SPEC.md §2, §8): the engine creates it,
-// clients and `status` attach to it. The bytes inside follow shm/layout.hpp; this class owns
-// the mapping and decides whether a named object may be trusted at all.
+// The engine's shared memory as process-local objects (docs/SPEC.md §2, §8; the layout is
+// shm/layout.hpp, the hand-off shm/handoff.hpp):
+//
+//   Segment      the engine's side: owns the name (DIR/NAME.lock held with flock, the listening
+//                socket DIR/NAME) and the data object, mapped read-write and sealed against
+//                everyone else. Makes a fresh lane object whenever a lane needs one.
+//   LaneObject   one lane object as one side maps it.
+//   Attachment   a client's (or an observer's) side: the connection that is its lease, the data
+//                object mapped read-only and, for a client, its lane object.
 //
 // Creation (engine)
-//   - Looks at NAME in every place an attacher would look (each hugetlbfs mount, then the tmpfs
-//     directory): a segment of a live engine is refused, a segment left by a dead engine is
-//     removed (with a warning), anything it cannot prove is ours and stale is refused untouched.
-//   - Backing: a file on a 2 MiB hugetlbfs mount when huge pages are available (per
-//     HugePagesMode), else a POSIX shm object (Boost.Interprocess) with 4 KiB pages.
-//   - O_EXCL, mode 0600; space reserved with posix_fallocate so a full /dev/shm fails now with a
-//     clear error and never as a SIGBUS later; pages populated (MAP_POPULATE) and mlock'ed per
-//     MlockMode.
-//   - Writes the header, lanes and series completely, then publishes magic and `ready` with a
-//     release store (paired with the acquire load in Segment::attach).
-//   - The creator holds an flock on the object until it is published, so a concurrent creator
-//     inspecting the name can tell "being built" from "left half-built by a crash".
-// Attach (client, status)
-//   - Owner uid and mode 0600, size, magic, state (no waiting: anything but `ready` is a clear
-//     error), version, every offset against compute_geometry, series checksum, engine liveness.
-//   - Maps read-write: clients produce into their request rings.
+//   - Takes DIR/NAME.lock with flock: held by a live engine, the name is refused (busy); free,
+//     any socket left at DIR/NAME is stale and is removed (with a warning). The kernel drops the
+//     lock when an engine dies, so this holds across PID namespaces and reused pids.
+//   - Builds the data object (huge pages per HugePagesMode, locked per MlockMode), writes the
+//     header, lane table and series, publishes `ready` with a release store, then seals it so
+//     that nobody else can map it writable, shrink or grow it.
+//   - Binds and listens on DIR/NAME (mode 0600) last: whoever can connect finds it complete.
+// Attach (client, `status`)
+//   - DIR/NAME must be a socket owned by our uid, mode 0600; the engine at the other end must
+//     have our uid (SO_PEERCRED). Anything else is refused untouched.
+//   - Receives the descriptors, checks each object's size and seals before mapping it, checks
+//     magic, version, state, geometry and the series checksum.
 //
-// Threads: create/attach/remove are setup calls (they allocate, make syscalls, return
-// Expected). The accessors are noexcept, allocation-free and safe from any thread.
+// Threads: create/attach/make_lane_object/remove are setup calls (they allocate, make syscalls,
+// return Expected). The accessors are noexcept, allocation-free and safe from any thread.
 
 #include <sys/types.h>
 
-#include <boost/interprocess/mapped_region.hpp>
-
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,84 +39,78 @@
 
 #include "common/checksum.hpp"
 #include "common/error.hpp"
-#include "shm/huge_pages.hpp"
+#include "common/unique_fd.hpp"
+#include "shm/handoff.hpp"
 #include "shm/layout.hpp"
-#include "shm/liveness.hpp"
+#include "shm/shared_object.hpp"
 
 namespace ipcfloor {
 
-// --hugepages auto|require|off
-enum class HugePagesMode : std::uint8_t {
-  automatic,  // hugetlbfs when a 2 MiB mount has enough free pages, else tmpfs with a warning
-  required,   // hugetlbfs or a clear error naming the fix
-  off,        // tmpfs only
-};
-
-// --mlock auto|require|off
-enum class MlockMode : std::uint8_t {
-  automatic,  // mlock; when RLIMIT_MEMLOCK forbids it, warn and run unlocked
-  required,   // mlock or a clear error naming the fix
-  off,        // never mlock
-};
-
-// Parse the command-line spellings "auto", "require", "off"; invalid_argument otherwise.
-[[nodiscard]] Expected<HugePagesMode> parse_hugepages_mode(std::string_view text);
-[[nodiscard]] Expected<MlockMode> parse_mlock_mode(std::string_view text);
-// The command-line spelling ("auto", "require", "off").
-[[nodiscard]] std::string_view to_string(HugePagesMode mode) noexcept;
-[[nodiscard]] std::string_view to_string(MlockMode mode) noexcept;
-// A stable lowercase name for reports and JSON: "none", "tmpfs_4k", "hugetlbfs_2m", "unknown".
+// "none", "memfd_4k", "memfd_huge_2m", "unknown": stable names for reports and JSON.
 [[nodiscard]] std::string_view backing_name(Backing backing) noexcept;
 
 // True for a name create/attach accept: 1..200 of [A-Za-z0-9._-], and not "." or "..".
 [[nodiscard]] bool valid_segment_name(std::string_view name) noexcept;
 
-inline constexpr std::string_view kDefaultTmpfsDir = "/dev/shm";
+inline constexpr std::string_view kDefaultSocketDir = "/dev/shm";
 inline constexpr std::size_t kMaxSegmentNameBytes = 200;
-inline constexpr std::size_t kSmallPageBytes = 4096;
 
 struct SegmentConfig {
-  std::string name;  // the object is /dev/shm/NAME or <hugetlbfs mount>/NAME
+  std::string name;  // the engine listens on DIR/NAME
   std::uint32_t lanes = kDefaultLanes;                 // 1..kMaxLanes
   std::uint32_t ring_capacity = kDefaultRingCapacity;  // power of two >= 2
   std::size_t bulk_bytes = kDefaultBulkBytes;          // per lane, 0..kMaxBulkBytes, rounded up to 4 KiB
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
-  std::span<const double> series;  // at least one bar; copied into the series region
+  std::span<const double> series;  // at least one bar; copied into the data object
   std::string series_name;         // description, truncated into header.series_name
   double fee = 0.0;
   std::uint32_t wait_mode = 0;  // the engine's WaitMode, recorded for clients
   std::uint64_t heartbeat_interval_ns = 10'000'000;
-  // Where tmpfs-backed objects live. Anything other than /dev/shm is for tests (e.g. a tiny
-  // tmpfs to provoke ENOSPC): attachers must be given the same directory.
-  std::string tmpfs_dir = std::string(kDefaultTmpfsDir);
+  std::uint64_t max_frame_cost = 0;  // recorded for clients; 0: unbounded
+  // Where DIR/NAME and DIR/NAME.lock live. Anything other than /dev/shm is for tests and for
+  // users who keep runtime files elsewhere: attachers must be given the same directory.
+  std::string socket_dir = std::string(kDefaultSocketDir);
 };
 
-// Move-only owner of one mapping of a segment. The creator also removes the object on
-// destruction unless release_ownership() was called.
+// One lane object as one side maps it. Move-only.
+class LaneObject {
+ public:
+  [[nodiscard]] const LaneView& view() const noexcept { return view_; }
+  [[nodiscard]] std::uint32_t lane() const noexcept { return lane_; }
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  [[nodiscard]] int fd() const noexcept { return object_.fd(); }
+  [[nodiscard]] std::size_t size() const noexcept { return object_.size(); }
+  [[nodiscard]] std::span<std::byte> bulk() const noexcept { return {view_.bulk, view_.bulk_bytes}; }
+
+ private:
+  friend class Segment;
+  friend class Attachment;
+  LaneObject(SharedObject object, const LaneView& view, std::uint32_t lane, std::uint64_t generation) noexcept
+      : object_(std::move(object)), view_(view), lane_(lane), generation_(generation) {}
+
+  SharedObject object_;
+  LaneView view_;
+  std::uint32_t lane_;
+  std::uint64_t generation_;
+};
+
+// The engine's side. Move-only; removes its socket and lock file on destruction.
 class Segment {
  public:
-  // Engine side. Allocates; returns
-  //   invalid_argument  bad name, lanes, capacity or empty series
-  //   busy              NAME is held by a live engine (or is being created right now)
-  //   permission        an object at NAME is not ours (owner or mode)
-  //   bad_data          an object at NAME is not an ipcfloor segment we can prove stale
-  //   version_mismatch  an object at NAME is a segment of another layout version
-  //   resource          no room in tmpfs / hugetlbfs, huge pages or mlock required but missing
+  // Errors:
+  //   invalid_argument  bad name, lanes, capacity, bulk size, directory, or an empty series
+  //   busy              a live engine holds NAME
+  //   permission        DIR/NAME or DIR/NAME.lock is not ours, or not what ipcfloor makes
+  //   resource          huge pages or mlock required but missing, no memory
   //   io                any other OS failure
-  // On success warnings() lists every fallback taken and every stale object removed.
+  // On success warnings() lists every fallback taken and every stale socket removed.
   [[nodiscard]] static Expected<Segment> create(const SegmentConfig& config);
 
-  // Client / status side. Looks for NAME on each hugetlbfs mount, then in `tmpfs_dir`. Never
-  // waits: a segment that is not `ready` is an error (busy while building, peer_gone when
-  // stopping or when its engine is dead). Also permission, bad_data, version_mismatch, io.
-  [[nodiscard]] static Expected<Segment> attach(std::string_view name,
-                                                std::string_view tmpfs_dir = kDefaultTmpfsDir);
-
-  // Removes the object at NAME (every place create/attach would look) unless a live engine
-  // holds it (busy) or it is not ours (permission). Succeeds when nothing is there.
-  [[nodiscard]] static Expected<void> remove(std::string_view name,
-                                             std::string_view tmpfs_dir = kDefaultTmpfsDir);
+  // Removes a socket and lock file a dead engine left at DIR/NAME. busy when a live engine
+  // holds the name; success when nothing is there.
+  [[nodiscard]] static Expected<void> remove_stale(std::string_view name,
+                                                   std::string_view socket_dir = kDefaultSocketDir);
 
   Segment(Segment&& other) noexcept;
   Segment& operator=(Segment&& other) noexcept;
@@ -122,56 +118,117 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
   ~Segment();
 
-  [[nodiscard]] SegmentHeader& header() const noexcept { return *reinterpret_cast<SegmentHeader*>(base()); }
-  [[nodiscard]] std::byte* base() const noexcept { return static_cast<std::byte*>(region_.get_address()); }
-  [[nodiscard]] std::size_t size() const noexcept { return region_.get_size(); }
-  // Geometry as validated by create/attach, kept in this process. The header's copy lives in
-  // writable shared memory, so a corrupt or hostile peer could rewrite it later; every region
-  // below is located from these private copies instead, and so always lies inside the mapping.
-  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
-  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
-  // Precondition: i < lane_count().
-  [[nodiscard]] LaneView lane(std::uint32_t i) const noexcept {
-    return lane_view(base(), geometry_.lanes_offset, geometry_.lane_stride, ring_capacity_, i);
-  }
-  // Lane i's bulk region (empty when the segment has none). Precondition: i < lane_count().
-  [[nodiscard]] std::span<std::byte> bulk(std::uint32_t i) const noexcept {
-    return {base() + geometry_.bulk_offset + std::size_t{i} * geometry_.bulk_stride, geometry_.bulk_stride};
-  }
-  [[nodiscard]] std::span<const double> series() const noexcept;
-  [[nodiscard]] Backing backing() const noexcept { return backing_; }
-  // True when the pages cannot be swapped out: mlock'ed, or on hugetlbfs (never swapped).
-  [[nodiscard]] bool locked() const noexcept { return locked_; }
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }  // e.g. "/dev/shm/NAME"
-  [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
-  [[nodiscard]] bool owns_object() const noexcept { return owner_; }
+  // A fresh, zeroed, sealed lane object for `lane`, its header written: one per client, so no
+  // state survives from the last one. Setup path (the keeper thread).
+  [[nodiscard]] Expected<LaneObject> make_lane_object(std::uint32_t lane, std::uint64_t generation) const;
 
-  // Engine side, on shutdown: tells attachers and clients the engine is going away.
+  // Engine side, on shutdown: tells attachers the engine is going away.
   void mark_stopping() noexcept;
 
-  // Keeps the object after this Segment is destroyed (e.g. handed over, or a test simulating a
-  // crash). The mapping is still unmapped.
-  void release_ownership() noexcept { owner_ = false; }
+  [[nodiscard]] DataHeader& header() const noexcept { return *reinterpret_cast<DataHeader*>(data_.data()); }
+  [[nodiscard]] LaneStatus& lane_status(std::uint32_t lane) const noexcept {
+    return reinterpret_cast<LaneStatus*>(data_.data() + geometry_.lane_status_offset)[lane];
+  }
+  [[nodiscard]] std::span<const double> series() const noexcept {
+    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
+  }
+  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
+  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
+  [[nodiscard]] Backing backing() const noexcept { return backing_; }
+  [[nodiscard]] bool locked() const noexcept { return data_.locked(); }
+  [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
+  [[nodiscard]] int data_fd() const noexcept { return data_.fd(); }
+  [[nodiscard]] int listen_fd() const noexcept { return listener_.get(); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const std::string& socket_path() const noexcept { return socket_path_; }
+  [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
  private:
   Segment() = default;
   void close() noexcept;
 
-  boost::interprocess::mapped_region region_;
+  SharedObject data_;
+  UniqueFd lock_;
+  UniqueFd listener_;
   std::string name_;
-  std::string path_;
+  std::string socket_path_;
+  std::string lock_path_;
+  dev_t socket_device_ = 0;  // identity of the socket we bound: never unlink a successor's
+  ino_t socket_inode_ = 0;
   std::vector<std::string> warnings_;
+  SegmentGeometry geometry_{};
   Backing backing_ = Backing::none;
-  bool locked_ = false;
-  bool owner_ = false;       // unlink path_ on destruction
-  bool posix_shm_ = false;   // path_ is a POSIX shm object (shm_unlink) rather than a file
-  dev_t device_ = 0;         // identity of the object we created: never unlink a successor
-  ino_t inode_ = 0;
-  SegmentGeometry geometry_{};  // validated offsets (see lane_count())
   std::uint32_t lane_count_ = 0;
   std::uint32_t ring_capacity_ = 0;
-  std::uint64_t n_bars_ = 0;
+  std::size_t n_bars_ = 0;
+  MlockMode mlock_ = MlockMode::automatic;
+};
+
+struct AttachOptions {
+  std::string socket_dir = std::string(kDefaultSocketDir);
+  HandoffRole role = HandoffRole::lane;
+  // Bound on the whole attach, including waiting for a lane that is being freed.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(5);
+};
+
+// A client's or an observer's side. Move-only; its destructor hands the lane back.
+class Attachment {
+ public:
+  // Errors: peer_gone (no engine at NAME, or it is stopping), busy (every lane is held by a live
+  // client), permission (DIR/NAME or the engine is not ours), version_mismatch, protocol (the
+  // engine sent something malformed), timeout, invalid_argument (bad name), io.
+  [[nodiscard]] static Expected<Attachment> attach(std::string_view name, const AttachOptions& options = {});
+
+  Attachment(Attachment&& other) noexcept;
+  Attachment& operator=(Attachment&& other) noexcept;
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+  ~Attachment();  // release()
+
+  // Read-only: the data object is mapped PROT_READ.
+  [[nodiscard]] const DataHeader& header() const noexcept { return *reinterpret_cast<const DataHeader*>(data_.data()); }
+  [[nodiscard]] const LaneStatus& lane_status(std::uint32_t lane) const noexcept {
+    return reinterpret_cast<const LaneStatus*>(data_.data() + geometry_.lane_status_offset)[lane];
+  }
+  [[nodiscard]] std::span<const double> series() const noexcept {
+    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
+  }
+  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
+  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
+  [[nodiscard]] Backing backing() const noexcept { return backing_; }
+  [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const std::string& socket_path() const noexcept { return socket_path_; }
+  [[nodiscard]] pid_t engine_pid() const noexcept { return engine_pid_; }
+
+  // The lane (lane role only; empty for observers).
+  [[nodiscard]] bool has_lane() const noexcept { return lane_.has_value(); }
+  [[nodiscard]] const LaneObject& lane() const noexcept { return *lane_; }
+
+  // True when the engine's end of the connection is gone: the engine died or closed it. One
+  // poll(2): for slow paths only.
+  [[nodiscard]] bool engine_hung_up() const noexcept;
+
+  // Tells the engine the lane is handed back on purpose, then closes the connection (the lease).
+  // The mappings stay until destruction, but the engine no longer serves them. Idempotent.
+  void release() noexcept;
+
+ private:
+  Attachment() = default;
+
+  UniqueFd connection_;
+  SharedObject data_;
+  std::optional<LaneObject> lane_;
+  std::string name_;
+  std::string socket_path_;
+  SegmentGeometry geometry_{};
+  Backing backing_ = Backing::none;
+  std::uint32_t lane_count_ = 0;
+  std::uint32_t ring_capacity_ = 0;
+  std::size_t n_bars_ = 0;
+  pid_t engine_pid_ = 0;
 };
 
 }  // namespace ipcfloor
