@@ -92,7 +92,7 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
           if (i >= samples / 10) into.push_back(clock.to_ns(t1 - t0));
         }
       }
-      rows.push_back(attribution_row("shm-ring-spin", bars, {kernel_p50, p50_of(echo), p50_of(full)}));
+      rows.push_back(attribution_row("shm-call-spin", bars, {kernel_p50, p50_of(echo), p50_of(full)}));
     }
 
     // The Unix socket: a socket-only engine, series loaded once on the connection.

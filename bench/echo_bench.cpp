@@ -116,7 +116,7 @@ Expected<nlohmann::json> run_echo(const EchoOptions& options) {
     auto client = ShmClient::connect(engine.name(), client_options);
     if (!client) return std::unexpected(client.error());
     ResponseSlot response{};
-    auto curve = measure("shm-ring-spin (ECHO_BULK via the lane's bulk region)",
+    auto curve = measure("shm-call-spin (ECHO_BULK via the lane's bulk region)",
                          [&](std::span<const double> payload, std::span<double> out) -> Expected<void> {
                            const CallStatus status =
                                client->echo_bulk(std::as_bytes(payload), std::as_writable_bytes(out), response);

@@ -206,7 +206,7 @@ Expected<nlohmann::json> run_granularity(const GranularityOptions& options) {
       ring.push_back(ms_since(t0));
       if (auto same = same_results("shm ring stateful", per_combo, *expected); !same) return std::unexpected(same.error());
     }
-    record("shm-ring-stateful", "BACKTEST frame per combo through the segment (series preloaded)", ring);
+    record("shm-call-stateful", "BACKTEST per combo through the segment's exchange line (series preloaded)", ring);
     request.opcode = static_cast<std::uint16_t>(Opcode::echo);
     for (std::size_t i = 0; i < options.floor_samples; ++i) {
       const std::uint64_t t0 = TscClock::now();
@@ -259,7 +259,7 @@ Expected<nlohmann::json> run_granularity(const GranularityOptions& options) {
   const double compute_combo = median_of(per_combo);
   const double compute_bar = median_of(per_bar);
   const double floors[3] = {median_of(ring_floor), median_of(uds_floor), median_of(tcp_floor)};
-  const char* floor_names[3] = {"shm-ring-spin", "uds", "tcp"};
+  const char* floor_names[3] = {"shm-call-spin", "uds", "tcp"};
   nlohmann::json break_even = nlohmann::json::array();
   for (const auto& [level, compute] : {std::pair{"sweep (80 combos)", compute_sweep}, std::pair{"combo", compute_combo},
                                        std::pair{"bar (L=100, live)", compute_bar}}) {
@@ -288,10 +288,10 @@ void print_granularity(const nlohmann::json& report) {
     fmt::print("  {:<20} {:>10.1f} {:>10.1f} {:>10.1f}  {}\n", r["name"].get<std::string>(), r["p50"].get<double>() / 1e6,
                r["min"].get<double>() / 1e6, r["max"].get<double>() / 1e6, r["description"].get<std::string>());
   fmt::print("  break-even G = compute per call / transport floor (RTT p50); G >> 1: the boundary is noise\n");
-  fmt::print("  {:<20} {:>14} {:>12} {:>12} {:>12}\n", "granularity", "compute ns", "G shm-ring", "G uds", "G tcp");
+  fmt::print("  {:<20} {:>14} {:>12} {:>12} {:>12}\n", "granularity", "compute ns", "G shm-call", "G uds", "G tcp");
   for (const auto& r : report["break_even"])
     fmt::print("  {:<20} {:>14.0f} {:>12.1f} {:>12.1f} {:>12.1f}\n", r["granularity"].get<std::string>(),
-               r["compute_ns"].get<double>(), r["G_shm-ring-spin"].get<double>(), r["G_uds"].get<double>(),
+               r["compute_ns"].get<double>(), r["G_shm-call-spin"].get<double>(), r["G_uds"].get<double>(),
                r["G_tcp"].get<double>());
 }
 

@@ -26,11 +26,19 @@ const std::vector<Transport>& all_transports() {
        run_inproc_call},
       {"moodycamel-thread", "two moodycamel::ReaderWriterQueue between two pinned threads of one process, both spinning",
        run_moodycamel_thread},
-      {"shm-ring-spin", "ipcfloor segment, ECHO, engine in another process, both sides PAUSE-spin",
+      {"shm-call-spin",
+       "ipcfloor segment, ShmClient::call: ECHO and its answer in one exchange line, engine in another process, "
+       "both sides PAUSE-spin",
+       [](const TransportContext& c) { return run_shm_call(c, "spin"); }},
+      {"shm-call-backoff", "ipcfloor segment, ShmClient::call, spin then yield then sleep",
+       [](const TransportContext& c) { return run_shm_call(c, "backoff"); }},
+      {"shm-call-block", "ipcfloor segment, ShmClient::call, futex sleep and wake on both sides",
+       [](const TransportContext& c) { return run_shm_call(c, "block"); }},
+      {"shm-ring-spin", "ipcfloor segment, one ECHO in flight through the request and response rings, PAUSE-spin",
        [](const TransportContext& c) { return run_shm_ring(c, "spin"); }},
-      {"shm-ring-backoff", "ipcfloor segment, ECHO, spin then yield then sleep",
+      {"shm-ring-backoff", "ipcfloor segment, one frame in flight through the rings, spin then yield then sleep",
        [](const TransportContext& c) { return run_shm_ring(c, "backoff"); }},
-      {"shm-ring-block", "ipcfloor segment, ECHO, futex sleep and wake on both sides",
+      {"shm-ring-block", "ipcfloor segment, one frame in flight through the rings, futex sleep and wake",
        [](const TransportContext& c) { return run_shm_ring(c, "block"); }},
       {"iceoryx", "iceoryx 2.0 request/response (popo::Client/Server) across processes, both busy-polling; own RouDi",
        run_iceoryx},
@@ -93,7 +101,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
         rung.skipped = samples.error().message;
         continue;
       }
-      rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples).p50);
+      rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples, clock.step_ns()).p50_interp);
       rung.samples.insert(rung.samples.end(), samples->begin(), samples->end());
     }
   }
@@ -105,7 +113,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       skipped.push_back({{"name", rung.transport->name}, {"reason", rung.skipped}});
       continue;
     }
-    auto row = to_json(summarize(rung.transport->name, "rtt", rung.samples));
+    auto row = to_json(summarize(rung.transport->name, "rtt", rung.samples, clock.step_ns()));
     row["description"] = rung.transport->description;
     row["round_p50"] = rung.round_p50;
     results.push_back(row);
@@ -118,7 +126,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   };
   if (const auto floor = rung_named("physical-floor"); floor != rungs.end()) {
     for (const char* name :
-         {"physical-floor-2line", "physical-floor-ring", "shm-ring-spin", "shm-ring-backoff", "moodycamel-thread"}) {
+         {"physical-floor-2line", "physical-floor-ring", "shm-call-spin", "shm-ring-spin", "shm-call-backoff",
+          "moodycamel-thread"}) {
       const auto rung = rung_named(name);
       if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;
       nlohmann::json per_round = nlohmann::json::array();
@@ -126,7 +135,9 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       round_ratios[std::string(name) + "/physical-floor"] = per_round;
     }
   }
-  // Ratios within this run: each rung's p50 over the physical floor's.
+  // Ratios within this run: each rung's median over the physical floor's. The interpolated median,
+  // because on a host whose counter moves in steps the nearest-rank p50 of two rungs can differ
+  // only by whole steps (see LatencySummary::p50_interp).
   nlohmann::json ratios = nlohmann::json::object();
   const auto result_named = [&](const char* name) {
     return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
@@ -135,20 +146,25 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   if (floor != results.end()) {
     for (const auto& r : results)
       if (r["name"] != "physical-floor")
-        ratios[r["name"].get<std::string>() + "/physical-floor"] = r["p50"].get<double>() / (*floor)["p50"].get<double>();
+        ratios[r["name"].get<std::string>() + "/physical-floor"] =
+            r["p50_interp"].get<double>() / (*floor)["p50_interp"].get<double>();
   }
-  // The ring against the two-line and the rotating-line floors: what the ring's software adds to
-  // the hardware cost of a request line and an answer line, fixed or moving on every round trip.
-  const auto spin = result_named("shm-ring-spin");
+  // The rings against the two-line and the rotating-line floors: what the rings' software adds
+  // to the hardware cost of a request line and an answer line, fixed or moving every round trip.
+  const auto ring = result_named("shm-ring-spin");
   for (const char* hardware : {"physical-floor-2line", "physical-floor-ring"}) {
     const auto rung = result_named(hardware);
-    if (rung != results.end() && spin != results.end())
-      ratios[std::string("shm-ring-spin/") + hardware] = (*spin)["p50"].get<double>() / (*rung)["p50"].get<double>();
+    if (rung != results.end() && ring != results.end())
+      ratios[std::string("shm-ring-spin/") + hardware] =
+          (*ring)["p50_interp"].get<double>() / (*rung)["p50_interp"].get<double>();
   }
-  if (spin != results.end()) {
+  // Every software transport against the product's blocking call: how much each alternative costs.
+  const auto call = result_named("shm-call-spin");
+  if (call != results.end()) {
     for (const auto& r : results)
-      if (const auto name = r["name"].get<std::string>(); name != "shm-ring-spin" && !name.starts_with("physical-floor"))
-        ratios[r["name"].get<std::string>() + "/shm-ring-spin"] = r["p50"].get<double>() / (*spin)["p50"].get<double>();
+      if (const auto name = r["name"].get<std::string>(); name != "shm-call-spin" && !name.starts_with("physical-floor"))
+        ratios[r["name"].get<std::string>() + "/shm-call-spin"] =
+            r["p50_interp"].get<double>() / (*call)["p50_interp"].get<double>();
   }
   return nlohmann::json{
       {"suite", "ladder"},
@@ -156,7 +172,9 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       {"config",
        {{"payload_bytes", 48}, {"samples", options.samples}, {"warmup", options.warmup}, {"rounds", rounds},
         {"client_cpu", context.client_cpu}, {"server_cpu", context.server_cpu}, {"tsc_ghz", clock.ghz()},
-        {"ring_capacity", context.ring_capacity}, {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"}}},
+        {"ring_capacity", context.ring_capacity}, {"clock_step_ns", clock.step_ns()},
+        {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"},
+        {"ratios_from", "p50_interp: the grouped median, linear within the clock step holding the middle sample"}}},
       {"results", results},
       {"skipped", skipped},
       {"ratios", ratios},
@@ -170,23 +188,28 @@ void print_ladder(const nlohmann::json& report) {
              "per round; client cpu {}, server cpu {}\n",
              config["samples"].get<std::size_t>(), config["rounds"].get<std::size_t>(), config["warmup"].get<std::size_t>(),
              config["client_cpu"].get<int>(), config["server_cpu"].get<int>());
-  fmt::print("  {:<22} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n", "transport", "p50", "p90", "p99", "p99.9",
-             "p99.99", "max", "p50/floor");
+  const double step = config.value("clock_step_ns", 0.0);
+  if (step > 0)
+    fmt::print("  (this host's TSC moves in steps of {:.1f} ns: percentiles are multiples of it; p50~ is the median "
+               "interpolated within its step, and the ratios use it)\n", step);
+  fmt::print("  {:<22} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n", "transport", "p50~", "p50", "p90", "p99",
+             "p99.9", "p99.99", "max", "p50~/floor");
   double floor = 0;
   for (const auto& r : report["results"])
-    if (r["name"] == "physical-floor") floor = r["p50"].get<double>();
+    if (r["name"] == "physical-floor") floor = r["p50_interp"].get<double>();
   for (const auto& r : report["results"]) {
-    const std::string ratio = floor > 0 ? fmt::format("{:.2f}x", r["p50"].get<double>() / floor) : "-";
-    fmt::print("  {:<22} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f} {:>10.0f} {:>10.0f} {:>9}\n", r["name"].get<std::string>(),
-               r["p50"].get<double>(), r["p90"].get<double>(), r["p99"].get<double>(), r["p999"].get<double>(),
-               r["p9999"].get<double>(), r["max"].get<double>(), ratio);
+    const std::string ratio = floor > 0 ? fmt::format("{:.2f}x", r["p50_interp"].get<double>() / floor) : "-";
+    fmt::print("  {:<22} {:>7.1f} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f} {:>10.0f} {:>10.0f} {:>9}\n",
+               r["name"].get<std::string>(), r["p50_interp"].get<double>(), r["p50"].get<double>(),
+               r["p90"].get<double>(), r["p99"].get<double>(), r["p999"].get<double>(), r["p9999"].get<double>(),
+               r["max"].get<double>(), ratio);
   }
   for (const auto& s : report["skipped"])
     fmt::print("  {:<22} skipped: {}\n", s["name"].get<std::string>(), s["reason"].get<std::string>());
   for (const auto& [name, per_round] : report["round_ratios"].items()) {
     std::string values;
     for (const auto& v : per_round) values += fmt::format("{}{:.2f}", values.empty() ? "" : " ", v.get<double>());
-    fmt::print("  {} p50 by round: {}\n", name, values);
+    fmt::print("  {} p50~ by round: {}\n", name, values);
   }
 }
 

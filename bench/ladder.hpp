@@ -36,7 +36,7 @@ struct LadderOptions {
 // JSON: {"suite":"ladder","host":{...},"config":{...},
 //        "results":[{name,kind,p50,...,max,samples,round_p50:[...]}],
 //        "skipped":[{name,reason}], "ratios":{...},
-//        "round_ratios":{"shm-ring-spin/physical-floor":[per-round p50 ratio, ...], ...}}
+//        "round_ratios":{"shm-call-spin/physical-floor":[per-round p50 ratio, ...], ...}}
 [[nodiscard]] Expected<nlohmann::json> run_ladder(const LadderOptions& options);
 
 // A table for people: percentiles in ns and each transport's p50 as a multiple of the floor.

@@ -3,10 +3,43 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <thread>
 
 namespace ipcfloor {
+
+namespace {
+
+// The counter's step in ticks: read it back to back and look at how far it moved. A fine counter
+// moves by the cost of a read, a spread of values whose common divisor is 1; a coarse one only by
+// whole steps (and the odd tick some hosts add to keep reads increasing), so the common divisor
+// of its frequent moves is the step. Coarse when that divisor is large and nearly every move sits
+// on its grid.
+std::uint64_t counter_step_ticks() {
+  constexpr int kReads = 20'000;
+  std::map<std::uint64_t, int> moves;
+  std::uint64_t previous = TscClock::now();
+  for (int i = 0; i < kReads; ++i) {
+    const std::uint64_t now = TscClock::now();
+    if (now - previous > 2) ++moves[now - previous];
+    previous = now;
+  }
+  int total = 0;
+  for (const auto& [move, count] : moves) total += count;
+  std::uint64_t divisor = 0;
+  for (const auto& [move, count] : moves)
+    if (count * 200 >= total) divisor = std::gcd(divisor, move);
+  if (divisor < 8) return 1;
+  int on_grid = 0;
+  for (const auto& [move, count] : moves) {
+    const std::uint64_t rest = move % divisor;
+    if (rest <= 1 || rest >= divisor - 1) on_grid += count;
+  }
+  return on_grid * 100 >= total * 98 ? divisor : 1;
+}
+
+}  // namespace
 
 TscClock TscClock::calibrate(unsigned window_ms) {
   const auto wall0 = std::chrono::steady_clock::now();
@@ -15,10 +48,33 @@ TscClock TscClock::calibrate(unsigned window_ms) {
   const std::uint64_t tsc1 = now();
   const auto wall1 = std::chrono::steady_clock::now();
   const double ns = std::chrono::duration<double, std::nano>(wall1 - wall0).count();
-  return TscClock(ns / static_cast<double>(tsc1 - tsc0));
+  const double ns_per_tick = ns / static_cast<double>(tsc1 - tsc0);
+  const std::uint64_t step = counter_step_ticks();
+  return TscClock(ns_per_tick, step > 1 ? static_cast<double>(step) * ns_per_tick : 0.0);
 }
 
-LatencySummary summarize(std::string name, std::string kind, std::vector<double>& ns) {
+double interpolated_median(const std::vector<double>& sorted_ns, double step_ns) noexcept {
+  if (sorted_ns.empty() || step_ns <= 0) return sorted_ns.empty() ? 0.0 : sorted_ns[(sorted_ns.size() - 1) / 2];
+  const double half = static_cast<double>(sorted_ns.size()) / 2.0;
+  const auto bin_of = [step_ns](double v) { return std::llround(v / step_ns); };
+  std::size_t below = 0;  // samples in bins before the current one
+  std::size_t i = 0;
+  while (i < sorted_ns.size()) {
+    const long long bin = bin_of(sorted_ns[i]);
+    std::size_t j = i;
+    while (j < sorted_ns.size() && bin_of(sorted_ns[j]) == bin) ++j;
+    const std::size_t in_bin = j - i;
+    if (static_cast<double>(below + in_bin) >= half) {
+      const double fraction = (half - static_cast<double>(below)) / static_cast<double>(in_bin);
+      return (static_cast<double>(bin) - 0.5 + fraction) * step_ns;
+    }
+    below += in_bin;
+    i = j;
+  }
+  return sorted_ns.back();
+}
+
+LatencySummary summarize(std::string name, std::string kind, std::vector<double>& ns, double step_ns) {
   LatencySummary s;
   s.name = std::move(name);
   s.kind = std::move(kind);
@@ -38,13 +94,16 @@ LatencySummary summarize(std::string name, std::string kind, std::vector<double>
   s.p9999 = rank(0.9999);
   s.max = ns.back();
   s.mean = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
+  s.step_ns = step_ns;
+  s.p50_interp = step_ns > 0 ? interpolated_median(ns, step_ns) : s.p50;
   return s;
 }
 
 nlohmann::json to_json(const LatencySummary& s) {
   return nlohmann::json{{"name", s.name}, {"kind", s.kind}, {"unit", "ns"}, {"samples", s.samples},
                         {"min", s.min},   {"p50", s.p50},   {"p90", s.p90},   {"p99", s.p99},
-                        {"p999", s.p999}, {"p9999", s.p9999}, {"max", s.max}, {"mean", s.mean}};
+                        {"p999", s.p999}, {"p9999", s.p9999}, {"max", s.max}, {"mean", s.mean},
+                        {"p50_interp", s.p50_interp}, {"clock_step_ns", s.step_ns}};
 }
 
 }  // namespace ipcfloor

@@ -32,10 +32,15 @@ class TscClock {
   [[nodiscard]] double to_ns(std::uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }
   [[nodiscard]] double ns_per_tick() const noexcept { return ns_per_tick_; }
   [[nodiscard]] double ghz() const noexcept { return 1.0 / ns_per_tick_; }
+  // How far the counter moves at once, in ns. Some hosts derive the TSC from a slower reference
+  // clock (AMD Zen: 100 MHz, so steps of 10 ns however fast the core runs); every sample is then a
+  // multiple of the step, give or take a tick. 0 when the counter moves a tick at a time.
+  [[nodiscard]] double step_ns() const noexcept { return step_ns_; }
 
  private:
-  explicit TscClock(double ns_per_tick) : ns_per_tick_(ns_per_tick) {}
+  TscClock(double ns_per_tick, double step_ns) : ns_per_tick_(ns_per_tick), step_ns_(step_ns) {}
   double ns_per_tick_;
+  double step_ns_;
 };
 
 struct LatencySummary {
@@ -43,10 +48,23 @@ struct LatencySummary {
   std::string kind;  // "rtt" or "one-way"
   std::size_t samples = 0;
   double min = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0, mean = 0;
+  // The median read between the clock's steps: with a coarse counter, nearest-rank p50 can only
+  // land on a multiple of the step, which hides differences smaller than one step. This is the
+  // grouped-data median (linear within the step that holds the middle sample), the same as p50
+  // when the counter moves a tick at a time. Ratios between rungs use it.
+  double p50_interp = 0;
+  double step_ns = 0;  // the clock step the samples were taken with (0: one tick)
 };
 
-// Sorts `ns` in place and takes nearest-rank percentiles. Allocates nothing beyond the sort.
-[[nodiscard]] LatencySummary summarize(std::string name, std::string kind, std::vector<double>& ns);
+// Sorts `ns` in place and takes nearest-rank percentiles, and the interpolated median for a clock
+// that moves in steps of `step_ns` (0: fine-grained). Allocates nothing beyond the sort.
+[[nodiscard]] LatencySummary summarize(std::string name, std::string kind, std::vector<double>& ns,
+                                       double step_ns = 0.0);
+
+// The grouped-data median of sorted samples taken with a clock of step `step_ns` (> 0): samples
+// are counted in bins of one step centred on its multiples, and the middle rank is located
+// linearly inside its bin. Pure.
+[[nodiscard]] double interpolated_median(const std::vector<double>& sorted_ns, double step_ns) noexcept;
 
 [[nodiscard]] nlohmann::json to_json(const LatencySummary& summary);
 

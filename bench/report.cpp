@@ -123,10 +123,10 @@ std::string granularity_section(const nlohmann::json& g) {
     md += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", r["name"].get<std::string>(), r["p50"].get<double>() / 1e6,
                       r["min"].get<double>() / 1e6, r["max"].get<double>() / 1e6, r["description"].get<std::string>());
   md += "\nBreak-even G = compute per call / transport floor (ECHO RTT p50, this run):\n\n"
-        "| granularity | compute ns | G shm-ring-spin | G uds | G tcp |\n|---|---:|---:|---:|---:|\n";
+        "| granularity | compute ns | G shm-call-spin | G uds | G tcp |\n|---|---:|---:|---:|---:|\n";
   for (const auto& r : g["break_even"])
     md += fmt::format("| {} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n", r["granularity"].get<std::string>(),
-                      r["compute_ns"].get<double>(), r["G_shm-ring-spin"].get<double>(), r["G_uds"].get<double>(),
+                      r["compute_ns"].get<double>(), r["G_shm-call-spin"].get<double>(), r["G_uds"].get<double>(),
                       r["G_tcp"].get<double>());
   return md + "\n";
 }

@@ -1,6 +1,12 @@
-// shm-ring-{spin,backoff,block}: a 48-byte ECHO through the ipcfloor segment to an engine in
-// another process, whose serving thread is pinned to the other core. The client thread is
-// pinned here and times each call on its own.
+// The ipcfloor segment on the ladder: a 48-byte ECHO to an engine in another process, whose
+// serving thread is pinned to the other core. The client thread is pinned here and times each
+// round trip on its own.
+//
+// shm-call-{spin,backoff,block}: ShmClient::call, the single-flight exchange: the request and its
+//   answer share one cache line (shm/exchange.hpp). What a blocking caller gets.
+// shm-ring-{spin,backoff,block}: one frame in flight through the lane's request and response
+//   rings (submit, then wait_response): what each frame of a pipelining client costs when the
+//   pipeline is one deep, on two lines that move through the ring's slots.
 
 #include "bench/engine_child.hpp"
 #include "bench/transports.hpp"
@@ -8,11 +14,15 @@
 #include "common/affinity.hpp"
 
 namespace ipcfloor {
+namespace {
 
-Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode) {
+enum class ShmPath { call, ring };
+
+Expected<std::vector<double>> run_shm(const TransportContext& context, const char* wait_mode, ShmPath path) {
   auto mode = parse_wait_mode(wait_mode);
   if (!mode) return std::unexpected(mode.error());
-  EngineChild engine(context.binary, unique_segment_name(std::string("ladder-") + wait_mode),
+  const char* what = path == ShmPath::call ? "ladder-call-" : "ladder-ring-";
+  EngineChild engine(context.binary, unique_segment_name(std::string(what) + wait_mode),
                      {"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000", "--ring-capacity",
                       std::to_string(context.ring_capacity)});
   if (!engine.up())
@@ -28,16 +38,33 @@ Expected<std::vector<double>> run_shm_ring(const TransportContext& context, cons
   ResponseSlot response{};
   const std::size_t total = context.warmup + context.samples;
   for (std::size_t i = 0; i < total; ++i) {
-    request.params.h = static_cast<std::int64_t>(i);
+    request.params = ladder_payload(i);
     const std::uint64_t t0 = TscClock::now();
-    const CallStatus status = client->call(request, response);
+    CallStatus status = CallStatus::ok;
+    if (path == ShmPath::call) {
+      status = client->call(request, response);
+    } else {
+      std::uint64_t seq = 0;
+      status = client->submit(request, seq);
+      if (status == CallStatus::ok) status = client->wait_response(response);
+    }
     const std::uint64_t t1 = TscClock::now();
     if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
-    if (response.echo().h != static_cast<std::int64_t>(i))
+    if (response.echo() != ladder_payload(i))
       return fail(ErrorCode::protocol, "ECHO {} came back as {}", i, response.echo().h);
     if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
   }
   return samples;
+}
+
+}  // namespace
+
+Expected<std::vector<double>> run_shm_call(const TransportContext& context, const char* wait_mode) {
+  return run_shm(context, wait_mode, ShmPath::call);
+}
+
+Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode) {
+  return run_shm(context, wait_mode, ShmPath::ring);
 }
 
 }  // namespace ipcfloor

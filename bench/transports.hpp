@@ -89,6 +89,8 @@ inline void unpin_current_thread() noexcept {
 // The same with `lines_per_array` lines (>= 1; tests use a few to wrap around quickly).
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_rotating(const TransportContext& context,
                                                                         std::size_t lines_per_array);
+// The segment's single-flight exchange (ShmClient::call) and its rings with one frame in flight.
+[[nodiscard]] Expected<std::vector<double>> run_shm_call(const TransportContext& context, const char* wait_mode);
 [[nodiscard]] Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode);
 [[nodiscard]] Expected<std::vector<double>> run_inproc_call(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& context);

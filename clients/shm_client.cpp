@@ -78,10 +78,6 @@ ShmClient::ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseco
       doorbell_(attachment_.lane().view().doorbell),
       engine_blocks_(static_cast<WaitMode>(attachment_.header().wait_mode) == WaitMode::block) {}
 
-void ShmClient::ring_engine() noexcept {
-  if (engine_blocks_) ring_doorbell(*doorbell_);
-}
-
 CallStatus ShmClient::check_engine() const noexcept {
   const DataHeader& header = attachment_.header();
   // The connection is the engine's lease on us and ours on it: the kernel ends it when the
@@ -97,13 +93,15 @@ CallStatus ShmClient::check_engine() const noexcept {
   return CallStatus::timeout;
 }
 
-CallStatus ShmClient::await_exchange(WaitDeadline deadline) noexcept {
+CallStatus ShmClient::await_exchange() noexcept {
   if (mode_ != WaitMode::block) {
-    for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
+    for (std::uint32_t i = 0; i < kCallPollsBeforeDeadline; ++i) {
       if (exchange_.answered()) return CallStatus::ok;
       cpu_relax();
     }
   }
+  // Only a wait that lasted this long reads the clock: the deadline counts from here.
+  const auto deadline = WaitClock::now() + timeout_;
   auto ready = [this]() noexcept { return exchange_.answered(); };
   for (;;) {
     if (ready()) return CallStatus::ok;
@@ -115,32 +113,12 @@ CallStatus ShmClient::await_exchange(WaitDeadline deadline) noexcept {
   }
 }
 
-CallStatus ShmClient::call(RequestSlot request, ResponseSlot& response) noexcept {
-  // The line may still be owed to an earlier call that timed out: its answer is that call's.
-  if (exchange_.pending()) {
-    const CallStatus owed = await_exchange(WaitClock::now() + timeout_);
-    if (owed != CallStatus::ok) return owed;
-  }
-  if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
-  CallSlot& slot = exchange_.request();
-  const std::uint64_t seq = next_call_seq_++;
-  slot.opcode = request.opcode;
-  slot.code = request.flags;
-  slot.seq = seq;
-  slot.payload = request.params;
-  exchange_.publish();
-  ring_engine();
-  const CallStatus got = await_exchange(WaitClock::now() + timeout_);
-  if (got != CallStatus::ok) return got;
-  if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
-  const CallSlot& answer = exchange_.answer();
-  if (answer.seq != seq) return CallStatus::out_of_order;
-  response.seq = answer.seq;
-  response.opcode = answer.opcode;
-  response.status = answer.code;
-  response.stamp = 0;
-  response.set_echo(answer.payload);  // pnl, trades and extra, as the engine wrote them
-  return CallStatus::ok;
+CallStatus ShmClient::settle_owed_call() noexcept {
+  // The line is still owed to an earlier call that timed out: its answer is that call's, and is
+  // dropped here; the new call starts once the line is the client's again.
+  const CallStatus owed = await_exchange();
+  if (owed != CallStatus::ok) return owed;
+  return exchange_.state() == ExchangeState::corrupt ? CallStatus::corrupt : CallStatus::ok;
 }
 
 CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
@@ -203,8 +181,7 @@ CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::by
   if (in.size() > half || out.size() != in.size()) return CallStatus::too_large;
   // An earlier call that timed out may still be using the region: settle it first.
   if (exchange_.pending()) {
-    const CallStatus owed = await_exchange(WaitClock::now() + timeout_);
-    if (owed != CallStatus::ok) return owed;
+    if (const CallStatus owed = settle_owed_call(); owed != CallStatus::ok) return owed;
   }
   if (!in.empty()) std::memcpy(region.data(), in.data(), in.size());
   const BulkEcho echo{.in_offset = 0, .out_offset = half, .bytes = in.size(), .unused = {}};

@@ -53,6 +53,10 @@ enum class CallStatus : std::uint8_t {
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
 
+// Polls a blocking call makes before it reads the clock to start its deadline (a clock read
+// costs tens of ns, a large share of a round trip through the segment).
+inline constexpr std::uint32_t kCallPollsBeforeDeadline = 2048;
+
 class ShmClient {
  public:
   // Attaches to engine NAME and gets a lane. When no lane is free but one is being freed (its
@@ -71,7 +75,7 @@ class ShmClient {
   // status, opcode and the 48 answer bytes). Sets request.seq itself. A call that timed out
   // leaves its answer owed: the next call first waits (bounded) for it and drops it, so it can
   // never return an earlier call's answer.
-  [[nodiscard]] CallStatus call(RequestSlot request, ResponseSlot& response) noexcept;
+  [[nodiscard]] CallStatus call(const RequestSlot& request, ResponseSlot& response) noexcept;
 
   // Pipelining through the rings. submit() waits (bounded) for ring space, publishes the
   // request and returns its seq through `seq`; answers come back in submission order through
@@ -114,8 +118,13 @@ class ShmClient {
   // Why a wait ran out: engine_gone, engine_hung, or timeout.
   [[nodiscard]] CallStatus check_engine() const noexcept;
   void ring_engine() noexcept;
-  // Waits (bounded, in mode_) until the exchange's pending call is answered or corrupt.
-  [[nodiscard]] CallStatus await_exchange(WaitDeadline deadline) noexcept;
+  // Waits (bounded by timeout_, in mode_) until the exchange's pending call is answered or
+  // corrupt. Reads the clock only once the first kPollsBeforeDeadline polls came up empty.
+  [[nodiscard]] CallStatus await_exchange() noexcept;
+  // The rest of a call once its answer is in (or the line turned corrupt).
+  [[nodiscard]] CallStatus finish_call(std::uint64_t seq, ResponseSlot& response) noexcept;
+  // A call that finds the line still owed to an earlier call: settles that first.
+  [[nodiscard]] CallStatus settle_owed_call() noexcept;
 
   Attachment attachment_;
   WaitMode mode_;
@@ -130,5 +139,46 @@ class ShmClient {
   std::uint64_t next_call_seq_ = 1;  // the next exchange call's seq
   bool engine_blocks_ = false;       // the engine sleeps on the doorbell when idle
 };
+
+// Inline: a blocking call is the round trip the ladder holds against the bare cache-line bounce,
+// so its common path (the line is ours, the answer comes within the first polls) stays in the
+// caller's code, without a call, a copy of the 64-byte request or a clock read.
+inline CallStatus ShmClient::call(const RequestSlot& request, ResponseSlot& response) noexcept {
+  if (exchange_.pending()) {
+    if (const CallStatus owed = settle_owed_call(); owed != CallStatus::ok) return owed;
+  }
+  CallSlot& slot = exchange_.request();
+  const std::uint64_t seq = next_call_seq_++;
+  slot.opcode = request.opcode;
+  slot.code = request.flags;
+  slot.seq = seq;
+  slot.payload = request.params;
+  exchange_.publish();
+  ring_engine();
+  if (mode_ != WaitMode::block) {
+    for (std::uint32_t i = 0; i < kCallPollsBeforeDeadline; ++i) {
+      if (exchange_.answered()) return finish_call(seq, response);
+      cpu_relax();
+    }
+  }
+  if (const CallStatus got = await_exchange(); got != CallStatus::ok) return got;
+  return finish_call(seq, response);
+}
+
+inline CallStatus ShmClient::finish_call(std::uint64_t seq, ResponseSlot& response) noexcept {
+  if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
+  const CallSlot& answer = exchange_.answer();
+  if (answer.seq != seq) return CallStatus::out_of_order;
+  response.seq = answer.seq;
+  response.opcode = answer.opcode;
+  response.status = answer.code;
+  response.stamp = 0;
+  response.set_echo(answer.payload);  // pnl, trades and extra, as the engine wrote them
+  return CallStatus::ok;
+}
+
+inline void ShmClient::ring_engine() noexcept {
+  if (engine_blocks_) ring_doorbell(*doorbell_);
+}
 
 }  // namespace ipcfloor

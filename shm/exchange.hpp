@@ -118,6 +118,43 @@ class ExchangeServer {
     return ExchangePoll::request;
   }
 
+  // Looks for request(answered + 1) without copying it: on `request`, the line's fields are
+  // visible and still the client's to change. For a request answered from the line itself (an
+  // ECHO is its own answer); anything the engine computes from must be copied first (copy_of).
+  [[nodiscard]] ExchangePoll peek() noexcept {
+    if (corrupt_) return ExchangePoll::corrupt;
+    // acquire: as in poll.
+    const std::uint32_t stamp = std::atomic_ref<std::uint32_t>(area_->slot.stamp).load(std::memory_order_acquire);
+    if (stamp == answer_stamp(answered_)) return ExchangePoll::idle;
+    if (stamp != request_stamp(answered_ + 1)) {
+      corrupt_ = true;
+      return ExchangePoll::corrupt;
+    }
+    return ExchangePoll::request;
+  }
+
+  // The request peek() found, as a private copy.
+  [[nodiscard]] CallSlot copy_of() const noexcept {
+    CallSlot out;
+    copy_fields(out, area_->slot);
+    return out;
+  }
+  // The request's opcode and flags as they read now (the client may still change them: decide
+  // nothing on them that copy_of() would not confirm).
+  [[nodiscard]] std::uint16_t opcode_now() const noexcept { return area_->slot.opcode; }
+  [[nodiscard]] std::uint16_t flags_now() const noexcept { return area_->slot.code; }
+
+  // Answers the request peek() found with the line as it is, setting only the status: the
+  // request's seq, opcode and 48 bytes become the answer's. One store on a line this thread just
+  // read, then the stamp.
+  void answer_in_place(std::uint16_t status) noexcept {
+    area_->slot.code = status;
+    ++answered_;
+    // release: publishes the status; pairs with the client's acquire load of the stamp in
+    // ExchangeClient::answered.
+    std::atomic_ref<std::uint32_t>(area_->slot.stamp).store(answer_stamp(answered_), std::memory_order_release);
+  }
+
   // Cheap readiness test for the wait strategies: a new request or a corrupt stamp.
   [[nodiscard]] bool readable() noexcept {
     // acquire: as in poll.

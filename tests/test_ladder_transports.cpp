@@ -33,7 +33,7 @@ class Watchdog {
 };
 
 bool tested_elsewhere(const std::string& name) {
-  return name.starts_with("shm-ring-") || name == "uds" || name == "tcp";
+  return (name.starts_with("shm-ring-") || name.starts_with("shm-call-")) || name == "uds" || name == "tcp";
 }
 
 // The transports allowed to skip, and the word their reason must contain.
