@@ -5,8 +5,11 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "app/bench_command.hpp"
+#include "app/cli_common.hpp"
+#include "app/version_command.hpp"
 #include "app/gen_command.hpp"
 #include "app/serve_command.hpp"
 #include "app/status_command.hpp"
@@ -17,7 +20,9 @@
 int main(int argc, char** argv) {
   using namespace ipcfloor;
   CLI::App app{"ipcfloor: the same-host latency floor for HMA/HMA3 backtests"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "print the version, git commit, build type, compiler and kernel path, then exit");
 
   GenOptions gen_options;
   auto* gen = add_gen_subcommand(app, gen_options);
@@ -33,7 +38,21 @@ int main(int argc, char** argv) {
   // stdin, answers on stdout.
   auto* stdio = app.add_subcommand("stdio", "")->group("");
 
-  CLI11_PARSE(app, argc, argv);
+  app.footer(std::string(kExitCodesHelp));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);  // prints help, or the error and a hint
+    return code == 0 ? 0 : kExitUsage;
+  }
+  if (version) {
+    print_version();
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    fmt::print(stderr, "{}", app.help());
+    return kExitUsage;
+  }
   if (*stdio) return run_stdio_echo();
   if (*serve) return run_serve_command(serve_cli);
   if (*status) return run_status(status_options.name, status_options.json, status_options.socket_dir);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "app/cli_common.hpp"
+
 #include "shm/liveness.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -71,10 +73,7 @@ int run_status(const std::string& name, bool json, const std::string& socket_dir
   options.socket_dir = socket_dir;
   options.role = HandoffRole::observer;
   auto segment = Attachment::attach(name, options);
-  if (!segment) {
-    fmt::print(stderr, "ipcfloor status: {}\n", segment.error().message);
-    return 1;
-  }
+  if (!segment) return report_error("status", segment.error());
   const nlohmann::json s = describe_segment(*segment);
   if (json) {
     fmt::print("{}\n", s.dump(2));
