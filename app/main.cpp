@@ -9,6 +9,7 @@
 
 #include "app/bench_command.hpp"
 #include "app/cli_common.hpp"
+#include "app/doctor_command.hpp"
 #include "app/version_command.hpp"
 #include "app/gen_command.hpp"
 #include "app/serve_command.hpp"
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   auto* bench = add_bench_subcommand(app, bench_options);
   ServeCli serve_cli;
   auto* serve = add_serve_subcommand(app, serve_cli);
+  DoctorCli doctor_cli;
+  auto* doctor = add_doctor_subcommand(app, doctor_cli);
   StatusOptions status_options;
   auto* status = add_status_subcommand(app, status_options);
   // Hidden: the engine as a process per call (the ladder's `spawn` rung): 48-byte ECHO frames on
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   if (*serve) return run_serve_command(serve_cli);
   if (*status) return run_status(status_options.name, status_options.json, status_options.socket_dir);
   if (*gen) return run_gen_command(gen_options);
+  if (*doctor) return run_doctor_command(doctor_cli);
   if (*sweep) return run_sweep_command(sweep_options);
   if (*bench) {
     for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
+#include "app/doctor.hpp"
 #include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
@@ -215,6 +216,19 @@ int run_serve(const ServeOptions& options) {
         socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
         socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
         shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
+
+  if (options.shm) {
+    DoctorOptions doctor;
+    doctor.cpu = cpu;
+    doctor.bars = series->close.size();
+    doctor.lanes = options.lanes;
+    doctor.ring_capacity = options.ring_capacity;
+    doctor.bulk_bytes = options.bulk_bytes;
+    doctor.socket_dir = options.socket_dir;
+    doctor.sample_seconds = 0.05;
+    log(LogLevel::info, "serve: host checks: {}; `ipcfloor doctor --cpu {}` explains and gives the fixes",
+        summarize(run_host_checks(doctor)), cpu);
+  }
 
   // The keeper loop: engine work (hand-offs, departures, heartbeat) and signals, never blocking
   // longer than the engine asks. Log lines go to a writer thread of their own, so a stalled

@@ -1,0 +1,350 @@
+#include "app/doctor.hpp"
+
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/affinity.hpp"
+#include "shm/huge_pages.hpp"
+#include "shm/layout.hpp"
+#include "shm/shared_object.hpp"
+
+namespace ipcfloor {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string value = text.str();
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
+  return value;
+}
+
+bool list_has(const std::string& cpu_list, int cpu) {
+  const std::vector<int> cpus = parse_cpu_list(cpu_list);
+  return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end();
+}
+
+// One cpu's jiffies from /proc/stat: busy (user+nice+system+irq+softirq) and steal.
+struct CpuTimes {
+  std::uint64_t busy = 0, idle = 0, steal = 0;
+};
+
+std::vector<CpuTimes> read_cpu_times() {
+  std::vector<CpuTimes> times;
+  std::ifstream in("/proc/stat");
+  std::string label;
+  while (in >> label) {
+    if (label.rfind("cpu", 0) != 0 || label == "cpu") {
+      std::string rest;
+      std::getline(in, rest);
+      continue;
+    }
+    std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    in >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    std::string rest;
+    std::getline(in, rest);
+    const int index = std::stoi(label.substr(3));
+    if (index >= static_cast<int>(times.size())) times.resize(static_cast<std::size_t>(index) + 1);
+    times[static_cast<std::size_t>(index)] = {user + nice + system + irq + softirq, idle + iowait, steal};
+  }
+  return times;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30));
+  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+  return fmt::format("{} KiB", (bytes + 1023) / 1024);
+}
+
+void add(std::vector<HostCheck>& checks, std::string name, CheckLevel level, std::string finding, std::string fix = {}) {
+  checks.push_back(HostCheck{std::move(name), level, std::move(finding), std::move(fix)});
+}
+
+void check_huge_pages(std::vector<HostCheck>& checks, const SegmentGeometry& huge) {
+  const HugePageBudget budget = huge_page_budget();
+  const std::uint64_t need = huge.data_bytes / kHugePageBytes;
+  if (budget.available >= need) {
+    add(checks, "huge_pages", CheckLevel::ok,
+        fmt::format("{} of {} 2 MiB huge pages free; the data object needs {}", budget.available, budget.total, need));
+  } else {
+    add(checks, "huge_pages", CheckLevel::warn,
+        fmt::format("{} of {} 2 MiB huge pages free; the data object needs {}: serve falls back to 4 KiB pages "
+                    "(more TLB misses when the kernel scans the series)",
+                    budget.available, budget.total, need),
+        fmt::format("echo {} > /proc/sys/vm/nr_hugepages", budget.total + need - std::min(need, budget.available)));
+  }
+}
+
+void check_memlock(std::vector<HostCheck>& checks, std::uint64_t locked_bytes) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+    add(checks, "memlock", CheckLevel::warn, "cannot read RLIMIT_MEMLOCK");
+    return;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= locked_bytes) {
+    add(checks, "memlock", CheckLevel::ok,
+        fmt::format("RLIMIT_MEMLOCK {} covers the {} the engine locks",
+                    limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : human_bytes(limit.rlim_cur),
+                    human_bytes(locked_bytes)));
+  } else {
+    add(checks, "memlock", CheckLevel::warn,
+        fmt::format("RLIMIT_MEMLOCK {} is less than the {} the engine locks: it runs unlocked (pages may be swapped "
+                    "out and fault back in on the request path)",
+                    human_bytes(limit.rlim_cur), human_bytes(locked_bytes)),
+        "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd), or prlimit --memlock=unlimited --pid PID");
+  }
+}
+
+void check_isolation(std::vector<HostCheck>& checks, int cpu) {
+  const std::string cmdline = read_text("/proc/cmdline");
+  const bool isolated = list_has(read_text("/sys/devices/system/cpu/isolated"), cpu);
+  const bool nohz = list_has(read_text("/sys/devices/system/cpu/nohz_full"), cpu);
+  const auto rcu = cmdline.find("rcu_nocbs=");
+  const bool rcu_offloaded = rcu != std::string::npos &&
+                             list_has(cmdline.substr(rcu + 10, cmdline.find(' ', rcu) - rcu - 10), cpu);
+  if (isolated && nohz && rcu_offloaded) {
+    add(checks, "isolation", CheckLevel::ok, fmt::format("cpu {} is isolated, tickless and has its RCU callbacks offloaded", cpu));
+    return;
+  }
+  std::vector<std::string> missing;
+  if (!isolated) missing.push_back("isolcpus");
+  if (!nohz) missing.push_back("nohz_full");
+  if (!rcu_offloaded) missing.push_back("rcu_nocbs");
+  std::string joined;
+  for (const auto& m : missing) joined += (joined.empty() ? "" : ", ") + m;
+  add(checks, "isolation", CheckLevel::warn,
+      fmt::format("cpu {} lacks {}: other tasks, the scheduler tick and RCU callbacks can preempt the serving "
+                  "thread and widen the tail",
+                  cpu, joined),
+      fmt::format("boot with isolcpus={0} nohz_full={0} rcu_nocbs={0} (kernel command line), then serve --cpu {0}", cpu));
+}
+
+void check_sibling_and_steal(std::vector<HostCheck>& checks, int cpu, double seconds) {
+  const std::string siblings = read_text(fmt::format("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", cpu));
+  std::vector<int> others;
+  for (const int c : parse_cpu_list(siblings))
+    if (c != cpu) others.push_back(c);
+  const auto before = read_cpu_times();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto after = read_cpu_times();
+  if (others.empty()) {
+    add(checks, "smt_sibling", CheckLevel::ok, fmt::format("cpu {} has no SMT sibling", cpu));
+  } else {
+    for (const int sibling : others) {
+      const auto s = static_cast<std::size_t>(sibling);
+      if (s >= before.size() || s >= after.size()) continue;
+      const double busy = static_cast<double>(after[s].busy - before[s].busy);
+      const double all = busy + static_cast<double>(after[s].idle - before[s].idle);
+      const double share = all > 0 ? busy / all : 0.0;
+      add(checks, "smt_sibling", share > 0.05 ? CheckLevel::warn : CheckLevel::ok,
+          fmt::format("cpu {}'s SMT sibling cpu {} was {:.0f}% busy over {:.2f} s{}", cpu, sibling, share * 100, seconds,
+                      share > 0.05 ? ": it shares the core's pipeline with the serving thread" : ""),
+          share > 0.05 ? fmt::format("keep cpu {} idle (isolcpus={},{}), or disable SMT (echo off > "
+                                     "/sys/devices/system/cpu/smt/control)", sibling, cpu, sibling)
+                       : std::string{});
+    }
+  }
+  std::uint64_t steal = 0, total = 0;
+  for (std::size_t i = 0; i < std::min(before.size(), after.size()); ++i) {
+    steal += after[i].steal - before[i].steal;
+    total += (after[i].busy - before[i].busy) + (after[i].idle - before[i].idle) + (after[i].steal - before[i].steal);
+  }
+  const bool virtualised = read_text("/proc/cpuinfo").find(" hypervisor") != std::string::npos;
+  const double share = total > 0 ? static_cast<double>(steal) / static_cast<double>(total) : 0.0;
+  const std::string what = virtualised ? "a virtual machine" : "bare metal";
+  if (share > 0.01) {
+    add(checks, "virtualisation", CheckLevel::warn,
+        fmt::format("{}; {:.1f}% of cpu time stolen by the hypervisor over {:.2f} s: the floor moves with the host", what,
+                    share * 100, seconds),
+        "dedicated (pinned) vCPUs, or bare metal");
+  } else {
+    add(checks, "virtualisation", virtualised ? CheckLevel::warn : CheckLevel::ok,
+        fmt::format("{}; {:.1f}% steal over {:.2f} s{}", what, share * 100, seconds,
+                    virtualised ? ": the core-to-core floor depends on where the host places the vCPUs" : ""),
+        virtualised ? "pin the vCPUs on the host, or measure on bare metal" : "");
+  }
+}
+
+void check_frequency(std::vector<HostCheck>& checks, int cpu) {
+  const std::string governor = read_text(fmt::format("/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor", cpu));
+  if (governor.empty()) {
+    add(checks, "governor", CheckLevel::ok, "no cpufreq governor exposed (fixed frequency, or decided by the hypervisor)");
+  } else if (governor == "performance") {
+    add(checks, "governor", CheckLevel::ok, fmt::format("cpu {} governor: performance", cpu));
+  } else {
+    add(checks, "governor", CheckLevel::warn,
+        fmt::format("cpu {} governor: {}: the core clocks down while it waits and takes time to come back", cpu, governor),
+        "cpupower frequency-set -g performance");
+  }
+  std::string boost = read_text("/sys/devices/system/cpu/cpufreq/boost");
+  if (boost.empty()) boost = read_text("/sys/devices/system/cpu/intel_pstate/no_turbo") == "0" ? "1" : "";
+  if (boost == "1")
+    add(checks, "boost", CheckLevel::warn, "turbo/boost is on: the clock depends on temperature and the other cores",
+        "echo 0 > /sys/devices/system/cpu/cpufreq/boost (or echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo)");
+  else
+    add(checks, "boost", CheckLevel::ok, boost.empty() ? "boost control not exposed" : "boost is off");
+}
+
+void check_thp(std::vector<HostCheck>& checks) {
+  const std::string thp = read_text("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (thp.find("[always]") != std::string::npos) {
+    add(checks, "thp", CheckLevel::warn,
+        "transparent huge pages: always: khugepaged may compact memory under a running engine",
+        "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled");
+  } else {
+    add(checks, "thp", CheckLevel::ok,
+        fmt::format("transparent huge pages: {}", thp.empty() ? std::string("not exposed") : thp));
+  }
+}
+
+void check_socket_dir(std::vector<HostCheck>& checks, const std::string& dir) {
+  struct statvfs info {};
+  if (::statvfs(dir.c_str(), &info) != 0 || ::access(dir.c_str(), W_OK) != 0) {
+    add(checks, "socket_dir", CheckLevel::fail,
+        fmt::format("{} is missing or not writable: the engine cannot create its socket and lock file there", dir),
+        fmt::format("mkdir -p {} (a tmpfs such as /dev/shm), or serve --socket-dir DIR", dir));
+    return;
+  }
+  const std::uint64_t free_bytes = std::uint64_t{info.f_bavail} * info.f_frsize;
+  add(checks, "socket_dir", free_bytes < 4096 ? CheckLevel::fail : CheckLevel::ok,
+      fmt::format("{} is writable, {} free (the engine keeps only its socket and lock file there; the shared memory is "
+                  "memfds, counted as shared memory, not against it)",
+                  dir, human_bytes(free_bytes)),
+      free_bytes < 4096 ? fmt::format("free space in {}", dir) : "");
+}
+
+void check_irqs(std::vector<HostCheck>& checks, int cpu) {
+  std::size_t on_cpu = 0, total = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/irq", error)) {
+    if (!entry.is_directory()) continue;
+    const std::string affinity = read_text(entry.path().string() + "/smp_affinity_list");
+    if (affinity.empty()) continue;
+    ++total;
+    if (list_has(affinity, cpu)) ++on_cpu;
+  }
+  if (total == 0) {
+    add(checks, "irq_affinity", CheckLevel::ok, "no IRQ affinities readable");
+  } else if (on_cpu == 0) {
+    add(checks, "irq_affinity", CheckLevel::ok, fmt::format("none of {} IRQs may land on cpu {}", total, cpu));
+  } else {
+    add(checks, "irq_affinity", CheckLevel::warn,
+        fmt::format("{} of {} IRQs may land on cpu {}: an interrupt stops the serving thread for microseconds", on_cpu,
+                    total, cpu),
+        fmt::format("for each IRQ N: echo <other cpus> > /proc/irq/N/smp_affinity_list (and keep irqbalance off cpu {}: "
+                    "IRQBALANCE_BANNED_CPULIST={})", cpu, cpu));
+  }
+}
+
+void check_kernel_features(std::vector<HostCheck>& checks) {
+  utsname name{};
+  ::uname(&name);
+  int major = 0, minor = 0;
+  (void)std::sscanf(name.release, "%d.%d", &major, &minor);
+  const int version = major * 100 + minor;
+  if (version < 501) {
+    add(checks, "kernel", CheckLevel::fail,
+        fmt::format("Linux {}: memfd F_SEAL_FUTURE_WRITE needs 5.1; the engine cannot hand out read-only data", name.release),
+        "a kernel of 5.1 or later (Debian 12 ships 6.1)");
+  } else if (version < 516) {
+    add(checks, "kernel", CheckLevel::warn,
+        fmt::format("Linux {}: no futex_waitv (5.16): a block-mode engine naps instead of sleeping on its doorbells",
+                    name.release),
+        "a kernel of 5.16 or later, or --wait spin/backoff");
+  } else {
+    add(checks, "kernel", CheckLevel::ok, fmt::format("Linux {}: sealed memfds and futex_waitv available", name.release));
+  }
+  const std::string source = read_text("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  const std::string cpuinfo = read_text("/proc/cpuinfo");
+  const bool invariant = cpuinfo.find("constant_tsc") != std::string::npos && cpuinfo.find("nonstop_tsc") != std::string::npos;
+  if (source == "tsc" && invariant) {
+    add(checks, "clock", CheckLevel::ok, "clocksource tsc, invariant TSC: per-sample timing reads the TSC without a syscall");
+  } else {
+    add(checks, "clock", CheckLevel::warn,
+        fmt::format("clocksource {}{}: clock reads may be slow or drift, which the benchmarks' per-sample timing feels",
+                    source.empty() ? "unknown" : source, invariant ? "" : ", TSC not invariant"),
+        "echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource (if the TSC is reliable)");
+  }
+}
+
+}  // namespace
+
+const char* to_string(CheckLevel level) noexcept {
+  switch (level) {
+    case CheckLevel::ok: return "ok";
+    case CheckLevel::warn: return "warn";
+    case CheckLevel::fail: return "fail";
+  }
+  return "unknown";
+}
+
+std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
+  std::vector<HostCheck> checks;
+  const auto allowed = allowed_cpus();
+  const int cpu = options.cpu >= 0 ? options.cpu : (allowed.empty() ? 0 : allowed.back());
+  const std::vector<int> online = parse_cpu_list(read_text("/sys/devices/system/cpu/online"));
+  if (std::find(online.begin(), online.end(), cpu) == online.end()) {
+    add(checks, "cpu", CheckLevel::fail, fmt::format("cpu {} is not online (online: {})", cpu,
+                                                     read_text("/sys/devices/system/cpu/online")),
+        "serve --cpu K with an online cpu");
+  } else if (allowed.size() < 2) {
+    add(checks, "cpu", CheckLevel::warn,
+        fmt::format("this process may use {} cpu(s): the engine's spinning thread and a spinning client need two",
+                    allowed.size()),
+        "run with at least two cpus (taskset/cgroup cpuset)");
+  } else {
+    add(checks, "cpu", CheckLevel::ok, fmt::format("serving cpu {}; this process may use {} cpus", cpu, allowed.size()));
+  }
+  const SegmentGeometry huge =
+      compute_geometry(options.lanes, options.ring_capacity, options.bars, kHugePageBytes, options.bulk_bytes);
+  check_huge_pages(checks, huge);
+  // Locked: every lane object, and the data object when it has to live on 4 KiB pages.
+  const SegmentGeometry small =
+      compute_geometry(options.lanes, options.ring_capacity, options.bars, kSmallPageBytes, options.bulk_bytes);
+  const bool huge_ok = huge_page_budget().available >= huge.data_bytes / kHugePageBytes;
+  check_memlock(checks, std::uint64_t{options.lanes} * small.lane_bytes + (huge_ok ? 0 : small.data_bytes));
+  check_isolation(checks, cpu);
+  check_sibling_and_steal(checks, cpu, options.sample_seconds);
+  check_frequency(checks, cpu);
+  check_thp(checks);
+  check_socket_dir(checks, options.socket_dir);
+  check_irqs(checks, cpu);
+  check_kernel_features(checks);
+  return checks;
+}
+
+nlohmann::json to_json(const std::vector<HostCheck>& checks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const HostCheck& check : checks)
+    out.push_back({{"check", check.name}, {"level", to_string(check.level)}, {"finding", check.finding}, {"fix", check.fix}});
+  return out;
+}
+
+std::string summarize(const std::vector<HostCheck>& checks) {
+  std::size_t counts[3] = {};
+  std::string warned, failed;
+  for (const HostCheck& check : checks) {
+    ++counts[static_cast<int>(check.level)];
+    if (check.level == CheckLevel::warn) warned += (warned.empty() ? "" : ", ") + check.name;
+    if (check.level == CheckLevel::fail) failed += (failed.empty() ? "" : ", ") + check.name;
+  }
+  return fmt::format("{} ok, {} warn{}, {} fail{}", counts[0], counts[1], warned.empty() ? "" : " (" + warned + ")",
+                     counts[2], failed.empty() ? "" : " (" + failed + ")");
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,44 @@
+#pragma once
+// Host readiness: everything the latency floor depends on that the host decides, checked and
+// explained with the exact fix. `ipcfloor doctor` prints the checks; `serve` logs a one-line
+// summary of them at start.
+//
+// Setup path: reads /proc and /sys, samples /proc/stat for a moment, allocates. Any thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ipcfloor {
+
+enum class CheckLevel : std::uint8_t { ok, warn, fail };
+
+struct HostCheck {
+  std::string name;     // short, stable: "huge_pages", "memlock", "isolation", ...
+  CheckLevel level;
+  std::string finding;  // what was found, with the numbers
+  std::string fix;      // the command or setting that fixes it (empty when ok)
+};
+
+struct DoctorOptions {
+  int cpu = -1;                  // the serving cpu to check (-1: the one serve would pick)
+  std::size_t bars = 150'000;    // the series the planned engine would hold
+  std::uint32_t lanes = 4;
+  std::uint32_t ring_capacity = 8;
+  std::size_t bulk_bytes = std::size_t{5} << 19;
+  std::string socket_dir = "/dev/shm";
+  double sample_seconds = 0.25;  // how long to watch /proc/stat for a busy sibling and steal time
+};
+
+// Runs every check. Never fails: a check that cannot read its source says so as a warning.
+[[nodiscard]] std::vector<HostCheck> run_host_checks(const DoctorOptions& options);
+
+[[nodiscard]] const char* to_string(CheckLevel level) noexcept;
+[[nodiscard]] nlohmann::json to_json(const std::vector<HostCheck>& checks);
+// "9 ok, 3 warn (isolation, governor, irq_affinity), 0 fail".
+[[nodiscard]] std::string summarize(const std::vector<HostCheck>& checks);
+
+}  // namespace ipcfloor
