@@ -18,6 +18,7 @@
 
 #include "app/cli_common.hpp"
 #include "app/doctor.hpp"
+#include "app/readiness.hpp"
 #include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
@@ -230,6 +231,23 @@ int run_serve(const ServeOptions& options) {
         summarize(run_host_checks(doctor)), cpu);
   }
 
+  if (!options.pidfile.empty())
+    if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
+  nlohmann::json facts{{"pid", getpid()}};
+  if (shm) {
+    facts["engine"] = shm->segment().name();
+    facts["socket"] = shm->segment().socket_path();
+    facts["lanes"] = shm->segment().lane_count();
+    facts["wait"] = to_string(options.wait);
+    facts["cpu"] = cpu;
+    facts["bars"] = series->close.size();
+    facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
+  }
+  if (socket_server) facts["sockets"] = socket_server->describe();
+  print_ready_line(facts);
+  notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
+                             shm ? shm->segment().name() : std::string("sockets")));
+
   // The keeper loop: engine work (hand-offs, departures, heartbeat) and signals, never blocking
   // longer than the engine asks. Log lines go to a writer thread of their own, so a stalled
   // stderr cannot stop the heartbeat or the reaction to SIGTERM.
@@ -248,6 +266,7 @@ int run_serve(const ServeOptions& options) {
       signal_number = static_cast<int>(info.ssi_signo);
   }
   const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+  notify_systemd("STOPPING=1");
 
   if (shm) {
     shm->stop();
@@ -266,6 +285,7 @@ int run_serve(const ServeOptions& options) {
         shm ? "" : fmt::format("{} received; ", signal_name), format_stats(socket_server->stats()),
         socket_server->unix_path().empty() ? "" : fmt::format("; removed {}", socket_server->unix_path()));
   }
+  if (!options.pidfile.empty()) std::remove(options.pidfile.c_str());
   return 0;
 }
 
@@ -279,6 +299,7 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
                     "refuse a BACKTEST that would hold the serving thread longer than this (measured at start; 0: "
                     "no bound)")
       ->capture_default_str();
+  serve->add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)");
   serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)");
   serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
   add_gbm_options(*serve, o.source.gbm);

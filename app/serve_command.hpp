@@ -38,6 +38,7 @@ struct ServeOptions {
   // One BACKTEST may hold the serving thread about this long (--max-frame-ms; 0: no bound).
   std::chrono::milliseconds max_frame_time{10};
   bool quiet = false;  // only errors and warnings on stderr
+  std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
   bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread
