@@ -1,5 +1,6 @@
 #include "bench/child_process.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -30,8 +31,14 @@ Expected<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv)
   CPU_ZERO(&all);
   for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &all);
   if (have_mask) sched_setaffinity(0, sizeof all, &all);
+  // The child's stdout goes nowhere: a benchmark prints its report (or JSON) there, and an engine
+  // prints its ready line on its own stdout. Its stderr stays, so a failing child explains itself.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, storage[0].c_str(), nullptr, nullptr, pointers.data(), environ);
+  const int spawned = posix_spawn(&pid, storage[0].c_str(), &actions, nullptr, pointers.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   if (have_mask) sched_setaffinity(0, sizeof pinned, &pinned);
   if (spawned != 0) return fail(ErrorCode::io, "cannot start {}: {}", storage[0], std::strerror(spawned));
   return ChildProcess(pid);

@@ -16,7 +16,7 @@ namespace ipcfloor {
 
 class ChildProcess {
  public:
-  // Spawns argv[0] (a path; PATH is not searched) with `argv`. A child inherits the spawning
+  // Spawns argv[0] (a path; PATH is not searched) with `argv`, its stdout on /dev/null. A child inherits the spawning
   // thread's cpu mask and a benchmark thread is usually pinned, so the mask is opened to every
   // online cpu for the spawn and restored. Errors name the program and the reason.
   [[nodiscard]] static Expected<ChildProcess> spawn(const std::vector<std::string>& argv);
