@@ -29,7 +29,7 @@ std::string unique_segment_name(const std::string& what) {
 EngineChild::EngineChild(std::string binary, std::string name, const std::vector<std::string>& args,
                          std::chrono::milliseconds startup)
     : name_(std::move(name)) {
-  std::vector<std::string> argv{std::move(binary), "serve", "--name", name_, "--quiet"};
+  std::vector<std::string> argv{std::move(binary), "serve", "--name", name_, "--quiet", "--log-level", "error"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto spawned = ChildProcess::spawn(argv);
   if (!spawned) return;
