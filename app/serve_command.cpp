@@ -300,7 +300,8 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
                     "no bound)")
       ->capture_default_str();
   serve->add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)");
-  serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)");
+  serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
   add_gbm_options(*serve, o.source.gbm);
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
