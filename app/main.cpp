@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   }
   if (*stdio) return run_stdio_echo();
   if (*serve) return run_serve_command(serve_cli);
-  if (*status) return run_status(status_options.name, status_options.json, status_options.socket_dir);
+  if (*status) return run_status(status_options);
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);
   if (*sweep) return run_sweep_command(sweep_options);

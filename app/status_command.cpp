@@ -1,15 +1,21 @@
 #include "app/status_command.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
-
 #include "shm/liveness.hpp"
+#include "shm/service_histogram.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
+namespace {
 
 std::string_view lane_state_name(std::uint32_t state) noexcept {
   switch (static_cast<LaneState>(state)) {
@@ -21,14 +27,136 @@ std::string_view lane_state_name(std::uint32_t state) noexcept {
   return "unknown";
 }
 
+using Histogram = std::vector<std::uint64_t>;
+
+Histogram read_histogram(const LaneStatus& lane) {
+  Histogram counts(kServiceBuckets);
+  // relaxed: a snapshot; each bucket is read on its own while the engine adds to it.
+  for (std::size_t b = 0; b < kServiceBuckets; ++b) counts[b] = lane.service_ns[b].load(std::memory_order_relaxed);
+  return counts;
+}
+
+std::uint64_t total_of(const Histogram& counts) {
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : counts) total += c;
+  return total;
+}
+
+// The smallest bucket bound at or below which `q` of the samples lie: "at most this many ns".
+std::uint64_t quantile_bound(const Histogram& counts, double q) {
+  const std::uint64_t total = total_of(counts);
+  if (total == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(q * static_cast<double>(total) + 0.999999);
+  std::uint64_t seen = 0;
+  for (std::size_t b = 0; b < counts.size(); ++b) {
+    seen += counts[b];
+    if (seen >= rank) return service_bucket_upper_ns(b);
+  }
+  return service_bucket_upper_ns(counts.size() - 1);
+}
+
+nlohmann::json histogram_json(const Histogram& counts) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (std::size_t b = 0; b < counts.size(); ++b)
+    if (counts[b] != 0)
+      buckets.push_back({{"from_ns", service_bucket_lower_ns(b)}, {"to_ns", service_bucket_upper_ns(b)}, {"count", counts[b]}});
+  return nlohmann::json{{"count", total_of(counts)},
+                        {"p50_at_most_ns", quantile_bound(counts, 0.50)},
+                        {"p99_at_most_ns", quantile_bound(counts, 0.99)},
+                        {"p999_at_most_ns", quantile_bound(counts, 0.999)},
+                        {"buckets", buckets}};
+}
+
+std::string duration_text(double seconds) {
+  if (seconds < 120) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
+std::string ns_text(std::uint64_t ns) {
+  if (ns < 10'000) return fmt::format("{} ns", ns);
+  if (ns < 10'000'000) return fmt::format("{} us", ns / 1000);
+  return fmt::format("{} ms", ns / 1'000'000);
+}
+
+// One observation of the engine, for rates between two of them.
+struct Snapshot {
+  std::chrono::steady_clock::time_point at;
+  std::vector<std::uint64_t> requests, bad_frames;
+  std::vector<Histogram> histograms;
+};
+
+Snapshot take_snapshot(const Attachment& segment) {
+  Snapshot s;
+  s.at = std::chrono::steady_clock::now();
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
+    const LaneStatus& lane = segment.lane_status(i);
+    // relaxed: counters for people.
+    s.requests.push_back(lane.requests.load(std::memory_order_relaxed));
+    s.bad_frames.push_back(lane.bad_frames.load(std::memory_order_relaxed));
+    s.histograms.push_back(read_histogram(lane));
+  }
+  return s;
+}
+
+void print_watch_screen(const Attachment& segment, const Snapshot& before, const Snapshot& after, bool clear) {
+  const DataHeader& h = segment.header();
+  const nlohmann::json status = describe_segment(segment);
+  const double seconds = std::chrono::duration<double>(after.at - before.at).count();
+  std::string screen;
+  if (clear) screen += "\x1b[H\x1b[2J";
+  const auto& engine = status["engine"];
+  screen += fmt::format("ipcfloor {}  pid {}  up {}  heartbeat {:.1f} ms ago  {} mode  {} lanes  {}\n",
+                        segment.name(), engine["pid"].get<int>(), duration_text(engine["uptime_s"].get<double>()),
+                        engine["heartbeat_age_ms"].get<double>(), status["wait_mode"].get<std::string>(),
+                        segment.lane_count(), engine["alive"].get<bool>() ? "serving" : "GONE");
+  screen += fmt::format("series {} ({} bars, checksum {})  requests {}  rejected {}  lanes released {} reclaimed {} "
+                        "corrupt {}\n\n",
+                        status["series"]["source"].get<std::string>(), h.n_bars,
+                        status["series"]["checksum"].get<std::string>(), status["counters"]["requests"].get<std::uint64_t>(),
+                        status["counters"]["bad_frames"].get<std::uint64_t>(),
+                        status["counters"]["lanes_released"].get<std::uint64_t>(),
+                        status["counters"]["lanes_reclaimed"].get<std::uint64_t>(),
+                        status["counters"]["lanes_corrupt"].get<std::uint64_t>());
+  screen += fmt::format("{:>4}  {:<11} {:>8} {:>12} {:>10} {:>5} {:>10} {:>10} {:>10}\n", "lane", "state", "owner",
+                        "req/s", "err/s", "fill", "p50", "p99", "max");
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
+    const auto& lane = status["lanes"][i];
+    Histogram delta(kServiceBuckets);
+    for (std::size_t b = 0; b < kServiceBuckets; ++b) delta[b] = after.histograms[i][b] - before.histograms[i][b];
+    std::uint64_t max_bound = 0;
+    for (std::size_t b = 0; b < kServiceBuckets; ++b)
+      if (delta[b] != 0) max_bound = service_bucket_upper_ns(b);
+    const bool any = total_of(delta) != 0;
+    const int pid = lane["owner_pid"].get<int>();
+    screen += fmt::format("{:>4}  {:<11} {:>8} {:>12.0f} {:>10.0f} {:>5} {:>10} {:>10} {:>10}\n", i,
+                          lane["state"].get<std::string>(), pid == 0 ? std::string("-") : std::to_string(pid),
+                          static_cast<double>(after.requests[i] - before.requests[i]) / seconds,
+                          static_cast<double>(after.bad_frames[i] - before.bad_frames[i]) / seconds,
+                          lane["ring_fill"].get<std::uint64_t>(),
+                          any ? "<=" + ns_text(quantile_bound(delta, 0.5)) : "-",
+                          any ? "<=" + ns_text(quantile_bound(delta, 0.99)) : "-", any ? "<=" + ns_text(max_bound) : "-");
+  }
+  screen += fmt::format("\nservice time over the last {:.1f} s, per request, as bucket bounds (4 per power of two)\n",
+                        seconds);
+  fmt::print("{}", screen);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 nlohmann::json describe_segment(const Attachment& segment) {
   const DataHeader& h = segment.header();
   // relaxed (all loads below): a snapshot for people; each counter is read on its own.
   const std::uint64_t beat = h.heartbeat_ns.load(std::memory_order_relaxed);
   const std::uint64_t now = monotonic_ns();
+  const std::uint64_t wall = unix_ns();
   nlohmann::json lanes = nlohmann::json::array();
+  Histogram all(kServiceBuckets);
   for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {  // checked against the object's size
     const LaneStatus& lane = segment.lane_status(i);
+    const Histogram counts = read_histogram(lane);
+    for (std::size_t b = 0; b < kServiceBuckets; ++b) all[b] += counts[b];
     lanes.push_back({
         {"lane", i},
         {"state", lane_state_name(lane.state.load(std::memory_order_relaxed))},
@@ -37,10 +165,14 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"claims", lane.generation.load(std::memory_order_relaxed)},
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
+        {"ring_fill", lane.ring_fill.load(std::memory_order_relaxed)},
+        {"service_ns", histogram_json(counts)},
     });
   }
   const char* name_end = static_cast<const char*>(std::memchr(h.series_name, '\0', sizeof h.series_name));
   return nlohmann::json{
+      {"schema", kStatusSchemaVersion},
+      {"time_unix_ns", wall},
       {"name", segment.name()},
       {"socket", segment.socket_path()},
       {"layout_version", h.layout_version},
@@ -53,6 +185,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
       {"bulk_bytes_per_lane", h.lane_bulk_bytes},
       {"max_frame_cost", h.max_frame_cost},
       {"engine", {{"pid", segment.engine_pid()}, {"uid", h.engine_uid}, {"alive", !segment.engine_hung_up()},
+                  {"uptime_s", wall > h.engine_start_unix_ns ? static_cast<double>(wall - h.engine_start_unix_ns) / 1e9 : 0.0},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
                   {"heartbeat_interval_ms", static_cast<double>(h.heartbeat_interval_ns) / 1e6}}},
       {"series", {{"source", std::string(h.series_name, name_end ? name_end : h.series_name + sizeof h.series_name)},
@@ -64,55 +197,139 @@ nlohmann::json describe_segment(const Attachment& segment) {
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
                     {"lanes_reclaimed", h.lanes_reclaimed.load(std::memory_order_relaxed)},
                     {"lanes_corrupt", h.lanes_corrupt.load(std::memory_order_relaxed)}}},
+      {"service_ns", histogram_json(all)},
       {"lanes", lanes},
   };
 }
 
-int run_status(const std::string& name, bool json, const std::string& socket_dir) {
-  AttachOptions options;
-  options.socket_dir = socket_dir;
-  options.role = HandoffRole::observer;
-  auto segment = Attachment::attach(name, options);
+std::string to_prometheus(const nlohmann::json& status) {
+  const std::string engine = status["name"].get<std::string>();
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  metric("ipcfloor_up", "gauge", "1 while the engine's connection is open");
+  out += fmt::format("ipcfloor_up{{engine=\"{}\"}} {}\n", engine, status["engine"]["alive"].get<bool>() ? 1 : 0);
+  metric("ipcfloor_heartbeat_age_seconds", "gauge", "age of the engine's last heartbeat");
+  out += fmt::format("ipcfloor_heartbeat_age_seconds{{engine=\"{}\"}} {:.6f}\n", engine,
+                     status["engine"]["heartbeat_age_ms"].get<double>() / 1e3);
+  metric("ipcfloor_uptime_seconds", "gauge", "seconds since the engine started");
+  out += fmt::format("ipcfloor_uptime_seconds{{engine=\"{}\"}} {:.3f}\n", engine, status["engine"]["uptime_s"].get<double>());
+  metric("ipcfloor_lanes_released_total", "counter", "lanes handed back by their clients");
+  out += fmt::format("ipcfloor_lanes_released_total{{engine=\"{}\"}} {}\n", engine,
+                     status["counters"]["lanes_released"].get<std::uint64_t>());
+  metric("ipcfloor_lanes_reclaimed_total", "counter", "lanes taken back from clients that died");
+  out += fmt::format("ipcfloor_lanes_reclaimed_total{{engine=\"{}\"}} {}\n", engine,
+                     status["counters"]["lanes_reclaimed"].get<std::uint64_t>());
+  metric("ipcfloor_lanes_corrupt_total", "counter", "lanes quarantined after impossible positions or stamps");
+  out += fmt::format("ipcfloor_lanes_corrupt_total{{engine=\"{}\"}} {}\n", engine,
+                     status["counters"]["lanes_corrupt"].get<std::uint64_t>());
+  metric("ipcfloor_requests_total", "counter", "requests answered, per lane");
+  for (const auto& lane : status["lanes"])
+    out += fmt::format("ipcfloor_requests_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
+                       lane["requests"].get<std::uint64_t>());
+  metric("ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane");
+  for (const auto& lane : status["lanes"])
+    out += fmt::format("ipcfloor_rejected_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
+                       lane["bad_frames"].get<std::uint64_t>());
+  metric("ipcfloor_ring_fill", "gauge", "request frames waiting in the lane's ring, sampled");
+  for (const auto& lane : status["lanes"])
+    out += fmt::format("ipcfloor_ring_fill{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
+                       lane["ring_fill"].get<std::uint64_t>());
+  metric("ipcfloor_service_seconds", "histogram", "time from a request's detection to its answer, per lane");
+  for (const auto& lane : status["lanes"]) {
+    const unsigned index = lane["lane"].get<unsigned>();
+    std::uint64_t cumulative = 0;
+    for (const auto& bucket : lane["service_ns"]["buckets"]) {
+      cumulative += bucket["count"].get<std::uint64_t>();
+      out += fmt::format("ipcfloor_service_seconds_bucket{{engine=\"{}\",lane=\"{}\",le=\"{:.9f}\"}} {}\n", engine, index,
+                         static_cast<double>(bucket["to_ns"].get<std::uint64_t>()) / 1e9, cumulative);
+    }
+    out += fmt::format("ipcfloor_service_seconds_bucket{{engine=\"{}\",lane=\"{}\",le=\"+Inf\"}} {}\n", engine, index,
+                       cumulative);
+    out += fmt::format("ipcfloor_service_seconds_count{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, index, cumulative);
+  }
+  return out;
+}
+
+int run_status(const StatusOptions& options) {
+  AttachOptions attach;
+  attach.socket_dir = options.socket_dir;
+  attach.role = HandoffRole::observer;
+  auto segment = Attachment::attach(options.name, attach);
   if (!segment) return report_error("status", segment.error());
+  if (options.watch) {
+    if (!(options.interval_s > 0))
+      return report_error("status", Error{ErrorCode::invalid_argument,
+                                          fmt::format("--interval {} is not a positive number of seconds", options.interval_s)});
+    const bool clear = ::isatty(STDOUT_FILENO) == 1;
+    Snapshot before = take_snapshot(*segment);
+    for (std::uint64_t shown = 0; options.count == 0 || shown < options.count; ++shown) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(options.interval_s));
+      Snapshot after = take_snapshot(*segment);
+      print_watch_screen(*segment, before, after, clear);
+      if (segment->engine_hung_up())
+        return report_error("status", Error{ErrorCode::peer_gone, fmt::format("engine {} is gone", options.name)});
+      before = std::move(after);
+    }
+    return 0;
+  }
   const nlohmann::json s = describe_segment(*segment);
-  if (json) {
+  if (options.json) {
     fmt::print("{}\n", s.dump(2));
+    return 0;
+  }
+  if (options.prometheus) {
+    fmt::print("{}", to_prometheus(s));
     return 0;
   }
   const auto& e = s["engine"];
   fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {}, {})\n", s["name"].get<std::string>(),
              s["socket"].get<std::string>(), s["layout_version"].get<unsigned>(), s["data_bytes"].get<std::uint64_t>(),
              s["backing"].get<std::string>(), s["locked"].get<bool>() ? "locked" : "not locked");
-  fmt::print("          pid {} {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
-             e["alive"].get<bool>() ? "alive" : "DEAD", e["heartbeat_age_ms"].get<double>(),
-             e["heartbeat_interval_ms"].get<double>(), s["wait_mode"].get<std::string>());
+  fmt::print("          pid {} {}, up {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
+             e["alive"].get<bool>() ? "alive" : "GONE", duration_text(e["uptime_s"].get<double>()),
+             e["heartbeat_age_ms"].get<double>(), e["heartbeat_interval_ms"].get<double>(),
+             s["wait_mode"].get<std::string>());
   const auto& series = s["series"];
   fmt::print("series    {} ({} bars, first {}, last {}, checksum {}), fee {}\n", series["source"].get<std::string>(),
              series["bars"].get<std::uint64_t>(), series["first"].get<double>(), series["last"].get<double>(),
              series["checksum"].get<std::string>(), s["fee"].get<double>());
-  fmt::print("lanes     {} x {} slots per ring, {} bulk bytes each\n", s["lane_count"].get<unsigned>(),
-             s["ring_capacity"].get<unsigned>(), s["bulk_bytes_per_lane"].get<std::uint64_t>());
+  fmt::print("lanes     {} x {} slots per ring, {} bulk bytes each; a BACKTEST may cost at most {}\n",
+             s["lane_count"].get<unsigned>(), s["ring_capacity"].get<unsigned>(),
+             s["bulk_bytes_per_lane"].get<std::uint64_t>(),
+             s["max_frame_cost"].get<std::uint64_t>() == 0 ? std::string("anything")
+                                                           : fmt::format("{:.3g}", s["max_frame_cost"].get<double>()));
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),
              c["lanes_released"].get<std::uint64_t>(), c["lanes_reclaimed"].get<std::uint64_t>(),
              c["lanes_corrupt"].get<std::uint64_t>());
-  fmt::print("{:>5}  {:<10}  {:>8}  {:>7}  {:>12}  {:>10}\n", "lane", "state", "owner", "claims", "requests", "rejected");
+  fmt::print("{:>5}  {:<11}  {:>8}  {:>7}  {:>12}  {:>10}  {:>12}  {:>12}\n", "lane", "state", "owner", "claims",
+             "requests", "rejected", "p50 service", "p99 service");
   for (const auto& lane : s["lanes"]) {
     const int pid = lane["owner_pid"].get<int>();
-    fmt::print("{:>5}  {:<10}  {:>8}  {:>7}  {:>12}  {:>10}\n", lane["lane"].get<unsigned>(),
+    const auto& service = lane["service_ns"];
+    const bool any = service["count"].get<std::uint64_t>() != 0;
+    fmt::print("{:>5}  {:<11}  {:>8}  {:>7}  {:>12}  {:>10}  {:>12}  {:>12}\n", lane["lane"].get<unsigned>(),
                lane["state"].get<std::string>(), pid == 0 ? std::string("-") : std::to_string(pid),
                lane["claims"].get<std::uint64_t>(), lane["requests"].get<std::uint64_t>(),
-               lane["bad_frames"].get<std::uint64_t>());
+               lane["bad_frames"].get<std::uint64_t>(),
+               any ? "<=" + ns_text(service["p50_at_most_ns"].get<std::uint64_t>()) : "-",
+               any ? "<=" + ns_text(service["p99_at_most_ns"].get<std::uint64_t>()) : "-");
   }
   return 0;
 }
 
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options) {
-  auto* status = app.add_subcommand("status", "Show what a live segment holds: engine, series, lanes, counters");
-  status->add_option("--name", options.name, "segment name")->capture_default_str();
+  auto* status = app.add_subcommand("status", "Show what a live engine holds and does: engine, series, lanes, counters");
+  status->add_option("--name", options.name, "engine name")->capture_default_str();
   status->add_option("--socket-dir", options.socket_dir, "the engine's socket directory")->capture_default_str();
-  status->add_flag("--json", options.json, "print JSON");
+  auto* json = status->add_flag("--json", options.json, "print JSON (with a timestamp, schema version and histograms)");
+  status->add_flag("--prometheus", options.prometheus, "print a Prometheus text exposition")->excludes(json);
+  status->add_flag("--watch", options.watch, "refresh like aeron-stat: rates, ring fill, service-time percentiles");
+  status->add_option("--interval", options.interval_s, "seconds between --watch refreshes")->capture_default_str();
+  status->add_option("--count", options.count, "--watch refreshes before stopping (0: until Ctrl-C)")->capture_default_str();
   return status;
 }
 

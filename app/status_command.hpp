@@ -1,6 +1,10 @@
 #pragma once
-// `ipcfloor status`: what a live segment holds, read without disturbing the engine.
+// `ipcfloor status`: what a live engine holds and does, read from its read-only data object
+// without disturbing it. Once (a table, JSON or a Prometheus text exposition), or refreshed like
+// `aeron-stat` with --watch: uptime, heartbeat age, and per lane the owner, requests/s, errors/s,
+// ring fill and the service-time percentiles of the last interval.
 
+#include <cstdint>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -10,20 +14,30 @@
 
 namespace ipcfloor {
 
-// Everything `status` shows, as JSON: version, backing, lock, engine pid and liveness,
-// heartbeat age, the series, each lane's owner and counters. Reads only.
+// The schema version of describe_segment's JSON: bumped whenever a field changes meaning.
+inline constexpr int kStatusSchemaVersion = 2;
+
+// Everything `status` shows, as JSON: a timestamp and schema version, the engine, its series, its
+// counters, and each lane's owner, counters and service-time histogram. Reads only.
 [[nodiscard]] nlohmann::json describe_segment(const Attachment& segment);
+
+// The same as a Prometheus text exposition (metric names ipcfloor_*, label engine="NAME").
+[[nodiscard]] std::string to_prometheus(const nlohmann::json& status);
 
 struct StatusOptions {
   std::string name = "ipcfloor";
   std::string socket_dir = std::string(kDefaultSocketDir);
   bool json = false;
+  bool prometheus = false;
+  bool watch = false;
+  double interval_s = 1.0;
+  std::uint64_t count = 0;  // --watch refreshes before stopping (0: until Ctrl-C or the engine goes)
 };
 
 // Adds the `status` subcommand, bound to `options`.
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options);
 
-// Attaches to NAME and prints its status (a table, or JSON). Returns the exit code.
-[[nodiscard]] int run_status(const std::string& name, bool json, const std::string& socket_dir);
+// Attaches to NAME as an observer (no lane) and prints its status. Returns the exit code.
+[[nodiscard]] int run_status(const StatusOptions& options);
 
 }  // namespace ipcfloor

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
+#include "common/tsc_clock.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "shm/doorbell.hpp"
@@ -103,7 +104,8 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
     e.objects_[i].emplace(std::move(*object));
   }
 
-  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost);
+  const TscClock clock = TscClock::calibrate(20);
+  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost, clock.ns_per_tick());
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
 

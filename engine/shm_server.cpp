@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/tsc_clock.hpp"
 #include "engine/dispatch.hpp"
 
 namespace ipcfloor {
@@ -18,6 +19,9 @@ constexpr std::chrono::milliseconds kIdleSleepBound{50};
 // Passes between two scans of the lane table (a pass over one active lane takes tens of ns, so
 // a scan happens every few microseconds).
 constexpr std::uint32_t kPassesPerScan = 128;
+// Scans between two samples of each ring's fill for `status`: loading the client's position
+// line more often would make it travel beside the slots it publishes.
+constexpr std::uint32_t kScansPerFillSample = 256;
 
 void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
   // relaxed: a counter only the serving thread writes; readers (status) tolerate staleness.
@@ -46,12 +50,13 @@ CallSlot to_answer(const ResponseSlot& response) noexcept {
 }  // namespace
 
 Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, WaitMode mode,
-                                                     TelemetryQueue& telemetry, std::uint64_t max_frame_cost) {
-  return std::unique_ptr<ShmServer>(new ShmServer(segment, lanes, mode, telemetry, max_frame_cost));
+                                                     TelemetryQueue& telemetry, std::uint64_t max_frame_cost,
+                                                     double ns_per_tick) {
+  return std::unique_ptr<ShmServer>(new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick));
 }
 
 ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
-                     std::uint64_t max_frame_cost)
+                     std::uint64_t max_frame_cost, double ns_per_tick)
     : segment_(segment),
       header_(segment.header()),
       shared_(lanes),
@@ -60,6 +65,7 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, Teleme
       close_(segment.series()),
       fee_(segment.header().fee),
       max_frame_cost_(max_frame_cost),
+      ns_per_tick_(ns_per_tick),
       workspace_(segment.series().size()),
       lane_count_(segment.lane_count()),
       capacity_(segment.ring_capacity()) {}
@@ -88,6 +94,7 @@ bool ShmServer::take_up(std::uint32_t index, Lane& lane, const EngineLane& share
 
 void ShmServer::scan_lanes() noexcept {
   passes_since_scan_ = 0;
+  const bool sample_fill = ++scans_ % kScansPerFillSample == 0;
   std::uint64_t active = 0;
   for (std::uint32_t i = 0; i < lane_count_; ++i) {
     EngineLane& shared = shared_.lanes[i];
@@ -99,7 +106,11 @@ void ShmServer::scan_lanes() noexcept {
           quarantined_ |= bit;
           lane.generation = shared.generation;
         }
-        if ((quarantined_ & bit) == 0) active |= bit;
+        if ((quarantined_ & bit) == 0) {
+          active |= bit;
+          // relaxed: a report for people.
+          if (sample_fill) segment_.lane_status(i).ring_fill.store(lane.requests->size_approx(), std::memory_order_relaxed);
+        }
         break;
       case LanePhase::draining:
         // Its client is gone: drop the handles, so nothing of this thread points into the old
@@ -128,6 +139,11 @@ void ShmServer::count_request(std::uint32_t index, Status status, std::uint64_t 
     report(TelemetryEvent{TelemetryEvent::Kind::bad_frame, static_cast<std::uint16_t>(status), index,
                           segment_.lane_status(index).owner_pid, seq});
   }
+}
+
+void ShmServer::record_service(std::uint32_t index, std::uint64_t ticks) noexcept {
+  const auto ns = static_cast<std::uint64_t>(static_cast<double>(ticks) * ns_per_tick_);
+  relaxed_increment(segment_.lane_status(index).service_ns[service_bucket(ns)]);
 }
 
 void ShmServer::quarantine_lane(std::uint32_t index, Lane& lane) noexcept {
@@ -165,14 +181,17 @@ std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane) noexcept {
     exchange.answer_in_place(static_cast<std::uint16_t>(Status::ok));
     exchange.notify(mode_);
     count_request(index, Status::ok, 0);
+    relaxed_increment(segment_.lane_status(index).service_ns[0]);  // in place: under the first bound
     return 1;
   }
+  const std::uint64_t t0 = TscClock::now();
   const CallSlot call = exchange.copy_of();  // private: the client may scribble on the line
   ResponseSlot response;
   const Status status = dispatch_request(to_request(call), close_, fee_, workspace_, response,
                                          {lane.view.bulk, lane.view.bulk_bytes}, max_frame_cost_);
   exchange.answer(to_answer(response));
   exchange.notify(mode_);
+  record_service(index, TscClock::now() - t0);
   count_request(index, status, call.seq);
   return 1;
 }
@@ -194,6 +213,9 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
       break;
     }
     const RequestSlot request = *shared;  // private copy: the client may still scribble on it
+    // An ECHO is answered in a few ns, under the histogram's first bound: no clock read for it.
+    const bool timed = request.opcode != static_cast<std::uint16_t>(Opcode::echo);
+    const std::uint64_t t0 = timed ? TscClock::now() : 0;
     const Status status = dispatch_request(request, close_, fee_, workspace_, *out,
                                            {lane.view.bulk, lane.view.bulk_bytes}, max_frame_cost_);
     lane.responses->commit();
@@ -201,6 +223,11 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
     lane.requests->release();
     // A block-mode client may sleep waiting for request space.
     notify_writable(*lane.requests, mode_);
+    if (timed) {
+      record_service(index, TscClock::now() - t0);
+    } else {
+      relaxed_increment(segment_.lane_status(index).service_ns[0]);
+    }
     ++served;
     count_request(index, status, request.seq);
   }

@@ -30,9 +30,10 @@ class ShmServer {
  public:
   // Setup path: sizes the kernel workspace (allocates). `segment`, `lanes` and `telemetry` must
   // outlive the server. `max_frame_cost` bounds one BACKTEST's work (0: unbounded).
+  // `ns_per_tick` converts the TSC into ns for the service-time histogram.
   [[nodiscard]] static Expected<std::unique_ptr<ShmServer>> make(Segment& segment, EngineLanes& lanes, WaitMode mode,
                                                                  TelemetryQueue& telemetry,
-                                                                 std::uint64_t max_frame_cost);
+                                                                 std::uint64_t max_frame_cost, double ns_per_tick);
 
   // Serves until `stop` turns true (checked between frames and passes, or at least every
   // kIdleSleepBound while idle in backoff/block mode). Serving thread only.
@@ -55,7 +56,7 @@ class ShmServer {
   };
 
   ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
-            std::uint64_t max_frame_cost);
+            std::uint64_t max_frame_cost, double ns_per_tick);
   // Reads the keeper's phases: takes up newly active lanes, lets go of draining ones.
   void scan_lanes() noexcept;
   // Builds the handles for the object the keeper installed. Returns false if it cannot.
@@ -65,6 +66,8 @@ class ShmServer {
   // Stops serving a lane whose client wrote something impossible, and tells that client.
   void quarantine_lane(std::uint32_t index, Lane& lane) noexcept;
   void count_request(std::uint32_t index, Status status, std::uint64_t seq) noexcept;
+  // Adds one service time, measured in TSC ticks, to the lane's histogram.
+  void record_service(std::uint32_t index, std::uint64_t ticks) noexcept;
   void report(const TelemetryEvent& event) noexcept;
 
   Segment& segment_;
@@ -75,6 +78,7 @@ class ShmServer {
   std::span<const double> close_;
   double fee_;
   std::uint64_t max_frame_cost_;
+  double ns_per_tick_;
   KernelWorkspace workspace_;
   Lane lanes_[kMaxLanes];
   DoorbellWaiter doorbells_;
@@ -87,6 +91,7 @@ class ShmServer {
   // them (the client's connection ends).
   std::uint64_t quarantined_ = 0;
   std::uint32_t passes_since_scan_ = 0;
+  std::uint32_t scans_ = 0;  // counts scans, to sample the rings' fill every so many
   std::uint32_t capacity_;  // slots per ring, from the segment's own geometry
   std::uint64_t requests_ = 0;       // mirrors header_.requests; only this thread writes it
   std::uint64_t bad_frames_ = 0;     // mirrors header_.bad_frames; only this thread writes it

@@ -15,8 +15,9 @@
 //                        |   heartbeat line   (the keeper thread, every interval)       |
 //                        |   counters line    (the serving thread)                      |
 //   lane_status_offset   +--------------------------------------------------------------+
-//    (4 KiB)             | LaneStatus[lane_count], 128 B each (engine writes): state,   |
-//                        |   verified owner pid and uid, claims, requests, bad frames   |
+//    (4 KiB)             | LaneStatus[lane_count], 1 KiB each (engine writes): state,   |
+//                        |   verified owner pid and uid, claims, requests, bad frames,  |
+//                        |   ring fill, a histogram of service time                     |
 //   series_offset        +--------------------------------------------------------------+
 //    (a page: 4 KiB or   | close[n_bars] f64                                            |
 //     2 MiB)             +--------------------------------------------------------------+
@@ -44,6 +45,7 @@
 
 #include "shm/exchange.hpp"
 #include "shm/frames.hpp"
+#include "shm/service_histogram.hpp"
 #include "shm/spsc_ring.hpp"
 
 namespace ipcfloor {
@@ -55,7 +57,7 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
-inline constexpr std::size_t kLaneStatusBytes = 128;
+inline constexpr std::size_t kLaneStatusBytes = 1024;
 inline constexpr std::uint32_t kDefaultLanes = 4;
 inline constexpr std::uint32_t kMaxLanes = 64;
 // Slots per ring. Small on purpose: with one request in flight the round trip grows with the
@@ -133,6 +135,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   // The serving thread's counters for this lane, on their own line: it writes them per request.
   alignas(kCacheLine) std::atomic<std::uint64_t> requests;
   std::atomic<std::uint64_t> bad_frames;
+  std::atomic<std::uint64_t> ring_fill;  // request frames waiting, sampled now and then
+  // Service time per request (shm/service_histogram.hpp), counts per bucket since start.
+  alignas(kRingLineBytes) std::atomic<std::uint64_t> service_ns[kServiceBuckets];
 };
 
 // The first line of a lane object. The engine writes it before the hand-over and never reads it
@@ -182,7 +187,9 @@ static_assert(offsetof(DataHeader, requests) - offsetof(DataHeader, heartbeat_ns
               "the counters line is 128 bytes from the heartbeat line");
 static_assert(offsetof(DataHeader, lanes_corrupt) + sizeof(std::uint64_t) - offsetof(DataHeader, requests) <= kCacheLine,
               "every counter stays on the counters line");
-static_assert(sizeof(LaneStatus) == kLaneStatusBytes, "LaneStatus is one 128-byte pair of lines");
+static_assert(sizeof(LaneStatus) == kLaneStatusBytes, "LaneStatus is 1 KiB: ownership, counters, histogram");
+static_assert(offsetof(LaneStatus, service_ns) % kRingLineBytes == 0,
+              "the histogram starts on its own 128-byte line");
 static_assert(offsetof(LaneStatus, requests) == kCacheLine,
               "the per-request counters sit on their own line, apart from the ownership fields");
 static_assert(sizeof(LaneHeader) <= kLaneDoorbellOffset - kLaneHeaderOffset, "LaneHeader fits before the doorbell");
