@@ -1,24 +1,44 @@
 #include "app/sweep_command.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
 #include "app/sweep_report.hpp"
-#include "kernel/grid.hpp"
 #include "clients/shm_client.hpp"
 #include "clients/socket_client.hpp"
 #include "common/checksum.hpp"
+#include "kernel/combo_io.hpp"
 #include "kernel/gbm.hpp"
+#include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
 #include "socket/tcp_endpoint.hpp"
 
 namespace ipcfloor {
 namespace {
+
+// Rows run in chunks so that results stream while workers stay busy, and a socket frame stays
+// a reasonable size.
+constexpr std::size_t kInprocChunkPerThread = 16;
+constexpr std::size_t kSocketChunk = 4096;
+// A socket sweep is one call per chunk, so without --timeout one chunk may take this long.
+constexpr double kSocketSweepTimeoutS = 600.0;
+
+// One combo to run: where it came from, and what the sweep prints for it.
+struct Planned {
+  SweepRow row;
+  bool runnable = true;  // false: the row's error is known before anything runs
+};
+
+using Emit = std::function<void(const SweepRow&)>;
 
 // The default data set's checksum, to tell whether an engine serves the fingerprint's data.
 bool is_default_series(std::uint64_t checksum) {
@@ -26,9 +46,85 @@ bool is_default_series(std::uint64_t checksum) {
   return close && fnv1a64(std::as_bytes(std::span<const double>(*close))) == checksum;
 }
 
-Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& options,
-                                                            std::span<const Combo> combos, std::string& where,
-                                                            bool& is_default, double& fee) {
+std::string window_error(const Combo& combo, std::size_t n_bars) {
+  const auto w = combo.as_array();
+  return fmt::format("window_out_of_range: windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]", w[0], w[1], w[2],
+                     w[3], w[4], w[5], n_bars);
+}
+
+// Marks every runnable row whose windows the series cannot hold, so that targets which fail a
+// whole batch for one bad combo (the socket) never see it.
+void check_windows(std::vector<Planned>& plan, std::size_t n_bars) {
+  for (Planned& p : plan) {
+    if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
+    p.runnable = false;
+    p.row.error = window_error(p.row.params, n_bars);
+  }
+}
+
+Expected<std::vector<Planned>> plan_rows(const SweepOptions& options) {
+  std::vector<Planned> plan;
+  if (!options.combos_path.empty()) {
+    auto lines = load_combos(options.combos_path);
+    if (!lines) return std::unexpected(lines.error());
+    for (ComboLine& line : *lines) {
+      Planned p;
+      p.row.length = line.combo.L;
+      p.row.params = line.combo;
+      if (!line.error.empty()) {
+        p.runnable = false;
+        p.row.error = "bad_row: " + line.error;
+      }
+      plan.push_back(std::move(p));
+    }
+    return plan;
+  }
+  if (options.lengths_given && options.lengths.empty())
+    return fail(ErrorCode::invalid_argument, "--lengths is empty; give lengths like 6,8,11, or leave it out for --grid");
+  auto lengths = options.lengths_given ? parse_lengths(options.lengths) : parse_grid(options.grid);
+  if (!lengths) return std::unexpected(lengths.error());
+  for (const std::int64_t length : *lengths) {
+    Planned p;
+    p.row.length = length;
+    p.row.params = combo_from_length(length);
+    plan.push_back(std::move(p));
+  }
+  return plan;
+}
+
+// Emits, in order, every row up to the next runnable one; returns its index (or plan.size()).
+std::size_t emit_until_runnable(std::vector<Planned>& plan, std::size_t from, const Emit& emit) {
+  while (from < plan.size() && !plan[from].runnable) emit(plan[from++].row);
+  return from;
+}
+
+Expected<void> run_inproc(const SweepOptions& options, const LoadedSeries& series, std::vector<Planned>& plan,
+                          const Emit& emit) {
+  check_windows(plan, series.close.size());
+  const unsigned threads = options.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : options.threads;
+  const std::size_t chunk = std::max<std::size_t>(1, kInprocChunkPerThread * threads);
+  std::size_t next = 0;
+  while (next < plan.size()) {
+    next = emit_until_runnable(plan, next, emit);
+    std::vector<std::size_t> indices;
+    std::vector<Combo> combos;
+    for (std::size_t i = next; i < plan.size() && combos.size() < chunk; ++i) {
+      if (!plan[i].runnable) continue;
+      indices.push_back(i);
+      combos.push_back(plan[i].row.params);
+    }
+    if (combos.empty()) break;
+    auto results = run_sweep(series.close, combos, options.fee, threads);
+    if (!results) return std::unexpected(results.error());
+    for (std::size_t k = 0; k < indices.size(); ++k) plan[indices[k]].row.result = (*results)[k];
+    const std::size_t end = indices.back() + 1;
+    for (; next < end; ++next) emit(plan[next].row);
+  }
+  return {};
+}
+
+Expected<void> run_through_segment(const SweepOptions& options, std::vector<Planned>& plan, const Emit& emit,
+                                   std::string& where, bool& is_default, double& fee) {
   ShmClientOptions client_options;
   client_options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.timeout_s));
   if (!options.wait.empty()) {
@@ -43,31 +139,55 @@ Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& 
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
                 options.fee, header.fee, options.name);
-  auto answers = client->run_all(combos, Opcode::backtest);
-  if (!answers) return std::unexpected(answers.error());
-  std::vector<BacktestResult> results;
-  for (std::size_t i = 0; i < answers->size(); ++i) {
-    const ResponseSlot& answer = (*answers)[i];
-    if (answer.status != static_cast<std::uint16_t>(Status::ok)) {
-      const auto w = combos[i].as_array();
-      return fail(ErrorCode::protocol, "engine {} rejected combo [{}, {}, {}, {}, {}, {}]: {} (the series has {} bars)",
-                  options.name, w[0], w[1], w[2], w[3], w[4], w[5], to_string(static_cast<Status>(answer.status)),
-                  header.n_bars);
-    }
-    results.push_back({answer.pnl, answer.trades});
-  }
   where = fmt::format("through shm segment {} (lane {}, {} mode), {} bars", options.name, client->lane(),
                       to_string(client->wait_mode()), header.n_bars);
   is_default = is_default_series(header.series_checksum);
-  return results;
+  const auto describe = [&](CallStatus status) { return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}", client->describe(status)); };
+  // Keep the ring full; answers come back in order, so the plan index of each one is known.
+  std::vector<std::size_t> in_flight;  // plan indices, oldest first
+  std::size_t next = 0;
+  std::size_t emitted = 0;
+  while (emitted < plan.size()) {
+    while (next < plan.size() && client->outstanding() < client->capacity()) {
+      if (!plan[next].runnable) {
+        ++next;
+        continue;
+      }
+      RequestSlot request{};
+      request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+      request.params = plan[next].row.params;
+      std::uint64_t seq = 0;
+      if (const CallStatus status = client->submit(request, seq); status != CallStatus::ok) return describe(status);
+      in_flight.push_back(next++);
+    }
+    if (!in_flight.empty()) {
+      ResponseSlot answer{};
+      if (const CallStatus status = client->wait_response(answer); status != CallStatus::ok) return describe(status);
+      Planned& p = plan[in_flight.front()];
+      in_flight.erase(in_flight.begin());
+      if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
+        p.row.result = {answer.pnl, answer.trades};
+      } else {
+        const auto status = static_cast<Status>(answer.status);
+        p.row.error = status == Status::window_out_of_range ? window_error(p.row.params, header.n_bars)
+                      : status == Status::too_costly
+                          ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-ms)",
+                                        options.name)
+                          : std::string(to_string(status));
+      }
+      p.runnable = false;  // done: the emit loop below may pass it
+    }
+    // Emit every finished row in order: rows that never ran, and rows whose answer came.
+    while (emitted < plan.size() && (in_flight.empty() || emitted < in_flight.front()) &&
+           (emitted < next || !plan[emitted].runnable))
+      emit(plan[emitted++].row);
+  }
+  return {};
 }
 
-// A socket sweep is one call (the whole batch), so without --timeout it may take this long.
-constexpr double kSocketSweepTimeoutS = 600.0;
-
-Expected<std::vector<BacktestResult>> sweep_through_socket(const SweepOptions& options, const LoadedSeries& series,
-                                                           std::span<const Combo> combos, std::string& where,
-                                                           double& fee) {
+Expected<void> run_through_socket(const SweepOptions& options, const LoadedSeries& series, std::vector<Planned>& plan,
+                                  const Emit& emit, std::string& where, double& fee) {
+  check_windows(plan, series.close.size());
   SocketClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(1000.0 * (options.timeout_given ? options.timeout_s : kSocketSweepTimeoutS)));
@@ -80,30 +200,47 @@ Expected<std::vector<BacktestResult>> sweep_through_socket(const SweepOptions& o
     client = SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
   }
   if (!client) return std::unexpected(client.error());
-  if (!options.stateful) {
-    where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame)",
+  if (options.stateful) {
+    auto loaded = client->load(series.close);
+    if (!loaded) return std::unexpected(loaded.error());
+    const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(series.close)));
+    if (loaded->checksum != checksum)
+      return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
+                  client->server(), loaded->checksum, checksum);
+    if (options.fee_given && options.fee != loaded->fee)
+      return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
+                  options.fee, loaded->fee, client->server());
+    fee = loaded->fee;
+    where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
                         series.description, series.close.size(), client->server());
-    return client->sweep(series.close, combos);
+  } else {
+    where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame per chunk)",
+                        series.description, series.close.size(), client->server());
   }
-  auto loaded = client->load(series.close);
-  if (!loaded) return std::unexpected(loaded.error());
-  const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(series.close)));
-  if (loaded->checksum != checksum)
-    return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
-                client->server(), loaded->checksum, checksum);
-  if (options.fee_given && options.fee != loaded->fee)
-    return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
-                options.fee, loaded->fee, client->server());
-  fee = loaded->fee;
-  where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
-                      series.description, series.close.size(), client->server());
-  return client->sweep_loaded(combos);
+  std::size_t next = 0;
+  while (next < plan.size()) {
+    next = emit_until_runnable(plan, next, emit);
+    std::vector<std::size_t> indices;
+    std::vector<Combo> combos;
+    for (std::size_t i = next; i < plan.size() && combos.size() < kSocketChunk; ++i) {
+      if (!plan[i].runnable) continue;
+      indices.push_back(i);
+      combos.push_back(plan[i].row.params);
+    }
+    if (combos.empty()) break;
+    auto results = options.stateful ? client->sweep_loaded(combos) : client->sweep(series.close, combos);
+    if (!results) return std::unexpected(results.error());
+    for (std::size_t k = 0; k < indices.size(); ++k) plan[indices[k]].row.result = (*results)[k];
+    const std::size_t end = indices.back() + 1;
+    for (; next < end; ++next) emit(plan[next].row);
+  }
+  return {};
 }
 
 }  // namespace
 
 CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
-  auto* sweep = app.add_subcommand("sweep", "Run a grid of combos and print pnl and trades per combo");
+  auto* sweep = app.add_subcommand("sweep", "Run combos (a grid, lengths or a combo file) and stream pnl and trades per combo");
   auto* target = sweep->add_option_group("target", "where the combos run (exactly one)");
   target->add_flag("--inproc")->description("run the kernel in this process");
   target->add_option("--name", options.name, "stream through the engine's shared-memory segment NAME");
@@ -116,18 +253,26 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--wait", options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
   sweep
       ->add_option("--timeout", options.timeout_s,
-                   "seconds to wait for any one answer (a socket sweep is one answer; there the default is 600)")
+                   "seconds to wait for any one answer (a socket sweep is one answer per chunk; there the default is 600)")
       ->capture_default_str()
       ->each([&options](const std::string&) { options.timeout_given = true; });
   sweep->add_option("--data", "close series: .csv with a close column, .f64 or .npy")
       ->check(CLI::ExistingFile)
       ->each([&options](const std::string& path) { options.source.data_path = path; });
   add_gbm_options(*sweep, options.source.gbm);
-  auto* lengths = sweep->add_option("--lengths", options.lengths, "comma-separated lengths, e.g. 6,8,11");
-  sweep->add_option("--grid", options.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
-      ->capture_default_str()
-      ->excludes(lengths);
-  sweep->add_flag("--json", options.json, "one JSON object per combo and line");
+  auto* lengths = sweep->add_option("--lengths", options.lengths, "comma-separated lengths, e.g. 6,8,11")
+                      ->each([&options](const std::string&) { options.lengths_given = true; });
+  auto* grid = sweep->add_option("--grid", options.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
+                   ->capture_default_str()
+                   ->excludes(lengths);
+  sweep->add_option("--combos", options.combos_path,
+                    "a combo file, '-' for stdin: CSV with the header h,L,s,p3,p2,p, or JSON lines "
+                    "({\"h\":3,\"L\":6,...} or {\"params\":[...]}); a bad row is reported in place, the others run")
+      ->excludes(lengths)
+      ->excludes(grid);
+  auto* json = sweep->add_flag("--json", options.json, "one JSON object per combo and line, streamed");
+  sweep->add_flag("--csv", options.csv, "CSV rows (length,h,L,s,p3,p2,p,pnl,trades,error), streamed")->excludes(json);
+  sweep->add_flag("--quiet", options.quiet, "no progress bar");
   sweep->add_option("--fee", options.fee, "fee per round trip, percentage points")
       ->capture_default_str()
       ->each([&options](const std::string&) { options.fee_given = true; });
@@ -138,51 +283,66 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
 int run_sweep_command(SweepOptions& options) {
   if (options.stateful && options.socket_path.empty() && options.tcp.empty())
     return report_error("sweep", Error{ErrorCode::invalid_argument, "--stateful needs --socket PATH or --tcp HOST:PORT"});
-  auto lengths = options.lengths.empty() ? parse_grid(options.grid) : parse_lengths(options.lengths);
-  if (!lengths) return report_error("sweep", lengths.error());
-  std::vector<Combo> combos;
-  combos.reserve(lengths->size());
-  for (const auto length : *lengths) combos.push_back(combo_from_length(length));
+  auto plan = plan_rows(options);
+  if (!plan) return report_error("sweep", plan.error());
+
+  const SweepFormat format = options.json ? SweepFormat::json : options.csv ? SweepFormat::csv : SweepFormat::table;
+  SweepWriter writer(stdout, format);
+  SweepProgress progress(plan->size(), !options.quiet);
+  std::size_t emitted = 0;
+  std::size_t failed_rows = 0;
+  std::optional<SweepRow> fingerprint_row;
+  const Emit emit = [&](const SweepRow& row) {
+    writer.row(row);
+    if (!row.error.empty()) ++failed_rows;
+    if (options.combos_path.empty() && row.length == kFingerprintLength && row.error.empty()) fingerprint_row = row;
+    progress.advance(++emitted);
+  };
 
   std::string where;
   bool is_default = false;
   double fee = options.fee;
-  Expected<std::vector<BacktestResult>> results = std::vector<BacktestResult>{};
+  Expected<void> ran{};
   if (!options.name.empty()) {
-    results = sweep_through_segment(options, combos, where, is_default, fee);
+    // The header line waits for `where`, which the engine's answer to the attach fills in.
+    ran = run_through_segment(options, *plan, [&](const SweepRow& row) {
+      if (emitted == 0 && format == SweepFormat::table) {
+        fmt::print("sweep: {} combos {}, fee {}\n", plan->size(), where, fee);
+        writer.header();
+      } else if (emitted == 0 && format == SweepFormat::csv) {
+        writer.header();
+      }
+      emit(row);
+    }, where, is_default, fee);
   } else {
     auto series = load_series_source(options.source);
     if (!series) return report_error("sweep", series.error());
-    if (!options.socket_path.empty() || !options.tcp.empty()) {
-      results = sweep_through_socket(options, *series, combos, where, fee);
-    } else {
-      results = run_sweep(series->close, combos, options.fee, options.threads);
-      where = fmt::format("over {} ({} bars), in-process", series->description, series->close.size());
-    }
     is_default = series->is_default;
-  }
-  if (!results) return report_error("sweep", results.error());
-
-  std::vector<SweepRow> rows;
-  rows.reserve(combos.size());
-  for (std::size_t i = 0; i < combos.size(); ++i) rows.push_back({(*lengths)[i], combos[i], (*results)[i]});
-  if (options.json) {
-    print_sweep_json(stdout, rows);
-    return 0;
-  }
-  fmt::print("sweep: {} combos {}, fee {}\n", rows.size(), where, fee);
-  print_sweep_table(stdout, rows);
-  if (is_default && fee == kDefaultFee) {
-    for (const SweepRow& row : rows) {
-      if (row.length != kFingerprintLength) continue;
-      const bool holds = row.result.pnl == kFingerprintPnl && row.result.trades == kFingerprintTrades;
-      fmt::print("fingerprint L=6: pnl {:.17g}, trades {}: {}\n", row.result.pnl, row.result.trades,
-                 holds ? "matches the published -5165.577039790348 / 57029"
-                       : "DOES NOT MATCH the published -5165.577039790348 / 57029");
-      if (!holds) return kExitFailure;
+    if (format != SweepFormat::json) {
+      if (format == SweepFormat::table)
+        fmt::print("sweep: {} combos over {} ({} bars){}, fee {}\n", plan->size(), series->description, series->close.size(),
+                   options.socket_path.empty() && options.tcp.empty() ? ", in-process" : "", options.fee);
+      writer.header();
+    }
+    if (!options.socket_path.empty() || !options.tcp.empty()) {
+      ran = run_through_socket(options, *series, *plan, emit, where, fee);
+    } else {
+      ran = run_inproc(options, *series, *plan, emit);
     }
   }
-  return 0;
+  progress.finish();
+  if (!ran) return report_error("sweep", ran.error());
+  if (format == SweepFormat::table && !where.empty() && options.name.empty()) fmt::print("({})\n", where);
+  if (failed_rows != 0)
+    fmt::print(stderr, "ipcfloor sweep: {} of {} combos did not run (their rows say why)\n", failed_rows, plan->size());
+  if (format == SweepFormat::table && is_default && fee == kDefaultFee && fingerprint_row) {
+    const bool holds = fingerprint_row->result.pnl == kFingerprintPnl && fingerprint_row->result.trades == kFingerprintTrades;
+    fmt::print("fingerprint L=6: pnl {:.17g}, trades {}: {}\n", fingerprint_row->result.pnl, fingerprint_row->result.trades,
+               holds ? "matches the published -5165.577039790348 / 57029"
+                     : "DOES NOT MATCH the published -5165.577039790348 / 57029");
+    if (!holds) return kExitFailure;
+  }
+  return failed_rows != 0 ? kExitInput : 0;
 }
 
 }  // namespace ipcfloor

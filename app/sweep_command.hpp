@@ -1,6 +1,8 @@
 #pragma once
-// `ipcfloor sweep`: runs combos in this process, through an engine's segment or over its socket,
-// and prints pnl and trades per combo (a table, or JSON lines scripts depend on).
+// `ipcfloor sweep`: runs combos (a grid, a list of lengths, or a combo file) in this process,
+// through an engine's segment or over its socket, and streams pnl and trades per combo as a
+// table, JSON lines (the contract scripts depend on) or CSV. A bad combo is a row with its error;
+// the others still run.
 
 #include <string>
 
@@ -22,8 +24,12 @@ struct SweepOptions {
   bool fee_given = false;
   SeriesSource source;
   std::string lengths;
+  bool lengths_given = false;  // --lengths appeared (an empty value is then an error, not the grid)
   std::string grid = "6:200:80";
+  std::string combos_path;     // --combos FILE|-: any combos, one per row
   bool json = false;
+  bool csv = false;
+  bool quiet = false;          // no progress bar
   double fee = kDefaultFee;
   unsigned threads = 0;
 };

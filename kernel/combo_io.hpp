@@ -1,0 +1,35 @@
+#pragma once
+// Combos as a researcher writes them down: a CSV file with the header `h,L,s,p3,p2,p` (the six
+// windows, in any column order), or JSON lines, one object per combo, either with the six
+// windows as fields (`{"h":3,"L":6,"s":2,"p3":1,"p2":2,"p":3}`) or as `{"params":[3,6,2,1,2,3]}`.
+// The grid is one shape of study; a combo list is any other.
+//
+// A file that cannot be read, or has no recognisable header or format, is an error. A single bad
+// row is not: it comes back with its line number and what is wrong with it, so a sweep can report
+// it in place and run the rest. Setup path: allocates, any thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/combo.hpp"
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+struct ComboLine {
+  std::size_t line = 0;  // 1-based line in the source (0 for combos that did not come from text)
+  Combo combo{};
+  std::string error;     // empty when the row parsed; otherwise why it did not
+};
+
+// Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
+// means JSON lines). `source` names the input in errors. Blank lines are skipped.
+[[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source);
+
+// Reads and parses `path`; "-" reads standard input.
+[[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path);
+
+}  // namespace ipcfloor
