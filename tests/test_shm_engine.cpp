@@ -1,4 +1,5 @@
-// The engine as a separate process, driven through the shared-memory ring by ShmClient.
+// The engine as a separate process, driven through its lanes (the exchange line and the rings) by
+// ShmClient.
 
 #include <doctest/doctest.h>
 
@@ -9,10 +10,15 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <optional>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "clients/shm_client.hpp"
+#include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/grid.hpp"
 #include "kernel/series_source.hpp"
 #include "bench/engine_child.hpp"
 #include "shm/liveness.hpp"
@@ -53,6 +59,20 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = std::chro
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return predicate();
+}
+
+// An observer's view of a running engine (no lane), or nothing when none answers.
+std::optional<Attachment> observe(const std::string& name) {
+  AttachOptions options;
+  options.role = HandoffRole::observer;
+  options.timeout = std::chrono::milliseconds(500);
+  auto attached = Attachment::attach(name, options);
+  if (!attached) return std::nullopt;
+  return std::move(*attached);
+}
+
+std::uint64_t relaxed(const std::atomic<std::uint64_t>& counter) {
+  return counter.load(std::memory_order_relaxed);  // relaxed: counters for people, polled
 }
 
 // State letter of `pid` from /proc/PID/stat ('T' when stopped), or '?'.
@@ -188,9 +208,12 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
 
   REQUIRE(client->call(request(Opcode::backtest, combo_from_length(6)), answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
-  const SegmentHeader& header = client->segment().header();
-  CHECK(header.bad_frames.load(std::memory_order_relaxed) == 5);  // relaxed: engine answered all of them
-  CHECK(header.requests.load(std::memory_order_relaxed) == 6);    // relaxed: as above
+  const DataHeader& header = client->segment().header();
+  CHECK(relaxed(header.bad_frames) == 5);
+  CHECK(relaxed(header.requests) == 6);
+  const LaneStatus& lane = client->segment().lane_status(client->lane());
+  CHECK(relaxed(lane.bad_frames) == 5);
+  CHECK(relaxed(lane.requests) == 6);
 }
 
 TEST_CASE("pipelined requests come back in order with their seq") {
@@ -237,9 +260,8 @@ TEST_CASE("reclaims the lane of a killed client") {
     // With two lanes, five dead clients in a row must not exhaust them.
     auto a = ShmClient::connect(engine.name(), backoff_client());
     REQUIRE(eventually([&] {
-      auto probe = Segment::attach(engine.name());
-      return probe && probe->header().lanes_reclaimed.load(std::memory_order_relaxed) ==  // relaxed: polled
-                          static_cast<std::uint64_t>(round + 1);
+      auto probe = observe(engine.name());
+      return probe && relaxed(probe->header().lanes_reclaimed) == static_cast<std::uint64_t>(round + 1);
     }));
   }
   auto one = ShmClient::connect(engine.name(), backoff_client());
@@ -317,6 +339,138 @@ TEST_CASE("SIGTERM stops the engine cleanly and removes the segment") {
   const int status = engine.stop(SIGTERM);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  auto gone = Segment::attach(engine.name());
-  CHECK(!gone.has_value());
+  CHECK(!observe(engine.name()).has_value());
+  CHECK(::access(("/dev/shm/" + engine.name()).c_str(), F_OK) != 0);         // the socket
+  CHECK(::access(("/dev/shm/" + engine.name() + ".lock").c_str(), F_OK) != 0);  // and the lock file
+}
+
+TEST_CASE("a client that closes its lane is counted released, not reclaimed") {
+  EngineProcess engine(unique_name("release"), {"--wait", "backoff", "--bars", "500"});
+  REQUIRE(engine.up());
+  {
+    auto client = ShmClient::connect(engine.name(), backoff_client());
+    REQUIRE(client.has_value());
+    ResponseSlot answer{};
+    REQUIRE(client->call(request(Opcode::echo, Combo{}), answer) == CallStatus::ok);
+  }
+  REQUIRE(eventually([&] {
+    auto probe = observe(engine.name());
+    return probe && relaxed(probe->header().lanes_released) == 1;
+  }));
+  auto probe = observe(engine.name());
+  REQUIRE(probe.has_value());
+  CHECK(relaxed(probe->header().lanes_reclaimed) == 0);
+}
+
+TEST_CASE("call() through the exchange line and the rings give the in-process results") {
+  EngineProcess engine(unique_name("both"), {"--wait", "backoff"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  auto series = load_series_source(SeriesSource{});
+  REQUIRE(series.has_value());
+  std::vector<Combo> combos;
+  for (const std::int64_t length : grid_lengths(6, 200, 12)) combos.push_back(combo_from_length(length));
+  auto expected = run_sweep(series->close, combos, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  auto piped = client->run_all(combos, Opcode::backtest);
+  REQUIRE(piped.has_value());
+  for (std::size_t i = 0; i < combos.size(); ++i) {
+    ResponseSlot answer{};
+    REQUIRE(client->call(request(Opcode::backtest, combos[i]), answer) == CallStatus::ok);
+    CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+    CHECK(answer.pnl == (*expected)[i].pnl);  // bit for bit
+    CHECK(answer.trades == (*expected)[i].trades);
+    CHECK((*piped)[i].pnl == (*expected)[i].pnl);
+    CHECK((*piped)[i].trades == (*expected)[i].trades);
+  }
+}
+
+TEST_CASE("a BACKTEST over the engine's bound per frame is answered too_costly and the engine keeps serving") {
+  EngineProcess engine(unique_name("costly"), {"--wait", "backoff", "--bars", "200000", "--max-frame-ms", "1"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const std::uint64_t bound = client->segment().header().max_frame_cost;
+  REQUIRE(bound > 0);
+  const Combo huge{50'000, 100'000, 300, 10'000, 20'000, 50'000};
+  REQUIRE(backtest_cost(huge, 200'000) > bound);
+  ResponseSlot answer{};
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(client->call(request(Opcode::backtest, huge), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::too_costly));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));  // refused, not computed
+  REQUIRE(client->call(request(Opcode::backtest, combo_from_length(6)), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+}
+
+TEST_CASE("call() after a timeout never returns the previous request's answer") {
+  // No bound per frame, so one slow BACKTEST keeps the engine busy past the client's timeout.
+  EngineProcess engine(unique_name("late"), {"--wait", "backoff", "--bars", "200000", "--max-frame-ms", "0"});
+  REQUIRE(engine.up());
+  ShmClientOptions options = backoff_client();
+  options.timeout = std::chrono::milliseconds(20);
+  auto client = ShmClient::connect(engine.name(), options);
+  REQUIRE(client.has_value());
+  ResponseSlot answer{};
+  const Combo slow{20'000, 40'000, 200, 3'000, 10'000, 20'000};  // hundreds of ms
+  REQUIRE(client->call(request(Opcode::backtest, slow), answer) == CallStatus::timeout);
+  // The next call waits for the late answer (within its own timeout) and drops it; give it room.
+  ShmClient patient = std::move(*client);
+  const Combo echoed{11, 22, 33, 44, 55, 66};
+  CallStatus status = CallStatus::timeout;
+  for (int attempt = 0; attempt < 200 && status == CallStatus::timeout; ++attempt)
+    status = patient.call(request(Opcode::echo, echoed), answer);
+  REQUIRE(status == CallStatus::ok);
+  CHECK(answer.opcode == static_cast<std::uint16_t>(Opcode::echo));
+  CHECK(answer.echo() == echoed);  // this call's answer, not the BACKTEST's
+  REQUIRE(patient.call(request(Opcode::echo, Combo{1, 1, 1, 1, 1, 1}), answer) == CallStatus::ok);
+  CHECK(answer.echo() == Combo{1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("a block-mode client waiting for ring space is woken when the engine frees it") {
+  EngineProcess engine(unique_name("space"), {"--wait", "block", "--bars", "20000", "--ring-capacity", "2"});
+  REQUIRE(engine.up());
+  ShmClientOptions options;
+  options.wait = WaitMode::block;
+  options.timeout = std::chrono::seconds(10);
+  auto client = ShmClient::connect(engine.name(), options);
+  REQUIRE(client.has_value());
+  // Far more frames than the ring holds: every submit past the second waits for space.
+  std::uint64_t seq = 0;
+  std::uint64_t answered = 0;
+  for (int i = 0; i < 200; ++i) {
+    while (client->outstanding() >= client->capacity()) {
+      ResponseSlot answer{};
+      REQUIRE(client->wait_response(answer) == CallStatus::ok);
+      ++answered;
+    }
+    REQUIRE(client->submit(request(Opcode::backtest, combo_from_length(20)), seq) == CallStatus::ok);
+  }
+  while (client->outstanding() > 0) {
+    ResponseSlot answer{};
+    REQUIRE(client->wait_response(answer) == CallStatus::ok);
+    ++answered;
+  }
+  CHECK(answered == 200);
+}
+
+TEST_CASE("status --json of a live engine lists each lane's owner, counters and service histogram") {
+  EngineProcess engine(unique_name("status"), {"--wait", "backoff", "--bars", "500"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  ResponseSlot answer{};
+  for (int i = 0; i < 10; ++i) REQUIRE(client->call(request(Opcode::backtest, combo_from_length(6)), answer) == CallStatus::ok);
+  const std::string command = std::string(IPCFLOOR_BINARY) + " status --json --name " + engine.name();
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string text;
+  char buffer[4096];
+  for (std::size_t got = 0; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, got);
+  REQUIRE(::pclose(pipe) == 0);
+  CHECK(text.find("\"schema\": 2") != std::string::npos);
+  CHECK(text.find(fmt::format("\"owner_pid\": {}", ::getpid())) != std::string::npos);
+  CHECK(text.find("\"service_ns\"") != std::string::npos);
+  CHECK(text.find("\"requests\": 10") != std::string::npos);
 }
