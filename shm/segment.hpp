@@ -202,6 +202,8 @@ class Attachment {
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] const std::string& socket_path() const noexcept { return socket_path_; }
   [[nodiscard]] pid_t engine_pid() const noexcept { return engine_pid_; }
+  // The received data object's descriptor (sealed: read-only, fixed size).
+  [[nodiscard]] int data_fd() const noexcept { return data_.fd(); }
 
   // The lane (lane role only; empty for observers).
   [[nodiscard]] bool has_lane() const noexcept { return lane_.has_value(); }
