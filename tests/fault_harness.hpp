@@ -284,13 +284,24 @@ class Spawned {
   std::optional<int> status_;
 };
 
-// Waits (bounded) until segment `name` attaches and names `pid` as its engine.
+// An observer's view of engine `name` (no lane), or nothing when none answers now.
+[[nodiscard]] inline std::optional<Attachment> observe(const std::string& name,
+                                                       std::chrono::milliseconds limit = std::chrono::milliseconds(500)) {
+  AttachOptions options;
+  options.role = HandoffRole::observer;
+  options.timeout = limit;
+  auto attached = Attachment::attach(name, options);
+  if (!attached) return std::nullopt;
+  return std::move(*attached);
+}
+
+// Waits (bounded) until engine `name` answers a hand-off and is `pid` (SO_PEERCRED).
 [[nodiscard]] inline bool segment_served_by(const std::string& name, pid_t pid,
                                             std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   return eventually(
       [&] {
-        auto segment = Segment::attach(name);
-        return segment && segment->header().engine_pid == pid;
+        auto segment = observe(name);
+        return segment && segment->engine_pid() == pid;
       },
       limit);
 }
