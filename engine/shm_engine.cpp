@@ -96,13 +96,24 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   listen_event.data.fd = e.segment_.listen_fd();
   if (::epoll_ctl(e.epoll_.get(), EPOLL_CTL_ADD, e.segment_.listen_fd(), &listen_event) != 0)
     return fail(ErrorCode::io, "cannot watch {}: {}", e.segment_.socket_path(), std::strerror(errno));
+  std::uint32_t unlocked_lanes = 0;
+  std::string lane_warning;
   for (std::uint32_t i = 0; i < e.segment_.lane_count(); ++i) {
     auto object = e.segment_.make_lane_object(i, ++e.generations_[i]);
     if (!object) return std::unexpected(object.error());
+    if (!object->warnings().empty()) {
+      ++unlocked_lanes;
+      if (lane_warning.empty()) lane_warning = object->warnings().front();
+    }
     e.lanes_.lanes[i].view = object->view();
     e.lanes_.lanes[i].generation = object->generation();
     e.objects_[i].emplace(std::move(*object));
   }
+  if (unlocked_lanes > 0)
+    e.warnings_.push_back(unlocked_lanes == e.segment_.lane_count()
+                              ? fmt::format("{} (and the same for every lane object)", lane_warning)
+                              : fmt::format("{} (and the same for {} of {} lane objects)", lane_warning,
+                                            unlocked_lanes, e.segment_.lane_count()));
 
   const TscClock clock = TscClock::calibrate(20);
   auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost, clock.ns_per_tick());

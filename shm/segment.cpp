@@ -224,26 +224,30 @@ Expected<void> publish_data(SharedObject& object) {
 
 // Step 6, the socket: bound, made 0600, then listening, so that a client that can connect finds
 // the engine whole. Returns the listener and the socket file's identity.
+// The socket is bound, made 0600 and listening under a temporary name, then renamed into place:
+// a client never finds DIR/NAME with the wrong mode or not yet listening (which it would take
+// for a dead engine).
 Expected<UniqueFd> open_listener(const std::string& path, dev_t& device, ino_t& inode) {
-  auto address = unix_address(path);
+  if (auto final_address = unix_address(path); !final_address) return std::unexpected(std::move(final_address.error()));
+  const std::string staging = path + ".new";
+  auto address = unix_address(staging);
   if (!address) return std::unexpected(std::move(address.error()));
   UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener) return fail(ErrorCode::io, "cannot create the hand-off socket: {}", errno_text(errno));
+  ::unlink(staging.c_str());  // left by an engine that died here; we hold the name's lock
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0)
-    return fail(errno == EADDRINUSE ? ErrorCode::busy : ErrorCode::io, "cannot bind {}: {}", path, errno_text(errno));
-  struct stat info {};
-  if (::chmod(path.c_str(), kObjectMode) != 0 || ::lstat(path.c_str(), &info) != 0) {
+    return fail(errno == EADDRINUSE ? ErrorCode::busy : ErrorCode::io, "cannot bind {}: {}", staging, errno_text(errno));
+  const auto give_up = [&](std::string_view what) {
     const int error = errno;
-    ::unlink(path.c_str());
-    return fail(ErrorCode::io, "cannot make {} mode 0600: {}", path, errno_text(error));
-  }
+    ::unlink(staging.c_str());
+    return fail(ErrorCode::io, "cannot {} {}: {}", what, staging, errno_text(error));
+  };
+  struct stat info {};
+  if (::chmod(staging.c_str(), kObjectMode) != 0 || ::lstat(staging.c_str(), &info) != 0) return give_up("make 0600");
+  if (::listen(listener.get(), 64) != 0) return give_up("listen on");
+  if (::rename(staging.c_str(), path.c_str()) != 0) return give_up(fmt::format("rename to {}", path));
   device = info.st_dev;
   inode = info.st_ino;
-  if (::listen(listener.get(), 64) != 0) {
-    const int error = errno;
-    ::unlink(path.c_str());
-    return fail(ErrorCode::io, "cannot listen on {}: {}", path, errno_text(error));
-  }
   return listener;
 }
 
@@ -401,6 +405,21 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto cleared = clear_stale_socket(segment.socket_path_, config.name, segment.warnings_); !cleared)
     return std::unexpected(std::move(cleared.error()));
 
+  if (config.mlock == MlockMode::required) {
+    // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
+    // check can only be stricter than the pages granted.
+    const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, config.series.size(),
+                                                   kSmallPageBytes, config.bulk_bytes);
+    // One lane object more than lanes: a reclaimed lane's fresh object is made while the old one
+    // is still mapped.
+    const std::uint64_t bytes = (config.hugepages == HugePagesMode::required ? 0 : small.data_bytes) +
+                                (std::uint64_t{config.lanes} + 1) * small.lane_bytes;
+    if (auto budget = check_memlock_budget(
+            bytes, fmt::format("the data object and {} lane objects (one per lane and one to replace a lane's)",
+                               config.lanes + 1));
+        !budget)
+      return std::unexpected(std::move(budget.error()));
+  }
   auto data = make_data_object(config, segment.geometry_);
   if (!data) return std::unexpected(std::move(data.error()));
   segment.data_ = std::move(*data);
@@ -428,7 +447,7 @@ Expected<LaneObject> Segment::make_lane_object(std::uint32_t lane, std::uint64_t
   // Small pages: a lane is touched a few lines at a time, and a client may punch holes in its own
   // object; on huge pages a hole could be refilled only from the pool.
   spec.hugepages = HugePagesMode::off;
-  spec.mlock = mlock_ == MlockMode::off ? MlockMode::off : MlockMode::automatic;
+  spec.mlock = mlock_;
   auto object = SharedObject::create(spec);
   if (!object) return std::unexpected(std::move(object.error()));
   std::byte* const base = object->data();
@@ -537,7 +556,14 @@ Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptio
     auto connection = connect_engine(path, name, attachment.engine_pid_);
     if (!connection) return std::unexpected(std::move(connection.error()));
     auto answered = ask_engine(connection->get(), options.role, deadline, fds, path);
-    if (!answered) return std::unexpected(std::move(answered.error()));
+    if (!answered) {
+      // A live engine answers every request it accepted (it drops only connections that stay
+      // silent), so a connection closed before the answer means the engine died after the connect.
+      if (answered.error().code == ErrorCode::peer_gone)
+        return fail(ErrorCode::peer_gone, "engine {} is gone (pid {}): it closed the hand-off on {} without answering "
+                    "(it died or is stopping)", name, attachment.engine_pid_, path);
+      return std::unexpected(std::move(answered.error()));
+    }
     reply = *answered;
     const auto status = static_cast<HandoffStatus>(reply.status);
     if (status == HandoffStatus::ok) {

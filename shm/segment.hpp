@@ -82,6 +82,8 @@ class LaneObject {
   [[nodiscard]] int fd() const noexcept { return object_.fd(); }
   [[nodiscard]] std::size_t size() const noexcept { return object_.size(); }
   [[nodiscard]] std::span<std::byte> bulk() const noexcept { return {view_.bulk, view_.bulk_bytes}; }
+  // The fallbacks taken when the object was made (an mlock that RLIMIT_MEMLOCK refused).
+  [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return object_.warnings(); }
 
  private:
   friend class Segment;

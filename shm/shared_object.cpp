@@ -1,7 +1,9 @@
 #include "shm/shared_object.hpp"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/memfd.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -41,6 +43,17 @@ std::string memlock_limit_text() {
   return kib_text(limit.rlim_cur);
 }
 
+bool has_ipc_lock_capability() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+std::string memlock_fix() {
+  return fmt::format("ulimit -l unlimited or prlimit --memlock=unlimited --pid {}", ::getpid());
+}
+
 std::string huge_pages_fix(std::uint64_t pages_needed, const HugePageBudget& budget) {
   const std::uint64_t want =
       std::max<std::uint64_t>(64, budget.total + pages_needed - std::min(pages_needed, budget.available));
@@ -73,6 +86,14 @@ Expected<HugePagesMode> parse_hugepages_mode(std::string_view text) {
   if (text == "require") return HugePagesMode::required;
   if (text == "off") return HugePagesMode::off;
   return fail(ErrorCode::invalid_argument, "--hugepages '{}' is not one of auto, require, off", text);
+}
+
+Expected<void> check_memlock_budget(std::uint64_t bytes, std::string_view what) {
+  if (has_ipc_lock_capability()) return {};
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes) return {};
+  return fail(ErrorCode::resource, "--mlock require: RLIMIT_MEMLOCK is {}, {} need {} (fix: {}, then start again)",
+              memlock_limit_text(), what, kib_text(bytes), memlock_fix());
 }
 
 Expected<MlockMode> parse_mlock_mode(std::string_view text) {
@@ -157,7 +178,7 @@ Expected<SharedObject> SharedObject::create(const ObjectSpec& spec) {
       const int error = errno;
       const std::string why = fmt::format("mlock failed ({}): RLIMIT_MEMLOCK is {}, {} needs {}", errno_text(error),
                                           memlock_limit_text(), spec.label, kib_text(object.bytes_));
-      const std::string fix = fmt::format("ulimit -l unlimited or prlimit --memlock=unlimited --pid {}", ::getpid());
+      const std::string fix = memlock_fix();
       if (spec.mlock == MlockMode::required)
         return fail(ErrorCode::resource, "--mlock require: {} (fix: {}, then start again)", why, fix);
       object.warnings_.push_back(fmt::format("{}; running unlocked (fix: {})", why, fix));

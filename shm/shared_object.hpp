@@ -49,6 +49,12 @@ enum class MlockMode : std::uint8_t {
 
 inline constexpr std::size_t kSmallPageBytes = 4096;
 
+// For --mlock require, before anything is built: resource, naming RLIMIT_MEMLOCK and the fix,
+// when this process can lock less than `bytes` (the sum of everything it will lock, `what`).
+// A process with CAP_IPC_LOCK has no limit. Objects created later still lock one by one; this
+// only makes a limit that cannot hold them all fail at start instead of at the Nth client.
+[[nodiscard]] Expected<void> check_memlock_budget(std::uint64_t bytes, std::string_view what);
+
 struct ObjectSpec {
   std::string label;  // memfd name, seen in /proc/PID/fd and maps: "ipcfloor:NAME:data"
   std::size_t bytes = 0;  // rounded up to the page size of the backing chosen

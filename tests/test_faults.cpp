@@ -1201,7 +1201,10 @@ TEST_CASE("an engine refuses another uid's hand-off, and another process of its 
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::strncpy(address.sun_path, socket_path.c_str(), sizeof address.sun_path - 1);
-    REQUIRE(::connect(raw.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    // The socket file appears at bind(), a moment before listen(): connect until it listens.
+    REQUIRE(eventually(
+        [&] { return ::connect(raw.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0; },
+        std::chrono::seconds(10)));
     HandoffReply reply{};
     auto received = receive_handoff(raw.get(), std::as_writable_bytes(std::span(&reply, 1)),
                                     std::chrono::steady_clock::now() + std::chrono::seconds(2));

@@ -606,7 +606,7 @@ TEST_CASE("mlock: auto warns and runs unlocked, require fails, under a tiny RLIM
     auto refused = Segment::create(config);
     if (refused) return "require: created although mlock cannot succeed";
     if (refused.error().code != ErrorCode::resource) return "require: wrong code: " + refused.error().message;
-    for (std::string_view part : {"RLIMIT_MEMLOCK is 64 KiB", "needs", "ulimit -l unlimited", "prlimit --memlock"})
+    for (std::string_view part : {"RLIMIT_MEMLOCK is 64 KiB", "need", "ulimit -l unlimited", "prlimit --memlock"})
       if (!contains(refused.error().message, part))
         return fmt::format("require: '{}' missing in: {}", part, refused.error().message);
     if (path_exists(fmt::format("/dev/shm/{}", name))) return "require: the socket was left behind";
