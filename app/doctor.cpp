@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
+#include "kernel/isa.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/layout.hpp"
 #include "shm/shared_object.hpp"
@@ -212,6 +213,21 @@ void check_thp(std::vector<HostCheck>& checks) {
   }
 }
 
+void check_kernel_isa(std::vector<HostCheck>& checks) {
+  std::string supported;
+  for (const KernelIsa isa : supported_kernel_isas())
+    supported += fmt::format("{}{}", supported.empty() ? "" : ", ", to_string(isa));
+  const KernelIsa active = active_kernel_isa();
+  if (active == KernelIsa::scalar && cpu_supports(KernelIsa::avx2)) {
+    add(checks, "kernel_isa", CheckLevel::warn,
+        fmt::format("the kernel runs its scalar path although this CPU supports {} (IPCFLOOR_ISA?)", supported),
+        "unset IPCFLOOR_ISA");
+    return;
+  }
+  add(checks, "kernel_isa", CheckLevel::ok,
+      fmt::format("the kernel runs its {} path (this CPU supports {})", to_string(active), supported));
+}
+
 void check_socket_dir(std::vector<HostCheck>& checks, const std::string& dir) {
   struct statvfs info {};
   if (::statvfs(dir.c_str(), &info) != 0 || ::access(dir.c_str(), W_OK) != 0) {
@@ -322,6 +338,7 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   check_sibling_and_steal(checks, cpu, options.sample_seconds);
   check_frequency(checks, cpu);
   check_thp(checks);
+  check_kernel_isa(checks);
   check_socket_dir(checks, options.socket_dir);
   check_irqs(checks, cpu);
   check_kernel_features(checks);

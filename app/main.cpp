@@ -15,6 +15,7 @@
 #include "app/serve_command.hpp"
 #include "app/status_command.hpp"
 #include "engine/stdio_server.hpp"
+#include "kernel/isa.hpp"
 #include "app/sweep_command.hpp"
 #include "shm/segment.hpp"
 
@@ -47,6 +48,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);  // prints help, or the error and a hint
     return code == 0 ? 0 : kExitUsage;
+  }
+  // The kernel's instruction-set path, from CPUID or IPCFLOOR_ISA, before anything runs it.
+  if (auto isa = select_kernel_isa(); !isa) {
+    fmt::print(stderr, "ipcfloor: {}\n", isa.error().message);
+    return kExitInput;
   }
   if (version) {
     print_version();

@@ -1,6 +1,13 @@
 #include "bench/compute_bench.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <utility>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +19,8 @@
 
 #include "bench/host_info.hpp"
 #include "kernel/gbm.hpp"
+#include "kernel/isa.hpp"
+#include "kernel/series_io.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "kernel/grid.hpp"
@@ -37,6 +46,63 @@ Expected<std::string> run_and_capture(const std::string& command) {
 
 }  // namespace
 
+namespace {
+
+struct PathTimes {
+  std::vector<double> sweep_seconds;
+  std::vector<double> single_thread_seconds;
+  std::vector<BacktestResult> results;
+};
+
+// One path: each repeat is one whole sweep, timed on its own (a sample, not a batch mean). The
+// single-thread figure separates the kernel's speed from the core count.
+Expected<PathTimes> time_path(std::span<const double> close, std::span<const Combo> combos,
+                              const ComputeBenchOptions& options) {
+  PathTimes times;
+  for (unsigned r = 0; r < std::max(1u, options.repeats); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    auto swept = run_sweep(close, combos, options.fee, options.threads);
+    const auto stop = std::chrono::steady_clock::now();
+    if (!swept) return std::unexpected(swept.error());
+    times.sweep_seconds.push_back(std::chrono::duration<double>(stop - start).count());
+    times.results = std::move(*swept);
+  }
+  for (unsigned r = 0; r < std::max(1u, options.repeats / 2); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    auto swept = run_sweep(close, combos, options.fee, 1);
+    times.single_thread_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!swept) return std::unexpected(swept.error());
+  }
+  return times;
+}
+
+// The bytes both sides compute on, in a private temporary directory removed on scope exit.
+class SeriesFile {
+ public:
+  static Expected<SeriesFile> write(std::span<const double> close) {
+    char dir[] = "/tmp/ipcfloor-compute-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) return fail(ErrorCode::io, "cannot make a temporary directory: {}", std::strerror(errno));
+    SeriesFile file(dir);
+    if (auto saved = save_series(file.path(), close); !saved) return std::unexpected(saved.error());
+    return file;
+  }
+  SeriesFile(SeriesFile&& other) noexcept : dir_(std::exchange(other.dir_, {})) {}
+  SeriesFile& operator=(SeriesFile&&) = delete;
+  ~SeriesFile() {
+    if (dir_.empty()) return;
+    ::unlink(path().c_str());
+    ::rmdir(dir_.c_str());
+  }
+  [[nodiscard]] std::string path() const { return dir_ + "/close.f64"; }
+
+ private:
+  explicit SeriesFile(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+}  // namespace
+
 Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
   auto lengths = parse_grid(options.grid);
   if (!lengths) return std::unexpected(lengths.error());
@@ -49,34 +115,16 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
   std::vector<Combo> combos;
   for (const auto length : *lengths) combos.push_back(combo_from_length(length));
 
-  // In-process: each repeat is one whole sweep, timed on its own (a sample, not a batch mean).
-  std::vector<double> sweep_seconds;
-  std::vector<BacktestResult> results;
-  for (unsigned r = 0; r < std::max(1u, options.repeats); ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    auto swept = run_sweep(series->close, combos, options.fee, options.threads);
-    const auto stop = std::chrono::steady_clock::now();
-    if (!swept) return std::unexpected(swept.error());
-    sweep_seconds.push_back(std::chrono::duration<double>(stop - start).count());
-    results = std::move(*swept);
-  }
-  // The single-thread figure is kept too: it separates the kernel's speed from the core count.
-  std::vector<double> single_thread_seconds;
-  for (unsigned r = 0; r < std::max(1u, options.repeats / 2); ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    auto swept = run_sweep(series->close, combos, options.fee, 1);
-    single_thread_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    if (!swept) return std::unexpected(swept.error());
-  }
-
+  // The reference reads the series this process generated: numpy's own exp differs between CPUs
+  // (an AVX-512 routine on one, libm on another), and the claim here is about the kernel.
+  auto series_file = SeriesFile::write(series->close);
+  if (!series_file) return std::unexpected(series_file.error());
   const std::string script = options.reference_script.empty()
                                  ? std::string(IPCFLOOR_SOURCE_DIR) + "/tools/reference/bench_numba.py"
                                  : options.reference_script;
   const std::string command =
-      fmt::format("'{}' '{}' --bars {} --seed {} --grid {} --fee {:.17g} --repeats {}", options.python,
-                  script, options.bars, options.seed, options.grid, options.fee,
-                  std::max(1u, options.reference_repeats));
+      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, script,
+                  series_file->path(), options.grid, options.fee, std::max(1u, options.reference_repeats));
   auto output = run_and_capture(command);
   if (!output) return std::unexpected(output.error());
   nlohmann::json reference = nlohmann::json::parse(*output, nullptr, false);
@@ -85,51 +133,85 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
                 "the numba reference did not produce a report (command: {}); is python3-numba "
                 "installed? run tools/setup",
                 command);
-
-  // Parity gate: trades exactly equal, |Δpnl| <= 1e-6, for every combo.
   const auto& ref_results = reference["results"];
-  if (ref_results.size() != results.size())
-    return fail(ErrorCode::bad_data, "the reference returned {} results for {} combos",
-                ref_results.size(), results.size());
-  double max_abs_dpnl = 0.0;
-  std::size_t mismatches = 0;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const double dpnl = std::abs(results[i].pnl - ref_results[i]["pnl"].get<double>());
-    max_abs_dpnl = std::max(max_abs_dpnl, dpnl);
-    if (results[i].trades != ref_results[i]["trades"].get<std::int64_t>() || !(dpnl <= 1e-6)) ++mismatches;
-  }
-
-  const double ours = median(sweep_seconds);
+  if (ref_results.size() != combos.size())
+    return fail(ErrorCode::bad_data, "the reference returned {} results for {} combos", ref_results.size(),
+                combos.size());
   const double numba = median(reference["sweep_seconds"].get<std::vector<double>>());
+
+  // Every path this CPU runs, the selected one first; IPCFLOOR_ISA narrows it to that one.
+  const KernelIsa selected = active_kernel_isa();
+  std::vector<KernelIsa> isas{selected};
+  const char* forced = std::getenv("IPCFLOOR_ISA");
+  if (forced == nullptr || *forced == '\0')
+    for (const KernelIsa isa : supported_kernel_isas())
+      if (isa != selected) isas.push_back(isa);
+
+  nlohmann::json paths = nlohmann::json::array();
+  std::string parity_failure;
+  for (const KernelIsa isa : isas) {
+    if (auto set = set_kernel_isa(isa); !set) return std::unexpected(set.error());
+    auto times = time_path(series->close, combos, options);
+    if (!times) return std::unexpected(times.error());
+    // Parity: trades equal and pnl bit-identical, combo by combo.
+    double max_abs_dpnl = 0.0;
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < combos.size(); ++i) {
+      const double theirs = ref_results[i]["pnl"].get<double>();
+      max_abs_dpnl = std::max(max_abs_dpnl, std::abs(times->results[i].pnl - theirs));
+      if (times->results[i].trades != ref_results[i]["trades"].get<std::int64_t>() || times->results[i].pnl != theirs)
+        ++mismatches;
+    }
+    if (mismatches != 0 && parity_failure.empty())
+      parity_failure = fmt::format("parity gate failed on the {} path: {} of {} combos differ from the numba "
+                                   "reference (max |dpnl| {:.3g})", to_string(isa), mismatches, combos.size(),
+                                   max_abs_dpnl);
+    nlohmann::json path{
+        {"isa", std::string(to_string(isa))},
+        {"sweep_seconds", times->sweep_seconds},
+        {"single_thread_sweep_seconds", times->single_thread_seconds},
+        {"median_s", median(times->sweep_seconds)},
+        {"single_thread_median_s", median(times->single_thread_seconds)},
+        {"speedup_vs_numba", numba / median(times->sweep_seconds)},
+        {"speedup_single_thread_vs_numba", numba / median(times->single_thread_seconds)},
+        {"parity", {{"combos", combos.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
+                    {"bit_identical", mismatches == 0}, {"holds", mismatches == 0}}},
+    };
+    if (options.bars == GbmParams{}.bars && options.seed == GbmParams{}.seed && !times->results.empty() &&
+        lengths->front() == kFingerprintLength) {
+      path["fingerprint"] = {{"pnl", times->results.front().pnl},
+                             {"trades", times->results.front().trades},
+                             {"holds", times->results.front().pnl == kFingerprintPnl &&
+                                           times->results.front().trades == kFingerprintTrades}};
+    }
+    paths.push_back(std::move(path));
+  }
+  if (auto restored = set_kernel_isa(selected); !restored) return std::unexpected(restored.error());
+
+  // The top-level figures are the selected path's: what `ipcfloor sweep` runs on this CPU.
+  const nlohmann::json& ran = paths.front();
   nlohmann::json report{
       {"suite", "compute"},
       {"host", collect_host_info()},
       {"config",
        {{"bars", options.bars}, {"seed", options.seed}, {"grid", options.grid}, {"combos", combos.size()},
         {"fee", options.fee}, {"threads", options.threads == 0 ? std::thread::hardware_concurrency() : options.threads}}},
-      {"ipcfloor_sweep_seconds", sweep_seconds},
-      {"ipcfloor_single_thread_sweep_seconds", single_thread_seconds},
+      {"kernel_isa", std::string(to_string(selected))},
+      {"kernel_isa_forced", forced != nullptr && *forced != '\0'},
+      {"paths", paths},
+      {"ipcfloor_sweep_seconds", ran["sweep_seconds"]},
+      {"ipcfloor_single_thread_sweep_seconds", ran["single_thread_sweep_seconds"]},
       {"numba_sweep_seconds", reference["sweep_seconds"]},
       {"numba_version", reference.value("numba", "?")},
-      {"ipcfloor_median_s", ours},
-      {"ipcfloor_single_thread_median_s", median(single_thread_seconds)},
+      {"ipcfloor_median_s", ran["median_s"]},
+      {"ipcfloor_single_thread_median_s", ran["single_thread_median_s"]},
       {"numba_median_s", numba},
-      {"speedup_vs_numba", numba / ours},
-      {"speedup_single_thread_vs_numba", numba / median(single_thread_seconds)},
-      {"parity", {{"combos", results.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
-                  {"holds", mismatches == 0}}},
+      {"speedup_vs_numba", ran["speedup_vs_numba"]},
+      {"speedup_single_thread_vs_numba", ran["speedup_single_thread_vs_numba"]},
+      {"parity", ran["parity"]},
   };
-  if (options.bars == GbmParams{}.bars && options.seed == GbmParams{}.seed && !results.empty() &&
-      lengths->front() == kFingerprintLength) {
-    report["fingerprint"] = {{"pnl", results.front().pnl},
-                             {"trades", results.front().trades},
-                             {"holds", results.front().pnl == kFingerprintPnl &&
-                                           results.front().trades == kFingerprintTrades}};
-  }
-  if (mismatches != 0)
-    return fail(ErrorCode::bad_data,
-                "parity gate failed: {} of {} combos differ from the numba reference (max |dpnl| {:.3g})",
-                mismatches, results.size(), max_abs_dpnl);
+  if (ran.contains("fingerprint")) report["fingerprint"] = ran["fingerprint"];
+  if (!parity_failure.empty()) return fail(ErrorCode::bad_data, "{}", parity_failure);
   return report;
 }
 
@@ -138,19 +220,25 @@ void print_compute_report(const nlohmann::json& report) {
   fmt::print("compute: {}-combo sweep, {} bars, seed {} ({})\n", config["combos"].get<std::size_t>(),
              config["bars"].get<std::size_t>(), config["seed"].get<std::uint64_t>(),
              report["host"]["cpu"].get<std::string>());
-  fmt::print("  {:<44} {:>10}\n", "implementation", "median s");
-  fmt::print("  {:<44} {:>10.4f}\n",
-             fmt::format("ipcfloor kernel, {} threads", config["threads"].get<unsigned>()),
-             report["ipcfloor_median_s"].get<double>());
-  fmt::print("  {:<44} {:>10.4f}\n", "ipcfloor kernel, 1 thread", report["ipcfloor_single_thread_median_s"].get<double>());
-  fmt::print("  {:<44} {:>10.4f}\n",
-             fmt::format("numba {} @njit, 1 thread (reference)", report["numba_version"].get<std::string>()),
+  fmt::print("  kernel path: {} ({})\n", report["kernel_isa"].get<std::string>(),
+             report["kernel_isa_forced"].get<bool>() ? "forced by IPCFLOOR_ISA" : "chosen from CPUID");
+  fmt::print("  {:<34} {:>10} {:>10} {:>9} {:>9}  {}\n", "implementation", "median s", "1 thread", "vs numba",
+             "1 thread", "parity");
+  const unsigned threads = config["threads"].get<unsigned>();
+  for (const auto& path : report["paths"]) {
+    const auto& parity = path["parity"];
+    fmt::print("  {:<34} {:>10.4f} {:>10.4f} {:>8.1f}x {:>8.1f}x  {}\n",
+               fmt::format("ipcfloor {} path, {} threads", path["isa"].get<std::string>(), threads),
+               path["median_s"].get<double>(), path["single_thread_median_s"].get<double>(),
+               path["speedup_vs_numba"].get<double>(), path["speedup_single_thread_vs_numba"].get<double>(),
+               parity["holds"].get<bool>() ? fmt::format("bit-identical ({} combos)", parity["combos"].get<std::size_t>())
+                                           : fmt::format("DIFFERS ({} combos, max |dpnl| {:.3g})",
+                                                         parity["mismatches"].get<std::size_t>(),
+                                                         parity["max_abs_dpnl"].get<double>()));
+  }
+  fmt::print("  {:<34} {:>10.4f}\n",
+             fmt::format("numba {} @njit, 1 thread", report["numba_version"].get<std::string>()),
              report["numba_median_s"].get<double>());
-  fmt::print("  speedup vs numba: {:.1f}x ({:.1f}x on one thread)\n", report["speedup_vs_numba"].get<double>(),
-             report["speedup_single_thread_vs_numba"].get<double>());
-  const auto& parity = report["parity"];
-  fmt::print("  parity gate: {} ({} combos, max |dpnl| {:.3g})\n", parity["holds"].get<bool>() ? "holds" : "FAILS",
-             parity["combos"].get<std::size_t>(), parity["max_abs_dpnl"].get<double>());
   if (report.contains("fingerprint"))
     fmt::print("  fingerprint L=6: pnl {:.17g}, trades {} ({})\n", report["fingerprint"]["pnl"].get<double>(),
                report["fingerprint"]["trades"].get<std::int64_t>(),

@@ -7,33 +7,9 @@
 #include <limits>
 #include <thread>
 
+#include "kernel/wma_dispatch.hpp"
+
 namespace ipcfloor {
-namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Outputs evaluated together: four vectors of eight doubles (AVX-512 registers, or pairs of
-// AVX2 ones), enough independent add chains to hide the add latency. Each output lane still
-// sums in reference order; only different outputs run side by side.
-using Vec8 = double __attribute__((vector_size(64)));
-constexpr std::size_t kLanes = 8;
-constexpr std::size_t kVectors = 4;
-constexpr std::size_t kBlock = kLanes * kVectors;
-
-inline Vec8 load8(const double* p) noexcept {
-  Vec8 v;
-  std::memcpy(&v, p, sizeof v);  // unaligned load; compiles to one vmovupd
-  return v;
-}
-
-// One output, in reference order. Used for the tail that does not fill a block.
-inline double wma_at(const double* window, std::size_t n, double denom) noexcept {
-  double sum = 0.0;
-  for (std::size_t k = 0; k < n; ++k) sum += static_cast<double>(k + 1) * window[k];
-  return sum / denom;
-}
-
-}  // namespace
 
 KernelStatus validate_combo(const Combo& combo, std::size_t n_bars) noexcept {
   const auto limit = static_cast<std::int64_t>(n_bars);
@@ -47,29 +23,7 @@ KernelWorkspace::KernelWorkspace(std::size_t n_bars)
 
 void weighted_moving_average(std::span<const double> x, std::size_t n,
                              std::span<double> out) noexcept {
-  const std::size_t len = x.size();
-  // Python's n*(n+1)/2.0: an exact integer product, then a float divide.
-  const double denom = static_cast<double>(n * (n + 1)) / 2.0;
-  const std::size_t first = n - 1;
-  std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(first), kNaN);
-  const double* xs = x.data();
-  double* os = out.data();
-  std::size_t i = first;
-  for (; i + kBlock <= len; i += kBlock) {
-    const double* base = xs + (i + 1 - n);  // window of output i starts at x[i-n+1]
-    Vec8 acc0{}, acc1{}, acc2{}, acc3{};
-    for (std::size_t k = 0; k < n; ++k) {
-      const double weight = static_cast<double>(k + 1);
-      const double* row = base + k;
-      acc0 += weight * load8(row);
-      acc1 += weight * load8(row + kLanes);
-      acc2 += weight * load8(row + 2 * kLanes);
-      acc3 += weight * load8(row + 3 * kLanes);
-    }
-    const Vec8 results[kVectors] = {acc0 / denom, acc1 / denom, acc2 / denom, acc3 / denom};
-    std::memcpy(os + i, results, sizeof results);
-  }
-  for (; i < len; ++i) os[i] = wma_at(xs + (i + 1 - n), n, denom);
+  wma::active_path()(x.data(), x.size(), n, out.data());
 }
 
 KernelStatus run_backtest(std::span<const double> close, const Combo& combo, double fee,

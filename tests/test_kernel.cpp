@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel/gbm.hpp"
+#include "kernel/isa.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 
@@ -90,6 +91,19 @@ bool same_bits_or_both_nan(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
+// Runs `body` once on every instruction-set path this CPU supports, then restores the path that
+// was active. Paths this CPU lacks cannot run here; the parity gates in ctest name them skipped.
+template <class Body>
+void on_every_path(Body body) {
+  const KernelIsa before = active_kernel_isa();
+  for (const KernelIsa isa : supported_kernel_isas()) {
+    REQUIRE(set_kernel_isa(isa).has_value());
+    CAPTURE(to_string(isa));
+    body(isa);
+  }
+  REQUIRE(set_kernel_isa(before).has_value());
+}
+
 }  // namespace
 
 TEST_CASE("combo_from_length builds the SPEC frame, rounding half to even") {
@@ -112,52 +126,94 @@ TEST_CASE("the default grid is round(linspace(6, 200, 80))") {
   CHECK(grid[79] == 200);
 }
 
-TEST_CASE("WMA weights the newest bar by n and is NaN before the window fills") {
-  const std::vector<double> x{1, 2, 3, 4, 5};
-  std::vector<double> out(x.size());
-  weighted_moving_average(x, 3, out);
-  CHECK(std::isnan(out[0]));
-  CHECK(std::isnan(out[1]));
-  CHECK(out[2] == doctest::Approx((1 * 1 + 2 * 2 + 3 * 3) / 6.0));
-  CHECK(out[4] == doctest::Approx((1 * 3 + 2 * 4 + 3 * 5) / 6.0));
+TEST_CASE("WMA weights the newest bar by n and is NaN before the window fills, on every path") {
+  on_every_path([](KernelIsa) {
+    const std::vector<double> x{1, 2, 3, 4, 5};
+    std::vector<double> out(x.size());
+    weighted_moving_average(x, 3, out);
+    CHECK(std::isnan(out[0]));
+    CHECK(std::isnan(out[1]));
+    CHECK(out[2] == doctest::Approx((1 * 1 + 2 * 2 + 3 * 3) / 6.0));
+    CHECK(out[4] == doctest::Approx((1 * 3 + 2 * 4 + 3 * 5) / 6.0));
+  });
 }
 
-TEST_CASE("WMA is NaN wherever its window holds a NaN") {
-  std::vector<double> x = random_walk(100, 3);
-  x[50] = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> out(x.size());
-  weighted_moving_average(x, 4, out);
-  CHECK(!std::isnan(out[49]));
-  for (std::size_t i = 50; i <= 53; ++i) CHECK(std::isnan(out[i]));
-  CHECK(!std::isnan(out[54]));
+TEST_CASE("WMA is NaN wherever its window holds a NaN, on every path") {
+  on_every_path([](KernelIsa) {
+    std::vector<double> x = random_walk(100, 3);
+    x[50] = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> out(x.size());
+    weighted_moving_average(x, 4, out);
+    CHECK(!std::isnan(out[49]));
+    for (std::size_t i = 50; i <= 53; ++i) CHECK(std::isnan(out[i]));
+    CHECK(!std::isnan(out[54]));
+  });
 }
 
-TEST_CASE("the blocked WMA is bit-identical to the plain definition for every window") {
-  const auto x = random_walk(1'000, 11);
-  std::vector<double> out(x.size());
-  for (std::size_t n : {1u, 2u, 3u, 7u, 31u, 32u, 33u, 64u, 199u, 200u, 999u, 1000u}) {
-    weighted_moving_average(x, n, out);
-    const auto expected = plain_wma(x, n);
-    std::size_t differing = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) differing += same_bits_or_both_nan(out[i], expected[i]) ? 0 : 1;
-    CHECK_MESSAGE(differing == 0, "window ", n);
-  }
+TEST_CASE("every path's blocked WMA is bit-identical to the plain definition for every window and length") {
+  on_every_path([](KernelIsa) {
+    // Lengths around each path's block (16, 32 outputs) so that blocks, tails and windows that
+    // leave no full block all run.
+    for (std::size_t len : {1u, 2u, 15u, 16u, 17u, 31u, 32u, 33u, 47u, 1'000u}) {
+      const auto x = random_walk(len, 11 + static_cast<unsigned>(len));
+      std::vector<double> out(x.size());
+      for (std::size_t n : {1u, 2u, 3u, 7u, 31u, 32u, 33u, 64u, 199u, 200u, 999u, 1000u}) {
+        if (n > len) continue;
+        weighted_moving_average(x, n, out);
+        const auto expected = plain_wma(x, n);
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) differing += same_bits_or_both_nan(out[i], expected[i]) ? 0 : 1;
+        CHECK_MESSAGE(differing == 0, "length ", len, " window ", n);
+      }
+    }
+  });
 }
 
-TEST_CASE("the kernel equals the plain definition for any six windows, h != p included") {
+TEST_CASE("the kernel equals the plain definition for any six windows, h != p included, on every path") {
   const auto close = random_walk(4'000, 21);
   KernelWorkspace workspace(close.size());
-  std::mt19937_64 rng(99);
-  std::uniform_int_distribution<std::int64_t> window(1, 90);
-  for (int trial = 0; trial < 40; ++trial) {
-    const Combo combo{window(rng), window(rng), window(rng), window(rng), window(rng), window(rng)};
-    BacktestResult fast;
-    REQUIRE(run_backtest(close, combo, kDefaultFee, workspace, fast) == KernelStatus::ok);
-    const BacktestResult plain = plain_backtest(close, combo, kDefaultFee);
-    CAPTURE(trial);
-    CHECK(fast.trades == plain.trades);
-    CHECK(fast.pnl == plain.pnl);  // same operations in the same order: same bits
+  on_every_path([&](KernelIsa) {
+    std::mt19937_64 rng(99);
+    std::uniform_int_distribution<std::int64_t> window(1, 90);
+    for (int trial = 0; trial < 40; ++trial) {
+      const Combo combo{window(rng), window(rng), window(rng), window(rng), window(rng), window(rng)};
+      BacktestResult fast;
+      REQUIRE(run_backtest(close, combo, kDefaultFee, workspace, fast) == KernelStatus::ok);
+      const BacktestResult plain = plain_backtest(close, combo, kDefaultFee);
+      CAPTURE(trial);
+      CHECK(fast.trades == plain.trades);
+      CHECK(fast.pnl == plain.pnl);  // same operations in the same order: same bits
+    }
+  });
+}
+
+TEST_CASE("IPCFLOOR_ISA forces a path, and an unknown name is refused naming what this CPU supports") {
+  const KernelIsa before = active_kernel_isa();
+  for (const KernelIsa isa : supported_kernel_isas()) {
+    REQUIRE(::setenv("IPCFLOOR_ISA", std::string(to_string(isa)).c_str(), 1) == 0);
+    const auto selected = select_kernel_isa();
+    REQUIRE(selected.has_value());
+    CHECK(*selected == isa);
+    CHECK(active_kernel_isa() == isa);
   }
+  REQUIRE(::setenv("IPCFLOOR_ISA", "avx1024", 1) == 0);
+  const auto refused = select_kernel_isa();
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::invalid_argument);
+  CHECK(refused.error().message.find("avx1024") != std::string::npos);
+  CHECK(refused.error().message.find("scalar") != std::string::npos);
+  for (const KernelIsa isa : {KernelIsa::avx512, KernelIsa::avx2}) {
+    if (cpu_supports(isa)) continue;
+    const auto lacking = set_kernel_isa(isa);
+    REQUIRE_FALSE(lacking.has_value());
+    CHECK(lacking.error().message.find("cannot run") != std::string::npos);
+  }
+  REQUIRE(::unsetenv("IPCFLOOR_ISA") == 0);
+  const auto best = select_kernel_isa();
+  REQUIRE(best.has_value());
+  CHECK(*best == supported_kernel_isas().front());
+  CHECK(cpu_supports(KernelIsa::scalar));
+  REQUIRE(set_kernel_isa(before).has_value());
 }
 
 TEST_CASE("rejects a window below 1 or above the number of bars") {
@@ -240,13 +296,15 @@ TEST_CASE("the sweep names the first combo with a bad window") {
   CHECK(result.error().message.find("[1, 100]") != std::string::npos);
 }
 
-TEST_CASE("L=6 on the embedded default data gives the published fingerprint") {
+TEST_CASE("L=6 on the embedded default data gives the published fingerprint on every path") {
   auto series = load_series_source(SeriesSource{});
   REQUIRE(series.has_value());
   CHECK(series->is_default);
   KernelWorkspace workspace(series->close.size());
-  BacktestResult out;
-  REQUIRE(run_backtest(series->close, combo_from_length(6), kDefaultFee, workspace, out) == KernelStatus::ok);
-  CHECK(out.trades == kFingerprintTrades);
-  CHECK(out.pnl == kFingerprintPnl);
+  on_every_path([&](KernelIsa) {
+    BacktestResult out;
+    REQUIRE(run_backtest(series->close, combo_from_length(6), kDefaultFee, workspace, out) == KernelStatus::ok);
+    CHECK(out.trades == kFingerprintTrades);
+    CHECK(out.pnl == kFingerprintPnl);
+  });
 }

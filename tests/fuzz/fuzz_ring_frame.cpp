@@ -1,4 +1,4 @@
-// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp
+// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/wma_scalar.cpp kernel/wma_avx2.cpp kernel/wma_avx512.cpp
 //
 // libFuzzer harness for the ring frame validator (docs/SPEC.md §3, §8): the input is what a corrupt or
 // hostile peer can leave in one lane of the shared segment. It sets both ring positions, the
@@ -9,7 +9,8 @@
 //
 // Build (tools/fuzz does this for every tests/fuzz/fuzz_*.cpp), from the repository root:
 //   clang++-19 -std=c++23 -O1 -g -I. -fsanitize=fuzzer,address,undefined
-//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp kernel/kernel.cpp -o fuzz_ring_frame
+//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/wma_*.cpp
+//     -o fuzz_ring_frame
 //   ./fuzz_ring_frame -runs=10000000
 // fmt is compiled into this file (FMT_HEADER_ONLY below), so no -lfmt is needed: the error
 // messages of the setup paths (ring make(), run_sweep in kernel.cpp) link against it.

@@ -2,8 +2,8 @@
 """Times the numba reference sweep (single thread, @njit) and prints one JSON object.
 
 Used by `ipcfloor bench compute`: the C++ side runs this in the same run on the same
-machine, takes the median sweep time for the ratio and the per-combo results for the
-parity gate. Each repeat is one whole 80-combo sweep, timed on its own.
+machine, on the series it wrote (--data), and takes the median sweep time for the ratio and
+the per-combo results for the parity gate. Each repeat is one whole 80-combo sweep, timed on its own.
 """
 
 import argparse
@@ -23,11 +23,16 @@ def main():
     ap.add_argument("--grid", default="6:200:80", help="FIRST:LAST:COUNT")
     ap.add_argument("--fee", type=float, default=ref.DEFAULT_FEE)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data", help="raw little-endian float64 close series to run on (else generate --bars/--seed)")
     args = ap.parse_args()
 
     first, last, count = args.grid.split(":")
     lengths = ref.default_grid(float(first), float(last), int(count))
-    close = ref.gbm_series(bars=args.bars, seed=args.seed)
+    if args.data:
+        import numpy
+        close = numpy.fromfile(args.data, dtype="<f8")
+    else:
+        close = ref.gbm_series(bars=args.bars, seed=args.seed)
     ref.warm_up()
 
     times = []
@@ -44,8 +49,9 @@ def main():
         "implementation": "numba @njit, single thread, naive WMA",
         "numba": numba.__version__,
         "numpy": numpy.__version__,
-        "bars": args.bars,
-        "seed": args.seed,
+        "bars": int(close.size),
+        "seed": None if args.data else args.seed,
+        "data": args.data,
         "sweep_seconds": times,
         "results": [{"L": L, "params": list(p), "pnl": pnl, "trades": t} for L, p, pnl, t in results],
     }, sys.stdout)

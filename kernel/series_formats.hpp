@@ -1,0 +1,94 @@
+#pragma once
+// The series file formats one by one, behind kernel/series_io.hpp. Internal to the kernel: only
+// series_io.cpp calls these, after it has picked the format from the path and read the file;
+// validation, the file system and the choice of format stay there. One translation unit per
+// format (series_csv.cpp, series_npy.cpp, series_raw.cpp); the helpers they share are here or in
+// series_io.cpp.
+//
+// Readers fail with ErrorCode::bad_data, their message naming `path` and the fault; writers
+// append the whole file's bytes to `out` and cannot fail.
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace ipcfloor::series_formats {
+
+inline constexpr std::size_t kBytesPerBar = sizeof(double);
+
+static_assert(sizeof(double) == 8 && std::numeric_limits<double>::is_iec559,
+              "the series formats are IEEE-754 binary64");
+
+// Inline: the CSV reader calls these once per cell.
+inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// ASCII case-insensitive equality (file extensions, the `close` header name).
+bool iequals(std::string_view a, std::string_view b);
+
+// File text quoted in a message: control and non-ASCII bytes escaped, long text cut.
+std::string snippet(std::string_view text);
+
+// A whole file's bytes, stored in doubles so a raw or .npy series is decoded in place and
+// handed back without a copy. In a fresh process every page of a new buffer costs a page
+// fault (tens of microseconds on some VMs), so the series is the only large buffer a raw or
+// .npy load touches.
+struct FileBytes {
+  std::vector<double> storage;
+  std::size_t size = 0;
+
+  [[nodiscard]] std::string_view view() const {
+    return {reinterpret_cast<const char*>(storage.data()), size};
+  }
+  // Moves `bars` values starting at byte `offset` to the front and returns them as the series.
+  std::vector<double> take_series(std::size_t offset, std::size_t bars) {
+    if (bars > 0 && offset > 0) {
+      std::memmove(storage.data(), view().data() + offset, bars * kBytesPerBar);
+    }
+    storage.resize(bars);
+    if constexpr (std::endian::native == std::endian::big) {
+      for (double& v : storage) {
+        v = std::bit_cast<double>(std::byteswap(std::bit_cast<std::uint64_t>(v)));
+      }
+    }
+    return std::move(storage);
+  }
+};
+
+// ---- Raw little-endian float64 (series_raw.cpp) ------------------------------------------
+
+// The bars of a headerless file; fails when its size is not a whole number of float64 values.
+[[nodiscard]] Expected<std::vector<double>> take_raw(FileBytes& file, const std::string& path);
+// The values as little-endian float64, whatever the host's byte order.
+void append_le_f64(std::string& out, std::span<const double> values);
+
+// ---- NumPy .npy (series_npy.cpp) ---------------------------------------------------------
+
+// The bars of a .npy v1.0-3.0 holding a 1-D, C-order '<f8' array; anything else is refused
+// with what it holds and how to convert it.
+[[nodiscard]] Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path);
+// A .npy v1.0 file as numpy writes it: '<f8', 1-D, header padded to 64 bytes.
+void append_npy(std::string& out, std::span<const double> values);
+
+// ---- CSV (series_csv.cpp) ----------------------------------------------------------------
+
+// The `close` column of a CSV with a header row, every cell parsed with correct rounding.
+[[nodiscard]] Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path);
+// A CSV with the single column `close`, 17 significant digits per bar.
+void append_csv(std::string& out, std::span<const double> values);
+
+}  // namespace ipcfloor::series_formats
