@@ -36,6 +36,7 @@ const std::vector<Suite>& suites() {
       {"granularity", [](const BenchOptions& o) { return run_granularity(o.granularity); }, print_granularity},
       {"ablation", [](const BenchOptions& o) { return run_ablation(o.ablation); }, print_ablation},
       {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
+      {"throughput", [](const BenchOptions& o) { return run_throughput(o.throughput); }, print_throughput},
   };
   return registry;
 }
@@ -165,6 +166,9 @@ int run_bench_command(BenchOptions options) {
     options.ablation.short_samples = std::min<std::size_t>(options.ablation.short_samples, 5'000);
     options.ablation.default_samples = std::min<std::size_t>(options.ablation.default_samples, 60);
     options.echo.max_samples = std::min<std::size_t>(options.echo.max_samples, 300);
+    options.throughput.windows = std::min<std::size_t>(options.throughput.windows, 8);
+    options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
+    options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
   options.compute.python = options.python;
@@ -176,6 +180,8 @@ int run_bench_command(BenchOptions options) {
   options.ablation.server_cpu = options.ladder.server_cpu;
   options.echo.client_cpu = options.ladder.client_cpu;
   options.echo.server_cpu = options.ladder.server_cpu;
+  options.throughput.client_cpu = options.ladder.client_cpu;
+  options.throughput.server_cpu = options.ladder.server_cpu;
 
   nlohmann::json combined{{"host", collect_host_info()}, {"command", options.command_line}, {"suites", nlohmann::json::object()}};
   // Suites pin this thread to the client cpu, and every thread a later suite starts would

@@ -15,6 +15,7 @@
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
 #include "bench/serialization_bench.hpp"
+#include "bench/throughput_bench.hpp"
 
 namespace ipcfloor {
 
@@ -34,6 +35,7 @@ struct BenchOptions {
   GranularityOptions granularity;
   AblationOptions ablation;
   EchoOptions echo;
+  ThroughputOptions throughput;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -120,6 +120,29 @@ std::string compute_section(const nlohmann::json& c) {
   return md + "\n\n";
 }
 
+std::string throughput_section(const nlohmann::json& t) {
+  const auto& config = t["config"];
+  std::string md = fmt::format(
+      "## Throughput: requests per second, one client thread, one serving thread\n\n48-byte ECHO frames; "
+      "{}-slot rings; rates are p10/p50/p90 over {} windows of {} answers, RTT over every answer.\n\n"
+      "| scenario | lanes | in flight | req/s p10 | req/s p50 | req/s p90 | RTT p50 ns | RTT p99 ns |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|\n",
+      config["ring_capacity"].get<unsigned>(), config["windows"].get<std::size_t>(),
+      config["window_requests"].get<std::size_t>());
+  for (const auto& s : t["scenarios"])
+    md += fmt::format("| {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |\n", s["name"].get<std::string>(),
+                      s["lanes"].get<std::size_t>(), s["in_flight"].get<std::size_t>(), s["rate_p10"].get<double>(),
+                      s["rate_p50"].get<double>(), s["rate_p90"].get<double>(), s["rtt"]["p50"].get<double>(),
+                      s["rtt"]["p99"].get<double>());
+  md += "\nThe 80-combo grid on 150,000 bars, one computing thread each way, interleaved:\n\n"
+        "| way | p50 ms | min ms | max ms | combos/s | vs in-process |\n|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& g : t["grid"])
+    md += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {:+.2f}% |\n", g["name"].get<std::string>(),
+                      g["p50_ms"].get<double>(), g["min_ms"].get<double>(), g["max_ms"].get<double>(),
+                      g["combos_per_s"].get<double>(), g["overhead_vs_inproc"].get<double>() * 100.0);
+  return md + "\n";
+}
+
 std::string granularity_section(const nlohmann::json& g) {
   std::string md = "## Granularity: the 80-combo sweep, six ways\n\n| way | p50 ms | min ms | max ms | what crosses |\n"
                    "|---|---:|---:|---:|---|\n";
@@ -182,6 +205,7 @@ std::string render_markdown(const nlohmann::json& combined) {
   if (suites.contains("granularity")) md += granularity_section(suites["granularity"]);
   if (suites.contains("ablation")) md += ablation_section(suites["ablation"]);
   if (suites.contains("compute")) md += compute_section(suites["compute"]);
+  if (suites.contains("throughput")) md += throughput_section(suites["throughput"]);
   if (combined.contains("plots")) {
     md += "## Plots\n\n";
     for (const auto& plot : combined["plots"]) md += fmt::format("![{0}]({0})\n\n", plot.get<std::string>());

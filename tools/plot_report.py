@@ -81,6 +81,27 @@ def granularity_plot(granularity, out_dir):
     return name
 
 
+def throughput_plot(throughput, out_dir):
+    rows = throughput["scenarios"]
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.5))
+    names = [f'{r["name"]} ({r["in_flight"]} in flight)' for r in rows]
+    p50 = [r["rate_p50"] for r in rows]
+    low = [r["rate_p50"] - r["rate_p10"] for r in rows]
+    high = [r["rate_p90"] - r["rate_p50"] for r in rows]
+    ax.barh(names, p50, xerr=[low, high], capsize=3)
+    ax.set_xscale("log")
+    ax.set_xlabel("48-byte requests answered per second (p50 over windows; whiskers p10-p90, log scale)")
+    ax.set_title("Throughput: one client thread, one serving thread")
+    for i, v in enumerate(p50):
+        ax.text(v, i, f" {v / 1e6:.2f} M/s" if v >= 1e6 else f" {v / 1e3:.0f} k/s", va="center", fontsize=8)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    name = "throughput.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -95,6 +116,8 @@ def main():
         drawn.append(echo_plot(suites["echo"], out_dir))
     if suites.get("granularity", {}).get("results"):
         drawn.append(granularity_plot(suites["granularity"], out_dir))
+    if suites.get("throughput", {}).get("scenarios"):
+        drawn.append(throughput_plot(suites["throughput"], out_dir))
     print(json.dumps(drawn))
 
 

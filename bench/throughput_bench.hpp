@@ -1,0 +1,35 @@
+#pragma once
+// `ipcfloor bench throughput`: how many requests per second the engine answers, not how fast one
+// comes back. One client thread keeps a fixed number of ECHO frames in flight through one lane
+// (1, 8, a ring's capacity, and 1 through the exchange line), then a ring's capacity in each of 1,
+// 2 and 4 lanes, and the same 48-byte frames pipelined over the Unix socket. Then the 80-combo
+// grid as BACKTEST frames streamed through one lane, against in-process run_sweep on one thread
+// (the engine serves on one thread) and against the socket, interleaved repeat by repeat.
+//
+// Rates are samples too: each window of completed requests is timed on its own and the report
+// gives percentiles over windows, alongside each request's RTT (submit to answer, its own clock
+// reads) as percentiles. Setup path: allocates, returns Expected; a wrong answer is an error.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+struct ThroughputOptions {
+  std::size_t windows = 20;              // timed windows per scenario, each a rate sample
+  std::size_t window_requests = 20'000;  // completed requests per window
+  std::size_t grid_repeats = 7;          // whole-grid samples per way
+  std::uint32_t ring_capacity = 0;       // slots per ring for the engine; 0: serve's default
+  int client_cpu = -1;                   // -1: first allowed cpu
+  int server_cpu = -1;                   // -1: last allowed cpu
+  std::string binary;                    // empty: this executable
+};
+
+[[nodiscard]] Expected<nlohmann::json> run_throughput(const ThroughputOptions& options);
+void print_throughput(const nlohmann::json& report);
+
+}  // namespace ipcfloor
