@@ -6,14 +6,20 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "bench/host_info.hpp"
+#include "app/cli_common.hpp"
+#include "app/version_command.hpp"
+#include "bench/latency.hpp"
 #include "bench/report.hpp"
+#include "bench/transports.hpp"
 #include "shm/layout.hpp"
 #include "shm/spsc_ring.hpp"
 
@@ -51,6 +57,55 @@ std::vector<std::string> split_commas(const std::string& text) {
     start = comma + 1;
   }
   return parts;
+}
+
+// Like Google Benchmark's context block: what ran, where and when, in every report.
+nlohmann::json bench_context(const std::string& command_line) {
+  nlohmann::json context = build_context();  // version, commit, build type, compiler, kernel path
+  const auto now = std::chrono::system_clock::now();
+  context["date"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", std::chrono::floor<std::chrono::seconds>(now));
+  context["command"] = command_line;
+  const nlohmann::json host = collect_host_info();
+  for (const char* key : {"hostname", "cpu", "kernel", "governor", "online_cpus"})
+    if (host.contains(key)) context[key] = host[key];
+  double load[3] = {0, 0, 0};
+  if (::getloadavg(load, 3) == 3) context["load_avg"] = {load[0], load[1], load[2]};
+  return context;
+}
+
+// Every object in `node` that carries a "distribution" (a latency summary) becomes one .hgrm
+// file named after the suite and the summary's name (or its place in the report).
+bool write_hgrm_tree(const std::string& dir, const std::string& stem, const nlohmann::json& node, int& written) {
+  if (node.is_object()) {
+    if (node.contains("distribution") && node.contains("samples")) {
+      std::string name = stem + "-" + node.value("name", std::to_string(written));
+      std::replace_if(name.begin(), name.end(), [](char c) { return c == '/' || c == ' '; }, '_');
+      const std::string path = dir + "/" + name + ".hgrm";
+      std::ofstream out(path);
+      if (!(out << hgrm_text(node))) {
+        fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
+        return false;
+      }
+      ++written;
+      return true;
+    }
+    for (const auto& [key, child] : node.items())
+      if (!write_hgrm_tree(dir, key == "results" || key == "scenarios" ? stem : stem + "-" + key, child, written))
+        return false;
+  } else if (node.is_array()) {
+    for (const auto& child : node)
+      if (!write_hgrm_tree(dir, stem, child, written)) return false;
+  }
+  return true;
+}
+
+bool write_hgrm_files(const std::string& dir, const std::string& suite, const nlohmann::json& report) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  int written = 0;
+  if (ec || !write_hgrm_tree(dir, suite, report, written)) return false;
+  fmt::print(stderr, "ipcfloor bench: wrote {} .hgrm files for {} in {}\n", written, suite, dir);
+  return true;
 }
 
 // report.json, the plots (drawn by tools/plot_report.py from report.json) and report.md.
@@ -93,6 +148,9 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_option("--out", options.out_dir, "directory for the JSON reports");
   bench->add_flag("--json", options.json, "print the reports as JSON");
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
+  bench->add_flag("--list", options.list, "name every suite and ladder transport, then exit");
+  bench->add_option("--hgrm", options.hgrm_dir,
+                    "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)");
   bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)");
   bench->add_option("--samples", options.ladder.samples, "ladder: timed round trips per transport")->capture_default_str();
   bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first, per round")->capture_default_str();
@@ -132,22 +190,33 @@ bool write_json_report(const std::string& dir, const std::string& name, const nl
   return true;
 }
 
-int run_bench_command(BenchOptions options) {
+int run_bench_command(BenchOptions options, const std::string& help) {
+  if (options.list) {
+    fmt::print("suites:\n");
+    for (const Suite& s : suites()) fmt::print("  {}\n", s.name);
+    fmt::print("  all  (every suite, then report.json, report.md and the plots in --out)\n");
+    fmt::print("ladder transports (--transports):\n");
+    for (const Transport& t : all_transports()) fmt::print("  {:<24} {}\n", t.name, t.description);
+    return 0;
+  }
+  if (options.suites.empty()) {
+    fmt::print(stderr, "{}\nipcfloor bench: name a suite (or all); --list names them\n", help);
+    return kExitUsage;
+  }
   const bool all = std::find(options.suites.begin(), options.suites.end(), "all") != options.suites.end();
   if (all) {
     if (options.out_dir.empty()) options.out_dir = "bench-out";
     options.suites.clear();
-  }
-  if (options.suites.empty())
     for (const Suite& s : suites()) options.suites.push_back(s.name);
+  }
   std::vector<const Suite*> chosen;
   for (const std::string& name : options.suites) {
     const auto it = std::find_if(suites().begin(), suites().end(), [&](const Suite& s) { return s.name == name; });
     if (it == suites().end()) {
       std::string known;
       for (const Suite& s : suites()) known += (known.empty() ? "" : ", ") + s.name;
-      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: {}\n", name, known);
-      return 1;
+      fmt::print(stderr, "ipcfloor bench: unknown suite '{}'; available: {} (or all)\n", name, known);
+      return kExitUsage;
     }
     chosen.push_back(&*it);
   }
@@ -183,7 +252,10 @@ int run_bench_command(BenchOptions options) {
   options.throughput.client_cpu = options.ladder.client_cpu;
   options.throughput.server_cpu = options.ladder.server_cpu;
 
-  nlohmann::json combined{{"host", collect_host_info()}, {"command", options.command_line}, {"suites", nlohmann::json::object()}};
+  nlohmann::json combined{{"context", bench_context(options.command_line)},
+                          {"host", collect_host_info()},
+                          {"command", options.command_line},
+                          {"suites", nlohmann::json::object()}};
   // Suites pin this thread to the client cpu, and every thread a later suite starts would
   // inherit that mask: `bench all` once timed the compute suite's two worker threads on one
   // cpu (2 threads 0.449 s against 1 thread 0.429 s; 0.25 s against 0.44 s when run alone).
@@ -198,13 +270,13 @@ int run_bench_command(BenchOptions options) {
       fmt::print(stderr, "ipcfloor bench {}: {}\n", suite->name, report.error().message);
       return 1;
     }
-    if (options.json)
-      fmt::print("{}\n", report->dump(2));
-    else
-      suite->print(*report);
+    if (!options.json) suite->print(*report);
+    (*report)["context"] = combined["context"];
     if (!options.out_dir.empty() && !write_json_report(options.out_dir, suite->name, *report)) return 1;
+    if (!options.hgrm_dir.empty() && !write_hgrm_files(options.hgrm_dir, suite->name, *report)) return 1;
     combined["suites"][suite->name] = *report;
   }
+  if (options.json) fmt::print("{}\n", combined.dump(2));
   if (all) return write_combined_report(options, combined) ? 0 : 1;
   return 0;
 }

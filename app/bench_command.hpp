@@ -24,6 +24,8 @@ struct BenchOptions {
   std::string out_dir;              // set: write <suite>.json there
   bool json = false;                // print JSON instead of tables
   bool quick = false;               // fewer samples and repeats
+  bool list = false;                // name every suite and transport, run nothing
+  std::string hgrm_dir;             // set: every latency figure as DIR/<suite>-<name>.hgrm
   std::string transports;           // ladder: comma-separated names
   std::string python = "/usr/bin/python3";  // numba reference and plots
   std::string plot_script;                  // empty: tools/plot_report.py in the source tree
@@ -41,8 +43,10 @@ struct BenchOptions {
 // Adds the `bench` subcommand and its options, bound to `options`.
 CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options);
 
-// Runs the chosen suites in order, printing each report and writing its JSON. Exit code.
-[[nodiscard]] int run_bench_command(BenchOptions options);
+// Runs the chosen suites in order, printing each report and writing its JSON. Exit code. No
+// suite named: prints `help` and returns the usage exit code. With --json, prints one document
+// holding the context block and every suite's report.
+[[nodiscard]] int run_bench_command(BenchOptions options, const std::string& help);
 
 // Writes `report` as DIR/NAME.json (creating DIR). False, with a message on stderr, on failure.
 bool write_json_report(const std::string& dir, const std::string& name, const nlohmann::json& report);

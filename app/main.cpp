@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   if (*sweep) return run_sweep_command(sweep_options);
   if (*bench) {
     for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
-    return run_bench_command(std::move(bench_options));
+    return run_bench_command(std::move(bench_options), bench->help());
   }
   return 0;
 }

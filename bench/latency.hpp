@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,11 @@ struct LatencySummary {
   // when the counter moves a tick at a time. Ratios between rungs use it.
   double p50_interp = 0;
   double step_ns = 0;  // the clock step the samples were taken with (0: one tick)
+  double stddev = 0;
+  // The whole distribution at HdrHistogram's percentile ticks (five per halving of the distance
+  // to 100%, then the maximum): pairs of (fraction of samples at or below, value in ns). Enough to
+  // redraw the percentile curve or write a .hgrm file without the samples.
+  std::vector<std::pair<double, double>> distribution;
 };
 
 // Sorts `ns` in place and takes nearest-rank percentiles, and the interpolated median for a clock
@@ -37,5 +43,14 @@ struct LatencySummary {
 [[nodiscard]] double interpolated_median(const std::vector<double>& sorted_ns, double step_ns) noexcept;
 
 [[nodiscard]] nlohmann::json to_json(const LatencySummary& summary);
+
+// The percentile ticks of sorted samples, as LatencySummary::distribution. Pure; allocates the
+// result only.
+[[nodiscard]] std::vector<std::pair<double, double>> percentile_distribution(const std::vector<double>& sorted_ns,
+                                                                             int ticks_per_half_distance = 5);
+
+// The HdrHistogram percentile-distribution text (.hgrm) of a summary's JSON (to_json), values in
+// microseconds as HdrHistogram's own tools print them. Pure.
+[[nodiscard]] std::string hgrm_text(const nlohmann::json& summary);
 
 }  // namespace ipcfloor

@@ -81,6 +81,31 @@ def granularity_plot(granularity, out_dir):
     return name
 
 
+def percentile_plot(ladder, out_dir):
+    """HdrHistogram's percentile curve of every rung: x = 1/(1-percentile), both axes log."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for row in ladder["results"]:
+        points = [(p, v) for p, v in row.get("distribution", []) if p < 1.0]
+        if len(points) < 2:
+            continue
+        ax.plot([1.0 / (1.0 - p) for p, _ in points], [v for _, v in points], label=row["name"], linewidth=1.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticks = [1, 2, 10, 100, 1000, 10000, 100000]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(["0%", "50%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("RTT, ns (log scale)")
+    ax.set_title("Ladder: RTT by percentile, every rung")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    name = "ladder_percentiles.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
 def throughput_plot(throughput, out_dir):
     rows = throughput["scenarios"]
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.5))
@@ -112,6 +137,7 @@ def main():
     drawn = []
     if suites.get("ladder", {}).get("results"):
         drawn.append(ladder_plot(suites["ladder"], out_dir))
+        drawn.append(percentile_plot(suites["ladder"], out_dir))
     if suites.get("echo", {}).get("series"):
         drawn.append(echo_plot(suites["echo"], out_dir))
     if suites.get("granularity", {}).get("results"):
