@@ -19,6 +19,9 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <expected>
+#include <optional>
+#include <span>
 #include <system_error>
 #include <unordered_map>
 
@@ -94,25 +97,6 @@ class InBuffer {
   std::size_t capacity_ = 0;
   std::size_t begin_ = 0;
   std::size_t end_ = 0;
-};
-
-struct Connection {
-  int fd = -1;
-  bool is_unix = false;
-  bool counted = false;     // holds a slot of the server's connection limit
-  std::string peer;         // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
-  InBuffer in;
-  std::vector<std::byte> out;  // the reply being sent (at most one: input waits for it)
-  std::size_t out_sent = 0;
-  std::vector<double> series;  // the loaded series (opcode 2), aligned for the kernel
-  bool loaded = false;
-  Clock::time_point frame_started{};   // the first byte of the buffered frame arrived
-  Clock::time_point reply_started{};   // the pending reply first failed to leave whole
-  Clock::time_point close_deadline{};  // closing: give up waiting for the peer's EOF
-  bool want_write = false;  // registered for EPOLLOUT (reply pending) instead of EPOLLIN
-  bool closing = false;     // a fatal error reply is queued; then shut down and wait for EOF
-  bool write_shut = false;
-  bool dead = false;        // closed and forgotten at the end of this event batch
 };
 
 // A counter with one writer (its server thread) and readers on any thread.
@@ -238,27 +222,515 @@ std::string tcp_peer_name(const sockaddr_storage& address) {
   return "tcp peer (unknown address)";
 }
 
+// ---- What one server thread's connections share ----------------------------------------------
+
+// One server thread's counters; SocketServer::stats() sums them over the threads.
+struct ThreadStats {
+  Counter accepted, refused, dropped, bytes_in, bytes_out;
+  std::array<Counter, kSocketOpcodeCount> served;
+  std::array<Counter, kSocketErrorSlots> rejected;
+
+  void add_to(SocketServerStats& stats) const noexcept {
+    stats.connections_accepted += accepted.get();
+    stats.connections_refused += refused.get();
+    stats.connections_dropped += dropped.get();
+    for (std::size_t i = 0; i < kSocketOpcodeCount; ++i) stats.served[i] += served[i].get();
+    for (std::size_t i = 0; i < kSocketErrorSlots; ++i) stats.rejected[i] += rejected[i].get();
+    stats.bytes_in += bytes_in.get();
+    stats.bytes_out += bytes_out.get();
+  }
+};
+
+// Lines to stderr, at most kLogLinesPerSecond a second, so a flood of bad peers cannot turn the
+// server into a log writer; what was held back is reported as a count before the next line.
+class RateLimitedLog {
+ public:
+  explicit RateLimitedLog(bool enabled) : enabled_(enabled) {}
+
+  void line(const std::string& text) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      if (suppressed_ > 0)
+        fmt::print(stderr, "ipcfloor serve: socket: {} more messages suppressed\n", suppressed_);
+      window_ = now;
+      lines_ = 0;
+      suppressed_ = 0;
+    }
+    if (lines_ < kLogLinesPerSecond) {
+      ++lines_;
+      fmt::print(stderr, "ipcfloor serve: socket {}\n", text);
+    } else {
+      ++suppressed_;
+    }
+  }
+
+ private:
+  const bool enabled_;
+  Clock::time_point window_{};
+  unsigned lines_ = 0;
+  std::uint64_t suppressed_ = 0;
+};
+
+// One server thread's epoll set, keyed by fd.
+class EpollSet {
+ public:
+  EpollSet() = default;
+  EpollSet(const EpollSet&) = delete;
+  EpollSet& operator=(const EpollSet&) = delete;
+  ~EpollSet() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  Expected<void> open() {
+    fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (fd_ < 0) return fail(ErrorCode::io, "epoll_create1 failed: {}", os_error(errno));
+    return {};
+  }
+
+  Expected<void> add(int fd, std::uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.fd = fd;
+    if (epoll_ctl(fd_, EPOLL_CTL_ADD, fd, &event) != 0)
+      return fail(ErrorCode::io, "epoll_ctl(ADD) failed: {}", os_error(errno));
+    return {};
+  }
+
+  // False, with errno set, when the kernel refused.
+  bool modify(int fd, std::uint32_t events) noexcept {
+    epoll_event event{};
+    event.events = events;
+    event.data.fd = fd;
+    return epoll_ctl(fd_, EPOLL_CTL_MOD, fd, &event) == 0;
+  }
+
+  int wait(std::span<epoll_event> events, int timeout_ms) noexcept {
+    return epoll_wait(fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// ---- Requests --------------------------------------------------------------------------------
+
+// What a connection's requests keep between them.
+struct Session {
+  std::vector<double> series;  // the loaded series (opcode 2), aligned for the kernel
+  bool loaded = false;
+};
+
+// A frame refused with an error reply; the connection stays usable.
+struct Rejection {
+  SocketError error;
+  std::string message;
+};
+
+Rejection rejection_for(const SocketFault& fault) { return {fault.error, ipcfloor::describe(fault)}; }
+
+// Request handling for one server thread: decodes a frame's body, runs it (on the kernel for
+// the sweeps) and encodes the reply. Knows nothing of sockets; the scratch it keeps across
+// requests spares the chatty pattern an allocation per call.
+class RequestHandler {
+ public:
+  explicit RequestHandler(const SocketServerOptions& options) : options_(options) {}
+
+  // Appends the reply to `out` and returns the opcode served, or returns why the frame is
+  // refused and appends nothing.
+  std::expected<SocketOpcode, Rejection> serve(std::span<const std::byte> body, Session& session,
+                                               std::vector<std::byte>& out) {
+    auto request = decode_request(body);
+    if (!request) return std::unexpected(rejection_for(request.error()));
+    const RequestView& r = *request;
+    switch (r.opcode) {
+      case SocketOpcode::sweep: {
+        close_.resize(r.n_bars);
+        copy_close(r.close, close_);
+        if (auto swept = sweep(close_, r.params, r.n_combos); !swept) return std::unexpected(std::move(swept.error()));
+        append_sweep_reply(results_, out);
+        break;
+      }
+      case SocketOpcode::echo: append_echo_reply(r.close, out); break;
+      case SocketOpcode::load: {
+        session.series.resize(r.n_bars);
+        copy_close(r.close, session.series);
+        session.loaded = true;
+        append_load_reply(fnv1a64(r.close), options_.fee, out);
+        break;
+      }
+      case SocketOpcode::sweep_loaded: {
+        if (!session.loaded) {
+          SocketFault fault;
+          fault.error = SocketError::no_series_loaded;
+          fault.opcode = static_cast<std::uint8_t>(r.opcode);
+          return std::unexpected(rejection_for(fault));
+        }
+        if (auto fault = check_windows(r.params, session.series.size())) return std::unexpected(rejection_for(*fault));
+        if (auto swept = sweep(session.series, r.params, r.n_combos); !swept)
+          return std::unexpected(std::move(swept.error()));
+        append_sweep_reply(results_, out);
+        break;
+      }
+      case SocketOpcode::echo_params: append_echo_params_reply(r.params, out); break;
+    }
+    return r.opcode;
+  }
+
+ private:
+  // Runs validated combos into results_. Fails (internal) if the kernel refused one anyway.
+  std::expected<void, Rejection> sweep(std::span<const double> close, std::span<const std::byte> params,
+                                       std::uint32_t n) {
+    results_.resize(n);
+    if (options_.sweep_threads > 1 && n > 1) {
+      combos_.resize(n);
+      std::memcpy(combos_.data(), params.data(), std::size_t{n} * kComboWireBytes);
+      auto results = run_sweep(close, combos_, options_.fee, options_.sweep_threads);
+      if (!results) return std::unexpected(Rejection{SocketError::internal, results.error().message});
+      results_ = std::move(*results);
+      return {};
+    }
+    if (!workspace_ || workspace_->capacity() < close.size()) {
+      workspace_.reset();
+      workspace_ = std::make_unique<KernelWorkspace>(close.size());
+    }
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Combo combo;
+      std::memcpy(&combo, params.data() + std::size_t{i} * kComboWireBytes, sizeof combo);
+      const KernelStatus status = run_backtest(close, combo, options_.fee, *workspace_, results_[i]);
+      if (status != KernelStatus::ok)
+        return std::unexpected(
+            Rejection{SocketError::internal, fmt::format("combo {}: the kernel refused it: {}", i, to_string(status))});
+    }
+    if (workspace_->capacity() > kRetainedWorkspaceBars) workspace_.reset();
+    return {};
+  }
+
+  const SocketServerOptions& options_;
+  // Scratch reused across requests: the aligned close of a stateless sweep, results, combos.
+  std::vector<double> close_;
+  std::vector<BacktestResult> results_;
+  std::vector<Combo> combos_;
+  std::unique_ptr<KernelWorkspace> workspace_;
+};
+
+// ---- Connections -----------------------------------------------------------------------------
+
+// What every connection of one server thread uses of it.
+struct ThreadContext {
+  const SocketServerOptions& options;
+  ThreadStats& stats;
+  RateLimitedLog& log;
+  EpollSet& epoll;
+  RequestHandler& requests;
+};
+
+// One peer on one server thread: its buffers, state and deadlines, and the steps that move it
+// along (read, parse, serve, write, linger, close). A connection never closes its fd itself: it
+// is marked dead, and its thread closes it after the event batch (SocketServer::Worker::reap).
+class Connection {
+ public:
+  Connection(ThreadContext& context, int fd, std::string peer)
+      : context_(context), fd_(fd), peer_(std::move(peer)) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  [[nodiscard]] bool dead() const noexcept { return dead_; }
+  [[nodiscard]] bool holds_slot() const noexcept { return holds_slot_; }
+  void hold_slot() noexcept { holds_slot_ = true; }
+  // Forgotten without a word, at the end of this event batch.
+  void mark_dead() noexcept { dead_ = true; }
+
+  void on_events(std::uint32_t what, Clock::time_point now) {
+    // A hang-up while a reply is pending goes to the writer too: its send fails and drops
+    // the connection, instead of the hang-up firing on every wait until the timeout.
+    constexpr std::uint32_t kHangUp = EPOLLHUP | EPOLLERR;
+    if (want_write_ && (what & (EPOLLOUT | kHangUp)) != 0) on_writable(now);
+    if (!dead_ && !want_write_ && (what & (EPOLLIN | EPOLLRDHUP | kHangUp)) != 0) on_readable(now);
+  }
+
+  // A frame, a reply or a goodbye that is overdue ends the connection.
+  void check_deadline(Clock::time_point now) {
+    if (dead_) return;
+    if (closing_) {
+      if (now >= close_deadline_) dead_ = true;
+      return;
+    }
+    const auto stall_timeout = context_.options.stall_timeout;
+    if (want_write_) {
+      if (now - reply_started_ >= stall_timeout) {
+        context_.stats.rejected[static_cast<std::size_t>(SocketError::stalled)].add();
+        drop(fmt::format("did not read its {}-byte reply within {} ms; dropped", out_.size(), stall_timeout.count()));
+      }
+      return;
+    }
+    if (in_.size() > 0 && now - frame_started_ >= stall_timeout) {
+      SocketFault fault;
+      fault.error = SocketError::stalled;
+      fault.limit = static_cast<std::uint64_t>(stall_timeout.count());
+      fault.actual = in_.size();
+      fault.expected = announced_frame_bytes();
+      close_with_error(fault.error, ipcfloor::describe(fault), now);
+    }
+  }
+
+  // A fatal error: the reply goes out, then the connection is shut down and closed.
+  void close_with_error(SocketError error, const std::string& message, Clock::time_point now) {
+    context_.stats.rejected[static_cast<std::size_t>(error)].add();
+    if (error != SocketError::permission_denied && error != SocketError::too_many_connections)
+      context_.stats.dropped.add();
+    context_.log.line(fmt::format("{}: {} ({}); closing the connection", peer_, message, to_string(error)));
+    in_.clear();
+    in_.release_if_large();
+    out_.resize(out_sent_);  // anything not yet sent is superseded by the error
+    append_error_reply(error, message, out_);
+    closing_ = true;
+    close_deadline_ = now + std::min<Clock::duration>(kLinger, context_.options.stall_timeout);
+    flush(now);
+  }
+
+  // Closes at once, without a reply (the peer is gone or cannot be written to).
+  void drop(const std::string& why) {
+    if (dead_) return;
+    context_.stats.dropped.add();
+    context_.log.line(fmt::format("{}: {}", peer_, why));
+    dead_ = true;
+  }
+
+ private:
+  void on_readable(Clock::time_point now) {
+    if (closing_) {
+      discard_input();
+      return;
+    }
+    for (;;) {
+      const RequestScan scan = scan_request(in_.view(), context_.options.max_frame_bytes);
+      if (scan.state != ScanState::need_more) {  // a frame is already whole: serve it first
+        serve_buffered(now);
+        if (dead_ || closing_ || want_write_) return;
+        continue;
+      }
+      in_.make_room(in_.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + scan.body_len : kLengthPrefixBytes);
+      const std::span<std::byte> tail = in_.tail();
+      const ssize_t got = recv(fd_, tail.data(), tail.size(), 0);
+      if (got == 0) {
+        on_eof(now);
+        return;
+      }
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR) continue;
+        drop(fmt::format("recv failed: {}", os_error(errno)));
+        return;
+      }
+      if (in_.size() == 0) frame_started_ = now;
+      in_.produced(static_cast<std::size_t>(got));
+      context_.stats.bytes_in.add(static_cast<std::uint64_t>(got));
+      serve_buffered(now);
+      if (dead_ || closing_ || want_write_) return;
+      if (static_cast<std::size_t>(got) < tail.size()) return;  // drained; epoll says when more comes
+    }
+  }
+
+  void on_writable(Clock::time_point now) {
+    flush(now);
+    if (!dead_ && !want_write_ && !closing_) serve_buffered(now);  // frames pipelined meanwhile
+  }
+
+  void on_eof(Clock::time_point now) {
+    if (in_.size() == 0) {
+      dead_ = true;  // an orderly goodbye
+      return;
+    }
+    SocketFault fault;
+    fault.error = SocketError::truncated;
+    fault.actual = in_.size();
+    fault.expected = announced_frame_bytes();
+    close_with_error(fault.error, ipcfloor::describe(fault), now);
+  }
+
+  // The bytes the buffered frame's length prefix announces, or just the prefix while it is
+  // incomplete: what a stalled or truncated frame fell short of.
+  [[nodiscard]] std::uint64_t announced_frame_bytes() const noexcept {
+    const RequestScan scan = scan_request(in_.view(), context_.options.max_frame_bytes);
+    return in_.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + std::uint64_t{scan.body_len} : kLengthPrefixBytes;
+  }
+
+  // Serves every whole frame buffered, one reply at a time.
+  void serve_buffered(Clock::time_point now) {
+    while (!dead_ && !closing_ && !want_write_) {
+      const RequestScan scan = scan_request(in_.view(), context_.options.max_frame_bytes);
+      if (scan.state == ScanState::need_more) {
+        if (in_.size() == 0) in_.release_if_large();
+        return;
+      }
+      if (scan.state == ScanState::too_large) {
+        SocketFault fault;
+        fault.error = SocketError::frame_too_large;
+        fault.actual = scan.body_len;
+        fault.expected = context_.options.max_frame_bytes;
+        close_with_error(fault.error, ipcfloor::describe(fault), now);
+        return;
+      }
+      serve_frame(in_.view().subspan(kLengthPrefixBytes, scan.body_len));
+      in_.consume(scan.frame_bytes);
+      if (in_.size() > 0) frame_started_ = now;  // the next frame's bytes are already here
+      flush(now);
+    }
+  }
+
+  void serve_frame(std::span<const std::byte> body) {
+    const auto served = context_.requests.serve(body, session_, out_);
+    if (!served) {
+      reject(served.error());
+      return;
+    }
+    context_.stats.served[static_cast<std::size_t>(*served)].add();
+  }
+
+  // A refused frame on a connection that stays usable.
+  void reject(const Rejection& rejection) {
+    context_.stats.rejected[static_cast<std::size_t>(rejection.error)].add();
+    context_.log.line(fmt::format("{}: rejected a frame ({}): {}", peer_, to_string(rejection.error), rejection.message));
+    append_error_reply(rejection.error, rejection.message, out_);
+  }
+
+  void flush(Clock::time_point now) {
+    while (out_sent_ < out_.size()) {
+      const ssize_t sent = send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) {
+        out_sent_ += static_cast<std::size_t>(sent);
+        context_.stats.bytes_out.add(static_cast<std::uint64_t>(sent));
+        continue;
+      }
+      if (sent < 0 && errno == EINTR) continue;
+      if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!want_write_) {
+          want_write_ = true;
+          reply_started_ = now;
+          watch(EPOLLOUT);
+        }
+        return;
+      }
+      if (closing_) {
+        dead_ = true;  // the peer is gone already; the error had nobody to read it
+      } else {
+        drop(fmt::format("send failed: {}", os_error(errno)));
+      }
+      return;
+    }
+    out_.clear();
+    out_sent_ = 0;
+    if (out_.capacity() > kRetainedBufferBytes) std::vector<std::byte>().swap(out_);
+    if (closing_ && !write_shut_) {
+      shutdown(fd_, SHUT_WR);
+      write_shut_ = true;
+    }
+    if (want_write_) {
+      want_write_ = false;
+      watch(EPOLLIN | EPOLLRDHUP);
+    }
+  }
+
+  // Closing: read and forget until the peer's EOF (or the deadline).
+  void discard_input() {
+    std::array<std::byte, 4096> sink;
+    for (;;) {
+      const ssize_t got = recv(fd_, sink.data(), sink.size(), 0);
+      if (got > 0) {
+        context_.stats.bytes_in.add(static_cast<std::uint64_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      dead_ = true;
+      return;
+    }
+  }
+
+  void watch(std::uint32_t events) {
+    if (!context_.epoll.modify(fd_, events)) drop(fmt::format("epoll_ctl(MOD) failed: {}", os_error(errno)));
+  }
+
+  ThreadContext& context_;
+  const int fd_;
+  bool holds_slot_ = false;  // holds a slot of the server's connection limit
+  std::string peer_;         // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
+  InBuffer in_;
+  std::vector<std::byte> out_;  // the reply being sent (at most one: input waits for it)
+  std::size_t out_sent_ = 0;
+  Session session_;
+  Clock::time_point frame_started_{};   // the first byte of the buffered frame arrived
+  Clock::time_point reply_started_{};   // the pending reply first failed to leave whole
+  Clock::time_point close_deadline_{};  // closing: give up waiting for the peer's EOF
+  bool want_write_ = false;  // registered for EPOLLOUT (reply pending) instead of EPOLLIN
+  bool closing_ = false;     // a fatal error reply is queued; then shut down and wait for EOF
+  bool write_shut_ = false;
+  bool dead_ = false;        // closed and forgotten at the end of this event batch
+};
+
+// ---- Accepting -------------------------------------------------------------------------------
+
+// The server-wide limit on connections served, shared by every server thread.
+class ConnectionLimit {
+ public:
+  ConnectionLimit(std::atomic<std::size_t>& open, std::size_t max) noexcept : open_(open), max_(max) {}
+
+  // Takes a slot, or returns the refusal when every slot is taken.
+  std::optional<SocketFault> claim() noexcept {
+    // relaxed: a count compared against the limit (pairs with release's fetch_sub).
+    if (open_.fetch_add(1, std::memory_order_relaxed) >= max_) {
+      release();
+      SocketFault fault;
+      fault.error = SocketError::too_many_connections;
+      fault.expected = max_;
+      return fault;
+    }
+    return std::nullopt;
+  }
+
+  void release() noexcept {
+    // relaxed: a count compared against the limit; nothing is published through it (pairs
+    // with the relaxed fetch_add in claim).
+    open_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::size_t>& open_;
+  const std::size_t max_;
+};
+
+// Who a new connection comes from, and why it is refused if it is.
+struct PeerCheck {
+  std::string name;  // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
+  std::optional<SocketFault> refusal;
+};
+
 }  // namespace
 
 // ---- One server thread ------------------------------------------------------------------------
 
+// One server thread: its epoll loop, the connections it accepted, and what they share (counters,
+// log, request scratch).
 class SocketServer::Worker {
  public:
   Worker(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, int unix_fd, int tcp_fd,
          int wake_fd)
       : options_(options),
-        open_connections_(open_connections),
         unix_fd_(unix_fd),
         tcp_fd_(tcp_fd),
         wake_fd_(wake_fd),
-        tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))) {}
+        tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))),
+        limit_(open_connections, options.max_connections),
+        log_(options.log),
+        requests_(options),
+        context_{options, stats_, log_, epoll_, requests_} {}
 
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   ~Worker() {
     close_all();
-    if (epoll_fd_ >= 0) close(epoll_fd_);
     if (reserve_fd_ >= 0) close(reserve_fd_);
   }
 
@@ -266,20 +738,19 @@ class SocketServer::Worker {
   void close_all() noexcept {
     for (auto& [fd, connection] : connections_) {
       close(fd);
-      if (connection->counted) release_slot();
+      if (connection->holds_slot()) limit_.release();
     }
     connections_.clear();
   }
 
   // Setup: the epoll set with the listeners and the wake-up eventfd.
   Expected<void> init() {
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) return fail(ErrorCode::io, "epoll_create1 failed: {}", os_error(errno));
+    if (auto opened = epoll_.open(); !opened) return opened;
     // Several threads share the listeners: EPOLLEXCLUSIVE wakes one of them per connection.
     for (const int fd : {unix_fd_, tcp_fd_})
       if (fd >= 0)
-        if (auto added = add(fd, EPOLLIN | EPOLLEXCLUSIVE); !added) return added;
-    if (auto added = add(wake_fd_, EPOLLIN); !added) return added;
+        if (auto added = epoll_.add(fd, EPOLLIN | EPOLLEXCLUSIVE); !added) return added;
+    if (auto added = epoll_.add(wake_fd_, EPOLLIN); !added) return added;
     // Spare descriptor: when the process runs out, it is closed to accept and shed a peer
     // instead of spinning on a listener that stays readable.
     reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -291,9 +762,9 @@ class SocketServer::Worker {
     auto next_check = Clock::now() + tick_;
     const int wait_ms = static_cast<int>(tick_.count());
     for (;;) {
-      const int ready = epoll_wait(epoll_fd_, events.data(), kMaxEvents, wait_ms);
+      const int ready = epoll_.wait(events, wait_ms);
       if (ready < 0 && errno != EINTR) {
-        log_line(fmt::format("epoll_wait failed: {}; this server thread stops", os_error(errno)));
+        log_.line(fmt::format("epoll_wait failed: {}; this server thread stops", os_error(errno)));
         return;
       }
       const auto now = Clock::now();
@@ -306,16 +777,9 @@ class SocketServer::Worker {
           continue;
         }
         const auto found = connections_.find(fd);
-        if (found == connections_.end() || found->second->dead) continue;
+        if (found == connections_.end() || found->second->dead()) continue;
         Connection& connection = *found->second;
-        guarded(&connection, [&] {
-          // A hang-up while a reply is pending goes to the writer too: its send fails and drops
-          // the connection, instead of the hang-up firing on every wait until the timeout.
-          constexpr std::uint32_t kHangUp = EPOLLHUP | EPOLLERR;
-          if (connection.want_write && (what & (EPOLLOUT | kHangUp)) != 0) on_writable(connection, now);
-          if (!connection.dead && !connection.want_write && (what & (EPOLLIN | EPOLLRDHUP | kHangUp)) != 0)
-            on_readable(connection, now);
-        });
+        guarded(&connection, [&] { connection.on_events(what, now); });
       }
       if (now >= next_check) {
         check_deadlines(now);
@@ -325,34 +789,9 @@ class SocketServer::Worker {
     }
   }
 
-  void add_to(SocketServerStats& stats) const noexcept {
-    stats.connections_accepted += accepted_.get();
-    stats.connections_refused += refused_.get();
-    stats.connections_dropped += dropped_.get();
-    for (std::size_t i = 0; i < kSocketOpcodeCount; ++i) stats.served[i] += served_[i].get();
-    for (std::size_t i = 0; i < kSocketErrorSlots; ++i) stats.rejected[i] += rejected_[i].get();
-    stats.bytes_in += bytes_in_.get();
-    stats.bytes_out += bytes_out_.get();
-  }
+  void add_to(SocketServerStats& stats) const noexcept { stats_.add_to(stats); }
 
  private:
-  Expected<void> add(int fd, std::uint32_t events) {
-    epoll_event event{};
-    event.events = events;
-    event.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0)
-      return fail(ErrorCode::io, "epoll_ctl(ADD) failed: {}", os_error(errno));
-    return {};
-  }
-
-  void watch(Connection& connection, std::uint32_t events) {
-    epoll_event event{};
-    event.events = events;
-    event.data.fd = connection.fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event) != 0)
-      drop(connection, fmt::format("epoll_ctl(MOD) failed: {}", os_error(errno)));
-  }
-
   // Runs `work`; an exception (bad_alloc on a huge frame, say) costs that one connection only.
   template <class Work>
   void guarded(Connection* connection, Work&& work) noexcept {
@@ -360,19 +799,13 @@ class SocketServer::Worker {
       work();
     } catch (const std::exception& error) {
       if (connection != nullptr) {
-        drop(*connection, fmt::format("dropped after an internal error: {}", error.what()));
+        connection->drop(fmt::format("dropped after an internal error: {}", error.what()));
       } else {
-        log_line(fmt::format("accept failed: {}", error.what()));
+        log_.line(fmt::format("accept failed: {}", error.what()));
       }
     } catch (...) {
-      if (connection != nullptr) connection->dead = true;
+      if (connection != nullptr) connection->mark_dead();
     }
-  }
-
-  void release_slot() noexcept {
-    // relaxed: a count compared against the limit; nothing is published through it (pairs
-    // with the relaxed fetch_add in accept_all).
-    open_connections_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void accept_all(int listen_fd, Clock::time_point now) {
@@ -382,400 +815,125 @@ class SocketServer::Worker {
       socklen_t length = sizeof address;
       const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        const int error = errno;
-        if (error == EAGAIN || error == EWOULDBLOCK) return;
-        if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
-        if ((error == EMFILE || error == ENFILE) && reserve_fd_ >= 0) {
-          close(reserve_fd_);
-          const int shed = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-          if (shed >= 0) close(shed);
-          reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
-          log_line("out of file descriptors: shed a new connection");
-          refused_.add();
-          continue;
-        }
-        log_line(fmt::format("accept failed: {}", os_error(error)));
+        if (keeps_accepting(listen_fd, errno)) continue;
         return;
       }
-      auto connection = std::make_unique<Connection>();
-      connection->fd = fd;
-      connection->is_unix = is_unix;
-      std::optional<SocketFault> refusal;
-      if (is_unix) {
-        ucred peer{};
-        socklen_t peer_length = sizeof peer;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) != 0) {
-          log_line(fmt::format("SO_PEERCRED failed: {}; connection closed", os_error(errno)));
-          close(fd);
-          refused_.add();
-          continue;
-        }
-        connection->peer = fmt::format("unix peer pid {} uid {}", peer.pid, peer.uid);
-        if (!options_.any_uid && peer.uid != geteuid()) {
-          SocketFault fault;
-          fault.error = SocketError::permission_denied;
-          fault.actual = peer.uid;
-          fault.expected = geteuid();
-          refusal = fault;
-        }
-      } else {
-        connection->peer = tcp_peer_name(address);
-        const int one = 1;
-        if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-          log_line(fmt::format("{}: TCP_NODELAY failed: {}; connection closed", connection->peer, os_error(errno)));
-          close(fd);
-          refused_.add();
-          continue;
-        }
-      }
-      if (!refusal) {
-        // relaxed: a count compared against the limit (pairs with release_slot's fetch_sub).
-        if (open_connections_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
-          release_slot();
-          SocketFault fault;
-          fault.error = SocketError::too_many_connections;
-          fault.expected = options_.max_connections;
-          refusal = fault;
-        } else {
-          connection->counted = true;
-        }
-      }
-      // Refused peers linger briefly to receive their error; past this many, they are cut off.
-      if (refusal && connections_.size() >= 2 * options_.max_connections + 16) {
-        close(fd);
-        refused_.add();
-        continue;
-      }
-      Connection& added = *connection;
-      connections_.emplace(fd, std::move(connection));
-      if (auto registered = add(fd, EPOLLIN | EPOLLRDHUP); !registered) {
-        drop(added, registered.error().message);
-        continue;
-      }
-      if (refusal) {
-        refused_.add();
-        fail_connection(added, refusal->error, ipcfloor::describe(*refusal), now);
-      } else {
-        accepted_.add();
-      }
+      admit(fd, is_unix, address, now);
     }
   }
 
-  void on_readable(Connection& c, Clock::time_point now) {
-    if (c.closing) {
-      discard_input(c);
-      return;
-    }
-    for (;;) {
-      const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
-      if (scan.state != ScanState::need_more) {  // a frame is already whole: serve it first
-        serve_buffered(c, now);
-        if (c.dead || c.closing || c.want_write) return;
-        continue;
-      }
-      c.in.make_room(c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + scan.body_len : kLengthPrefixBytes);
-      const std::span<std::byte> tail = c.in.tail();
-      const ssize_t got = recv(c.fd, tail.data(), tail.size(), 0);
-      if (got == 0) {
-        on_eof(c, now);
-        return;
-      }
-      if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        if (errno == EINTR) continue;
-        drop(c, fmt::format("recv failed: {}", os_error(errno)));
-        return;
-      }
-      if (c.in.size() == 0) c.frame_started = now;
-      c.in.produced(static_cast<std::size_t>(got));
-      bytes_in_.add(static_cast<std::uint64_t>(got));
-      serve_buffered(c, now);
-      if (c.dead || c.closing || c.want_write) return;
-      if (static_cast<std::size_t>(got) < tail.size()) return;  // drained; epoll says when more comes
-    }
-  }
-
-  void on_writable(Connection& c, Clock::time_point now) {
-    flush(c, now);
-    if (!c.dead && !c.want_write && !c.closing) serve_buffered(c, now);  // frames pipelined meanwhile
-  }
-
-  void on_eof(Connection& c, Clock::time_point now) {
-    if (c.in.size() == 0) {
-      c.dead = true;  // an orderly goodbye
-      return;
-    }
-    const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
-    SocketFault fault;
-    fault.error = SocketError::truncated;
-    fault.actual = c.in.size();
-    fault.expected = c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + std::uint64_t{scan.body_len}
-                                                       : kLengthPrefixBytes;
-    fail_connection(c, fault.error, ipcfloor::describe(fault), now);
-  }
-
-  // Serves every whole frame buffered, one reply at a time.
-  void serve_buffered(Connection& c, Clock::time_point now) {
-    while (!c.dead && !c.closing && !c.want_write) {
-      const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
-      if (scan.state == ScanState::need_more) {
-        if (c.in.size() == 0) c.in.release_if_large();
-        return;
-      }
-      if (scan.state == ScanState::too_large) {
-        SocketFault fault;
-        fault.error = SocketError::frame_too_large;
-        fault.actual = scan.body_len;
-        fault.expected = options_.max_frame_bytes;
-        fail_connection(c, fault.error, ipcfloor::describe(fault), now);
-        return;
-      }
-      serve_frame(c, c.in.view().subspan(kLengthPrefixBytes, scan.body_len));
-      c.in.consume(scan.frame_bytes);
-      if (c.in.size() > 0) c.frame_started = now;  // the next frame's bytes are already here
-      flush(c, now);
-    }
-  }
-
-  void serve_frame(Connection& c, std::span<const std::byte> body) {
-    auto request = decode_request(body);
-    if (!request) {
-      reject(c, request.error().error, ipcfloor::describe(request.error()));
-      return;
-    }
-    const RequestView& r = *request;
-    switch (r.opcode) {
-      case SocketOpcode::sweep: {
-        close_.resize(r.n_bars);
-        copy_close(r.close, close_);
-        if (!sweep(c, close_, r.params, r.n_combos)) return;
-        append_sweep_reply(results_, c.out);
-        break;
-      }
-      case SocketOpcode::echo: append_echo_reply(r.close, c.out); break;
-      case SocketOpcode::load: {
-        c.series.resize(r.n_bars);
-        copy_close(r.close, c.series);
-        c.loaded = true;
-        append_load_reply(fnv1a64(r.close), options_.fee, c.out);
-        break;
-      }
-      case SocketOpcode::sweep_loaded: {
-        if (!c.loaded) {
-          SocketFault fault;
-          fault.error = SocketError::no_series_loaded;
-          fault.opcode = static_cast<std::uint8_t>(r.opcode);
-          reject(c, fault.error, ipcfloor::describe(fault));
-          return;
-        }
-        if (auto fault = check_windows(r.params, c.series.size())) {
-          reject(c, fault->error, ipcfloor::describe(*fault));
-          return;
-        }
-        if (!sweep(c, c.series, r.params, r.n_combos)) return;
-        append_sweep_reply(results_, c.out);
-        break;
-      }
-      case SocketOpcode::echo_params: append_echo_params_reply(r.params, c.out); break;
-    }
-    served_[static_cast<std::size_t>(r.opcode)].add();
-  }
-
-  // Runs validated combos into results_. False (after an internal error reply) if the kernel
-  // refused one anyway.
-  bool sweep(Connection& c, std::span<const double> close, std::span<const std::byte> params, std::uint32_t n) {
-    results_.resize(n);
-    if (options_.sweep_threads > 1 && n > 1) {
-      combos_.resize(n);
-      std::memcpy(combos_.data(), params.data(), std::size_t{n} * kComboWireBytes);
-      auto results = run_sweep(close, combos_, options_.fee, options_.sweep_threads);
-      if (!results) {
-        reject(c, SocketError::internal, results.error().message);
-        return false;
-      }
-      results_ = std::move(*results);
+  // After accept4 failed with `error`: whether to call it again now.
+  bool keeps_accepting(int listen_fd, int error) {
+    if (error == EAGAIN || error == EWOULDBLOCK) return false;
+    if (error == EINTR || error == ECONNABORTED || error == EPROTO) return true;
+    if ((error == EMFILE || error == ENFILE) && reserve_fd_ >= 0) {
+      close(reserve_fd_);
+      const int shed = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (shed >= 0) close(shed);
+      reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      log_.line("out of file descriptors: shed a new connection");
+      stats_.refused.add();
       return true;
     }
-    if (!workspace_ || workspace_->capacity() < close.size()) {
-      workspace_.reset();
-      workspace_ = std::make_unique<KernelWorkspace>(close.size());
+    log_.line(fmt::format("accept failed: {}", os_error(error)));
+    return false;
+  }
+
+  // A new connection is served, or, refused (wrong uid, every slot taken), sent its error.
+  void admit(int fd, bool is_unix, const sockaddr_storage& address, Clock::time_point now) {
+    auto peer = check_peer(fd, is_unix, address);
+    if (!peer) return;
+    auto connection = std::make_unique<Connection>(context_, fd, std::move(peer->name));
+    std::optional<SocketFault> refusal = peer->refusal;
+    if (!refusal) {
+      refusal = limit_.claim();
+      if (!refusal) connection->hold_slot();
     }
-    for (std::uint32_t i = 0; i < n; ++i) {
-      Combo combo;
-      std::memcpy(&combo, params.data() + std::size_t{i} * kComboWireBytes, sizeof combo);
-      const KernelStatus status = run_backtest(close, combo, options_.fee, *workspace_, results_[i]);
-      if (status != KernelStatus::ok) {
-        reject(c, SocketError::internal, fmt::format("combo {}: the kernel refused it: {}", i, to_string(status)));
-        return false;
-      }
-    }
-    if (workspace_->capacity() > kRetainedWorkspaceBars) workspace_.reset();
-    return true;
-  }
-
-  // A refused frame on a connection that stays usable.
-  void reject(Connection& c, SocketError error, const std::string& message) {
-    rejected_[static_cast<std::size_t>(error)].add();
-    log_line(fmt::format("{}: rejected a frame ({}): {}", c.peer, to_string(error), message));
-    append_error_reply(error, message, c.out);
-  }
-
-  // A fatal error: the reply goes out, then the connection is shut down and closed.
-  void fail_connection(Connection& c, SocketError error, const std::string& message, Clock::time_point now) {
-    rejected_[static_cast<std::size_t>(error)].add();
-    if (error != SocketError::permission_denied && error != SocketError::too_many_connections) dropped_.add();
-    log_line(fmt::format("{}: {} ({}); closing the connection", c.peer, message, to_string(error)));
-    c.in.clear();
-    c.in.release_if_large();
-    c.out.resize(c.out_sent);  // anything not yet sent is superseded by the error
-    append_error_reply(error, message, c.out);
-    c.closing = true;
-    c.close_deadline = now + std::min<Clock::duration>(kLinger, options_.stall_timeout);
-    flush(c, now);
-  }
-
-  void flush(Connection& c, Clock::time_point now) {
-    while (c.out_sent < c.out.size()) {
-      const ssize_t sent = send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent > 0) {
-        c.out_sent += static_cast<std::size_t>(sent);
-        bytes_out_.add(static_cast<std::uint64_t>(sent));
-        continue;
-      }
-      if (sent < 0 && errno == EINTR) continue;
-      if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!c.want_write) {
-          c.want_write = true;
-          c.reply_started = now;
-          watch(c, EPOLLOUT);
-        }
-        return;
-      }
-      if (c.closing) {
-        c.dead = true;  // the peer is gone already; the error had nobody to read it
-      } else {
-        drop(c, fmt::format("send failed: {}", os_error(errno)));
-      }
+    // Refused peers linger briefly to receive their error; past this many, they are cut off.
+    if (refusal && connections_.size() >= 2 * options_.max_connections + 16) {
+      close(fd);
+      stats_.refused.add();
       return;
     }
-    c.out.clear();
-    c.out_sent = 0;
-    if (c.out.capacity() > kRetainedBufferBytes) std::vector<std::byte>().swap(c.out);
-    if (c.closing && !c.write_shut) {
-      shutdown(c.fd, SHUT_WR);
-      c.write_shut = true;
+    Connection& added = *connection;
+    connections_.emplace(fd, std::move(connection));
+    if (auto registered = epoll_.add(fd, EPOLLIN | EPOLLRDHUP); !registered) {
+      added.drop(registered.error().message);
+      return;
     }
-    if (c.want_write) {
-      c.want_write = false;
-      watch(c, EPOLLIN | EPOLLRDHUP);
+    if (refusal) {
+      stats_.refused.add();
+      added.close_with_error(refusal->error, ipcfloor::describe(*refusal), now);
+    } else {
+      stats_.accepted.add();
     }
   }
 
-  // Closing: read and forget until the peer's EOF (or the deadline).
-  void discard_input(Connection& c) {
-    std::array<std::byte, 4096> sink;
-    for (;;) {
-      const ssize_t got = recv(c.fd, sink.data(), sink.size(), 0);
-      if (got > 0) {
-        bytes_in_.add(static_cast<std::uint64_t>(got));
-        continue;
+  // Names the peer and applies the uid rule (Unix) or sets TCP_NODELAY (TCP). Empty, the fd
+  // closed and the peer counted as refused, when the socket cannot be asked or set up.
+  std::optional<PeerCheck> check_peer(int fd, bool is_unix, const sockaddr_storage& address) {
+    PeerCheck peer;
+    if (is_unix) {
+      ucred credentials{};
+      socklen_t length = sizeof credentials;
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+        log_.line(fmt::format("SO_PEERCRED failed: {}; connection closed", os_error(errno)));
+        close(fd);
+        stats_.refused.add();
+        return std::nullopt;
       }
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      c.dead = true;
-      return;
+      peer.name = fmt::format("unix peer pid {} uid {}", credentials.pid, credentials.uid);
+      if (!options_.any_uid && credentials.uid != geteuid()) {
+        SocketFault fault;
+        fault.error = SocketError::permission_denied;
+        fault.actual = credentials.uid;
+        fault.expected = geteuid();
+        peer.refusal = fault;
+      }
+      return peer;
     }
+    peer.name = tcp_peer_name(address);
+    const int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+      log_.line(fmt::format("{}: TCP_NODELAY failed: {}; connection closed", peer.name, os_error(errno)));
+      close(fd);
+      stats_.refused.add();
+      return std::nullopt;
+    }
+    return peer;
   }
 
   void check_deadlines(Clock::time_point now) {
-    for (auto& [fd, connection] : connections_) {
-      Connection& c = *connection;
-      if (c.dead) continue;
-      if (c.closing) {
-        if (now >= c.close_deadline) c.dead = true;
-        continue;
-      }
-      if (c.want_write) {
-        if (now - c.reply_started >= options_.stall_timeout) {
-          rejected_[static_cast<std::size_t>(SocketError::stalled)].add();
-          drop(c, fmt::format("did not read its {}-byte reply within {} ms; dropped", c.out.size(),
-                              options_.stall_timeout.count()));
-        }
-        continue;
-      }
-      if (c.in.size() > 0 && now - c.frame_started >= options_.stall_timeout) {
-        const RequestScan scan = scan_request(c.in.view(), options_.max_frame_bytes);
-        SocketFault fault;
-        fault.error = SocketError::stalled;
-        fault.limit = static_cast<std::uint64_t>(options_.stall_timeout.count());
-        fault.actual = c.in.size();
-        fault.expected = c.in.size() >= kLengthPrefixBytes ? kLengthPrefixBytes + std::uint64_t{scan.body_len}
-                                                           : kLengthPrefixBytes;
-        fail_connection(c, fault.error, ipcfloor::describe(fault), now);
-      }
-    }
-  }
-
-  // Closes at once, without a reply (the peer is gone or cannot be written to).
-  void drop(Connection& c, const std::string& why) {
-    if (c.dead) return;
-    dropped_.add();
-    log_line(fmt::format("{}: {}", c.peer, why));
-    c.dead = true;
+    for (auto& [fd, connection] : connections_) connection->check_deadline(now);
   }
 
   // Closes the connections marked dead in this batch. Their fds stay open until here, so no
   // event of the batch can name a reused fd.
   void reap() {
     for (auto it = connections_.begin(); it != connections_.end();) {
-      if (!it->second->dead) {
+      if (!it->second->dead()) {
         ++it;
         continue;
       }
       close(it->first);
-      if (it->second->counted) release_slot();
+      if (it->second->holds_slot()) limit_.release();
       it = connections_.erase(it);
     }
   }
 
-  void log_line(const std::string& line) {
-    if (!options_.log) return;
-    const auto now = Clock::now();
-    if (now - log_window_ >= std::chrono::seconds(1)) {
-      if (log_suppressed_ > 0)
-        fmt::print(stderr, "ipcfloor serve: socket: {} more messages suppressed\n", log_suppressed_);
-      log_window_ = now;
-      log_lines_ = 0;
-      log_suppressed_ = 0;
-    }
-    if (log_lines_ < kLogLinesPerSecond) {
-      ++log_lines_;
-      fmt::print(stderr, "ipcfloor serve: socket {}\n", line);
-    } else {
-      ++log_suppressed_;
-    }
-  }
-
   const SocketServerOptions& options_;
-  std::atomic<std::size_t>& open_connections_;
   const int unix_fd_;
   const int tcp_fd_;
   const int wake_fd_;
   const std::chrono::milliseconds tick_;
-  int epoll_fd_ = -1;
+  ConnectionLimit limit_;
+  ThreadStats stats_;
+  RateLimitedLog log_;
+  EpollSet epoll_;
+  RequestHandler requests_;
+  ThreadContext context_;  // refers to the members above; every connection of this thread holds it
   int reserve_fd_ = -1;
   std::unordered_map<int, std::unique_ptr<Connection>> connections_;
-  // Scratch reused across requests: the aligned close of a stateless sweep, results, combos.
-  std::vector<double> close_;
-  std::vector<BacktestResult> results_;
-  std::vector<Combo> combos_;
-  std::unique_ptr<KernelWorkspace> workspace_;
-  Clock::time_point log_window_{};
-  unsigned log_lines_ = 0;
-  std::uint64_t log_suppressed_ = 0;
-  Counter accepted_, refused_, dropped_, bytes_in_, bytes_out_;
-  std::array<Counter, kSocketOpcodeCount> served_;
-  std::array<Counter, kSocketErrorSlots> rejected_;
 };
 
 // ---- The server ------------------------------------------------------------------------------

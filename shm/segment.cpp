@@ -144,7 +144,25 @@ Expected<void> clear_stale_socket(const std::string& path, std::string_view name
   return {};
 }
 
-// Step 3, the data object: created, populated, locked (shm/shared_object.hpp).
+// Step 3, the memory budget: under --mlock require, RLIMIT_MEMLOCK must cover the data object
+// and the most lane objects alive at once. Checked before anything is made: lane objects are
+// made per client, and a limit too short for them must fail the start, not a later client.
+Expected<void> check_mlock_budget(const SegmentConfig& config) {
+  if (config.mlock != MlockMode::required) return {};
+  // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
+  // check can only be stricter than the pages granted.
+  const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, config.series.size(),
+                                                 kSmallPageBytes, config.bulk_bytes);
+  // One lane object more than lanes: a reclaimed lane's fresh object is made while the old one
+  // is still mapped.
+  const std::uint64_t bytes = (config.hugepages == HugePagesMode::required ? 0 : small.data_bytes) +
+                              (std::uint64_t{config.lanes} + 1) * small.lane_bytes;
+  return check_memlock_budget(
+      bytes, fmt::format("the data object and {} lane objects (one per lane and one to replace a lane's)",
+                         config.lanes + 1));
+}
+
+// Step 4, the data object: created, populated, locked (shm/shared_object.hpp).
 Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeometry& geometry) {
   // The geometry depends on the page size, which depends on whether huge pages are granted:
   // ask for the huge-page size first; a 4 KiB object then only needs the smaller rounding.
@@ -169,7 +187,7 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   return object;
 }
 
-// Step 4, the header and the lane table, then the series and its checksum. Nobody else can
+// Step 5, the header and the lane table, then the series and its checksum. Nobody else can
 // see the object yet.
 void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry& g, const SegmentConfig& config,
                 Backing backing, bool locked) {
@@ -209,24 +227,22 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, g.series_bytes));
 }
 
-// Step 5, publish: magic and `ready` with release stores, then the seals. From here on nobody
+// Step 6, publish: magic and `ready` with release stores, then the seals. From here on nobody
 // but this process's own mapping can write the object.
 Expected<void> publish_data(SharedObject& object) {
   auto* header = reinterpret_cast<DataHeader*>(object.data());
   // release: every identity field is visible to whoever sees the magic; pairs with the acquire
-  // load of magic in Attachment::attach.
+  // load of magic in check_data (Attachment::attach).
   std::atomic_ref<std::uint64_t>(header->magic).store(kDataMagic, std::memory_order_release);
   // release: publishes the whole header, lane table and series; pairs with the acquire load of
-  // state in Attachment::attach.
+  // state in check_data (Attachment::attach).
   header->state.store(static_cast<std::uint32_t>(SegmentState::ready), std::memory_order_release);
   return object.seal_size_and_future_writes();
 }
 
-// Step 6, the socket: bound, made 0600, then listening, so that a client that can connect finds
-// the engine whole. Returns the listener and the socket file's identity.
-// The socket is bound, made 0600 and listening under a temporary name, then renamed into place:
-// a client never finds DIR/NAME with the wrong mode or not yet listening (which it would take
-// for a dead engine).
+// Step 7, the socket: bound, made 0600 and listening under a temporary name, then renamed into
+// place, so a client never finds DIR/NAME with the wrong mode or not yet listening (which it
+// would take for a dead engine). Returns the listener and the socket file's identity.
 Expected<UniqueFd> open_listener(const std::string& path, dev_t& device, ino_t& inode) {
   if (auto final_address = unix_address(path); !final_address) return std::unexpected(std::move(final_address.error()));
   const std::string staging = path + ".new";
@@ -405,21 +421,7 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto cleared = clear_stale_socket(segment.socket_path_, config.name, segment.warnings_); !cleared)
     return std::unexpected(std::move(cleared.error()));
 
-  if (config.mlock == MlockMode::required) {
-    // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
-    // check can only be stricter than the pages granted.
-    const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, config.series.size(),
-                                                   kSmallPageBytes, config.bulk_bytes);
-    // One lane object more than lanes: a reclaimed lane's fresh object is made while the old one
-    // is still mapped.
-    const std::uint64_t bytes = (config.hugepages == HugePagesMode::required ? 0 : small.data_bytes) +
-                                (std::uint64_t{config.lanes} + 1) * small.lane_bytes;
-    if (auto budget = check_memlock_budget(
-            bytes, fmt::format("the data object and {} lane objects (one per lane and one to replace a lane's)",
-                               config.lanes + 1));
-        !budget)
-      return std::unexpected(std::move(budget.error()));
-  }
+  if (auto budget = check_mlock_budget(config); !budget) return std::unexpected(std::move(budget.error()));
   auto data = make_data_object(config, segment.geometry_);
   if (!data) return std::unexpected(std::move(data.error()));
   segment.data_ = std::move(*data);

@@ -1,0 +1,298 @@
+#include "kernel/series_formats.hpp"
+
+#include <charconv>
+#include <expected>
+#include <iterator>
+#include <optional>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace ipcfloor::series_formats {
+namespace {
+
+struct CsvCell {
+  std::string_view text;  // trimmed; for a quoted cell, what is between the quotes
+  bool quoted = false;
+};
+
+// One data record as parse_csv needs it: its cell count, whether it is a blank line, and the
+// close cell. Flat fields rather than CsvCell copies: copying a cell struct per bar made the
+// loop stall on store forwarding.
+struct CsvRow {
+  std::size_t cells = 0;
+  bool blank = false;
+  bool has_close = false;
+  std::string_view close;
+};
+
+// Walks CSV records over the whole file text. Quoted cells may hold commas and newlines
+// ("" is an escaped quote and is left doubled in the cell text: no cell we read holds one).
+class CsvScanner {
+ public:
+  explicit CsvScanner(std::string_view text)
+      : text_(text), has_quotes_(text.find('"') != std::string_view::npos) {}
+
+  [[nodiscard]] bool at_end() const { return pos_ >= text_.size(); }
+  // The physical line number (1-based) where the next record starts.
+  [[nodiscard]] std::size_t line() const { return line_; }
+  // The last record as written, without its line ending.
+  [[nodiscard]] std::string_view record_text() const {
+    std::string_view text = trim(text_.substr(record_start_, record_end_ - record_start_));
+    while (!text.empty() && text.back() == '\n') text = trim(text.substr(0, text.size() - 1));
+    return text;
+  }
+
+  // Reads one record into `row`, keeping cell `column` as the close cell; fails like
+  // next_record. This is the per-bar loop.
+  std::expected<void, std::string> next_row(std::size_t column, CsvRow& row) {
+    record_start_ = pos_;
+    const std::size_t newline = text_.find('\n', pos_);
+    const std::size_t line_end = (newline == std::string_view::npos) ? text_.size() : newline;
+    std::string_view line = text_.substr(pos_, line_end - pos_);
+    if (has_quotes_ && line.find('"') != std::string_view::npos) {
+      bool first_empty = false;
+      bool first_quoted = false;
+      row.has_close = false;
+      auto cells = next_record([&](std::size_t index, const CsvCell& cell) {
+        if (index == 0) {
+          first_empty = cell.text.empty();
+          first_quoted = cell.quoted;
+        }
+        if (index == column) {
+          row.close = cell.text;
+          row.has_close = true;
+        }
+      });
+      if (!cells) return std::unexpected(std::move(cells.error()));
+      row.cells = *cells;
+      row.blank = (*cells == 1 && first_empty && !first_quoted);
+      return {};
+    }
+    std::size_t index = 0;
+    row.has_close = false;
+    row.blank = false;
+    for (;;) {
+      const std::size_t comma = line.find(',');
+      if (index == column) {
+        row.close = trim(line.substr(0, comma));
+        row.has_close = true;
+      }
+      ++index;
+      if (comma == std::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+    }
+    row.cells = index;
+    if (index == 1 && !row.has_close) row.blank = trim(line).empty();
+    if (index == 1 && row.has_close) row.blank = row.close.empty();
+    record_end_ = line_end;
+    pos_ = line_end;
+    if (newline != std::string_view::npos) {
+      ++pos_;
+      ++line_;
+    }
+    return {};
+  }
+
+  // Reads one record with the full quote-aware walk, calling visit(index, cell) per cell;
+  // returns the number of cells, or a phrase describing a broken quote.
+  template <class Visit>
+  std::expected<std::size_t, std::string> next_record(Visit&& visit) {
+    record_start_ = pos_;
+    std::size_t index = 0;
+    for (;;) {
+      while (pos_ < text_.size() && is_blank(text_[pos_])) ++pos_;
+      CsvCell cell;
+      if (pos_ < text_.size() && text_[pos_] == '"') {
+        const std::size_t start = ++pos_;
+        for (;;) {
+          if (pos_ >= text_.size()) {
+            record_end_ = pos_;
+            return std::unexpected(std::string("a quoted cell is never closed"));
+          }
+          if (text_[pos_] == '"') {
+            if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
+              pos_ += 2;
+              continue;
+            }
+            break;
+          }
+          if (text_[pos_] == '\n') ++line_;
+          ++pos_;
+        }
+        cell = {trim(text_.substr(start, pos_ - start)), true};
+        ++pos_;  // the closing quote
+        while (pos_ < text_.size() && is_blank(text_[pos_])) ++pos_;
+        if (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n') {
+          record_end_ = pos_;
+          return std::unexpected(fmt::format("text '{}' follows a quoted cell",
+                                             snippet(text_.substr(pos_, 10))));
+        }
+      } else {
+        const std::size_t start = pos_;
+        while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n') ++pos_;
+        cell = {trim(text_.substr(start, pos_ - start)), false};
+      }
+      visit(index++, cell);
+      if (pos_ >= text_.size()) {
+        record_end_ = pos_;
+        return index;
+      }
+      if (text_[pos_] == '\n') {
+        record_end_ = pos_;
+        ++pos_;
+        ++line_;
+        return index;
+      }
+      ++pos_;  // the comma
+    }
+  }
+
+ private:
+  std::string_view text_;
+  bool has_quotes_;  // false for most files: then no line needs a look for quotes
+  std::size_t pos_ = 0;
+  std::size_t line_ = 1;
+  std::size_t record_start_ = 0;
+  std::size_t record_end_ = 0;
+};
+
+std::string_view header_name(const CsvCell& cell) {
+  std::string_view name = cell.text;
+  // Some writers single-quote names; a name really spelled 'x' is not worth supporting.
+  if (!cell.quoted && name.size() >= 2 && name.front() == '\'' && name.back() == '\'') {
+    name = trim(name.substr(1, name.size() - 2));
+  }
+  return name;
+}
+
+std::size_t count_newlines(std::string_view text) {
+  // A plain loop the compiler vectorises; a find() per line costs a call per bar.
+  std::size_t count = 0;
+  for (const char c : text) count += (c == '\n') ? 1U : 0U;
+  return count;
+}
+
+enum class NumberError { none, not_a_number, out_of_range };
+
+// Correctly rounded, so the 17 significant digits save_series writes come back bit for bit.
+NumberError parse_close(std::string_view text, double& value) {
+  // from_chars rejects a leading '+', which spreadsheets and Python's float() accept.
+  if (text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+') {
+    text.remove_prefix(1);
+  }
+  const char* const end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && stop == end) return NumberError::out_of_range;
+  if (ec != std::errc{} || stop != end) return NumberError::not_a_number;
+  return NumberError::none;
+}
+
+}  // namespace
+
+Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path) {
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
+
+  CsvScanner scanner(text);
+  std::vector<std::string_view> names;
+  if (auto header = scanner.next_record(
+          [&](std::size_t, const CsvCell& cell) { names.push_back(header_name(cell)); });
+      !header) {
+    return fail(ErrorCode::bad_data, "{}: line 1 (the header): {}", path, header.error());
+  }
+  std::optional<std::size_t> column;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!iequals(names[i], "close")) continue;
+    if (column) {
+      return fail(ErrorCode::bad_data,
+                  "{}: the header has two 'close' columns (columns {} and {}); which one is "
+                  "the series is ambiguous",
+                  path, *column + 1, i + 1);
+    }
+    column = i;
+  }
+  if (!column) {
+    if (names.size() == 1 && names.front().empty()) {
+      return fail(ErrorCode::bad_data,
+                  "{}: no 'close' column: the header row (line 1) is empty", path);
+    }
+    std::string found;
+    for (const auto name : names) {
+      if (!found.empty()) found += ", ";
+      found += fmt::format("'{}'", snippet(name));
+    }
+    return fail(ErrorCode::bad_data,
+                "{}: no 'close' column in the header (line 1); columns found: {}", path, found);
+  }
+
+  std::vector<double> close;
+  // One bar per remaining line at most; counting newlines is far cheaper than regrowing.
+  close.reserve(count_newlines(text) + 1);
+  std::size_t blank_line = 0;  // the first blank line seen, 0 while none
+  CsvRow row;
+  while (!scanner.at_end()) {
+    const std::size_t line = scanner.line();
+    if (auto read = scanner.next_row(*column, row); !read) {
+      return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", path, line, read.error(),
+                  snippet(scanner.record_text()));
+    }
+    if (row.blank) {
+      if (blank_line == 0) blank_line = line;
+      continue;
+    }
+    // Blank lines at the end are harmless; one in the middle may hide a lost or merged file.
+    if (blank_line != 0) {
+      return fail(ErrorCode::bad_data,
+                  "{}: line {} is blank but data rows follow (line {}); a blank line is not a "
+                  "bar",
+                  path, blank_line, line);
+    }
+    // More cells than the header names means the columns are shifted, most often by a
+    // decimal comma ("1,5"): reading on would load the wrong numbers without a word.
+    if (row.cells > names.size()) {
+      return fail(ErrorCode::bad_data,
+                  "{}: line {} has {} cells but the header names {} column{}: '{}'", path, line,
+                  row.cells, names.size(), names.size() == 1 ? "" : "s",
+                  snippet(scanner.record_text()));
+    }
+    if (!row.has_close) {
+      return fail(ErrorCode::bad_data,
+                  "{}: line {} has no close cell: the close column is column {} but the row "
+                  "has {} cell{}: '{}'",
+                  path, line, *column + 1, row.cells, row.cells == 1 ? "" : "s",
+                  snippet(scanner.record_text()));
+    }
+    if (row.close.empty()) {
+      return fail(ErrorCode::bad_data, "{}: line {} has an empty close cell: '{}'", path, line,
+                  snippet(scanner.record_text()));
+    }
+    double value = 0.0;
+    switch (parse_close(row.close, value)) {
+      case NumberError::none:
+        break;
+      case NumberError::not_a_number:
+        return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is not a number",
+                    path, line, snippet(row.close));
+      case NumberError::out_of_range:
+        return fail(ErrorCode::bad_data,
+                    "{}: line {}: the close cell '{}' is outside the float64 range", path, line,
+                    snippet(row.close));
+    }
+    close.push_back(value);
+  }
+  if (close.empty()) {
+    return fail(ErrorCode::bad_data, "{}: the CSV has a header but no data rows", path);
+  }
+  return close;
+}
+
+void append_csv(std::string& out, std::span<const double> values) {
+  // 17 significant digits always round-trip a binary64; a bar is at most ~24 characters.
+  out.reserve(out.size() + 6 + values.size() * 24);
+  out += "close\n";
+  auto sink = std::back_inserter(out);
+  for (const double v : values) fmt::format_to(sink, "{:.17g}\n", v);
+}
+
+}  // namespace ipcfloor::series_formats
