@@ -6,22 +6,6 @@
 
 namespace ipcfloor {
 
-int exit_code_for(ErrorCode code) noexcept {
-  switch (code) {
-    case ErrorCode::invalid_argument:
-    case ErrorCode::bad_data: return kExitInput;
-    case ErrorCode::resource:
-    case ErrorCode::permission:
-    case ErrorCode::busy:
-    case ErrorCode::version_mismatch: return kExitEnvironment;
-    case ErrorCode::peer_gone:
-    case ErrorCode::timeout: return kExitEngineGone;
-    case ErrorCode::io:
-    case ErrorCode::protocol: break;
-  }
-  return kExitFailure;
-}
-
 int report_error(std::string_view command, const Error& error) {
   if (command.empty()) {
     fmt::print(stderr, "ipcfloor: {}\n", error.message);

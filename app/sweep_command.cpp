@@ -20,6 +20,8 @@
 #include "kernel/gbm.hpp"
 #include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/series_set.hpp"
+#include "kernel/sweep_rows.hpp"
 #include "socket/tcp_endpoint.hpp"
 
 namespace ipcfloor {
@@ -32,11 +34,7 @@ constexpr std::size_t kSocketChunk = 4096;
 // A socket sweep is one call per chunk, so without --timeout one chunk may take this long.
 constexpr double kSocketSweepTimeoutS = 600.0;
 
-// One combo to run: where it came from, and what the sweep prints for it.
-struct Planned {
-  SweepRow row;
-  bool runnable = true;  // false: the row's error is known before anything runs
-};
+using Planned = PlannedRow;
 
 using Emit = std::function<void(const SweepRow&)>;
 
@@ -44,52 +42,6 @@ using Emit = std::function<void(const SweepRow&)>;
 bool is_default_series(std::uint64_t checksum) {
   auto close = generate_gbm(GbmParams{});
   return close && fnv1a64(std::as_bytes(std::span<const double>(*close))) == checksum;
-}
-
-std::string window_error(const Combo& combo, std::size_t n_bars) {
-  const auto w = combo.as_array();
-  return fmt::format("window_out_of_range: windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]", w[0], w[1], w[2],
-                     w[3], w[4], w[5], n_bars);
-}
-
-// Marks every runnable row whose windows the series cannot hold, so that targets which fail a
-// whole batch for one bad combo (the socket) never see it.
-void check_windows(std::vector<Planned>& plan, std::size_t n_bars) {
-  for (Planned& p : plan) {
-    if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
-    p.runnable = false;
-    p.row.error = window_error(p.row.params, n_bars);
-  }
-}
-
-Expected<std::vector<Planned>> plan_rows(const SweepOptions& options) {
-  std::vector<Planned> plan;
-  if (!options.combos_path.empty()) {
-    auto lines = load_combos(options.combos_path);
-    if (!lines) return std::unexpected(lines.error());
-    for (ComboLine& line : *lines) {
-      Planned p;
-      p.row.length = line.combo.L;
-      p.row.params = line.combo;
-      if (!line.error.empty()) {
-        p.runnable = false;
-        p.row.error = "bad_row: " + line.error;
-      }
-      plan.push_back(std::move(p));
-    }
-    return plan;
-  }
-  if (options.lengths_given && options.lengths.empty())
-    return fail(ErrorCode::invalid_argument, "--lengths is empty; give lengths like 6,8,11, or leave it out for --grid");
-  auto lengths = options.lengths_given ? parse_lengths(options.lengths) : parse_grid(options.grid);
-  if (!lengths) return std::unexpected(lengths.error());
-  for (const std::int64_t length : *lengths) {
-    Planned p;
-    p.row.length = length;
-    p.row.params = combo_from_length(length);
-    plan.push_back(std::move(p));
-  }
-  return plan;
 }
 
 // Emits, in order, every row up to the next runnable one; returns its index (or plan.size()).
@@ -256,16 +208,20 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
                    "seconds to wait for any one answer (a socket sweep is one answer per chunk; there the default is 600)")
       ->capture_default_str()
       ->each([&options](const std::string&) { options.timeout_given = true; });
-  sweep->add_option("--data", "close series: .csv with a close column, .f64 or .npy")
+  sweep->add_option("--data", options.data_paths,
+                    "close series: .csv with a close column, .f64 or .npy; repeat it for several (--inproc)")
       ->check(CLI::ExistingFile)
       ->each([&options](const std::string& path) { options.source.data_path = path; });
+  sweep->add_option("--series", options.series,
+                    "with --inproc: the series to sweep, by name (a --data file's name without its extension, or "
+                    "'default'), or 'all'; each row then names its series");
   add_gbm_options(*sweep, options.source.gbm);
-  auto* lengths = sweep->add_option("--lengths", options.lengths, "comma-separated lengths, e.g. 6,8,11")
-                      ->each([&options](const std::string&) { options.lengths_given = true; });
-  auto* grid = sweep->add_option("--grid", options.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
+  auto* lengths = sweep->add_option("--lengths", options.combos.lengths, "comma-separated lengths, e.g. 6,8,11")
+                      ->each([&options](const std::string&) { options.combos.lengths_given = true; });
+  auto* grid = sweep->add_option("--grid", options.combos.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
                    ->capture_default_str()
                    ->excludes(lengths);
-  sweep->add_option("--combos", options.combos_path,
+  sweep->add_option("--combos", options.combos.combos_path,
                     "a combo file, '-' for stdin: CSV with the header h,L,s,p3,p2,p, or JSON lines "
                     "({\"h\":3,\"L\":6,...} or {\"params\":[...]}); a bad row is reported in place, the others run")
       ->excludes(lengths)
@@ -283,19 +239,28 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
 int run_sweep_command(SweepOptions& options) {
   if (options.stateful && options.socket_path.empty() && options.tcp.empty())
     return report_error("sweep", Error{ErrorCode::invalid_argument, "--stateful needs --socket PATH or --tcp HOST:PORT"});
-  auto plan = plan_rows(options);
+  const bool inproc = options.name.empty() && options.socket_path.empty() && options.tcp.empty();
+  if (!inproc && (!options.series.empty() || options.data_paths.size() > 1))
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--series and several --data need --inproc: an engine or a socket server "
+                                       "sweeps one series"});
+  auto series_set = SeriesSet::make(options.data_paths, options.source.gbm);
+  if (!series_set) return report_error("sweep", series_set.error());
+  auto selected = series_set->select(options.series);
+  if (!selected) return report_error("sweep", selected.error());
+  auto plan = plan_rows(options.combos);
   if (!plan) return report_error("sweep", plan.error());
 
   const SweepFormat format = options.json ? SweepFormat::json : options.csv ? SweepFormat::csv : SweepFormat::table;
-  SweepWriter writer(stdout, format);
-  SweepProgress progress(plan->size(), !options.quiet);
+  SweepWriter writer(stdout, format, !options.series.empty());
+  SweepProgress progress(plan->size() * selected->size(), !options.quiet);
   std::size_t emitted = 0;
   std::size_t failed_rows = 0;
   std::optional<SweepRow> fingerprint_row;
   const Emit emit = [&](const SweepRow& row) {
     writer.row(row);
     if (!row.error.empty()) ++failed_rows;
-    if (options.combos_path.empty() && row.length == kFingerprintLength && row.error.empty()) fingerprint_row = row;
+    if (options.combos.combos_path.empty() && options.series.empty() && row.length == kFingerprintLength && row.error.empty()) fingerprint_row = row;
     progress.advance(++emitted);
   };
 
@@ -314,27 +279,40 @@ int run_sweep_command(SweepOptions& options) {
       }
       emit(row);
     }, where, is_default, fee);
-  } else {
-    auto series = load_series_source(options.source);
+  } else if (!inproc) {
+    auto series = series_set->load(selected->front());
     if (!series) return report_error("sweep", series.error());
     is_default = series->is_default;
     if (format != SweepFormat::json) {
       if (format == SweepFormat::table)
-        fmt::print("sweep: {} combos over {} ({} bars){}, fee {}\n", plan->size(), series->description, series->close.size(),
-                   options.socket_path.empty() && options.tcp.empty() ? ", in-process" : "", options.fee);
+        fmt::print("sweep: {} combos over {} ({} bars), fee {}\n", plan->size(), series->description,
+                   series->close.size(), options.fee);
       writer.header();
     }
-    if (!options.socket_path.empty() || !options.tcp.empty()) {
-      ran = run_through_socket(options, *series, *plan, emit, where, fee);
-    } else {
-      ran = run_inproc(options, *series, *plan, emit);
+    ran = run_through_socket(options, *series, *plan, emit, where, fee);
+  } else {
+    // Series by series, in the order given: each row of a series before the next series' rows.
+    if (format != SweepFormat::table) writer.header();
+    for (const std::size_t index : *selected) {
+      auto series = series_set->load(index);
+      if (!series) return report_error("sweep", series.error());
+      is_default = series->is_default;
+      if (format == SweepFormat::table) {
+        fmt::print("sweep: {} combos over {} ({} bars), in-process, fee {}\n", plan->size(), series->description,
+                   series->close.size(), options.fee);
+        writer.header();
+      }
+      std::vector<Planned> rows = *plan;
+      for (Planned& p : rows) p.row.series = series_set->names()[index];
+      ran = run_inproc(options, *series, rows, emit);
+      if (!ran) break;
     }
   }
   progress.finish();
   if (!ran) return report_error("sweep", ran.error());
   if (format == SweepFormat::table && !where.empty() && options.name.empty()) fmt::print("({})\n", where);
   if (failed_rows != 0)
-    fmt::print(stderr, "ipcfloor sweep: {} of {} combos did not run (their rows say why)\n", failed_rows, plan->size());
+    fmt::print(stderr, "ipcfloor sweep: {} of {} rows did not run (they say why)\n", failed_rows, emitted);
   if (format == SweepFormat::table && is_default && fee == kDefaultFee && fingerprint_row) {
     const bool holds = fingerprint_row->result.pnl == kFingerprintPnl && fingerprint_row->result.trades == kFingerprintTrades;
     fmt::print("fingerprint L=6: pnl {:.17g}, trades {}: {}\n", fingerprint_row->result.pnl, fingerprint_row->result.trades,

@@ -5,11 +5,13 @@
 // the others still run.
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "common/backtest_result.hpp"
 #include "kernel/series_source.hpp"
+#include "kernel/sweep_rows.hpp"
 
 namespace ipcfloor {
 
@@ -22,11 +24,10 @@ struct SweepOptions {
   std::string wait;  // shm client wait mode; empty = the engine's
   double timeout_s = 5.0;
   bool fee_given = false;
-  SeriesSource source;
-  std::string lengths;
-  bool lengths_given = false;  // --lengths appeared (an empty value is then an error, not the grid)
-  std::string grid = "6:200:80";
-  std::string combos_path;     // --combos FILE|-: any combos, one per row
+  SeriesSource source;                 // the generator's parameters (and the one --data, if one)
+  std::vector<std::string> data_paths;  // every --data, in order
+  std::string series;                  // --series NAME|all: name the series each row ran on
+  ComboSpec combos;                    // --combos, --lengths or --grid
   bool json = false;
   bool csv = false;
   bool quiet = false;          // no progress bar

@@ -1,0 +1,50 @@
+#include "kernel/series_set.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace ipcfloor {
+
+Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, const GbmParams& gbm) {
+  SeriesSet set;
+  if (data_paths.empty()) {
+    set.names_.push_back("default");
+    set.sources_.push_back(SeriesSource{std::nullopt, gbm});
+    return set;
+  }
+  for (const std::string& path : data_paths) {
+    const std::string name = std::filesystem::path(path).stem().string();
+    for (std::size_t i = 0; i < set.names_.size(); ++i)
+      if (set.names_[i] == name)
+        return fail(ErrorCode::invalid_argument, "--data {} and --data {} both name a series '{}'; rename one file",
+                    set.sources_[i].data_path.value_or("?"), path, name);
+    set.names_.push_back(name);
+    set.sources_.push_back(SeriesSource{path, gbm});
+  }
+  return set;
+}
+
+Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector) const {
+  std::vector<std::size_t> chosen;
+  if (selector == "all" || (selector.empty() && names_.size() == 1)) {
+    for (std::size_t i = 0; i < names_.size(); ++i) chosen.push_back(i);
+    return chosen;
+  }
+  if (selector.empty())
+    return fail(ErrorCode::invalid_argument, "{} series given ({}): pick one with --series NAME, or --series all",
+                names_.size(), fmt::join(names_, ", "));
+  for (std::size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == selector) return std::vector<std::size_t>{i};
+  return fail(ErrorCode::invalid_argument, "--series '{}' is not one of the series given ({}), nor 'all'", selector,
+              fmt::join(names_, ", "));
+}
+
+Expected<LoadedSeries> SeriesSet::load(std::size_t index) const {
+  if (index >= sources_.size())
+    return fail(ErrorCode::invalid_argument, "series {} of {} does not exist", index, sources_.size());
+  return load_series_source(sources_[index]);
+}
+
+}  // namespace ipcfloor

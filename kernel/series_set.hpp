@@ -1,0 +1,37 @@
+#pragma once
+// Several close series in one sweep, each by name: a --data file is named after its file name
+// without the extension ("/data/ES_2024.npy" is "ES_2024"), the generated series is "default".
+// A sweep picks one by name or all of them (--series NAME|all). Setup path: allocates.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "kernel/series_source.hpp"
+
+namespace ipcfloor {
+
+// The series a sweep may run on: one per --data path in order, or the generator when there is
+// none. Names only; nothing is loaded.
+class SeriesSet {
+ public:
+  // invalid_argument when two paths give the same name (naming both).
+  [[nodiscard]] static Expected<SeriesSet> make(const std::vector<std::string>& data_paths, const GbmParams& gbm);
+
+  [[nodiscard]] std::size_t size() const noexcept { return names_.size(); }
+  [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
+
+  // The indices `selector` names: "all"; a name; or "" when there is exactly one series.
+  // invalid_argument naming the known names otherwise.
+  [[nodiscard]] Expected<std::vector<std::size_t>> select(const std::string& selector) const;
+
+  // Loads (or generates) series `index`; the error names the file and the bad bar.
+  [[nodiscard]] Expected<LoadedSeries> load(std::size_t index) const;
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<SeriesSource> sources_;
+};
+
+}  // namespace ipcfloor

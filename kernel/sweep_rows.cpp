@@ -1,0 +1,125 @@
+#include "kernel/sweep_rows.hpp"
+
+#include <fmt/format.h>
+
+#include "kernel/combo_io.hpp"
+#include "kernel/grid.hpp"
+#include "kernel/kernel.hpp"
+
+namespace ipcfloor {
+namespace {
+
+std::string json_escaped(const std::string& text) {
+  std::string escaped;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') escaped.push_back('\\');
+    escaped.push_back(c);
+  }
+  return escaped;
+}
+
+std::string csv_quoted(const std::string& text) {
+  std::string quoted;
+  for (const char c : text) {
+    if (c == '"') quoted.push_back('"');
+    quoted.push_back(c);
+  }
+  return quoted;
+}
+
+}  // namespace
+
+Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
+  std::vector<PlannedRow> plan;
+  if (!spec.combos_path.empty()) {
+    auto lines = load_combos(spec.combos_path);
+    if (!lines) return std::unexpected(lines.error());
+    for (ComboLine& line : *lines) {
+      PlannedRow p;
+      p.row.length = line.combo.L;
+      p.row.params = line.combo;
+      if (!line.error.empty()) {
+        p.runnable = false;
+        p.row.error = "bad_row: " + line.error;
+      }
+      plan.push_back(std::move(p));
+    }
+    return plan;
+  }
+  if (spec.lengths_given && spec.lengths.empty())
+    return fail(ErrorCode::invalid_argument, "--lengths is empty; give lengths like 6,8,11, or leave it out for --grid");
+  auto lengths = spec.lengths_given ? parse_lengths(spec.lengths) : parse_grid(spec.grid);
+  if (!lengths) return std::unexpected(lengths.error());
+  for (const std::int64_t length : *lengths) {
+    PlannedRow p;
+    p.row.length = length;
+    p.row.params = combo_from_length(length);
+    plan.push_back(std::move(p));
+  }
+  return plan;
+}
+
+std::string window_error(const Combo& combo, std::size_t n_bars) {
+  const auto w = combo.as_array();
+  return fmt::format("window_out_of_range: windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]", w[0], w[1], w[2],
+                     w[3], w[4], w[5], n_bars);
+}
+
+void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars) {
+  for (PlannedRow& p : plan) {
+    if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
+    p.runnable = false;
+    p.row.error = window_error(p.row.params, n_bars);
+  }
+}
+
+void SweepWriter::header() {
+  if (format_ == SweepFormat::table) {
+    if (with_series_) fmt::print(out_, "{:<16}  ", "series");
+    fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", "L", "params [h,L,s,p3,p2,p]", "pnl (% points)", "trades");
+  } else if (format_ == SweepFormat::csv) {
+    fmt::print(out_, "{}length,h,L,s,p3,p2,p,pnl,trades,error\n", with_series_ ? "series," : "");
+  }
+  std::fflush(out_);
+}
+
+void SweepWriter::row(const SweepRow& row) {
+  const auto w = row.params.as_array();
+  switch (format_) {
+    case SweepFormat::json: {
+      const std::string series = with_series_ ? fmt::format("\"series\":\"{}\",", json_escaped(row.series)) : "";
+      if (row.error.empty()) {
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{},{},{},{},{},{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series,
+                   row.length, w[0], w[1], w[2], w[3], w[4], w[5], row.result.pnl, row.result.trades);
+      } else {
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{},{},{},{},{},{}],\"error\":\"{}\"}}\n", series, row.length, w[0],
+                   w[1], w[2], w[3], w[4], w[5], json_escaped(row.error));
+      }
+      break;
+    }
+    case SweepFormat::csv: {
+      const std::string series = with_series_ ? fmt::format("\"{}\",", csv_quoted(row.series)) : "";
+      if (row.error.empty()) {
+        fmt::print(out_, "{}{},{},{},{},{},{},{},{:.17g},{},\n", series, row.length, w[0], w[1], w[2], w[3], w[4], w[5],
+                   row.result.pnl, row.result.trades);
+      } else {
+        fmt::print(out_, "{}{},{},{},{},{},{},{},,,\"{}\"\n", series, row.length, w[0], w[1], w[2], w[3], w[4], w[5],
+                   csv_quoted(row.error));
+      }
+      break;
+    }
+    case SweepFormat::table: {
+      if (with_series_) fmt::print(out_, "{:<16}  ", row.series);
+      const std::string params = fmt::format("[{},{},{},{},{},{}]", w[0], w[1], w[2], w[3], w[4], w[5]);
+      if (row.error.empty()) {
+        fmt::print(out_, "{:>5}  {:<28}  {:>22.13f}  {:>7}\n", row.length, params, row.result.pnl, row.result.trades);
+      } else {
+        fmt::print(out_, "{:>5}  {:<28}  {}\n", row.length, params, row.error);
+      }
+      break;
+    }
+  }
+  std::fflush(out_);
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,73 @@
+#pragma once
+// A sweep's rows, the contract scripts depend on (docs/SPEC.md §6): which combos a sweep runs
+// (a grid, a list of lengths or a combo file, bad rows kept in place with their error) and how
+// each result is written (a table for people, JSON lines or CSV). Every way of running a sweep
+// (in this process, through a segment, over a socket, across MPI ranks) plans its rows here and
+// writes them here, so their outputs are identical row for row. Setup path: allocates.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/backtest_result.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+struct SweepRow {
+  std::string series;       // the series' name; written only when the sweep names series
+  std::int64_t length = 0;  // the user-facing L the combo was built from (its L window otherwise)
+  Combo params{};
+  BacktestResult result{};
+  std::string error;        // empty when the combo ran; otherwise its status and why
+};
+
+// One row to run, and whether it can: a row whose error is known before anything runs (a bad
+// line of a combo file, a window the series cannot hold) is written as it is.
+struct PlannedRow {
+  SweepRow row;
+  bool runnable = true;
+};
+
+// Where a sweep's combos come from: exactly one of a combo file, a list of lengths, a grid.
+struct ComboSpec {
+  std::string combos_path;     // set: a combo file (kernel/combo_io.hpp), "-" for stdin
+  std::string lengths;         // used when lengths_given
+  bool lengths_given = false;  // an empty list is then an error, not the grid
+  std::string grid = "6:200:80";
+};
+
+// The rows of `spec`, in order. Errors: the file cannot be read or has no format; --lengths is
+// empty; a length or grid does not parse. A bad row of a combo file is a row with its error.
+[[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec);
+
+// "window_out_of_range: windows [...] must each be in [1, n_bars]".
+[[nodiscard]] std::string window_error(const Combo& combo, std::size_t n_bars);
+
+// Marks every runnable row whose windows a series of `n_bars` cannot hold, with its error.
+void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars);
+
+enum class SweepFormat : std::uint8_t { table, json, csv };
+
+// Writes rows one by one, flushing each line, so a long sweep streams. With `with_series`, every
+// row names its series: a leading "series" field in JSON, a leading column in CSV and the table.
+class SweepWriter {
+ public:
+  SweepWriter(std::FILE* out, SweepFormat format, bool with_series = false) noexcept
+      : out_(out), format_(format), with_series_(with_series) {}
+  // The table's or CSV's header line (nothing for JSON lines).
+  void header();
+  // JSON: {"L":6,"params":[3,6,2,1,2,3],"pnl":-5165.577039790348,"trades":57029} (pnl with 17
+  // significant digits); a failed row {"L":..,"params":[..],"error":"..."}. CSV:
+  // length,h,L,s,p3,p2,p,pnl,trades,error.
+  void row(const SweepRow& row);
+
+ private:
+  std::FILE* out_;
+  SweepFormat format_;
+  bool with_series_;
+};
+
+}  // namespace ipcfloor

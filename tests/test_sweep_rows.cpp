@@ -1,0 +1,144 @@
+// What every way of running a sweep shares: the plan of rows, the named series, the split of
+// the work by cost, and the rows as written.
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <unistd.h>
+#include <string>
+#include <vector>
+
+#include "kernel/cost.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/series_io.hpp"
+#include "kernel/series_set.hpp"
+#include "kernel/sweep_rows.hpp"
+#include "kernel/work_split.hpp"
+
+using namespace ipcfloor;
+
+namespace {
+
+std::string written(SweepFormat format, bool with_series, const std::vector<SweepRow>& rows) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  std::FILE* out = ::open_memstream(&buffer, &size);
+  REQUIRE(out != nullptr);
+  SweepWriter writer(out, format, with_series);
+  writer.header();
+  for (const SweepRow& row : rows) writer.row(row);
+  std::fclose(out);
+  std::string text(buffer, size);
+  std::free(buffer);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("split_by_cost gives every item to exactly one worker, and the loads end within one item of each other") {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<std::uint64_t> cost(1, 1'000'000);
+  for (const std::uint32_t workers : {1u, 2u, 3u, 8u, 64u}) {
+    std::vector<std::uint64_t> costs(500);
+    for (auto& c : costs) c = cost(rng);
+    const auto owner = split_by_cost(costs, workers);
+    REQUIRE(owner.size() == costs.size());
+    for (const std::uint32_t w : owner) CHECK(w < workers);
+    const auto load = load_per_worker(costs, owner, workers);
+    const auto [lightest, heaviest] = std::minmax_element(load.begin(), load.end());
+    const std::uint64_t largest_item = *std::max_element(costs.begin(), costs.end());
+    CAPTURE(workers);
+    CHECK(*heaviest - *lightest <= largest_item);
+    std::uint64_t total = 0;
+    for (const auto l : load) total += l;
+    CHECK(total == std::accumulate(costs.begin(), costs.end(), std::uint64_t{0}));
+  }
+}
+
+TEST_CASE("split_by_cost is the same on every call, so ranks agree without talking, and beats a split by count") {
+  // The default grid's combos on 150,000 bars: costs grow with the length.
+  std::vector<std::uint64_t> costs;
+  for (std::int64_t length = 6; length <= 200; length += 2)
+    costs.push_back(backtest_cost(combo_from_length(length), 150'000));
+  CHECK(split_by_cost(costs, 4) == split_by_cost(costs, 4));
+  const auto by_cost = load_per_worker(costs, split_by_cost(costs, 4), 4);
+  std::vector<std::uint32_t> by_count(costs.size());
+  for (std::size_t i = 0; i < costs.size(); ++i) by_count[i] = static_cast<std::uint32_t>(i * 4 / costs.size());
+  const auto counted = load_per_worker(costs, by_count, 4);
+  CHECK(*std::max_element(by_cost.begin(), by_cost.end()) < *std::max_element(counted.begin(), counted.end()));
+}
+
+TEST_CASE("a series set names files after their stem, picks one, all, or refuses naming what it has") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ipcfloor-series-set-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string a = (dir / "ES_2024.f64").string();
+  const std::string b = (dir / "NQ.npy").string();
+  REQUIRE(save_series(a, std::vector<double>{1, 2, 3}).has_value());
+  REQUIRE(save_series(b, std::vector<double>{4, 5, 6, 7}).has_value());
+  auto set = SeriesSet::make({a, b}, GbmParams{});
+  REQUIRE(set.has_value());
+  CHECK(set->names() == std::vector<std::string>{"ES_2024", "NQ"});
+  CHECK(*set->select("all") == std::vector<std::size_t>{0, 1});
+  CHECK(*set->select("NQ") == std::vector<std::size_t>{1});
+  const auto ambiguous = set->select("");
+  REQUIRE_FALSE(ambiguous.has_value());
+  CHECK(ambiguous.error().message.find("ES_2024, NQ") != std::string::npos);
+  const auto unknown = set->select("CL");
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.error().message.find("'CL'") != std::string::npos);
+  CHECK(set->load(1)->close.size() == 4);
+  const auto twice = SeriesSet::make({a, (dir / "sub.ES_2024.f64").string(), a}, GbmParams{});
+  REQUIRE_FALSE(twice.has_value());
+  CHECK(twice.error().message.find("'ES_2024'") != std::string::npos);
+  auto generated = SeriesSet::make({}, GbmParams{});
+  REQUIRE(generated.has_value());
+  CHECK(generated->names() == std::vector<std::string>{"default"});
+  CHECK(*generated->select("") == std::vector<std::size_t>{0});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows marks what a series cannot hold") {
+  const auto path = std::filesystem::temp_directory_path() / ("ipcfloor-plan-" + std::to_string(::getpid()) + ".csv");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("h,L,s,p3,p2,p\n3,6,2,1,2,3\nx,6,2,1,2,3\n50,100,10,17,25,50\n", f);
+    std::fclose(f);
+  }
+  ComboSpec spec;
+  spec.combos_path = path.string();
+  auto plan = plan_rows(spec);
+  REQUIRE(plan.has_value());
+  REQUIRE(plan->size() == 3);
+  CHECK((*plan)[0].runnable);
+  CHECK_FALSE((*plan)[1].runnable);
+  CHECK((*plan)[1].row.error.rfind("bad_row: ", 0) == 0);
+  check_windows(*plan, 60);
+  CHECK((*plan)[0].runnable);
+  CHECK_FALSE((*plan)[2].runnable);
+  CHECK((*plan)[2].row.error == window_error((*plan)[2].row.params, 60));
+  std::filesystem::remove(path);
+
+  ComboSpec empty;
+  empty.lengths_given = true;
+  CHECK_FALSE(plan_rows(empty).has_value());
+  ComboSpec grid;
+  CHECK(plan_rows(grid)->size() == 80);
+}
+
+TEST_CASE("rows name their series only when asked, in JSON, CSV and the table alike") {
+  SweepRow ok{"ES", 6, combo_from_length(6), BacktestResult{-1.5, 7}, {}};
+  SweepRow bad{"ES", 6, combo_from_length(6), {}, "window_out_of_range: \"x\""};
+  CHECK(written(SweepFormat::json, false, {ok}) == "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
+  CHECK(written(SweepFormat::json, true, {ok}) ==
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
+  CHECK(written(SweepFormat::json, true, {bad}) ==
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\"}\n");
+  CHECK(written(SweepFormat::csv, false, {ok}) == "length,h,L,s,p3,p2,p,pnl,trades,error\n6,3,6,2,1,2,3,-1.5,7,\n");
+  CHECK(written(SweepFormat::csv, true, {bad}) ==
+        "series,length,h,L,s,p3,p2,p,pnl,trades,error\n\"ES\",6,3,6,2,1,2,3,,,\"window_out_of_range: \"\"x\"\"\"\n");
+  CHECK(written(SweepFormat::table, true, {ok}).find("ES") != std::string::npos);
+}
