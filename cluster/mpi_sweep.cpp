@@ -46,7 +46,7 @@ namespace {
 
 constexpr int kRoot = 0;
 constexpr int kTagResults = 1;  // a batch of ResultWire
-constexpr int kTagDone = 2;     // a rank finished its share (no payload)
+constexpr int kTagDone = 2;     // a rank finished its share: the payload is its RankReport
 constexpr int kTagFailed = 3;   // a rank failed: the payload is its message
 constexpr std::size_t kBatch = 32;  // results per message: streams rows without a message per combo
 
@@ -62,6 +62,7 @@ struct Options {
   unsigned threads = 1;
   std::string name;  // set: compute through this host's engine
   double timeout_s = 30.0;
+  bool timings = false;  // rank 0 prints each rank's share and compute time on stderr
 };
 
 // One runnable (series, combo): broadcast from rank 0 as raw bytes.
@@ -81,6 +82,14 @@ struct ResultWire {
   std::uint32_t engine;  // 1: status is the engine's Status, 0: the kernel's
 };
 static_assert(std::is_trivially_copyable_v<ResultWire>, "ResultWire travels as bytes");
+
+// What a rank did, for --timings: its share and how long computing it took.
+struct RankReport {
+  double seconds;
+  std::uint64_t items;
+  std::uint64_t cost;
+};
+static_assert(std::is_trivially_copyable_v<RankReport>, "RankReport travels as bytes");
 
 int rank_of(MPI_Comm comm) {
   int rank = 0;
@@ -163,6 +172,7 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
   }
   std::optional<std::uint32_t> loaded_index;
   LoadedSeries loaded;
+  std::optional<KernelWorkspace> workspace;  // one thread: reused for every combo of every series
   std::size_t at = 0;
   while (at < mine.size()) {
     const std::uint32_t series = items[mine[at]].series;
@@ -171,19 +181,28 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
       if (!next_series) return std::unexpected(next_series.error());
       loaded = std::move(*next_series);
       loaded_index = series;
+      if (options.threads <= 1) workspace.emplace(loaded.close.size());
     }
-    std::vector<Combo> combos;
-    std::vector<std::size_t> which;
-    const std::size_t chunk = std::max<std::size_t>(1, kBatch * std::max(1u, options.threads) / 4);
-    for (; at < mine.size() && items[mine[at]].series == series && combos.size() < chunk; ++at) {
-      combos.push_back(items[mine[at]].params);
-      which.push_back(mine[at]);
-    }
-    auto results = run_sweep(loaded.close, combos, options.fee, std::max(1u, options.threads));
-    if (!results) return std::unexpected(results.error());
     std::vector<ResultWire> batch;
-    for (std::size_t k = 0; k < which.size(); ++k)
-      batch.push_back(ResultWire{which[k], (*results)[k].trades, (*results)[k].pnl, 0, 0});
+    if (options.threads <= 1) {
+      for (; at < mine.size() && items[mine[at]].series == series && batch.size() < kBatch; ++at) {
+        BacktestResult result;
+        const KernelStatus status = run_backtest(loaded.close, items[mine[at]].params, options.fee, *workspace, result);
+        batch.push_back(ResultWire{mine[at], result.trades, result.pnl, static_cast<std::uint32_t>(status), 0});
+      }
+    } else {
+      // Several threads: run_sweep over a larger chunk, so that its per-call workspaces pay off.
+      std::vector<Combo> combos;
+      std::vector<std::size_t> which;
+      for (; at < mine.size() && items[mine[at]].series == series && combos.size() < 16 * options.threads; ++at) {
+        combos.push_back(items[mine[at]].params);
+        which.push_back(mine[at]);
+      }
+      auto results = run_sweep(loaded.close, combos, options.fee, options.threads);
+      if (!results) return std::unexpected(results.error());
+      for (std::size_t k = 0; k < which.size(); ++k)
+        batch.push_back(ResultWire{which[k], (*results)[k].trades, (*results)[k].pnl, 0, 0});
+    }
     deliver(batch);
     between();
   }
@@ -340,6 +359,9 @@ int run(const Options& options) {
   std::stable_sort(mine.begin(), mine.end(),
                    [&](std::size_t a, std::size_t b) { return plan.items[a].series < plan.items[b].series; });
 
+  std::uint64_t share_cost = 0;
+  for (const std::size_t i : mine) share_cost += plan.items[i].cost;
+  const auto t_start = std::chrono::steady_clock::now();
   if (rank != kRoot) {
     auto computed = compute_share(
         options, *set, plan.items, mine,
@@ -353,7 +375,9 @@ int run(const Options& options) {
       MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, kRoot, kTagFailed, MPI_COMM_WORLD);
       return exit_code_for(computed.error().code);
     }
-    MPI_Send(nullptr, 0, MPI_BYTE, kRoot, kTagDone, MPI_COMM_WORLD);
+    const RankReport report{std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
+                            mine.size(), share_cost};
+    MPI_Send(&report, sizeof report, MPI_BYTE, kRoot, kTagDone, MPI_COMM_WORLD);
     return 0;
   }
 
@@ -373,6 +397,7 @@ int run(const Options& options) {
   RowSink sink(plan.rows, *set, plan.selected, plan.n_bars, plan.items, writer);
   int running = ranks - 1;
   std::vector<std::string> failures;
+  std::vector<RankReport> reports(static_cast<std::size_t>(ranks), RankReport{0, 0, 0});
   std::vector<char> buffer;
   const auto receive = [&](bool block) {
     for (;;) {
@@ -395,6 +420,8 @@ int run(const Options& options) {
         sink.take(batch);
       } else {
         --running;
+        if (status.MPI_TAG == kTagDone && static_cast<std::size_t>(bytes) == sizeof(RankReport))
+          std::memcpy(&reports[static_cast<std::size_t>(status.MPI_SOURCE)], buffer.data(), sizeof(RankReport));
         if (status.MPI_TAG == kTagFailed)
           failures.push_back(fmt::format("rank {} failed: {}", status.MPI_SOURCE,
                                          std::string(buffer.data(), static_cast<std::size_t>(bytes))));
@@ -408,7 +435,20 @@ int run(const Options& options) {
   if (!computed)
     failures.push_back(fmt::format("rank 0 failed: {} (its share: {} of {} items)", computed.error().message,
                                    mine.size(), plan.items.size()));
+  reports[0] = RankReport{std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
+                          mine.size(), share_cost};
   while (running > 0) receive(true);
+  if (options.timings) {
+    const double all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    std::uint64_t total_cost = 0;
+    for (const RankReport& r : reports) total_cost += r.cost;
+    fmt::print(stderr, "ipcfloor-mpi: {} items over {} ranks; rank 0 wrote the last row {:.3f} s after the split\n",
+               plan.items.size(), ranks, all);
+    for (std::size_t r = 0; r < reports.size(); ++r)
+      fmt::print(stderr, "  rank {:>4}: {:>7} items, {:>5.1f}% of the cost, computed in {:.3f} s\n", r, reports[r].items,
+                 total_cost == 0 ? 0.0 : 100.0 * static_cast<double>(reports[r].cost) / static_cast<double>(total_cost),
+                 reports[r].seconds);
+  }
 
   const bool complete = failures.empty() && sink.written() == sink.total();
   if (out != stdout) {
@@ -460,6 +500,7 @@ int main(int argc, char** argv) {
   app.add_option("--name", options.name, "compute through the engine NAME on each rank's host");
   app.add_option("--timeout", options.timeout_s, "seconds to wait for any one answer from the engine")
       ->capture_default_str();
+  app.add_flag("--timings", options.timings, "print each rank's share and compute time on stderr");
   app.footer(std::string(kExitCodesHelp));
   int code = 0;
   try {
