@@ -107,6 +107,9 @@ CallStatus ShmClient::await_exchange() noexcept {
     if (ready()) return CallStatus::ok;
     const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
     if (detail::wait_until(ready, mode_, exchange_.wait_channel(), slice_end) == WaitStatus::ready) return CallStatus::ok;
+    // A quarantine poisons the exchange stamp, but a call published after it overwrote the
+    // poison; the response ring, which the client never writes, still says so.
+    if (responses_.probe_corrupt()) return CallStatus::corrupt;
     const CallStatus engine = check_engine();
     if (engine == CallStatus::engine_gone) return engine;
     if (WaitClock::now() >= deadline) return engine;

@@ -329,7 +329,8 @@ void ShmEngine::handle_request(Connection& connection) noexcept {
     const int fds[] = {segment_.data_fd(), object.fd()};
     // Claimed from here on, even if the client is already gone: it may hold the object, so the
     // lane goes through draining (when its EOF is read) and gets a fresh object before reuse.
-    reply(connection, HandoffStatus::ok, "", fds, i, object.generation());
+    // The owner and the phase are recorded before the reply, so that a client (or `status`)
+    // never sees its own lane as free once its attach returned.
     LaneStatus& status = segment_.lane_status(i);
     status.owner_pid = connection.pid;
     status.owner_uid = connection.uid;
@@ -341,6 +342,7 @@ void ShmEngine::handle_request(Connection& connection) noexcept {
     connection.lane = i;
     set_phase(lane, LanePhase::active);
     if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+    reply(connection, HandoffStatus::ok, "", fds, i, object.generation());
     note({EngineEvent::Kind::lane_claimed, 0, i, connection.pid, 0, {}});
     return;
   }

@@ -1,8 +1,8 @@
 #pragma once
 // Process plumbing for the fault-injection tests (tests/test_faults.cpp): forked children that
 // report through a pipe and a shared page, real `ipcfloor serve` processes spawned with a hook
-// that runs between fork and exec (to lower a limit or mount a tiny /dev/shm), bounded waits for
-// everything, and the figures the tests measure.
+// that runs between fork and exec (to lower a limit, drop a capability or change uid), bounded
+// waits for everything, observers of a running engine, and the figures the tests measure.
 //
 // Contracts
 //   - Every wait is bounded; a child that outlives its bound is SIGKILLed and reaped, so a
@@ -17,6 +17,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <optional>
@@ -37,6 +40,8 @@
 
 #include <fmt/format.h>
 
+#include "common/unique_fd.hpp"
+#include "shm/handoff.hpp"
 #include "shm/liveness.hpp"
 #include "shm/segment.hpp"
 
@@ -209,9 +214,10 @@ inline void tell(int fd, const std::string& line) {
 }
 
 // A program spawned with fork + exec, its stderr kept in an unlinked temporary file (never a
-// pipe: a chatty engine must not block on a full pipe and stop its heartbeat). `before_exec`
-// runs in the child just before exec (limits, namespaces); it must not return on failure but
-// _exit(kHookFailed).
+// pipe: a chatty engine must not block on a full pipe and stop its heartbeat) and its stdout (an
+// engine's ready line) sent to /dev/null, so the test's own stdout carries only its figures.
+// `before_exec` runs in the child just before exec (limits, capabilities, uid); it must not
+// return on failure but _exit(kHookFailed).
 class Spawned {
  public:
   static constexpr int kHookFailed = 77;
@@ -227,6 +233,8 @@ class Spawned {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(stderr_fd_, STDERR_FILENO);
+      const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (null >= 0) ::dup2(null, STDOUT_FILENO);
       if (before_exec) before_exec();
       ::execv(args[0], args.data());
       ::_exit(127);
@@ -304,6 +312,42 @@ class Spawned {
         return segment && segment->engine_pid() == pid;
       },
       limit);
+}
+
+// A connection to the engine socket at `path`, made by hand (no hand-off yet): for tests of what
+// the engine does with a connection, not what ShmClient does. Invalid when connect(2) fails.
+[[nodiscard]] inline UniqueFd connect_raw(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (!fd || path.size() >= sizeof address.sun_path) return UniqueFd();
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return UniqueFd();
+  return fd;
+}
+
+// A hand-off reply read by hand, with the descriptors that came with it.
+struct RawAnswer {
+  HandoffReply reply{};
+  std::vector<UniqueFd> fds;
+};
+// The next hand-off reply on `fd` (for a connection whose request was never sent, or refused
+// before it was read), waiting at most 2 s.
+[[nodiscard]] inline std::optional<RawAnswer> read_raw(int fd) {
+  RawAnswer answer;
+  auto received = receive_handoff(fd, std::as_writable_bytes(std::span(&answer.reply, 1)),
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  if (!received || received->bytes != sizeof answer.reply) return std::nullopt;
+  answer.reply.message[kHandoffMessageBytes - 1] = '\0';
+  answer.fds = std::move(received->fds);
+  return answer;
+}
+
+// The engine's answer to one hand-off request for `role` sent by hand on `fd`, waiting at most 2 s.
+[[nodiscard]] inline std::optional<RawAnswer> ask_raw(int fd, HandoffRole role) {
+  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion, 0};
+  if (!send_handoff(fd, std::as_bytes(std::span(&request, 1)), {})) return std::nullopt;
+  return read_raw(fd);
 }
 
 // "exited 1", "killed by signal 9": for failure messages.

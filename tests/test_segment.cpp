@@ -1,15 +1,16 @@
-// The shared-memory segment (docs/SPEC.md §2, §8) at the shm layer alone: what create publishes
-// and an attach receives, the name held by a lock and a socket (live, stale, concurrent,
-// untrustworthy), the seals that keep a client from writing or resizing what it receives, a fresh
-// lane object per hand-out, and the host-dependent paths (huge pages, mlock limits). A small
-// in-test keeper answers the hand-offs as the engine's would. Must pass with and without huge
-// pages configured on the host.
+// The engine's shared memory at the shm layer alone: what create publishes and an attach
+// receives, the name held by a lock and a socket (live, stale, concurrent, foreign,
+// untrustworthy), the seals that keep a client from writing or resizing what it receives, a
+// fresh lane object per hand-out, an engine that lies in its hand-off, and the host-dependent
+// paths (huge pages, mlock limits). A small in-test keeper answers the hand-offs as the engine's
+// would. Must pass with and without huge pages configured on the host.
 
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -81,12 +83,21 @@ AttachOptions as(HandoffRole role) {
   return options;
 }
 
+// What a keeper is about to send: the reply and the descriptors attached to it.
+struct Outgoing {
+  HandoffReply reply;
+  std::vector<int> fds;
+};
+
 // Answers hand-offs on a Segment's socket from a thread, as the engine's keeper does: an observer
 // gets the data object, a lane client the data object and a fresh lane object (lanes handed out
-// round robin). Keeps every connection and object alive until destruction.
+// round robin). `tamper`, when given, may rewrite each answer before it goes out: the tests of a
+// lying engine use it. Keeps every connection and object alive until destruction.
 class TestKeeper {
  public:
-  explicit TestKeeper(Segment& segment) : segment_(segment), thread_([this] { loop(); }) {}
+  using Tamper = std::function<void(Outgoing&, std::vector<UniqueFd>& keep)>;
+  explicit TestKeeper(Segment& segment, Tamper tamper = {})
+      : segment_(segment), tamper_(std::move(tamper)), thread_([this] { loop(); }) {}
   TestKeeper(const TestKeeper&) = delete;
   TestKeeper& operator=(const TestKeeper&) = delete;
   ~TestKeeper() {
@@ -105,33 +116,36 @@ class TestKeeper {
       auto received = receive_handoff(connection.get(), std::as_writable_bytes(std::span(&request, 1)),
                                       std::chrono::steady_clock::now() + std::chrono::seconds(2));
       if (!received || received->bytes != sizeof request) continue;
-      HandoffReply reply{};
-      reply.magic = kHandoffMagic;
-      reply.version = kHandoffVersion;
-      reply.layout_version = kLayoutVersion;
-      reply.data_bytes = segment_.size();
-      std::vector<int> fds{segment_.data_fd()};
+      Outgoing out{};
+      out.reply.magic = kHandoffMagic;
+      out.reply.version = kHandoffVersion;
+      out.reply.layout_version = kLayoutVersion;
+      out.reply.data_bytes = segment_.size();
+      out.fds.push_back(segment_.data_fd());
       if (request.role == static_cast<std::uint16_t>(HandoffRole::lane)) {
         const std::uint32_t lane = next_lane_++ % segment_.lane_count();
         auto object = segment_.make_lane_object(lane, ++generation_);
         if (!object) continue;
-        reply.lane = lane;
-        reply.generation = object->generation();
-        reply.lane_bytes = object->size();
-        fds.push_back(object->fd());
+        out.reply.lane = lane;
+        out.reply.generation = object->generation();
+        out.reply.lane_bytes = object->size();
+        out.fds.push_back(object->fd());
         objects_.push_back(std::make_unique<LaneObject>(std::move(*object)));
       }
-      (void)send_handoff(connection.get(), std::as_bytes(std::span(&reply, 1)), fds);
+      if (tamper_) tamper_(out, kept_);
+      (void)send_handoff(connection.get(), std::as_bytes(std::span(&out.reply, 1)), out.fds);
       connections_.push_back(std::move(connection));
     }
   }
 
   Segment& segment_;
+  Tamper tamper_;
   std::atomic<bool> stop_{false};
   std::uint32_t next_lane_ = 0;
   std::uint64_t generation_ = 0;
   std::vector<UniqueFd> connections_;
   std::vector<std::unique_ptr<LaneObject>> objects_;
+  std::vector<UniqueFd> kept_;  // descriptors a tamper made
   std::thread thread_;
 };
 
@@ -278,36 +292,61 @@ TEST_CASE("the socket a dead engine left is replaced with a warning, and remove_
   CHECK(Segment::remove_stale(name).has_value());  // nothing there: fine
 }
 
-TEST_CASE("concurrent creators of one name: exactly one wins") {
+TEST_CASE("concurrent creators of one name: exactly one wins, also over a dead engine's socket") {
   const std::string name = unique_name();
-  constexpr int kCreators = 4;
-  std::vector<pid_t> children;
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  for (int i = 0; i < kCreators; ++i) {
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      ::close(pipe_fds[0]);
+  const std::string path = fmt::format("/dev/shm/{}", name);
+  const auto race = [&] {
+    constexpr int kCreators = 4;
+    std::vector<pid_t> children;
+    int pipe_fds[2];
+    REQUIRE(::pipe(pipe_fds) == 0);
+    for (int i = 0; i < kCreators; ++i) {
+      const pid_t child = ::fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        ::close(pipe_fds[0]);
+        {
+          const std::vector<double> series = make_series(100);
+          auto created = Segment::create(make_config(name, series));
+          const char verdict = created ? 'W' : created.error().code == ErrorCode::busy ? 'B' : 'E';
+          (void)!::write(pipe_fds[1], &verdict, 1);
+          // The winner holds the name until every loser has tried, then lets go of it as an
+          // engine that stops does.
+          if (created) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        ::_exit(0);
+      }
+      children.push_back(child);
+    }
+    ::close(pipe_fds[1]);
+    std::string verdicts;
+    char c = 0;
+    while (::read(pipe_fds[0], &c, 1) == 1) verdicts.push_back(c);
+    ::close(pipe_fds[0]);
+    for (const pid_t child : children) ::waitpid(child, nullptr, 0);
+    CAPTURE(verdicts);
+    CHECK(verdicts.size() == kCreators);
+    CHECK(std::count(verdicts.begin(), verdicts.end(), 'W') == 1);
+    CHECK(std::count(verdicts.begin(), verdicts.end(), 'B') == kCreators - 1);
+  };
+  SUBCASE("on a free name") { race(); }
+  SUBCASE("over the socket and lock file a SIGKILLed engine left") {
+    const pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) {
       const std::vector<double> series = make_series(100);
       auto created = Segment::create(make_config(name, series));
-      const char verdict = created ? 'W' : created.error().code == ErrorCode::busy ? 'B' : 'E';
-      (void)!::write(pipe_fds[1], &verdict, 1);
-      // The winner holds the name until every loser has tried.
-      if (created) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      ::_exit(0);
+      if (!created) ::_exit(1);
+      ::raise(SIGKILL);  // no destructor: socket and lock file stay behind
     }
-    children.push_back(child);
+    ::waitpid(dead, nullptr, 0);
+    REQUIRE(path_exists(path));
+    REQUIRE(path_exists(path + ".lock"));
+    race();
   }
-  ::close(pipe_fds[1]);
-  std::string verdicts;
-  char c = 0;
-  while (::read(pipe_fds[0], &c, 1) == 1) verdicts.push_back(c);
-  ::close(pipe_fds[0]);
-  for (const pid_t child : children) ::waitpid(child, nullptr, 0);
-  CHECK(verdicts.size() == kCreators);
-  CHECK(std::count(verdicts.begin(), verdicts.end(), 'W') == 1);
-  CHECK(std::count(verdicts.begin(), verdicts.end(), 'B') == kCreators - 1);
+  // Every winner removed what it made; the stale socket went with the first winner's start.
+  CHECK_FALSE(path_exists(path));
+  CHECK_FALSE(path_exists(path + ".lock"));
 }
 
 TEST_CASE("something at the name that is not an ipcfloor socket is refused and left untouched") {
@@ -342,6 +381,130 @@ TEST_CASE("attach refuses a socket with group or other permission bits, without 
   CHECK(contains(attached.error().message, "0666"));
 }
 
+TEST_CASE("a FIFO or a directory at the name is refused at once and left untouched") {
+  const std::string name = unique_name();
+  const std::string path = fmt::format("/dev/shm/{}", name);
+  const std::vector<double> series = make_series(100);
+  for (const char* kind : {"fifo", "directory"}) {
+    CAPTURE(kind);
+    // A FIFO nobody writes would block an open(2) forever: refusing it must not open it.
+    if (std::string_view(kind) == "fifo") REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    if (std::string_view(kind) == "directory") REQUIRE(::mkdir(path.c_str(), 0700) == 0);
+    auto created = Segment::create(make_config(name, series));
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error().code == ErrorCode::permission);
+    CHECK(contains(created.error().message, path));
+    auto attached = Attachment::attach(name, as(HandoffRole::observer));
+    REQUIRE_FALSE(attached.has_value());
+    CHECK(attached.error().code == ErrorCode::permission);
+    CHECK(contains(attached.error().message, "is not a socket"));
+    CHECK(path_exists(path));
+    ::unlink((path + ".lock").c_str());
+    ::rmdir(path.c_str());
+    ::unlink(path.c_str());
+  }
+}
+
+TEST_CASE("a socket or lock file owned by another uid is refused and left untouched") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: only root can give a file away");
+    return;
+  }
+  constexpr uid_t kNobody = 65534;
+  const std::vector<double> series = make_series(100);
+  SUBCASE("the live engine's socket") {
+    const std::string name = unique_name();
+    auto created = Segment::create(make_config(name, series));
+    REQUIRE_MESSAGE(created.has_value(), why(created));
+    TestKeeper keeper(*created);
+    REQUIRE(::chown(created->socket_path().c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+    auto attached = Attachment::attach(name, as(HandoffRole::observer));
+    REQUIRE_FALSE(attached.has_value());
+    CHECK(attached.error().code == ErrorCode::permission);
+    CHECK(contains(attached.error().message, fmt::format("owned by uid {} (mode 0600)", kNobody)));
+    CHECK(path_exists(created->socket_path()));
+  }
+  SUBCASE("a dead engine's socket") {
+    const std::string name = unique_name();
+    const std::string path = fmt::format("/dev/shm/{}", name);
+    leave_dead_socket(path);
+    REQUIRE(::chown(path.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+    auto created = Segment::create(make_config(name, series));
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error().code == ErrorCode::permission);
+    CHECK(contains(created.error().message, fmt::format("owned by uid {}", kNobody)));
+    CHECK(contains(created.error().message, "only replaces its own sockets"));
+    CHECK(path_exists(path));  // not ours to remove
+    ::unlink(path.c_str());
+    ::unlink((path + ".lock").c_str());
+  }
+  SUBCASE("the lock file") {
+    const std::string name = unique_name();
+    const std::string lock = fmt::format("/dev/shm/{}.lock", name);
+    { std::ofstream planted(lock); }
+    REQUIRE(::chown(lock.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+    auto created = Segment::create(make_config(name, series));
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error().code == ErrorCode::permission);
+    CHECK(contains(created.error().message, lock));
+    CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", name)));
+    CHECK(path_exists(lock));
+    ::unlink(lock.c_str());
+  }
+}
+
+TEST_CASE("a lying engine's hand-off is refused before anything is mapped: unsealed, resized or extra "
+          "objects, a reply that disagrees with the object") {
+  const std::vector<double> series = make_series(1000);
+  // A memfd like the engine's but without its seals: a client must not map an object that can
+  // be shrunk under it (a SIGBUS on its next read) or, for the data, written by someone else.
+  const auto unsealed = [](std::size_t bytes, std::vector<UniqueFd>& keep) {
+    UniqueFd fd(::memfd_create("ipcfloor-test-unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    REQUIRE(fd);
+    REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0);
+    const int raw = fd.get();
+    keep.push_back(std::move(fd));
+    return raw;
+  };
+  struct Lie {
+    const char* what;
+    HandoffRole role;
+    TestKeeper::Tamper tamper;
+    const char* says;
+  };
+  const std::vector<Lie> lies{
+      {"an unsealed data object", HandoffRole::observer,
+       [&](Outgoing& out, std::vector<UniqueFd>& keep) { out.fds[0] = unsealed(out.reply.data_bytes, keep); },
+       "is not sealed"},
+      {"an unsealed lane object", HandoffRole::lane,
+       [&](Outgoing& out, std::vector<UniqueFd>& keep) { out.fds[1] = unsealed(out.reply.lane_bytes, keep); },
+       "is not sealed"},
+      {"a data object of another size than announced", HandoffRole::observer,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.reply.data_bytes += 4096; }, "but the engine announced"},
+      {"the lane object in place of the data object", HandoffRole::lane,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.fds[0] = out.fds[1]; }, "holds"},
+      {"a lane for an observer", HandoffRole::observer,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.fds.push_back(out.fds[0]); }, "descriptors"},
+      {"no lane object for a client", HandoffRole::lane,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.fds.pop_back(); }, "descriptors"},
+      {"a lane beyond the header's lane count", HandoffRole::lane,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.reply.lane = kMaxLanes; }, "granted lane"},
+      {"a lane object of another generation than the reply", HandoffRole::lane,
+       [](Outgoing& out, std::vector<UniqueFd>&) { out.reply.generation += 1; }, "does not match its hand-off"},
+  };
+  for (const Lie& lie : lies) {
+    CAPTURE(lie.what);
+    const std::string name = unique_name();
+    auto created = Segment::create(make_config(name, series));
+    REQUIRE_MESSAGE(created.has_value(), why(created));
+    TestKeeper keeper(*created, lie.tamper);
+    auto attached = Attachment::attach(name, as(lie.role));
+    REQUIRE_FALSE(attached.has_value());
+    CHECK(attached.error().code == ErrorCode::protocol);
+    CHECK_MESSAGE(contains(attached.error().message, lie.says), attached.error().message);
+  }
+}
+
 TEST_CASE("attach names the missing engine and how to start one") {
   const std::string name = unique_name();
   auto attached = Attachment::attach(name, as(HandoffRole::lane));
@@ -352,33 +515,67 @@ TEST_CASE("attach names the missing engine and how to start one") {
 }
 
 TEST_CASE("a client cannot write, shrink, grow or punch the data object it received, however it opens it") {
-  const std::string name = unique_name();
   const std::vector<double> series = make_series(1000);
-  auto created = Segment::create(make_config(name, series));
-  REQUIRE_MESSAGE(created.has_value(), why(created));
-  TestKeeper keeper(*created);
-  auto client = Attachment::attach(name, as(HandoffRole::lane));
-  REQUIRE_MESSAGE(client.has_value(), why(client));
-  const int fd = client->data_fd();
-  const std::size_t bytes = client->size();
-  const int reopened = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDWR | O_CLOEXEC);
-  for (const int each : {fd, reopened}) {
-    CAPTURE(each);
-    if (each < 0) continue;
-    CHECK(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, each, 0) == MAP_FAILED);
-    CHECK(::ftruncate(each, 4096) != 0);
-    CHECK(::ftruncate(each, static_cast<off_t>(bytes * 2)) != 0);
-    const char byte = 1;
-    CHECK(::pwrite(each, &byte, 1, 0) != 1);
-    CHECK(::fallocate(each, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) != 0);
+  // Both backings: the seals are enforced by shmem and by hugetlbfs separately.
+  std::vector<HugePagesMode> backings{HugePagesMode::off};
+  if (huge_page_budget().available >= 2) backings.push_back(HugePagesMode::required);
+  for (const HugePagesMode backing : backings) {
+    CAPTURE(to_string(backing));
+    const std::string name = unique_name();
+    SegmentConfig config = make_config(name, series);
+    config.hugepages = backing;
+    auto created = Segment::create(config);
+    REQUIRE_MESSAGE(created.has_value(), why(created));
+    TestKeeper keeper(*created);
+    auto client = Attachment::attach(name, as(HandoffRole::lane));
+    REQUIRE_MESSAGE(client.has_value(), why(client));
+    const bool huge = client->backing() == Backing::memfd_huge_2m;
+    CHECK(huge == (backing == HugePagesMode::required));
+    const int fd = client->data_fd();
+    const std::size_t bytes = client->size();
+    const std::size_t page = huge ? kHugePageBytes : kSmallPageBytes;
+    // Opening the object afresh for writing is allowed (it is a file open, not a write): the
+    // seals bind the object, so they hold for the new descriptor just as for the received one.
+    const UniqueFd reopened(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDWR | O_CLOEXEC));
+    REQUIRE_MESSAGE(reopened, "cannot reopen /proc/self/fd/" << fd << ": " << std::strerror(errno));
+    for (const int each : {fd, reopened.get()}) {
+      CAPTURE(each);
+      errno = 0;
+      CHECK(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, each, 0) == MAP_FAILED);
+      CHECK(errno == EPERM);
+      // Sizes the backing could take (whole pages), so that only the seals say no.
+      for (const std::size_t size : {std::size_t{0}, bytes - page, bytes + page}) {
+        CAPTURE(size);
+        errno = 0;
+        CHECK(::ftruncate(each, static_cast<off_t>(size)) != 0);
+        CHECK(errno == EPERM);
+      }
+      const char byte = 1;
+      errno = 0;
+      CHECK(::pwrite(each, &byte, 1, 0) != 1);
+      CHECK(errno == (huge ? EINVAL : EPERM));  // hugetlbfs has no write(2) at all
+      CHECK(::fallocate(each, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(page)) != 0);
+      CHECK(static_cast<std::size_t>(::lseek(each, 0, SEEK_END)) == bytes);
+    }
+    void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    REQUIRE(mapped != MAP_FAILED);
+    CHECK(::mprotect(mapped, bytes, PROT_READ | PROT_WRITE) != 0);
+    CHECK(::madvise(mapped, page, MADV_REMOVE) != 0);  // punching through a mapping: refused too
+    ::munmap(mapped, bytes);
+    // Nor through /proc/self/mem, which writes past page protections where the kernel lets it: a
+    // read-only shared mapping of a sealed object is not such a place.
+    {
+      const UniqueFd memory(::open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+      REQUIRE(memory);
+      const std::uint32_t forged = 0;
+      const auto state_at = reinterpret_cast<std::uintptr_t>(&client->header().state);
+      CHECK(::pwrite(memory.get(), &forged, sizeof forged, static_cast<off_t>(state_at)) != sizeof forged);
+      CHECK(client->header().state.load() == static_cast<std::uint32_t>(SegmentState::ready));
+    }
+    // The received object is the engine's, unchanged.
+    CHECK(client->series()[0] == series[0]);
+    CHECK(created->header().series_checksum == fnv1a64(std::as_bytes(client->series())));
   }
-  if (reopened >= 0) ::close(reopened);
-  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  REQUIRE(mapped != MAP_FAILED);
-  CHECK(::mprotect(mapped, bytes, PROT_READ | PROT_WRITE) != 0);
-  ::munmap(mapped, bytes);
-  CHECK(client->series()[0] == series[0]);
-  CHECK(created->header().series_checksum == fnv1a64(std::as_bytes(client->series())));
 }
 
 TEST_CASE("a lane object is writable by its client but cannot be truncated or grown") {
@@ -390,11 +587,18 @@ TEST_CASE("a lane object is writable by its client but cannot be truncated or gr
   auto client = Attachment::attach(name, as(HandoffRole::lane));
   REQUIRE_MESSAGE(client.has_value(), why(client));
   const int fd = client->lane().fd();
+  errno = 0;
   CHECK(::ftruncate(fd, 4096) != 0);
+  CHECK(errno == EPERM);
   CHECK(::ftruncate(fd, static_cast<off_t>(client->lane().size() * 2)) != 0);
+  CHECK(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)) == client->lane().size());
   std::byte* bulk = client->lane().bulk().data();
   bulk[0] = std::byte{42};  // its own memory: writable
   CHECK(bulk[0] == std::byte{42});
+  // The seals cannot be lifted or added to: F_SEAL_SEAL is set.
+  CHECK(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) != 0);
+  CHECK((::fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
+        (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
 }
 
 TEST_CASE("every lane hand-out is a fresh zeroed object that no earlier client's mapping reaches") {
@@ -619,6 +823,28 @@ TEST_CASE("mlock: auto warns and runs unlocked, require fails, under a tiny RLIM
     for (const std::string& w : created->warnings())
       warned |= contains(w, "mlock failed") && contains(w, "RLIMIT_MEMLOCK is 64 KiB") && contains(w, "running unlocked");
     if (!warned) return "auto: no RLIMIT_MEMLOCK warning";
+
+    // Lane objects follow --mlock as the data object does. A data object that fits the limit
+    // (12 KiB) leaves too little for the 68 KiB lane objects: under require the engine refuses at
+    // start, naming the whole budget, rather than failing the Nth client later.
+    const std::vector<double> small = make_series(100);
+    SegmentConfig fits = make_config(unique_name(), small);
+    fits.hugepages = HugePagesMode::off;
+    fits.mlock = MlockMode::required;
+    auto budget = Segment::create(fits);
+    if (budget) return "lane require: created although the lane objects cannot be locked";
+    if (budget.error().code != ErrorCode::resource || !contains(budget.error().message, "lane objects") ||
+        !contains(budget.error().message, "RLIMIT_MEMLOCK is 64 KiB"))
+      return "lane require: wrong error: " + budget.error().message;
+    fits.name = unique_name();
+    fits.mlock = MlockMode::automatic;
+    auto unlocked = Segment::create(fits);
+    if (!unlocked) return "lane auto: " + unlocked.error().message;
+    auto lane = unlocked->make_lane_object(0, 1);
+    if (!lane) return "lane auto: " + lane.error().message;
+    bool lane_warned = false;
+    for (const std::string& w : lane->warnings()) lane_warned |= contains(w, "mlock failed") && contains(w, "running unlocked");
+    if (!lane_warned) return "lane auto: no warning for the unlocked lane object";
     return "ok";
   });
   if (result.rfind("skip", 0) == 0) {
