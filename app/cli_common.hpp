@@ -16,7 +16,8 @@ inline constexpr int kExitFailure = 1;
 // Prints "ipcfloor COMMAND: MESSAGE" on stderr and returns kExitFailure.
 int report_error(std::string_view command, const Error& error);
 
-// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`.
-void add_gbm_options(CLI::App& command, GbmParams& gbm);
+// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`. When `given` is set, it turns true if
+// the command line names any of them.
+void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given = nullptr);
 
 }  // namespace ipcfloor

@@ -15,6 +15,7 @@
 
 #include "app/cli_common.hpp"
 #include "common/affinity.hpp"
+#include "common/checksum.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/socket_server.hpp"
 #include "engine/telemetry.hpp"
@@ -102,13 +103,16 @@ int run_serve(const ServeOptions& options) {
     if (!built) return report_error(built.error());
     socket_options = std::move(*built);
   }
-  std::optional<LoadedSeries> series;
-  if (options.shm) {
+  // One copy of the series serves the segment (which copies it in) and every socket connection.
+  std::shared_ptr<PreloadedSeries> series;
+  if (options.shm || (sockets && options.socket_series)) {
     auto loaded = load_series_source(options.source);
     if (!loaded) return report_error(loaded.error());
-    series = std::move(*loaded);
-  } else if (options.source.data_path && !options.quiet) {
-    fmt::print(stderr, "ipcfloor serve: note: --data is not used with --no-shm; socket clients ship their series\n");
+    series = std::make_shared<PreloadedSeries>();
+    series->checksum = fnv1a64(std::as_bytes(std::span<const double>(loaded->close)));
+    series->close = std::move(loaded->close);
+    series->name = std::move(loaded->description);
+    if (socket_options && options.socket_series) socket_options->preloaded = series;
   }
 
   // Signals go to the reporter (this thread) only: block them before any thread exists.
@@ -135,7 +139,7 @@ int run_serve(const ServeOptions& options) {
     config.segment.hugepages = options.hugepages;
     config.segment.mlock = options.mlock;
     config.segment.series = series->close;
-    config.segment.series_name = series->description;
+    config.segment.series_name = series->name;
     config.segment.fee = options.fee;
     config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
@@ -160,16 +164,23 @@ int run_serve(const ServeOptions& options) {
                  "ipcfloor serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops\n",
                  segment.name(), segment.path(), segment.size(), backing_name(segment.backing()),
                  segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity,
-                 series->description, series->close.size(), header.series_checksum, options.fee, cpu,
+                 series->name, series->close.size(), header.series_checksum, options.fee, cpu,
                  to_string(options.wait), header.engine_pid);
     }
-    if (socket_server)
+    if (socket_server) {
       fmt::print(stderr,
                  "ipcfloor serve: sockets: {}; {} thread(s) on {}, max frame {} bytes, frame timeout {} ms, "
                  "fee {}; pid {}{}\n",
                  socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
                  socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
                  shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
+      if (socket_options->preloaded && !shm)
+        fmt::print(stderr, "ipcfloor serve: sockets: series {} ({} bars, checksum {:016x}) for use_preloaded\n",
+                   series->name, series->close.size(), series->checksum);
+      if (!socket_options->preloaded)
+        fmt::print(stderr, "ipcfloor serve: sockets: no series of their own (give --data or --bars to hold one); "
+                           "clients ship theirs\n");
+    }
   }
 
   // Without a segment there is no heartbeat to keep: the loop only waits for a signal.
@@ -216,7 +227,7 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   auto* serve = app.add_subcommand("serve", "Preload the series into a shared-memory segment and serve combos");
   serve->add_option("--name", o.name, "segment name: /dev/shm/NAME or <hugetlbfs>/NAME")->capture_default_str();
   serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
-  add_gbm_options(*serve, o.source.gbm);
+  add_gbm_options(*serve, o.source.gbm, &cli.gbm_given);
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
   serve->add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve->add_option("--lanes", o.lanes, "client lanes")->capture_default_str();
@@ -234,7 +245,9 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
                     "also serve the socket protocol on this Unix-domain socket (mode 0600, own uid only)");
   serve->add_option("--tcp", o.tcp_endpoint,
                     "also serve it on TCP HOST:PORT with TCP_NODELAY (host defaults to 127.0.0.1)");
-  serve->add_flag("--no-shm", cli.no_shm, "serve the sockets only: no segment, no pinned spinning thread");
+  serve->add_flag("--no-shm", cli.no_shm,
+                  "serve the sockets only: no segment, no pinned spinning thread; the sockets hold a series "
+                  "(use_preloaded) only when --data or --bars/--seed/... say which");
   serve->add_option("--socket-cpu", cli.socket_cpu,
                     "core for the socket threads (default: every allowed core but the shm serving thread's; "
                     "with --no-shm, any)");
@@ -269,6 +282,7 @@ int run_serve_command(ServeCli& cli) {
   options.hugepages = *hugepages;
   options.mlock = *mlock;
   options.shm = !cli.no_shm;
+  options.socket_series = options.shm || !cli.data.empty() || cli.gbm_given;
   if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   return run_serve(options);

@@ -65,20 +65,47 @@ Expected<std::vector<BacktestResult>> sweep_through_segment(const SweepOptions& 
 // A socket sweep is one call (the whole batch), so without --timeout it may take this long.
 constexpr double kSocketSweepTimeoutS = 600.0;
 
-Expected<std::vector<BacktestResult>> sweep_through_socket(const SweepOptions& options, const LoadedSeries& series,
-                                                           std::span<const Combo> combos, std::string& where,
-                                                           double& fee) {
+Expected<SocketClient> connect_socket(const SweepOptions& options) {
   SocketClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(1000.0 * (options.timeout_given ? options.timeout_s : kSocketSweepTimeoutS)));
-  Expected<SocketClient> client = std::unexpected(Error{ErrorCode::invalid_argument, "no socket target"});
-  if (!options.socket_path.empty()) {
-    client = SocketClient::connect_unix(options.socket_path, client_options);
-  } else {
-    auto endpoint = parse_tcp_endpoint(options.tcp);
-    if (!endpoint) return std::unexpected(endpoint.error());
-    client = SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
+  if (!options.socket_path.empty()) return SocketClient::connect_unix(options.socket_path, client_options);
+  auto endpoint = parse_tcp_endpoint(options.tcp);
+  if (!endpoint) return std::unexpected(endpoint.error());
+  return SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
+}
+
+// The default: the combos run on the series the server preloaded (opcode 5, then opcode 3).
+Expected<std::vector<BacktestResult>> sweep_on_server_series(const SweepOptions& options, std::span<const Combo> combos,
+                                                             std::string& where, std::string& series_line,
+                                                             bool& is_default, double& fee) {
+  auto client = connect_socket(options);
+  if (!client) return std::unexpected(client.error());
+  auto series = client->use_preloaded();
+  if (!series) {
+    if (client->last_server_error() == static_cast<std::uint32_t>(SocketError::no_preloaded_series))
+      return fail(ErrorCode::invalid_argument,
+                  "{} holds no series of its own (it runs --no-shm without --data or --bars); add --ship to send "
+                  "this command's series (--data FILE or --bars/--seed), or restart the server with one",
+                  client->server());
+    return std::unexpected(series.error());
   }
+  if (options.fee_given && options.fee != series->fee)
+    return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
+                options.fee, series->fee, client->server());
+  fee = series->fee;
+  series_line = fmt::format("the server's series {} ({} bars, checksum {:016x})", series->name, series->n_bars,
+                            series->checksum);
+  where = fmt::format("on {}, through {} (its preloaded series: combos only)", series_line, client->server());
+  is_default = is_default_series(series->checksum);
+  return client->sweep_loaded(combos);
+}
+
+// --ship: this command's own series travels, with every call (stateless) or once (--stateful).
+Expected<std::vector<BacktestResult>> sweep_shipping_series(const SweepOptions& options, const LoadedSeries& series,
+                                                            std::span<const Combo> combos, std::string& where,
+                                                            double& fee) {
+  auto client = connect_socket(options);
   if (!client) return std::unexpected(client.error());
   if (!options.stateful) {
     where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame)",
@@ -108,11 +135,14 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   target->add_flag("--inproc")->description("run the kernel in this process");
   target->add_option("--name", options.name, "stream through the engine's shared-memory segment NAME");
   target->add_option("--socket", options.socket_path,
-                     "ship the series and combos to `ipcfloor serve --socket PATH` (Unix-domain socket)");
-  target->add_option("--tcp", options.tcp, "ship them to `ipcfloor serve --tcp HOST:PORT` (host defaults to 127.0.0.1)");
+                     "run the combos on the series `ipcfloor serve --socket PATH` preloaded (Unix-domain socket)");
+  target->add_option("--tcp", options.tcp,
+                     "the same through `ipcfloor serve --tcp HOST:PORT` (host defaults to 127.0.0.1)");
   target->require_option(1);
+  sweep->add_flag("--ship", options.ship,
+                  "with --socket/--tcp: send this command's own series (--data, or --bars/--seed) instead");
   sweep->add_flag("--stateful", options.stateful,
-                  "with --socket/--tcp: load the series once (opcode 2), then send the combos only (opcode 3)");
+                  "with --ship: load the series once (opcode 2), then send the combos only (opcode 3)");
   sweep->add_option("--wait", options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
   sweep
       ->add_option("--timeout", options.timeout_s,
@@ -122,7 +152,7 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--data", "close series: .csv with a close column, .f64 or .npy")
       ->check(CLI::ExistingFile)
       ->each([&options](const std::string& path) { options.source.data_path = path; });
-  add_gbm_options(*sweep, options.source.gbm);
+  add_gbm_options(*sweep, options.source.gbm, &options.gbm_given);
   auto* lengths = sweep->add_option("--lengths", options.lengths, "comma-separated lengths, e.g. 6,8,11");
   sweep->add_option("--grid", options.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
       ->capture_default_str()
@@ -136,8 +166,17 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
 }
 
 int run_sweep_command(SweepOptions& options) {
-  if (options.stateful && options.socket_path.empty() && options.tcp.empty())
-    return report_error("sweep", Error{ErrorCode::invalid_argument, "--stateful needs --socket PATH or --tcp HOST:PORT"});
+  const bool socket = !options.socket_path.empty() || !options.tcp.empty();
+  if (options.ship && !socket)
+    return report_error("sweep", Error{ErrorCode::invalid_argument, "--ship needs --socket PATH or --tcp HOST:PORT"});
+  if (options.stateful && !options.ship)
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--stateful loads this command's series into the server, which needs --ship "
+                                       "(without --ship the combos run on the server's preloaded series)"});
+  if (socket && !options.ship && (options.source.data_path || options.gbm_given))
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--data and --bars/--seed/... describe a series to send: add --ship, or drop "
+                                       "them to run on the server's preloaded series"});
   auto lengths = options.lengths.empty() ? parse_grid(options.grid) : parse_lengths(options.lengths);
   if (!lengths) return report_error("sweep", lengths.error());
   std::vector<Combo> combos;
@@ -145,16 +184,19 @@ int run_sweep_command(SweepOptions& options) {
   for (const auto length : *lengths) combos.push_back(combo_from_length(length));
 
   std::string where;
+  std::string series_line;  // the server's series, when the sweep ran on it
   bool is_default = false;
   double fee = options.fee;
   Expected<std::vector<BacktestResult>> results = std::vector<BacktestResult>{};
   if (!options.name.empty()) {
     results = sweep_through_segment(options, combos, where, is_default, fee);
+  } else if (socket && !options.ship) {
+    results = sweep_on_server_series(options, combos, where, series_line, is_default, fee);
   } else {
     auto series = load_series_source(options.source);
     if (!series) return report_error("sweep", series.error());
-    if (!options.socket_path.empty() || !options.tcp.empty()) {
-      results = sweep_through_socket(options, *series, combos, where, fee);
+    if (socket) {
+      results = sweep_shipping_series(options, *series, combos, where, fee);
     } else {
       results = run_sweep(series->close, combos, options.fee, options.threads);
       where = fmt::format("over {} ({} bars), in-process", series->description, series->close.size());
@@ -167,6 +209,8 @@ int run_sweep_command(SweepOptions& options) {
   rows.reserve(combos.size());
   for (std::size_t i = 0; i < combos.size(); ++i) rows.push_back({(*lengths)[i], combos[i], (*results)[i]});
   if (options.json) {
+    // stdout stays one JSON object per combo; which series they came from goes beside it.
+    if (!series_line.empty()) fmt::print(stderr, "sweep: computed on {}\n", series_line);
     print_sweep_json(stdout, rows);
     return 0;
   }

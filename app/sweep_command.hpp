@@ -1,6 +1,7 @@
 #pragma once
 // `ipcfloor sweep`: runs combos in this process, through an engine's segment or over its socket,
-// and prints pnl and trades per combo (a table, or JSON lines scripts depend on).
+// and prints pnl and trades per combo (a table, or JSON lines scripts depend on). Over a socket
+// the combos run on the server's preloaded series unless --ship sends this command's own.
 
 #include <string>
 
@@ -13,9 +14,11 @@ namespace ipcfloor {
 
 struct SweepOptions {
   std::string name;  // set: stream through the engine's shm segment
-  std::string socket_path;  // set: ship series and combos to `serve --socket PATH`
-  std::string tcp;          // set: ship them to `serve --tcp HOST:PORT`
-  bool stateful = false;    // socket: load the series once, then combos only
+  std::string socket_path;  // set: sweep through `serve --socket PATH`
+  std::string tcp;          // set: sweep through `serve --tcp HOST:PORT`
+  bool ship = false;        // socket: send our own series instead of using the server's preloaded one
+  bool stateful = false;    // socket with ship: load the series once, then combos only
+  bool gbm_given = false;   // --bars, --seed, ... appeared
   bool timeout_given = false;
   std::string wait;  // shm client wait mode; empty = the engine's
   double timeout_s = 5.0;

@@ -105,6 +105,7 @@ struct Connection {
   std::vector<std::byte> out;  // the reply being sent (at most one: input waits for it)
   std::size_t out_sent = 0;
   std::vector<double> series;  // the loaded series (opcode 2), aligned for the kernel
+  std::span<const double> active;  // what sweep_loaded runs on: `series`, or the server's preloaded one
   bool loaded = false;
   Clock::time_point frame_started{};   // the first byte of the buffered frame arrived
   Clock::time_point reply_started{};   // the pending reply first failed to leave whole
@@ -556,8 +557,24 @@ class SocketServer::Worker {
       case SocketOpcode::load: {
         c.series.resize(r.n_bars);
         copy_close(r.close, c.series);
+        c.active = c.series;
         c.loaded = true;
         append_load_reply(fnv1a64(r.close), options_.fee, c.out);
+        break;
+      }
+      case SocketOpcode::use_preloaded: {
+        if (!options_.preloaded) {
+          SocketFault fault;
+          fault.error = SocketError::no_preloaded_series;
+          fault.opcode = static_cast<std::uint8_t>(r.opcode);
+          reject(c, fault.error, ipcfloor::describe(fault));
+          return;
+        }
+        std::vector<double>().swap(c.series);  // a series it loaded before is not needed any more
+        c.active = options_.preloaded->close;
+        c.loaded = true;
+        append_preloaded_reply(options_.preloaded->checksum, options_.fee, c.active.size(), options_.preloaded->name,
+                               c.out);
         break;
       }
       case SocketOpcode::sweep_loaded: {
@@ -568,11 +585,11 @@ class SocketServer::Worker {
           reject(c, fault.error, ipcfloor::describe(fault));
           return;
         }
-        if (auto fault = check_windows(r.params, c.series.size())) {
+        if (auto fault = check_windows(r.params, c.active.size())) {
           reject(c, fault->error, ipcfloor::describe(*fault));
           return;
         }
-        if (!sweep(c, c.series, r.params, r.n_combos)) return;
+        if (!sweep(c, c.active, r.params, r.n_combos)) return;
         append_sweep_reply(results_, c.out);
         break;
       }
