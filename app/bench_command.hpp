@@ -14,6 +14,7 @@
 #include "bench/granularity_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
+#include "bench/python_suite.hpp"
 #include "bench/serialization_bench.hpp"
 
 namespace ipcfloor {
@@ -25,7 +26,7 @@ struct BenchOptions {
   bool quick = false;               // fewer samples and repeats
   std::string transports;           // ladder: comma-separated names
   std::string python = "/usr/bin/python3";  // numba reference and plots
-  std::string plot_script;                  // empty: tools/plot_report.py in the source tree
+  std::string plot_script;                  // empty: tools/plot_report.py among the helpers
   std::string command_line;                 // recorded in report.json
   LadderOptions ladder;
   HygieneOptions hygiene;
@@ -34,6 +35,7 @@ struct BenchOptions {
   GranularityOptions granularity;
   AblationOptions ablation;
   EchoOptions echo;
+  PythonBenchOptions python_bench;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/kernel.hpp"
@@ -38,6 +39,12 @@ Expected<std::string> run_and_capture(const std::string& command) {
 }  // namespace
 
 Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
+  // Before any work: a missing helper is reported at once, not after the timed sweeps.
+  auto script = options.reference_script.empty()
+                    ? helper_file("tools/reference/bench_numba.py", "the numba reference (bench_numba.py)")
+                    : Expected<std::string>(options.reference_script);
+  if (!script) return std::unexpected(script.error());
+  if (auto python = check_python(options.python); !python) return std::unexpected(python.error());
   auto lengths = parse_grid(options.grid);
   if (!lengths) return std::unexpected(lengths.error());
   SeriesSource source;
@@ -70,12 +77,9 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
     if (!swept) return std::unexpected(swept.error());
   }
 
-  const std::string script = options.reference_script.empty()
-                                 ? std::string(IPCFLOOR_SOURCE_DIR) + "/tools/reference/bench_numba.py"
-                                 : options.reference_script;
   const std::string command =
       fmt::format("'{}' '{}' --bars {} --seed {} --grid {} --fee {:.17g} --repeats {}", options.python,
-                  script, options.bars, options.seed, options.grid, options.fee,
+                  *script, options.bars, options.seed, options.grid, options.fee,
                   std::max(1u, options.reference_repeats));
   auto output = run_and_capture(command);
   if (!output) return std::unexpected(output.error());
