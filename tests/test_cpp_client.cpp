@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -20,6 +23,20 @@
 #include "ipcfloor/client.hpp"
 
 extern char** environ;
+
+// Every operator new in the process, the shared library's included (it calls the global one
+// through the dynamic linker, which finds this definition first).
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: a count read after the calls
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 
 namespace {
 
@@ -134,16 +151,30 @@ TEST_CASE("ipcfloor::Client: series, backtest and sweep equal `sweep --inproc` b
     CHECK(one.trades == rows[i].trades);
   }
 
+  // The request path allocates nothing: backtest, sweep and echo, many times over.
+  {
+    const auto before = g_allocations.load(std::memory_order_relaxed);
+    for (int i = 0; i < 200; ++i) {
+      (void)client.backtest(grid[static_cast<std::size_t>(i) % grid.size()]);
+      (void)client.echo(grid[0]);
+      (void)client.sweep(grid, results);
+    }
+    CHECK(g_allocations.load(std::memory_order_relaxed) == before);
+  }
+
   // A refused combo is a per-combo status in a sweep and a ClientError from backtest.
   grid[2][0] = kBars + 1;
   CHECK(client.sweep(grid, results) == 1);
   CHECK(results[2].status == IPCFLOOR_E_WINDOW);
   CHECK(std::isnan(results[2].pnl));
   CHECK(results[3].trades == rows[3].trades);
+  const auto before_refusal = g_allocations.load(std::memory_order_relaxed);
   try {
     (void)client.backtest(grid[2]);
     FAIL("a window past the bars must throw");
   } catch (const ipcfloor::ClientError& error) {
+    // The error's message is built inside the library: the counter sees what the library allocates.
+    CHECK(g_allocations.load(std::memory_order_relaxed) > before_refusal);
     CHECK(error.code() == IPCFLOOR_E_WINDOW);
     CHECK(std::string(error.what()).find("window h (position 0) is 2001") != std::string::npos);
   }
