@@ -107,7 +107,7 @@ std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, co
 
 AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
   // Copied once: the header lives in memory the engine (or any attacher) could rewrite later.
-  const SegmentHeader& header = client_.segment().header();
+  const auto& header = client_.segment().header();
   fee_ = header.fee;
   checksum_ = header.series_checksum;
   bars_ = client_.segment().series().size();
