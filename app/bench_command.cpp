@@ -14,6 +14,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "app/cli_common.hpp"
 #include "app/version_command.hpp"
@@ -43,6 +44,7 @@ const std::vector<Suite>& suites() {
       {"ablation", [](const BenchOptions& o) { return run_ablation(o.ablation); }, print_ablation},
       {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
       {"throughput", [](const BenchOptions& o) { return run_throughput(o.throughput); }, print_throughput},
+      {"python", [](const BenchOptions& o) { return run_python_bench(o.python_bench); }, print_python_bench},
   };
   return registry;
 }
@@ -110,21 +112,30 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
 
 // report.json, the plots (drawn by tools/plot_report.py from report.json) and report.md.
 bool write_combined_report(const BenchOptions& options, nlohmann::json& combined) {
-  const std::string plotter = options.plot_script.empty()
-                                  ? std::string(IPCFLOOR_SOURCE_DIR) + "/tools/plot_report.py"
-                                  : options.plot_script;
   if (!write_json_report(options.out_dir, "report", combined)) return false;
-  const std::string command = fmt::format("'{}' '{}' '{}/report.json' '{}' 2>&1", options.python, plotter,
-                                          options.out_dir, options.out_dir);
+  // The plots are optional: without the script or a python, the report goes out without them.
+  auto plotter = options.plot_script.empty() ? helper_file("tools/plot_report.py", "the plotting script (plot_report.py)")
+                                             : Expected<std::string>(options.plot_script);
+  if (plotter) {
+    if (auto python = check_python(options.python); !python) plotter = std::unexpected(python.error());
+  }
+  if (!plotter) fmt::print(stderr, "ipcfloor bench: plots not drawn: {}\n", plotter.error().message);
+  const std::string command = plotter ? fmt::format("'{}' '{}' '{}/report.json' '{}' 2>&1", options.python, *plotter,
+                                                    options.out_dir, options.out_dir)
+                                      : std::string();
   std::string output;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
+  if (FILE* pipe = plotter ? popen(command.c_str(), "r") : nullptr) {
     char buffer[4096];
     while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
     if (pclose(pipe) == 0) {
       combined["plots"] = nlohmann::json::parse(output, nullptr, false);
       if (combined["plots"].is_discarded()) combined.erase("plots");
     } else {
-      fmt::print(stderr, "ipcfloor bench: plots not drawn ({}): {}\n", command, output);
+      if (output.find("No module named 'matplotlib'") != std::string::npos)
+        fmt::print(stderr, "ipcfloor bench: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n",
+                   options.python);
+      else
+        fmt::print(stderr, "ipcfloor bench: plots not drawn ({}): {}\n", command, output);
     }
   }
   const std::string md_path = options.out_dir + "/report.md";
@@ -152,10 +163,11 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_option("--hgrm", options.hgrm_dir,
                     "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)");
   bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)");
-  bench->add_option("--samples", options.ladder.samples, "ladder: timed round trips per transport")->capture_default_str();
+  bench->add_option("--samples", options.ladder.samples, "ladder and python: timed round trips per transport")
+      ->capture_default_str();
   bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first, per round")->capture_default_str();
   bench->add_option("--rounds", options.ladder.rounds,
-                    "ladder: interleaved rounds; each takes samples/rounds of every transport")
+                    "ladder and python: interleaved rounds; each takes samples/rounds of every transport")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   bench->add_option("--ring-capacity", options.ladder.ring_capacity,
@@ -238,9 +250,15 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     options.throughput.windows = std::min<std::size_t>(options.throughput.windows, 8);
     options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
     options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
+    options.python_bench.sweeps = std::min<std::size_t>(options.python_bench.sweeps, 5);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
   options.compute.python = options.python;
+  options.python_bench.python = options.python;
+  options.python_bench.samples = options.ladder.samples;
+  options.python_bench.rounds = options.ladder.rounds;
+  options.python_bench.client_cpu = options.ladder.client_cpu;
+  options.python_bench.server_cpu = options.ladder.server_cpu;
   options.hygiene.client_cpu = options.ladder.client_cpu;
   options.hygiene.server_cpu = options.ladder.server_cpu;
   options.granularity.client_cpu = options.ladder.client_cpu;

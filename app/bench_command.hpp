@@ -14,6 +14,7 @@
 #include "bench/granularity_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
+#include "bench/python_suite.hpp"
 #include "bench/serialization_bench.hpp"
 #include "bench/throughput_bench.hpp"
 
@@ -28,7 +29,7 @@ struct BenchOptions {
   std::string hgrm_dir;             // set: every latency figure as DIR/<suite>-<name>.hgrm
   std::string transports;           // ladder: comma-separated names
   std::string python = "/usr/bin/python3";  // numba reference and plots
-  std::string plot_script;                  // empty: tools/plot_report.py in the source tree
+  std::string plot_script;                  // empty: tools/plot_report.py among the helpers
   std::string command_line;                 // recorded in report.json
   LadderOptions ladder;
   HygieneOptions hygiene;
@@ -38,6 +39,7 @@ struct BenchOptions {
   AblationOptions ablation;
   EchoOptions echo;
   ThroughputOptions throughput;
+  PythonBenchOptions python_bench;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -15,7 +15,8 @@ namespace ipcfloor {
 // Prints "ipcfloor COMMAND: MESSAGE" on stderr and returns exit_code_for(error.code).
 int report_error(std::string_view command, const Error& error);
 
-// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`.
-void add_gbm_options(CLI::App& command, GbmParams& gbm);
+// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`. When `given` is set, it turns true if
+// the command line names any of them.
+void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given = nullptr);
 
 }  // namespace ipcfloor

@@ -22,6 +22,7 @@
 #include "common/log.hpp"
 #include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
+#include "common/checksum.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/socket_server.hpp"
 #include "engine/telemetry.hpp"
@@ -144,13 +145,16 @@ int run_serve(const ServeOptions& options) {
     if (!built) return report_error(built.error());
     socket_options = std::move(*built);
   }
-  std::optional<LoadedSeries> series;
-  if (options.shm) {
+  // One copy of the series serves the segment (which copies it in) and every socket connection.
+  std::shared_ptr<PreloadedSeries> series;
+  if (options.shm || (sockets && options.socket_series)) {
     auto loaded = load_series_source(options.source);
     if (!loaded) return report_error(loaded.error());
-    series = std::move(*loaded);
-  } else if (options.source.data_path && !options.quiet) {
-    log(LogLevel::info, "serve: --data is not used with --no-shm; socket clients ship their series");
+    series = std::make_shared<PreloadedSeries>();
+    series->checksum = fnv1a64(std::as_bytes(std::span<const double>(loaded->close)));
+    series->close = std::move(loaded->close);
+    series->name = std::move(loaded->description);
+    if (socket_options && options.socket_series) socket_options->preloaded = series;
   }
 
   // Signals go to the keeper (this thread) only, through a signalfd: block them before any
@@ -180,7 +184,7 @@ int run_serve(const ServeOptions& options) {
     config.segment.hugepages = options.hugepages;
     config.segment.mlock = options.mlock;
     config.segment.series = series->close;
-    config.segment.series_name = series->description;
+    config.segment.series_name = series->name;
     config.segment.fee = options.fee;
     config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
@@ -202,7 +206,7 @@ int run_serve(const ServeOptions& options) {
     log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}, {}), {} lanes x {} slots", segment.name(),
         segment.socket_path(), segment.size(), backing_name(segment.backing()),
         segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
-    log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->description,
+    log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->name,
         series->close.size(), header.series_checksum, options.fee);
     if (shm->max_frame_cost() != 0)
       log(LogLevel::info, "serve: one BACKTEST may cost at most {:.3g} (about {} ms at the {:.3g} per us measured "
@@ -211,12 +215,19 @@ int run_serve(const ServeOptions& options) {
     log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", cpu,
         to_string(options.wait), getpid());
   }
-  if (socket_server)
+  if (socket_server) {
     log(LogLevel::info,
         "serve: sockets: {}; {} thread(s) on {}, max frame {} bytes, frame timeout {} ms, fee {}; pid {}{}",
         socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
         socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
         shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
+    if (socket_options->preloaded && !shm)
+      log(LogLevel::info, "serve: sockets: series {} ({} bars, checksum {:016x}) for use_preloaded", series->name,
+          series->close.size(), series->checksum);
+    if (!socket_options->preloaded)
+      log(LogLevel::info, "serve: sockets: no series of their own (give --data or --bars to hold one); clients ship "
+          "theirs");
+  }
 
   if (options.shm) {
     DoctorOptions doctor;
@@ -303,7 +314,7 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
-  add_gbm_options(*serve, o.source.gbm);
+  add_gbm_options(*serve, o.source.gbm, &cli.gbm_given);
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
   serve->add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve->add_option("--lanes", o.lanes, "client lanes")->capture_default_str();
@@ -321,7 +332,9 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
                     "also serve the socket protocol on this Unix-domain socket (mode 0600, own uid only)");
   serve->add_option("--tcp", o.tcp_endpoint,
                     "also serve it on TCP HOST:PORT with TCP_NODELAY (host defaults to 127.0.0.1)");
-  serve->add_flag("--no-shm", cli.no_shm, "serve the sockets only: no segment, no pinned spinning thread");
+  serve->add_flag("--no-shm", cli.no_shm,
+                  "serve the sockets only: no segment, no pinned spinning thread; the sockets hold a series "
+                  "(use_preloaded) only when --data or --bars/--seed/... say which");
   serve->add_option("--socket-cpu", cli.socket_cpu,
                     "core for the socket threads (default: every allowed core but the shm serving thread's; "
                     "with --no-shm, any)");
@@ -356,6 +369,7 @@ int run_serve_command(ServeCli& cli) {
   options.hugepages = *hugepages;
   options.mlock = *mlock;
   options.shm = !cli.no_shm;
+  options.socket_series = options.shm || !cli.data.empty() || cli.gbm_given;
   if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);

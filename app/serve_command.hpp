@@ -42,6 +42,9 @@ struct ServeOptions {
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
   bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread
+  // The sockets hold the series too (opcode 5, use_preloaded): always with the segment; with
+  // --no-shm only when --data or a GBM option says which series.
+  bool socket_series = true;
   std::string socket_path;          // --socket PATH: Unix-domain socket; empty: none
   std::string tcp_endpoint;         // --tcp HOST:PORT (host defaults to loopback); empty: none
   std::optional<int> socket_cpu;    // --socket-cpu K; unset: every allowed cpu but the shm thread's
@@ -67,6 +70,7 @@ struct ServeCli {
   unsigned max_frame_ms = 10;
   std::string log_level;  // empty: info, or warn with --quiet
   bool no_shm = false;
+  bool gbm_given = false;  // --bars, --seed, ... appeared
 };
 
 // Adds the `serve` subcommand, bound to `cli`.

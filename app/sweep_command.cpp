@@ -22,6 +22,7 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_set.hpp"
 #include "kernel/sweep_rows.hpp"
+#include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
 
 namespace ipcfloor {
@@ -137,38 +138,66 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
   return {};
 }
 
-Expected<void> run_through_socket(const SweepOptions& options, const LoadedSeries& series, std::vector<Planned>& plan,
-                                  const Emit& emit, std::string& where, double& fee) {
-  check_windows(plan, series.close.size());
+Expected<SocketClient> connect_socket(const SweepOptions& options) {
   SocketClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(1000.0 * (options.timeout_given ? options.timeout_s : kSocketSweepTimeoutS)));
-  Expected<SocketClient> client = std::unexpected(Error{ErrorCode::invalid_argument, "no socket target"});
-  if (!options.socket_path.empty()) {
-    client = SocketClient::connect_unix(options.socket_path, client_options);
-  } else {
-    auto endpoint = parse_tcp_endpoint(options.tcp);
-    if (!endpoint) return std::unexpected(endpoint.error());
-    client = SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
-  }
+  if (!options.socket_path.empty()) return SocketClient::connect_unix(options.socket_path, client_options);
+  auto endpoint = parse_tcp_endpoint(options.tcp);
+  if (!endpoint) return std::unexpected(endpoint.error());
+  return SocketClient::connect_tcp(endpoint->host, endpoint->port, client_options);
+}
+
+// Over a socket. By default the combos run on the series the server preloaded (opcode 5 once,
+// then opcode 3 per chunk): `shipped` is null. With --ship, this command's own series travels
+// with every chunk (stateless) or once (--stateful).
+Expected<void> run_through_socket(const SweepOptions& options, const LoadedSeries* shipped, std::vector<Planned>& plan,
+                                  const Emit& emit, std::string& where, std::string& series_line, bool& is_default,
+                                  double& fee) {
+  auto client = connect_socket(options);
   if (!client) return std::unexpected(client.error());
-  if (options.stateful) {
-    auto loaded = client->load(series.close);
-    if (!loaded) return std::unexpected(loaded.error());
-    const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(series.close)));
-    if (loaded->checksum != checksum)
-      return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
-                  client->server(), loaded->checksum, checksum);
-    if (options.fee_given && options.fee != loaded->fee)
+  if (shipped == nullptr) {
+    auto series = client->use_preloaded();
+    if (!series) {
+      if (client->last_server_error() == static_cast<std::uint32_t>(SocketError::no_preloaded_series))
+        return fail(ErrorCode::invalid_argument,
+                    "{} holds no series of its own (it runs --no-shm without --data or --bars); add --ship to send "
+                    "this command's series (--data FILE or --bars/--seed), or restart the server with one",
+                    client->server());
+      return std::unexpected(series.error());
+    }
+    if (options.fee_given && options.fee != series->fee)
       return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
-                  options.fee, loaded->fee, client->server());
-    fee = loaded->fee;
-    where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
-                        series.description, series.close.size(), client->server());
+                  options.fee, series->fee, client->server());
+    fee = series->fee;
+    series_line = fmt::format("the server's series {} ({} bars, checksum {:016x})", series->name, series->n_bars,
+                              series->checksum);
+    where = fmt::format("on {}, through {} (its preloaded series: combos only)", series_line, client->server());
+    is_default = is_default_series(series->checksum);
+    check_windows(plan, series->n_bars);
   } else {
-    where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame per chunk)",
-                        series.description, series.close.size(), client->server());
+    check_windows(plan, shipped->close.size());
+    is_default = shipped->is_default;
+    if (options.stateful) {
+      auto loaded = client->load(shipped->close);
+      if (!loaded) return std::unexpected(loaded.error());
+      const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(shipped->close)));
+      if (loaded->checksum != checksum)
+        return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
+                    client->server(), loaded->checksum, checksum);
+      if (options.fee_given && options.fee != loaded->fee)
+        return fail(ErrorCode::invalid_argument,
+                    "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee", options.fee,
+                    loaded->fee, client->server());
+      fee = loaded->fee;
+      where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
+                          shipped->description, shipped->close.size(), client->server());
+    } else {
+      where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame per chunk)",
+                          shipped->description, shipped->close.size(), client->server());
+    }
   }
+  const bool loaded_on_server = shipped == nullptr || options.stateful;
   std::size_t next = 0;
   while (next < plan.size()) {
     next = emit_until_runnable(plan, next, emit);
@@ -180,7 +209,7 @@ Expected<void> run_through_socket(const SweepOptions& options, const LoadedSerie
       combos.push_back(plan[i].row.params);
     }
     if (combos.empty()) break;
-    auto results = options.stateful ? client->sweep_loaded(combos) : client->sweep(series.close, combos);
+    auto results = loaded_on_server ? client->sweep_loaded(combos) : client->sweep(shipped->close, combos);
     if (!results) return std::unexpected(results.error());
     for (std::size_t k = 0; k < indices.size(); ++k) plan[indices[k]].row.result = (*results)[k];
     const std::size_t end = indices.back() + 1;
@@ -197,11 +226,14 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   target->add_flag("--inproc")->description("run the kernel in this process");
   target->add_option("--name", options.name, "stream through the engine's shared-memory segment NAME");
   target->add_option("--socket", options.socket_path,
-                     "ship the series and combos to `ipcfloor serve --socket PATH` (Unix-domain socket)");
-  target->add_option("--tcp", options.tcp, "ship them to `ipcfloor serve --tcp HOST:PORT` (host defaults to 127.0.0.1)");
+                     "run the combos on the series `ipcfloor serve --socket PATH` preloaded (Unix-domain socket)");
+  target->add_option("--tcp", options.tcp,
+                     "the same through `ipcfloor serve --tcp HOST:PORT` (host defaults to 127.0.0.1)");
   target->require_option(1);
+  sweep->add_flag("--ship", options.ship,
+                  "with --socket/--tcp: send this command's own series (--data, or --bars/--seed) instead");
   sweep->add_flag("--stateful", options.stateful,
-                  "with --socket/--tcp: load the series once (opcode 2), then send the combos only (opcode 3)");
+                  "with --ship: load the series once (opcode 2), then send the combos only (opcode 3)");
   sweep->add_option("--wait", options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
   sweep
       ->add_option("--timeout", options.timeout_s,
@@ -215,7 +247,7 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--series", options.series,
                     "with --inproc: the series to sweep, by name (a --data file's name without its extension, or "
                     "'default'), or 'all'; each row then names its series");
-  add_gbm_options(*sweep, options.source.gbm);
+  add_gbm_options(*sweep, options.source.gbm, &options.gbm_given);
   auto* lengths = sweep->add_option("--lengths", options.combos.lengths, "comma-separated lengths, e.g. 6,8,11")
                       ->each([&options](const std::string&) { options.combos.lengths_given = true; });
   auto* grid = sweep->add_option("--grid", options.combos.grid, "FIRST:LAST:COUNT, like round(linspace(...))")
@@ -237,9 +269,18 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
 }
 
 int run_sweep_command(SweepOptions& options) {
-  if (options.stateful && options.socket_path.empty() && options.tcp.empty())
-    return report_error("sweep", Error{ErrorCode::invalid_argument, "--stateful needs --socket PATH or --tcp HOST:PORT"});
-  const bool inproc = options.name.empty() && options.socket_path.empty() && options.tcp.empty();
+  const bool socket = !options.socket_path.empty() || !options.tcp.empty();
+  if (options.ship && !socket)
+    return report_error("sweep", Error{ErrorCode::invalid_argument, "--ship needs --socket PATH or --tcp HOST:PORT"});
+  if (options.stateful && !options.ship)
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--stateful loads this command's series into the server, which needs --ship "
+                                       "(without --ship the combos run on the server's preloaded series)"});
+  if (socket && !options.ship && (!options.data_paths.empty() || options.gbm_given))
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--data and --bars/--seed/... describe a series to send: add --ship, or drop "
+                                       "them to run on the server's preloaded series"});
+  const bool inproc = options.name.empty() && !socket;
   if (!inproc && (!options.series.empty() || options.data_paths.size() > 1))
     return report_error("sweep", Error{ErrorCode::invalid_argument,
                                        "--series and several --data need --inproc: an engine or a socket server "
@@ -265,6 +306,7 @@ int run_sweep_command(SweepOptions& options) {
   };
 
   std::string where;
+  std::string series_line;  // the server's series, when the sweep ran on it
   bool is_default = false;
   double fee = options.fee;
   Expected<void> ran{};
@@ -279,17 +321,23 @@ int run_sweep_command(SweepOptions& options) {
       }
       emit(row);
     }, where, is_default, fee);
-  } else if (!inproc) {
-    auto series = series_set->load(selected->front());
-    if (!series) return report_error("sweep", series.error());
-    is_default = series->is_default;
-    if (format != SweepFormat::json) {
-      if (format == SweepFormat::table)
-        fmt::print("sweep: {} combos over {} ({} bars), fee {}\n", plan->size(), series->description,
-                   series->close.size(), options.fee);
-      writer.header();
+  } else if (socket) {
+    std::optional<LoadedSeries> shipped;
+    if (options.ship) {
+      auto series = series_set->load(selected->front());
+      if (!series) return report_error("sweep", series.error());
+      shipped = std::move(*series);
     }
-    ran = run_through_socket(options, *series, *plan, emit, where, fee);
+    // As through a segment, the header waits for `where`: the server names its own series.
+    ran = run_through_socket(options, shipped ? &*shipped : nullptr, *plan, [&](const SweepRow& row) {
+      if (emitted == 0) {
+        if (format == SweepFormat::table) fmt::print("sweep: {} combos {}, fee {}\n", plan->size(), where, fee);
+        // stdout stays rows only; which series they came from goes beside it.
+        if (format != SweepFormat::table && !series_line.empty()) fmt::print(stderr, "sweep: computed on {}\n", series_line);
+        writer.header();
+      }
+      emit(row);
+    }, where, series_line, is_default, fee);
   } else {
     // Series by series, in the order given: each row of a series before the next series' rows.
     if (format != SweepFormat::table) writer.header();
@@ -310,7 +358,6 @@ int run_sweep_command(SweepOptions& options) {
   }
   progress.finish();
   if (!ran) return report_error("sweep", ran.error());
-  if (format == SweepFormat::table && !where.empty() && options.name.empty()) fmt::print("({})\n", where);
   if (failed_rows != 0)
     fmt::print(stderr, "ipcfloor sweep: {} of {} rows did not run (they say why)\n", failed_rows, emitted);
   if (format == SweepFormat::table && is_default && fee == kDefaultFee && fingerprint_row) {

@@ -2,7 +2,8 @@
 // `ipcfloor sweep`: runs combos (a grid, a list of lengths, or a combo file) in this process,
 // through an engine's segment or over its socket, and streams pnl and trades per combo as a
 // table, JSON lines (the contract scripts depend on) or CSV. A bad combo is a row with its error;
-// the others still run.
+// the others still run. Over a socket the combos run on the server's preloaded series unless
+// --ship sends this command's own.
 
 #include <string>
 #include <vector>
@@ -17,9 +18,11 @@ namespace ipcfloor {
 
 struct SweepOptions {
   std::string name;  // set: stream through the engine's shm segment
-  std::string socket_path;  // set: ship series and combos to `serve --socket PATH`
-  std::string tcp;          // set: ship them to `serve --tcp HOST:PORT`
-  bool stateful = false;    // socket: load the series once, then combos only
+  std::string socket_path;  // set: sweep through `serve --socket PATH`
+  std::string tcp;          // set: sweep through `serve --tcp HOST:PORT`
+  bool ship = false;        // socket: send our own series instead of using the server's preloaded one
+  bool stateful = false;    // socket with ship: load the series once, then combos only
+  bool gbm_given = false;   // --bars, --seed, ... appeared
   bool timeout_given = false;
   std::string wait;  // shm client wait mode; empty = the engine's
   double timeout_s = 5.0;

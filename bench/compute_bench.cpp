@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/isa.hpp"
@@ -104,6 +105,12 @@ class SeriesFile {
 }  // namespace
 
 Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
+  // Before any work: a missing helper is reported at once, not after the timed sweeps.
+  auto script = options.reference_script.empty()
+                    ? helper_file("tools/reference/bench_numba.py", "the numba reference (bench_numba.py)")
+                    : Expected<std::string>(options.reference_script);
+  if (!script) return std::unexpected(script.error());
+  if (auto python = check_python(options.python); !python) return std::unexpected(python.error());
   auto lengths = parse_grid(options.grid);
   if (!lengths) return std::unexpected(lengths.error());
   SeriesSource source;
@@ -119,11 +126,8 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
   // (an AVX-512 routine on one, libm on another), and the claim here is about the kernel.
   auto series_file = SeriesFile::write(series->close);
   if (!series_file) return std::unexpected(series_file.error());
-  const std::string script = options.reference_script.empty()
-                                 ? std::string(IPCFLOOR_SOURCE_DIR) + "/tools/reference/bench_numba.py"
-                                 : options.reference_script;
   const std::string command =
-      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, script,
+      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, *script,
                   series_file->path(), options.grid, options.fee, std::max(1u, options.reference_repeats));
   auto output = run_and_capture(command);
   if (!output) return std::unexpected(output.error());

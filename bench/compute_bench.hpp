@@ -19,7 +19,7 @@ struct ComputeBenchOptions {
   unsigned reference_repeats = 3;  // timed numba sweeps (about 6 s each here)
   unsigned threads = 0;            // 0 = one worker per online core
   std::string python = "/usr/bin/python3";
-  std::string reference_script;    // empty = tools/reference/bench_numba.py in the source tree
+  std::string reference_script;    // empty = tools/reference/bench_numba.py among the helpers (helper_files.hpp)
 };
 
 // Runs the benchmark and returns its report (host, timings, ratio, parity). The error says

@@ -360,6 +360,19 @@ Expected<LoadReply> SocketClient::load(std::span<const double> close) {
   return *reply;
 }
 
+Expected<ServerSeries> SocketClient::use_preloaded() {
+  request_.clear();
+  if (auto built = append_request(SocketOpcode::use_preloaded, {}, {}, request_); !built)
+    return std::unexpected(built.error());
+  auto body = round_trip(request_, SocketOpcode::use_preloaded);
+  if (!body) return std::unexpected(body.error());
+  const auto reply = decode_preloaded_reply(*body);
+  if (!reply)
+    return broken_by(ErrorCode::protocol, fmt::format("{} answered use_preloaded with a malformed {}-byte reply", server_,
+                                                      body->size()));
+  return ServerSeries{reply->checksum, reply->fee, reply->n_bars, std::string(reply->name)};
+}
+
 Expected<std::vector<BacktestResult>> SocketClient::sweep_loaded(std::span<const Combo> combos) {
   request_.clear();
   if (auto built = append_request(SocketOpcode::sweep_loaded, {}, combos, request_); !built)

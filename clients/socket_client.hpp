@@ -35,6 +35,14 @@ struct SocketClientOptions {
   std::uint32_t max_reply_bytes = kDefaultMaxFrameBytes;  // a longer reply is a protocol error
 };
 
+// What a server's preloaded series is (the use_preloaded reply, with the name copied out).
+struct ServerSeries {
+  std::uint64_t checksum = 0;  // fnv1a64 of its bytes
+  double fee = 0.0;            // what the server's sweeps charge per round trip
+  std::uint64_t n_bars = 0;
+  std::string name;            // where it came from, as `ipcfloor serve` describes it
+};
+
 class SocketClient {
  public:
   // Connects to the Unix-domain socket at `path`. Errors name the path and the reason (no such
@@ -60,6 +68,10 @@ class SocketClient {
   [[nodiscard]] Expected<LoadReply> load(std::span<const double> close);
   // Opcode 3: combos only, over the loaded series.
   [[nodiscard]] Expected<std::vector<BacktestResult>> sweep_loaded(std::span<const Combo> combos);
+  // Opcode 5: the server's preloaded series becomes this connection's (sweep_loaded then runs on
+  // it); the server says which series that is. Fails with the server's no_preloaded_series
+  // error when it holds none.
+  [[nodiscard]] Expected<ServerSeries> use_preloaded();
   // Opcode 4: the 48 bytes come back verbatim. No allocation unless it fails.
   [[nodiscard]] Expected<Combo> echo_params(const Combo& combo);
 

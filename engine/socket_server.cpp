@@ -317,7 +317,8 @@ class EpollSet {
 
 // What a connection's requests keep between them.
 struct Session {
-  std::vector<double> series;  // the loaded series (opcode 2), aligned for the kernel
+  std::vector<double> series;      // the loaded series (opcode 2), aligned for the kernel
+  std::span<const double> active;  // what sweep_loaded runs on: `series`, or the server's preloaded one
   bool loaded = false;
 };
 
@@ -355,8 +356,23 @@ class RequestHandler {
       case SocketOpcode::load: {
         session.series.resize(r.n_bars);
         copy_close(r.close, session.series);
+        session.active = session.series;
         session.loaded = true;
         append_load_reply(fnv1a64(r.close), options_.fee, out);
+        break;
+      }
+      case SocketOpcode::use_preloaded: {
+        if (!options_.preloaded) {
+          SocketFault fault;
+          fault.error = SocketError::no_preloaded_series;
+          fault.opcode = static_cast<std::uint8_t>(r.opcode);
+          return std::unexpected(rejection_for(fault));
+        }
+        std::vector<double>().swap(session.series);  // a series it loaded before is not needed any more
+        session.active = options_.preloaded->close;
+        session.loaded = true;
+        append_preloaded_reply(options_.preloaded->checksum, options_.fee, session.active.size(),
+                               options_.preloaded->name, out);
         break;
       }
       case SocketOpcode::sweep_loaded: {
@@ -366,8 +382,8 @@ class RequestHandler {
           fault.opcode = static_cast<std::uint8_t>(r.opcode);
           return std::unexpected(rejection_for(fault));
         }
-        if (auto fault = check_windows(r.params, session.series.size())) return std::unexpected(rejection_for(*fault));
-        if (auto swept = sweep(session.series, r.params, r.n_combos); !swept)
+        if (auto fault = check_windows(r.params, session.active.size())) return std::unexpected(rejection_for(*fault));
+        if (auto swept = sweep(session.active, r.params, r.n_combos); !swept)
           return std::unexpected(std::move(swept.error()));
         append_sweep_reply(results_, out);
         break;

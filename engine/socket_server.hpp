@@ -10,7 +10,8 @@
 // connection is dropped. These threads never touch the segment or the pinned shm thread.
 //
 // Memory: a connection holds at most one request frame (<= 4 + max_frame_bytes, allocated only
-// after the length prefix passed the limit), one reply and its loaded series; a connection that
+// after the length prefix passed the limit), one reply and its loaded series (none when it uses
+// the server's preloaded one, which all connections share); a connection that
 // pipelines is not read again until its reply has left. At most `max_connections` are served.
 
 #include <array>
@@ -31,10 +32,19 @@
 
 namespace ipcfloor {
 
+// A series the server holds for every connection (opcode 5, use_preloaded): the one `ipcfloor
+// serve` preloaded. Shared and never written after start, so connections read it without a copy.
+struct PreloadedSeries {
+  std::vector<double> close;
+  std::string name;            // where it came from, e.g. "gbm(bars=150000, seed=42)"
+  std::uint64_t checksum = 0;  // fnv1a64 of close's bytes
+};
+
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket
   std::optional<TcpEndpoint> tcp;   // unset: no TCP listener
   double fee = kDefaultFee;         // what sweeps charge per round trip
+  std::shared_ptr<const PreloadedSeries> preloaded;  // null: use_preloaded answers no_preloaded_series
   std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // limit on body_len, checked first
   std::chrono::milliseconds stall_timeout{5000};
   std::size_t max_connections = 64;

@@ -52,6 +52,7 @@ std::string_view to_string(SocketOpcode opcode) noexcept {
     case SocketOpcode::load: return "load";
     case SocketOpcode::sweep_loaded: return "sweep_loaded";
     case SocketOpcode::echo_params: return "echo_params";
+    case SocketOpcode::use_preloaded: return "use_preloaded";
   }
   return "unknown";
 }
@@ -70,6 +71,7 @@ std::string_view to_string(SocketError error) noexcept {
     case SocketError::permission_denied: return "permission_denied";
     case SocketError::too_many_connections: return "too_many_connections";
     case SocketError::internal: return "internal";
+    case SocketError::no_preloaded_series: return "no_preloaded_series";
   }
   return "unknown";
 }
@@ -118,7 +120,8 @@ std::string describe(const SocketFault& fault) {
                          "n_combos), but body_len is {}",
                          opcode_name(), fault.n_bars, fault.n_combos, fault.expected, fault.actual);
     case SocketError::unknown_opcode:
-      return fmt::format("opcode {} is unknown; known: 0 sweep, 1 echo, 2 load, 3 sweep_loaded, 4 echo_params",
+      return fmt::format("opcode {} is unknown; known: 0 sweep, 1 echo, 2 load, 3 sweep_loaded, 4 echo_params, "
+                         "5 use_preloaded",
                          fault.opcode);
     case SocketError::window_out_of_range:
       return fmt::format("combo {}: window {} (position {}) is {}, outside [1, {}] (the number of bars)", fault.index,
@@ -126,7 +129,11 @@ std::string describe(const SocketFault& fault) {
     case SocketError::bad_price:
       return fmt::format("bar {}: close {} is not a finite positive price", fault.index, fault.price);
     case SocketError::no_series_loaded:
-      return "sweep_loaded (opcode 3) needs a series: send load (opcode 2) on this connection first";
+      return "sweep_loaded (opcode 3) needs a series: send load (opcode 2) or use_preloaded (opcode 5) on this "
+             "connection first";
+    case SocketError::no_preloaded_series:
+      return "this server holds no series of its own (it was started with --no-shm and without --data or --bars): "
+             "ship one with load (opcode 2)";
     case SocketError::bad_shape:
       switch (static_cast<SocketOpcode>(fault.opcode)) {
         case SocketOpcode::sweep:
@@ -138,6 +145,10 @@ std::string describe(const SocketFault& fault) {
           return fmt::format("sweep_loaded (opcode 3) carries no bars: n_bars must be 0, got {}", fault.n_bars);
         case SocketOpcode::echo_params:
           return fmt::format("echo_params (opcode 4) needs n_bars 0 and n_combos 1; got n_bars {}, n_combos {}",
+                             fault.n_bars, fault.n_combos);
+        case SocketOpcode::use_preloaded:
+          return fmt::format("use_preloaded (opcode 5) carries nothing: n_bars and n_combos must be 0; got n_bars {}, "
+                             "n_combos {}",
                              fault.n_bars, fault.n_combos);
         case SocketOpcode::echo: break;
       }
@@ -226,6 +237,7 @@ std::expected<RequestView, SocketFault> decode_request(std::span<const std::byte
     case SocketOpcode::load: shape_ok = n_bars >= 2 && n_combos == 0; break;
     case SocketOpcode::sweep_loaded: shape_ok = n_bars == 0; break;
     case SocketOpcode::echo_params: shape_ok = n_bars == 0 && n_combos == 1; break;
+    case SocketOpcode::use_preloaded: shape_ok = n_bars == 0 && n_combos == 0; break;
   }
   if (!shape_ok) return std::unexpected(fault_for(SocketError::bad_shape, opcode, n_bars, n_combos));
 
@@ -314,6 +326,20 @@ void append_echo_params_reply(std::span<const std::byte> params, std::vector<std
   append_bytes(out, params);
 }
 
+void append_preloaded_reply(std::uint64_t checksum, double fee, std::uint64_t n_bars, std::string_view name,
+                            std::vector<std::byte>& out) {
+  const std::string_view text = utf8_prefix(name, kMaxSeriesNameBytes);
+  const std::size_t at = out.size();
+  out.resize(at + kLengthPrefixBytes + kPreloadedReplyFixedBytes);
+  std::byte* base = out.data() + at;
+  store_le(base, static_cast<std::uint32_t>(kPreloadedReplyFixedBytes + text.size()));
+  store_le(base + 4, checksum);
+  store_le(base + 12, fee);
+  store_le(base + 20, n_bars);
+  store_le(base + 28, static_cast<std::uint32_t>(text.size()));
+  append_bytes(out, std::as_bytes(std::span(text.data(), text.size())));
+}
+
 void append_error_reply(SocketError error, std::string_view message, std::vector<std::byte>& out) {
   const std::string_view text = utf8_prefix(message, kMaxErrorMessageBytes);
   out.reserve(out.size() + kErrorReplyHeaderBytes + text.size());
@@ -363,6 +389,18 @@ bool decode_sweep_reply(std::span<const std::byte> body, std::span<BacktestResul
 std::optional<LoadReply> decode_load_reply(std::span<const std::byte> body) noexcept {
   if (body.size() != kLoadReplyBodyBytes) return std::nullopt;
   return LoadReply{load_le<std::uint64_t>(body.data()), load_le<double>(body.data() + 8)};
+}
+
+std::optional<PreloadedReply> decode_preloaded_reply(std::span<const std::byte> body) noexcept {
+  if (body.size() < kPreloadedReplyFixedBytes) return std::nullopt;
+  const auto name_len = load_le<std::uint32_t>(body.data() + 24);
+  if (name_len > kMaxSeriesNameBytes || body.size() != kPreloadedReplyFixedBytes + name_len) return std::nullopt;
+  PreloadedReply reply;
+  reply.checksum = load_le<std::uint64_t>(body.data());
+  reply.fee = load_le<double>(body.data() + 8);
+  reply.n_bars = load_le<std::uint64_t>(body.data() + 16);
+  reply.name = std::string_view(reinterpret_cast<const char*>(body.data()) + kPreloadedReplyFixedBytes, name_len);
+  return reply;
 }
 
 std::optional<std::string_view> error_reply_message(std::span<const std::byte> frame) noexcept {

@@ -39,8 +39,9 @@ enum class SocketOpcode : std::uint8_t {
   load = 2,          // keep close as this connection's series; reply checksum and fee
   sweep_loaded = 3,  // combos only, over the loaded series; reply as sweep
   echo_params = 4,   // one combo's 48 bytes back verbatim: the ladder's 48-byte round trip
+  use_preloaded = 5, // the server's preloaded series becomes this connection's; reply what it is
 };
-inline constexpr std::size_t kSocketOpcodeCount = 5;
+inline constexpr std::size_t kSocketOpcodeCount = 6;
 
 // Why a request was refused: the `code` of the error reply. Wire values: never renumber.
 enum class SocketError : std::uint32_t {
@@ -56,8 +57,9 @@ enum class SocketError : std::uint32_t {
   permission_denied = 10,    // the peer's uid may not use this Unix socket (closes)
   too_many_connections = 11, // the server is at its connection limit (closes)
   internal = 12,             // the server failed on a valid request
+  no_preloaded_series = 13,  // use_preloaded on a server that holds no series of its own
 };
-inline constexpr std::size_t kSocketErrorSlots = 13;  // index by code; slot 0 is unused
+inline constexpr std::size_t kSocketErrorSlots = 14;  // index by code; slot 0 is unused
 
 // Frame geometry.
 inline constexpr std::size_t kLengthPrefixBytes = 4;
@@ -69,6 +71,9 @@ inline constexpr std::uint32_t kMaxErrorMessageBytes = 1024;
 inline constexpr std::size_t kEchoParamsRequestBytes = kLengthPrefixBytes + kBodyHeaderBytes + kComboWireBytes;
 inline constexpr std::size_t kEchoParamsReplyBytes = kLengthPrefixBytes + kComboWireBytes;
 inline constexpr std::size_t kLoadReplyBodyBytes = 16;  // u64 checksum, f64 fee
+// use_preloaded's reply: u64 checksum, f64 fee, u64 n_bars, u32 name_len, then the name.
+inline constexpr std::size_t kPreloadedReplyFixedBytes = 28;
+inline constexpr std::uint32_t kMaxSeriesNameBytes = 256;  // a longer name is cut (UTF-8 safe)
 
 // Limits on body_len (the u32 prefix, excluding itself). The default fits the 1.2 MB default
 // series with room for 1.3 M combos; the hard limit keeps a reply's length below the marker.
@@ -155,7 +160,8 @@ struct RequestView {
 // Decodes one request body (the body_len bytes after the prefix) and checks, in this order:
 // length >= 9 (length_mismatch), opcode (unknown_opcode), body_len == 9 + 8 n_bars + 48 n_combos
 // (length_mismatch), the counts the opcode fixes (bad_shape: sweep and load need n_bars >= 2,
-// load n_combos = 0, sweep_loaded n_bars = 0, echo_params n_bars = 0 and n_combos = 1), every
+// load n_combos = 0, sweep_loaded n_bars = 0, echo_params n_bars = 0 and n_combos = 1,
+// use_preloaded n_bars = 0 and n_combos = 0), every
 // close of sweep and load (bad_price), and every window of sweep against n_bars
 // (window_out_of_range). sweep_loaded's windows depend on the connection's series: the caller
 // checks them with check_windows. Echo payloads are not inspected: they come back verbatim.
@@ -186,6 +192,9 @@ void append_sweep_reply(std::span<const BacktestResult> results, std::vector<std
 void append_echo_reply(std::span<const std::byte> close, std::vector<std::byte>& out);
 void append_load_reply(std::uint64_t checksum, double fee, std::vector<std::byte>& out);
 void append_echo_params_reply(std::span<const std::byte> params, std::vector<std::byte>& out);
+// `name` is cut to kMaxSeriesNameBytes, never inside a UTF-8 sequence.
+void append_preloaded_reply(std::uint64_t checksum, double fee, std::uint64_t n_bars, std::string_view name,
+                            std::vector<std::byte>& out);
 // `message` is cut to kMaxErrorMessageBytes, never inside a UTF-8 sequence.
 void append_error_reply(SocketError error, std::string_view message, std::vector<std::byte>& out);
 
@@ -211,6 +220,15 @@ struct LoadReply {
   double fee = 0.0;            // the fee the server's sweeps use, percentage points per round trip
 };
 [[nodiscard]] std::optional<LoadReply> decode_load_reply(std::span<const std::byte> body) noexcept;
+
+struct PreloadedReply {
+  std::uint64_t checksum = 0;  // fnv1a64 of the server's series bytes
+  double fee = 0.0;            // the fee the server's sweeps use
+  std::uint64_t n_bars = 0;    // the series' bars
+  std::string_view name;       // where the series came from, e.g. "gbm(bars=150000, seed=42)"; views the body
+};
+// nullopt unless the body is exactly the fixed part plus name_len <= kMaxSeriesNameBytes bytes.
+[[nodiscard]] std::optional<PreloadedReply> decode_preloaded_reply(std::span<const std::byte> body) noexcept;
 
 // The message of a complete error reply frame (`frame` starts at the marker), or nullopt when
 // it is not one. The view points into `frame`.

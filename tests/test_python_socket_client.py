@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""The Python socket client (clients/python/ipcfloor_socket.py) against a real engine.
+"""The Python socket client (ipcfloor.socket, clients/python/ipcfloor/socket.py) against a real engine.
 
 Starts `ipcfloor serve --no-shm --socket ... --tcp ...`, runs the default grid stateless and
 stateful through the client, and compares every combo with `ipcfloor sweep --inproc --json`
-exactly (trades equal, pnl bit for bit). Also checks echo, echo_params and error replies.
+exactly (trades equal, pnl bit for bit). Also checks echo, echo_params and error replies, and
+then, on a server that holds a series of its own, use_preloaded and backtest.
 
 Usage: test_python_socket_client.py [IPCFLOOR_BINARY]   (or the IPCFLOOR_BINARY environment variable)
 """
@@ -21,7 +22,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
-import ipcfloor_socket as ips  # noqa: E402
+from ipcfloor import socket as ips  # noqa: E402  (needs no compiled library)
 
 failures = []
 
@@ -65,6 +66,44 @@ def compare(label, pnl, trades, reference):
             check(False, f"{label}: combo {i} (L={row['L']}): got pnl {pnl[i]!r} trades {trades[i]}, "
                          f"want {row['pnl']!r} {row['trades']}")
             return
+
+
+def check_preloaded(binary, tmp):
+    """A --no-shm server given --bars/--seed holds that series: use_preloaded, then combos only."""
+    reference = [json.loads(line) for line in
+                 subprocess.run([binary, "sweep", "--inproc", "--json", "--bars", "3000", "--seed", "7",
+                                 "--lengths", "6,9,31,200"], check=True, capture_output=True, text=True).stdout.splitlines()]
+    series_path = os.path.join(tmp, "small.npy")
+    subprocess.run([binary, "gen", "--bars", "3000", "--seed", "7", "-o", series_path], check=True, capture_output=True)
+    close = np.load(series_path)
+    params = np.array([row["params"] for row in reference], dtype="<i8")
+    path = os.path.join(tmp, "preloaded.sock")
+    server = subprocess.Popen([binary, "serve", "--no-shm", "--quiet", "--socket", path, "--bars", "3000", "--seed", "7"])
+    try:
+        wait_until_up(server, path)
+        with ips.SocketClient.unix(path) as engine:
+            series = engine.use_preloaded()
+            check(series.bars == 3000 and series.fee == 0.09 and series.name.startswith("gbm(bars=3000, seed=7"),
+                  f"use_preloaded names the series: {series}")
+            check(series.checksum == fnv1a64(close.astype("<f8").tobytes()), "use_preloaded answers the checksum")
+            pnl, trades = engine.sweep_loaded(params)
+            compare("use_preloaded + sweep_loaded", pnl, trades, reference)
+            for i, row in enumerate(reference):
+                check(engine.backtest(params[i]) == (row["pnl"], row["trades"]), f"backtest of combo {i}")
+            try:
+                engine.backtest([1, 3001, 1, 1, 1, 1])
+                check(False, "a window past the preloaded series' bars must be refused")
+            except ips.ServerError as error:
+                check(error.name == "window_out_of_range" and "3001" in error.message, f"got {error}")
+            check(engine.backtest(params[0]) == (reference[0]["pnl"], reference[0]["trades"]),
+                  "backtest after a refusal")
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def main():
@@ -132,6 +171,11 @@ def main():
                 except ips.ServerError as error:
                     check(error.name == "window_out_of_range" and "combo 0" in error.message and "501" in error.message,
                           f"got {error}")
+                try:
+                    engine.use_preloaded()
+                    check(False, "use_preloaded on a server without a series must be refused")
+                except ips.ServerError as error:
+                    check(error.name == "no_preloaded_series" and "holds no series" in error.message, f"got {error}")
                 # Errors leave the connection usable.
                 check(engine.echo_params([6, 5, 4, 3, 2, 1]) == (6, 5, 4, 3, 2, 1), "the connection still works")
         finally:
@@ -143,12 +187,13 @@ def main():
                 code = server.wait()
         check(code == 0, f"ipcfloor serve exits 0 on SIGINT, got {code}")
         check(not os.path.exists(path), "the socket file is removed at shutdown")
+        check_preloaded(binary, tmp)
 
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
     print("python socket client: default grid stateless and stateful over unix and tcp match --inproc exactly; "
-          "error replies decoded")
+          "error replies decoded; use_preloaded and backtest on the server's own series")
     return 0
 
 

@@ -175,7 +175,7 @@ TEST_CASE("a body shorter than the 9-byte header is a length mismatch, at every 
 }
 
 TEST_CASE("an unknown opcode is named") {
-  for (const int opcode : {5, 6, 127, 255}) {
+  for (const int opcode : {6, 7, 127, 255}) {
     const SocketFault fault = decode_fault(body(static_cast<std::uint8_t>(opcode), 0, 0));
     CHECK(fault.error == SocketError::unknown_opcode);
     CHECK(describe(fault).find("opcode " + std::to_string(opcode) + " is unknown") != std::string::npos);
@@ -229,6 +229,8 @@ TEST_CASE("counts an opcode fixes are checked: bad_shape names the opcode and th
   check_shape(good_body(SocketOpcode::echo_params, {}, {}), "echo_params (opcode 4) needs n_bars 0 and n_combos 1");
   check_shape(good_body(SocketOpcode::echo_params, {}, {combo_from_length(6), combo_from_length(8)}), "n_combos 2");
   check_shape(good_body(SocketOpcode::echo_params, {1.0}, {combo_from_length(6)}), "got n_bars 1");
+  check_shape(good_body(SocketOpcode::use_preloaded, kClose, {}), "use_preloaded (opcode 5) carries nothing");
+  check_shape(good_body(SocketOpcode::use_preloaded, {}, {combo_from_length(6)}), "got n_bars 0, n_combos 1");
 }
 
 TEST_CASE("a NaN, infinite, zero or negative close in sweep or load is a bad price naming the bar") {
@@ -363,6 +365,43 @@ TEST_CASE("replies round-trip and a client can always tell an error reply from a
   }
 }
 
+TEST_CASE("use_preloaded: a 13-byte request, and a reply that carries the series' checksum, fee, bars and name") {
+  std::vector<std::byte> request;
+  REQUIRE(append_request(SocketOpcode::use_preloaded, {}, {}, request).has_value());
+  REQUIRE(request.size() == 13);
+  CHECK(load_le<std::uint32_t>(request.data()) == 9);
+  CHECK(request[4] == std::byte{5});
+  const auto view = decode_request(std::span(request).subspan(4));
+  REQUIRE(view.has_value());
+  CHECK(view->opcode == SocketOpcode::use_preloaded);
+
+  std::vector<std::byte> frame;
+  append_preloaded_reply(0x0123456789abcdefULL, 0.09, 150000, "gbm(bars=150000, seed=42)", frame);
+  REQUIRE(frame.size() == 4 + kPreloadedReplyFixedBytes + 25);
+  CHECK(load_le<std::uint32_t>(frame.data()) == kPreloadedReplyFixedBytes + 25);
+  CHECK(load_le<std::uint64_t>(frame.data() + 4) == 0x0123456789abcdefULL);
+  CHECK(load_le<double>(frame.data() + 12) == 0.09);
+  CHECK(load_le<std::uint64_t>(frame.data() + 20) == 150000);
+  CHECK(load_le<std::uint32_t>(frame.data() + 28) == 25);
+  const auto reply = decode_preloaded_reply(std::span(frame).subspan(4));
+  REQUIRE(reply.has_value());
+  CHECK(reply->checksum == 0x0123456789abcdefULL);
+  CHECK(reply->fee == 0.09);
+  CHECK(reply->n_bars == 150000);
+  CHECK(reply->name == "gbm(bars=150000, seed=42)");
+  // A name_len that disagrees with the body, or a body cut short, is no reply at all.
+  CHECK_FALSE(decode_preloaded_reply(std::span(frame).subspan(4, frame.size() - 5)).has_value());
+  CHECK_FALSE(decode_preloaded_reply(std::span(frame).subspan(4, 20)).has_value());
+  // Names are cut at kMaxSeriesNameBytes, never inside a UTF-8 character.
+  std::string long_name(kMaxSeriesNameBytes - 1, 'x');
+  long_name += "\xc3\xa9tail";
+  std::vector<std::byte> cut;
+  append_preloaded_reply(1, 0.0, 2, long_name, cut);
+  const auto cut_reply = decode_preloaded_reply(std::span(cut).subspan(4));
+  REQUIRE(cut_reply.has_value());
+  CHECK(cut_reply->name == std::string(kMaxSeriesNameBytes - 1, 'x'));
+}
+
 TEST_CASE("append_request refuses frames over the limit instead of building them") {
   std::vector<std::byte> frame;
   const std::vector<double> close(100, 1.0);
@@ -392,7 +431,12 @@ TEST_CASE("names, and which errors close the connection") {
   }
   SocketFault none;
   none.error = SocketError::no_series_loaded;
-  CHECK(describe(none).find("send load (opcode 2) on this connection first") != std::string::npos);
+  CHECK(describe(none).find("send load (opcode 2) or use_preloaded (opcode 5) on this connection first") !=
+        std::string::npos);
+  CHECK(to_string(SocketOpcode::use_preloaded) == "use_preloaded");
+  SocketFault no_preloaded;
+  no_preloaded.error = SocketError::no_preloaded_series;
+  CHECK(describe(no_preloaded).find("holds no series of its own") != std::string::npos);
 }
 
 TEST_CASE("arbitrary bytes never crash the decoder, and every accepted frame is self-consistent") {

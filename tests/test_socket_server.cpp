@@ -35,7 +35,10 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "bench/child_process.hpp"
+#include "common/checksum.hpp"
 #include "clients/socket_client.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
@@ -430,7 +433,7 @@ TEST_CASE("the default grid through the real engine's sockets equals the in-proc
   }
 }
 
-TEST_CASE("`ipcfloor sweep --socket/--tcp [--stateful] --json` prints exactly what `--inproc --json` prints") {
+TEST_CASE("`ipcfloor sweep --socket/--tcp --ship [--stateful] --json` prints exactly what `--inproc --json` prints") {
   ServerProcess engine;
   int code = 0;
   const std::string binary = IPCFLOOR_BINARY;
@@ -438,17 +441,123 @@ TEST_CASE("`ipcfloor sweep --socket/--tcp [--stateful] --json` prints exactly wh
   REQUIRE(code == 0);
   REQUIRE(inproc.find("\"pnl\":-5165.577039790348,\"trades\":57029") != std::string::npos);
   for (const std::string& target : {"--socket " + engine.path(), "--tcp 127.0.0.1:" + std::to_string(engine.port())}) {
-    for (const char* mode : {"", " --stateful"}) {
+    for (const char* mode : {" --ship", " --ship --stateful"}) {
       CAPTURE(target + mode);
       CHECK(run_command(binary + " sweep " + target + mode + " --json --lengths 6,8,11,50,200", code) == inproc);
       CHECK(code == 0);
     }
   }
   // The table and its fingerprint line, too.
-  const std::string table = run_command(binary + " sweep --socket " + engine.path() + " --stateful --lengths 6,8", code);
+  const std::string table =
+      run_command(binary + " sweep --socket " + engine.path() + " --ship --stateful --lengths 6,8", code);
   CHECK(code == 0);
   CHECK(table.find("fingerprint L=6: pnl -5165.577039790348, trades 57029: matches") != std::string::npos);
   CHECK(table.find("stateful: series loaded once") != std::string::npos);
+
+  // This server (--no-shm, no --data or --bars) holds no series: without --ship, a clear error.
+  const std::string refused = run_command(binary + " sweep --socket " + engine.path() + " --lengths 6 2>&1", code);
+  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(refused.find("holds no series of its own") != std::string::npos);
+  CHECK(refused.find("--ship") != std::string::npos);
+}
+
+TEST_CASE("`ipcfloor sweep --socket/--tcp` runs on the server's preloaded series by default and says which") {
+  // --no-shm with a GBM option: the sockets hold that series (here the default data set).
+  ServerProcess engine({"--seed", "42"});
+  int code = 0;
+  const std::string binary = IPCFLOOR_BINARY;
+  const std::string inproc = run_command(binary + " sweep --inproc --json --lengths 6,8,11,50,200", code);
+  REQUIRE(code == 0);
+  for (const std::string& target : {"--socket " + engine.path(), "--tcp 127.0.0.1:" + std::to_string(engine.port())}) {
+    CAPTURE(target);
+    CHECK(run_command(binary + " sweep " + target + " --json --lengths 6,8,11,50,200 2>/dev/null", code) == inproc);
+    CHECK(code == 0);
+  }
+  auto series = load_series_source(SeriesSource{});
+  REQUIRE(series.has_value());
+  const std::string checksum = fmt::format("{:016x}", fnv1a64(std::as_bytes(std::span<const double>(series->close))));
+  const std::string table = run_command(binary + " sweep --socket " + engine.path() + " --lengths 6,8", code);
+  CHECK(code == 0);
+  CHECK(table.find("the server's series gbm(bars=150000, seed=42") != std::string::npos);
+  CHECK(table.find("(150000 bars, checksum " + checksum + ")") != std::string::npos);
+  CHECK(table.find("fingerprint L=6: pnl -5165.577039790348, trades 57029: matches") != std::string::npos);
+  // --json keeps stdout to JSON lines; the series goes to stderr.
+  const std::string json_stderr =
+      run_command(binary + " sweep --socket " + engine.path() + " --json --lengths 6 2>&1 >/dev/null", code);
+  CHECK(json_stderr.find("computed on the server's series gbm(bars=150000, seed=42") != std::string::npos);
+  CHECK(json_stderr.find("(150000 bars, checksum " + checksum + ")") != std::string::npos);
+
+  // Shipping is explicit: a series option without --ship, --stateful without --ship, --ship without a socket.
+  const std::string no_ship =
+      run_command(binary + " sweep --socket " + engine.path() + " --bars 500 --lengths 6 2>&1", code);
+  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(no_ship.find("add --ship") != std::string::npos);
+  const std::string stateful = run_command(binary + " sweep --socket " + engine.path() + " --stateful 2>&1", code);
+  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(stateful.find("--stateful") != std::string::npos);
+  CHECK(stateful.find("--ship") != std::string::npos);
+  const std::string inproc_ship = run_command(binary + " sweep --inproc --ship 2>&1", code);
+  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(inproc_ship.find("--ship needs --socket") != std::string::npos);
+  // --ship with another series still works on the same server.
+  const std::string shipped = run_command(binary + " sweep --socket " + engine.path() + " --ship --bars 3000 --seed 7 "
+                                          "--json --lengths 6,31", code);
+  CHECK(code == 0);
+  CHECK(shipped == run_command(binary + " sweep --inproc --bars 3000 --seed 7 --json --lengths 6,31", code));
+}
+
+TEST_CASE("use_preloaded makes the server's series the connection's; without one it is refused and the connection goes on") {
+  const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(31), combo_from_length(200)};
+  const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  SocketServerOptions with_series;
+  auto preloaded = std::make_shared<PreloadedSeries>();
+  preloaded->close = small_series();
+  preloaded->name = "gbm(bars=3000, seed=7)";
+  preloaded->checksum = fnv1a64(std::as_bytes(std::span<const double>(small_series())));
+  with_series.preloaded = preloaded;
+  LocalServer local(with_series);
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    auto series = client.use_preloaded();
+    REQUIRE_MESSAGE(series.has_value(), (series ? "" : series.error().message));
+    CHECK(series->n_bars == 3000);
+    CHECK(series->checksum == preloaded->checksum);
+    CHECK(series->fee == kDefaultFee);
+    CHECK(series->name == "gbm(bars=3000, seed=7)");
+    auto answers = client.sweep_loaded(combos);
+    REQUIRE(answers.has_value());
+    CHECK(*answers == *expected);
+    // Windows are checked against the preloaded series' bars.
+    const Combo too_wide{1, 3001, 1, 1, 1, 1};
+    auto refused = client.sweep_loaded(std::span(&too_wide, 1));
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(client.last_server_error() == static_cast<std::uint32_t>(SocketError::window_out_of_range));
+    // load replaces it, use_preloaded brings it back.
+    const auto other = series_of(500, 3);
+    REQUIRE(client.load(other).has_value());
+    auto on_other = client.sweep_loaded(std::span(combos).first(2));
+    REQUIRE(on_other.has_value());
+    CHECK(*on_other == *run_sweep(other, std::span(combos).first(2), kDefaultFee, 1));
+    REQUIRE(client.use_preloaded().has_value());
+    CHECK(*client.sweep_loaded(combos) == *expected);
+  }
+  // A frame with bars or combos is a bad shape.
+  Raw raw = local.raw(Via::unix_socket);
+  REQUIRE(raw.send_all(request(SocketOpcode::use_preloaded, {}, std::span(combos).first(1))));
+  const auto error = as_error(raw.read_frame());
+  REQUIRE(error.has_value());
+  CHECK(error->code == static_cast<std::uint32_t>(SocketError::bad_shape));
+
+  LocalServer bare;
+  auto client = bare.client(Via::unix_socket);
+  auto none = client.use_preloaded();
+  REQUIRE_FALSE(none.has_value());
+  CHECK(client.last_server_error() == static_cast<std::uint32_t>(SocketError::no_preloaded_series));
+  CHECK(none.error().message.find("holds no series of its own") != std::string::npos);
+  CHECK(client.echo_params(Combo{1, 2, 3, 4, 5, 6}).has_value());
+  CHECK(bare.rejected(SocketError::no_preloaded_series) == 1);
 }
 
 TEST_CASE("echo returns the close array verbatim and echo_params the 48 bytes, over both sockets") {
@@ -728,7 +837,7 @@ TEST_CASE("sweep_loaded before load gets no_series_loaded, and works once the se
     auto refused = client.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().message.find("no_series_loaded") != std::string::npos);
-    CHECK(refused.error().message.find("send load (opcode 2) on this connection first") != std::string::npos);
+    CHECK(refused.error().message.find("send load (opcode 2) or use_preloaded (opcode 5) on this connection first") != std::string::npos);
     // The series belongs to the connection: another connection's load does not count.
     auto other = local.client(via);
     REQUIRE(other.load(small_series()).has_value());

@@ -123,6 +123,17 @@ void serve_body(std::span<const std::byte> body, std::uint64_t loaded_bars) {
       check_reply(reply, false);
       require(reply.size() == kEchoParamsReplyBytes);
       break;
+    case SocketOpcode::use_preloaded: {
+      require(view.n_bars == 0 && view.n_combos == 0);
+      // The name is the server's, not the peer's, but its cut must hold for any text.
+      const std::string name(reinterpret_cast<const char*>(body.data()), body.size());
+      append_preloaded_reply(0x1234, 0.09, loaded_bars, name, reply);
+      check_reply(reply, false);
+      const auto decoded = decode_preloaded_reply(std::span(reply).subspan(kLengthPrefixBytes));
+      require(decoded.has_value() && decoded->n_bars == loaded_bars && decoded->name.size() <= kMaxSeriesNameBytes);
+      require(name.compare(0, decoded->name.size(), decoded->name) == 0);
+      break;
+    }
   }
 }
 
@@ -165,7 +176,7 @@ void fuzz_stream(const std::uint8_t* data, std::size_t size) {
 
 void fuzz_structured(const std::uint8_t* data, std::size_t size) {
   if (size < 5) return;
-  const std::uint8_t opcode = data[0] % 7;  // 5 and 6 are unknown
+  const std::uint8_t opcode = data[0] % 8;  // 6 and 7 are unknown
   const std::uint32_t n_bars = data[1] % 40;
   const std::uint32_t n_combos = data[2] % 6;
   const int slack = static_cast<int>(data[3] % 5) - 2;  // -2..2: body_len mismatches sometimes
@@ -223,6 +234,12 @@ void fuzz_replies(const std::uint8_t* data, std::size_t size) {
       std::vector<BacktestResult> results(body.size() / 16);
       require(decode_sweep_reply(body, results) == (body.size() % 16 == 0));
       require(decode_load_reply(body).has_value() == (body.size() == kLoadReplyBodyBytes));
+      if (const auto preloaded = decode_preloaded_reply(body)) {
+        require(body.size() == kPreloadedReplyFixedBytes + preloaded->name.size());
+        require(preloaded->name.empty() ||
+                (preloaded->name.data() >= reinterpret_cast<const char*>(body.data()) &&
+                 preloaded->name.data() + preloaded->name.size() <= reinterpret_cast<const char*>(body.data()) + body.size()));
+      }
       require(!error_reply_message(frame).has_value());
     }
     rest = rest.subspan(scan.frame_bytes);

@@ -1,19 +1,22 @@
-"""A small Python client for the ipcfloor socket protocol.
+"""ipcfloor.socket: a small Python client for the ipcfloor socket protocol.
 
 Written from docs/PROTOCOL.md with nothing but ``socket``, ``struct`` and numpy, so that it doubles
 as a check that the document is enough to talk to the engine. Every value on the wire is
-little-endian.
+little-endian. It needs no compiled library: it works wherever the package is importable.
 
+    from ipcfloor.socket import SocketClient
     with SocketClient.unix("/tmp/ipcfloor.sock") as engine:
-        pnl, trades = engine.sweep(close, params)        # opcode 0: ship everything
-        checksum, fee = engine.load(close)               # opcode 2: ship the series once ...
+        series = engine.use_preloaded()                  # opcode 5: the server's own series ...
         pnl, trades = engine.sweep_loaded(params)        # opcode 3: ... then combos only
+        pnl, trades = engine.sweep(close, params)        # opcode 0: ship everything
+        checksum, fee = engine.load(close)               # opcode 2: ship a series once
 
 ``close`` is a 1-D float64 array, ``params`` an (n, 6) int64 array of windows [h, L, s, p3, p2, p]
 (see ``combo_from_length``). An error reply raises ``ServerError`` with the server's code and
 sentence; a connection that broke (closed, timed out, malformed reply) raises ``ProtocolError``.
 """
 
+import collections
 import socket
 import struct
 
@@ -24,6 +27,7 @@ OP_ECHO = 1
 OP_LOAD = 2
 OP_SWEEP_LOADED = 3
 OP_ECHO_PARAMS = 4
+OP_USE_PRELOADED = 5
 
 ERROR_MARKER = 0xFFFFFFFF
 MAX_ERROR_MESSAGE = 1024
@@ -40,12 +44,19 @@ ERROR_NAMES = {
     10: "permission_denied",
     11: "too_many_connections",
     12: "internal",
+    13: "no_preloaded_series",
 }
 # After these the server closes the connection.
 FATAL_ERRORS = {1, 8, 9, 10, 11}
 
 _HEADER = struct.Struct("<BII")  # opcode, n_bars, n_combos
 _U32 = struct.Struct("<I")
+_ONE_COMBO = struct.Struct("<IBII6q")  # a whole sweep_loaded request of one combo
+_ONE_RESULT = struct.Struct("<Idq")  # its whole success reply: len 16, pnl, trades
+_PRELOADED = struct.Struct("<QdQI")  # checksum, fee, n_bars, name_len
+
+# What use_preloaded answers: the server's series, which sweep_loaded then runs on.
+ServerSeries = collections.namedtuple("ServerSeries", "name bars checksum fee")
 
 
 class ServerError(Exception):
@@ -85,6 +96,8 @@ class SocketClient:
         self.server = server
         self._sock.settimeout(timeout)
         self._broken = None
+        self._pending = b""  # bytes read past what the last _recv_exact needed (one reply's worth at most)
+        self._one = bytearray(_ONE_COMBO.size)
 
     @classmethod
     def unix(cls, path, timeout=60.0):
@@ -137,6 +150,30 @@ class SocketClient:
         body = self._call(OP_SWEEP_LOADED, build_request(OP_SWEEP_LOADED, None, params))
         return self._results(body, params.shape[0])
 
+    def use_preloaded(self):
+        """Opcode 5: the server's preloaded series becomes this connection's (sweep_loaded and
+        backtest then run on it). Returns ServerSeries(name, bars, checksum, fee); a server that
+        holds none raises ServerError no_preloaded_series."""
+        body = self._call(OP_USE_PRELOADED, build_request(OP_USE_PRELOADED))
+        if len(body) < _PRELOADED.size:
+            self._break(f"{self.server} answered use_preloaded with {len(body)} bytes")
+        checksum, fee, bars, name_len = _PRELOADED.unpack_from(body)
+        if len(body) != _PRELOADED.size + name_len:
+            self._break(f"{self.server} answered use_preloaded with {len(body)} bytes for a {name_len}-byte name")
+        name = body[_PRELOADED.size:].decode("utf-8", errors="replace")
+        return ServerSeries(name, bars, checksum, fee)
+
+    def backtest(self, params):
+        """One combo over the connection's series (opcode 3 with one combo): (pnl, trades).
+
+        The lean path for one request at a time: the frame is packed into a buffer kept for it,
+        and the whole 20-byte reply is usually read by one recv."""
+        _ONE_COMBO.pack_into(self._one, 0, _ONE_COMBO.size - 4, OP_SWEEP_LOADED, 0, 1, *params)
+        body = self._call(OP_SWEEP_LOADED, self._one, expect=_ONE_RESULT.size)
+        if len(body) != 16:
+            self._break(f"{self.server} answered one combo with {len(body)} bytes instead of 16")
+        return struct.unpack("<dq", body)
+
     def echo_params(self, combo):
         """Opcode 4: the six windows back, verbatim (the 48-byte round trip)."""
         body = self._call(OP_ECHO_PARAMS, build_request(OP_ECHO_PARAMS, None, [combo]))
@@ -159,7 +196,9 @@ class SocketClient:
         self._broken = why
         raise ProtocolError(why)
 
-    def _call(self, opcode, frame):
+    def _call(self, opcode, frame, expect=4):
+        """Sends one frame and returns its success body. `expect` is how many bytes the reply is
+        likely to be, so a small reply arrives in one recv; nothing past one reply is ever read."""
         if self._broken:
             raise ProtocolError(f"the connection to {self.server} is unusable: {self._broken}; reconnect")
         try:
@@ -169,7 +208,7 @@ class SocketClient:
             pass
         except socket.timeout:
             self._break(f"{self.server} did not take the request within the timeout")
-        first = _U32.unpack(self._recv_exact(4))[0]
+        first = _U32.unpack(self._recv_exact(4, hint=expect))[0]
         if first != ERROR_MARKER:
             return self._recv_exact(first)
         code, length = struct.unpack("<II", self._recv_exact(8))
@@ -180,11 +219,14 @@ class SocketClient:
             self._broken = f"the server closed it after {ERROR_NAMES.get(code, code)}"
         raise ServerError(self.server, opcode, code, message)
 
-    def _recv_exact(self, n):
-        chunks = bytearray()
+    def _recv_exact(self, n, hint=0):
+        """n bytes of the reply. With a hint, up to `hint` bytes are asked for at once; the
+        server sends nothing unasked, so what is read past n still belongs to this reply."""
+        chunks = bytearray(self._pending[:n])
+        self._pending = self._pending[n:]
         while len(chunks) < n:
             try:
-                chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
+                chunk = self._sock.recv(max(min(n - len(chunks), 1 << 20), hint - len(chunks)))
             except socket.timeout:
                 self._break(f"{self.server} did not answer within the timeout")
             except ConnectionResetError:
@@ -192,4 +234,7 @@ class SocketClient:
             if not chunk:
                 self._break(f"{self.server} closed the connection after {len(chunks)} of {n} bytes")
             chunks += chunk
+        if len(chunks) > n:
+            self._pending = bytes(chunks[n:])
+            del chunks[n:]
         return bytes(chunks)

@@ -1,0 +1,92 @@
+#pragma once
+// One attached engine as the C ABI (clients/c_api.cpp) and the C++ facade (clients/client.cpp)
+// hand it out: a ShmClient with the series' metadata copied at attach, and a fixed buffer for
+// the sentence behind the last failure. Results are the IPCFLOOR_* codes of
+// include/ipcfloor/ipcfloor.h, so both front ends report the same thing the same way.
+//
+// Built only on ShmClient's public API (connect, submit, wait_response, segment().series() and
+// the header's series fields), so the segment's internals can change underneath.
+//
+// Threads: requests (backtest, sweep, echo) from one thread at a time; the accessors from any.
+// Memory: attach allocates; requests never allocate on success (a lane failure formats its
+// message through ShmClient::describe, which does), never throw and never abort.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "clients/shm_client.hpp"
+#include "ipcfloor/ipcfloor.h"
+
+namespace ipcfloor {
+
+// Where a sweep writes its answers: three arrays (C), or the fields of an array of structs (C++),
+// `stride` bytes apart in either case. status may be null.
+struct SweepOutput {
+  double* pnl = nullptr;
+  std::int64_t* trades = nullptr;
+  int* status = nullptr;
+  std::size_t pnl_stride = sizeof(double);
+  std::size_t trades_stride = sizeof(std::int64_t);
+  std::size_t status_stride = sizeof(int);
+
+  void set(std::size_t i, double p, std::int64_t t, int s) const noexcept {
+    *reinterpret_cast<double*>(reinterpret_cast<char*>(pnl) + i * pnl_stride) = p;
+    *reinterpret_cast<std::int64_t*>(reinterpret_cast<char*>(trades) + i * trades_stride) = t;
+    if (status != nullptr) *reinterpret_cast<int*>(reinterpret_cast<char*>(status) + i * status_stride) = s;
+  }
+};
+
+class AttachedEngine {
+ public:
+  // Room for one error sentence, NUL included; longer sentences are cut.
+  static constexpr std::size_t kMessageBytes = 512;
+
+  // Attaches to NAME and claims a lane. On failure returns nullptr and sets `code` (an
+  // IPCFLOOR_E_* value) and `message`. Allocates; may throw std::bad_alloc.
+  [[nodiscard]] static std::unique_ptr<AttachedEngine> attach(std::string_view name, const ipcfloor_options& options,
+                                                              int& code, std::string& message);
+
+  AttachedEngine(const AttachedEngine&) = delete;
+  AttachedEngine& operator=(const AttachedEngine&) = delete;
+
+  // The ipcfloor_backtest / ipcfloor_sweep / ipcfloor_echo contracts (include/ipcfloor/ipcfloor.h).
+  [[nodiscard]] int backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades) noexcept;
+  [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out) noexcept;
+  [[nodiscard]] int echo(const std::int64_t in[6], std::int64_t out[6]) noexcept;
+
+  [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
+  [[nodiscard]] double fee() const noexcept { return fee_; }
+  [[nodiscard]] std::uint64_t checksum() const noexcept { return checksum_; }
+  [[nodiscard]] const std::string& series_name() const noexcept { return series_name_; }
+  [[nodiscard]] const std::string& engine_name() const noexcept { return client_.segment().name(); }
+  [[nodiscard]] std::int32_t engine_pid() const noexcept { return engine_pid_; }
+  [[nodiscard]] std::uint32_t lane() const noexcept { return client_.lane(); }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return client_.capacity(); }
+  [[nodiscard]] int wait_mode() const noexcept;
+
+  // The sentence behind the last failed request on this client; "" when there was none.
+  [[nodiscard]] const char* last_error() const noexcept { return message_; }
+
+ private:
+  explicit AttachedEngine(ShmClient client);
+
+  // Reads and discards answers a failed call left in flight, so the next answer is this call's.
+  [[nodiscard]] int drain() noexcept;
+  [[nodiscard]] int lane_failure(CallStatus status) noexcept;
+  [[nodiscard]] int combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
+                                  std::size_t of) noexcept;
+
+  ShmClient client_;
+  double fee_ = 0.0;
+  std::uint64_t checksum_ = 0;
+  std::uint64_t bars_ = 0;
+  std::int32_t engine_pid_ = 0;
+  std::string series_name_;
+  char message_[kMessageBytes] = {};
+};
+
+}  // namespace ipcfloor

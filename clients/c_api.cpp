@@ -1,0 +1,169 @@
+// The C ABI of include/ipcfloor/ipcfloor.h over AttachedEngine. Every entry point is noexcept:
+// an exception would have to cross into C, so each one that can meet one catches it here.
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "clients/attached_engine.hpp"
+#include "common/combo.hpp"
+#include "ipcfloor/ipcfloor.h"
+
+struct ipcfloor_client {
+  std::unique_ptr<ipcfloor::AttachedEngine> engine;
+};
+
+namespace {
+
+#define IPCFLOOR_STRINGIFY2(x) #x
+#define IPCFLOOR_STRINGIFY(x) IPCFLOOR_STRINGIFY2(x)
+
+// The calling thread's last attach failure. A fixed array: no destructor runs at thread exit.
+thread_local char t_attach_error[ipcfloor::AttachedEngine::kMessageBytes] = {};
+
+void set_attach_error(const char* text) noexcept {
+  const std::size_t n = strnlen(text, sizeof t_attach_error - 1);
+  std::memcpy(t_attach_error, text, n);
+  t_attach_error[n] = '\0';
+}
+
+ipcfloor_client* attach_failed(int code, const char* text, int* err) noexcept {
+  set_attach_error(text);
+  if (err != nullptr) *err = code;
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ipcfloor_strerror(int err) {
+  switch (err) {
+    case IPCFLOOR_OK: return "ok";
+    case IPCFLOOR_E_INVALID: return "invalid argument";
+    case IPCFLOOR_E_NO_ENGINE: return "no engine serves that name";
+    case IPCFLOOR_E_BUSY: return "no free lane";
+    case IPCFLOOR_E_PERMISSION: return "permission denied";
+    case IPCFLOOR_E_VERSION: return "segment layout version mismatch";
+    case IPCFLOOR_E_BAD_SEGMENT: return "not a valid ipcfloor segment";
+    case IPCFLOOR_E_ENGINE_GONE: return "engine gone";
+    case IPCFLOOR_E_ENGINE_HUNG: return "engine hung";
+    case IPCFLOOR_E_TIMEOUT: return "timed out";
+    case IPCFLOOR_E_CORRUPT: return "corrupt lane";
+    case IPCFLOOR_E_WINDOW: return "window out of range";
+    case IPCFLOOR_E_REJECTED: return "request rejected by the engine";
+    case IPCFLOOR_E_IO: return "operating system error";
+    case IPCFLOOR_E_RESOURCE: return "out of memory or resources";
+    case IPCFLOOR_E_INTERNAL: return "internal error";
+    default: return "unknown error";
+  }
+}
+
+uint32_t ipcfloor_version(void) { return IPCFLOOR_VERSION; }
+
+const char* ipcfloor_version_string(void) {
+  return IPCFLOOR_STRINGIFY(IPCFLOOR_VERSION_MAJOR) "." IPCFLOOR_STRINGIFY(IPCFLOOR_VERSION_MINOR) "." IPCFLOOR_STRINGIFY(
+      IPCFLOOR_VERSION_PATCH);
+}
+
+void ipcfloor_options_init(ipcfloor_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->size = sizeof *options;
+  options->wait = IPCFLOOR_WAIT_ENGINE;
+  options->timeout_ns = 0;
+}
+
+ipcfloor_client* ipcfloor_attach(const char* name, int* err) { return ipcfloor_attach_with(name, nullptr, err); }
+
+ipcfloor_client* ipcfloor_attach_with(const char* name, const ipcfloor_options* options, int* err) {
+  if (name == nullptr) return attach_failed(IPCFLOOR_E_INVALID, "ipcfloor_attach: the engine name is NULL", err);
+  ipcfloor_options chosen;
+  ipcfloor_options_init(&chosen);
+  if (options != nullptr) {
+    // A caller built against a smaller (older) struct gets defaults for the fields it lacks.
+    if (options->size < offsetof(ipcfloor_options, timeout_ns) + sizeof options->timeout_ns ||
+        options->size > sizeof chosen)
+      return attach_failed(IPCFLOOR_E_INVALID,
+                           "ipcfloor_attach_with: options.size is not sizeof(ipcfloor_options) of any known version; "
+                           "fill the struct with ipcfloor_options_init first",
+                           err);
+    std::memcpy(&chosen, options, options->size);
+  }
+  try {
+    int code = IPCFLOOR_E_INTERNAL;
+    std::string message;
+    auto engine = ipcfloor::AttachedEngine::attach(name, chosen, code, message);
+    if (!engine) return attach_failed(code, message.c_str(), err);
+    auto* client = new ipcfloor_client{std::move(engine)};
+    t_attach_error[0] = '\0';
+    if (err != nullptr) *err = IPCFLOOR_OK;
+    return client;
+  } catch (const std::bad_alloc&) {
+    return attach_failed(IPCFLOOR_E_RESOURCE, "ipcfloor_attach: out of memory", err);
+  } catch (const std::exception& error) {
+    return attach_failed(IPCFLOOR_E_INTERNAL, error.what(), err);
+  } catch (...) {
+    return attach_failed(IPCFLOOR_E_INTERNAL, "ipcfloor_attach: an unknown exception", err);
+  }
+}
+
+void ipcfloor_detach(ipcfloor_client* c) { delete c; }
+
+size_t ipcfloor_series(const ipcfloor_client* c, const double** close) {
+  if (c == nullptr) {
+    if (close != nullptr) *close = nullptr;
+    return 0;
+  }
+  const auto series = c->engine->series();
+  if (close != nullptr) *close = series.data();
+  return series.size();
+}
+
+uint64_t ipcfloor_bars(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->series().size(); }
+double ipcfloor_fee(const ipcfloor_client* c) { return c == nullptr ? std::nan("") : c->engine->fee(); }
+const char* ipcfloor_series_name(const ipcfloor_client* c) { return c == nullptr ? "" : c->engine->series_name().c_str(); }
+uint64_t ipcfloor_series_checksum(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->checksum(); }
+const char* ipcfloor_engine_name(const ipcfloor_client* c) { return c == nullptr ? "" : c->engine->engine_name().c_str(); }
+int32_t ipcfloor_engine_pid(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->engine_pid(); }
+uint32_t ipcfloor_lane(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->lane(); }
+uint32_t ipcfloor_ring_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->ring_capacity(); }
+int32_t ipcfloor_wait_mode(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->wait_mode(); }
+
+int ipcfloor_backtest(ipcfloor_client* c, const int64_t params[6], double* pnl, int64_t* trades) {
+  if (c == nullptr || params == nullptr || pnl == nullptr || trades == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->backtest(params, *pnl, *trades);
+}
+
+int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, double* pnl, int64_t* trades,
+                   int* status) {
+  if (c == nullptr) return IPCFLOOR_E_INVALID;
+  if (n == 0) return 0;
+  if (params == nullptr || pnl == nullptr || trades == nullptr || n > static_cast<size_t>(INT_MAX))
+    return IPCFLOOR_E_INVALID;
+  ipcfloor::SweepOutput out;
+  out.pnl = pnl;
+  out.trades = trades;
+  out.status = status;
+  return c->engine->sweep(params, n, out);
+}
+
+int ipcfloor_echo(ipcfloor_client* c, const int64_t in[6], int64_t out[6]) {
+  if (c == nullptr || in == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->echo(in, out);
+}
+
+int ipcfloor_combo_from_length(int64_t length, int64_t params[6]) {
+  if (params == nullptr || length < 1) return IPCFLOOR_E_INVALID;
+  const ipcfloor::Combo combo = ipcfloor::combo_from_length(length);
+  std::memcpy(params, &combo, sizeof combo);
+  return IPCFLOOR_OK;
+}
+
+const char* ipcfloor_last_error(const ipcfloor_client* c) {
+  return c == nullptr ? t_attach_error : c->engine->last_error();
+}
+
+}  // extern "C"

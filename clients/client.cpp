@@ -1,0 +1,88 @@
+// ipcfloor::Client (include/ipcfloor/client.hpp) over AttachedEngine: the same lane, codes and
+// sentences as the C ABI, with exceptions instead of return codes.
+
+#include "ipcfloor/client.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "clients/attached_engine.hpp"
+#include "common/combo.hpp"
+
+namespace ipcfloor {
+
+static_assert(sizeof(Params) == 6 * sizeof(std::int64_t), "a span of Params is a C array of int64_t[6]");
+
+struct Client::Impl {
+  std::unique_ptr<AttachedEngine> engine;
+};
+
+Params params_from_length(std::int64_t length) {
+  if (length < 1) throw ClientError(IPCFLOOR_E_INVALID, "length " + std::to_string(length) + " is not a whole number >= 1");
+  const Combo combo = combo_from_length(length);
+  return combo.as_array();
+}
+
+Client Client::attach(std::string_view name, const ClientOptions& options) {
+  ipcfloor_options c_options{};
+  c_options.size = sizeof c_options;
+  c_options.wait = static_cast<std::int32_t>(options.wait);
+  c_options.timeout_ns = options.timeout.count();
+  if (c_options.timeout_ns == 0)
+    throw ClientError(IPCFLOOR_E_INVALID, "attach " + std::string(name) + ": a timeout of 0 ns would fail every wait");
+  int code = IPCFLOOR_E_INTERNAL;
+  std::string message;
+  auto engine = AttachedEngine::attach(name, c_options, code, message);
+  if (!engine) throw ClientError(code, message);
+  return Client(std::make_unique<Impl>(Impl{std::move(engine)}));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+Client::Client(Client&& other) noexcept = default;
+Client& Client::operator=(Client&& other) noexcept = default;
+Client::~Client() = default;
+
+void Client::fail(int code) const { throw ClientError(code, impl_->engine->last_error()); }
+
+std::span<const double> Client::series() const noexcept { return impl_->engine->series(); }
+std::uint64_t Client::bars() const noexcept { return impl_->engine->series().size(); }
+double Client::fee() const noexcept { return impl_->engine->fee(); }
+std::string_view Client::series_name() const noexcept { return impl_->engine->series_name(); }
+std::uint64_t Client::series_checksum() const noexcept { return impl_->engine->checksum(); }
+std::string_view Client::engine_name() const noexcept { return impl_->engine->engine_name(); }
+std::int32_t Client::engine_pid() const noexcept { return impl_->engine->engine_pid(); }
+std::uint32_t Client::lane() const noexcept { return impl_->engine->lane(); }
+std::uint32_t Client::ring_capacity() const noexcept { return impl_->engine->ring_capacity(); }
+
+Result Client::backtest(const Params& params) {
+  Result result;
+  if (const int code = impl_->engine->backtest(params.data(), result.pnl, result.trades); code != IPCFLOOR_OK)
+    fail(code);
+  return result;
+}
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out) {
+  if (out.size() != params.size())
+    throw ClientError(IPCFLOOR_E_INVALID, "sweep: " + std::to_string(out.size()) + " results for " +
+                                        std::to_string(params.size()) + " combos; give one Result per combo");
+  if (params.empty()) return 0;
+  SweepOutput output;
+  output.pnl = &out[0].pnl;
+  output.trades = &out[0].trades;
+  output.status = &out[0].status;
+  output.pnl_stride = output.trades_stride = output.status_stride = sizeof(Result);
+  const int refused = impl_->engine->sweep(reinterpret_cast<const std::int64_t(*)[6]>(params.data()), params.size(),
+                                           output);
+  if (refused < 0) fail(refused);
+  return static_cast<std::size_t>(refused);
+}
+
+Params Client::echo(const Params& params) {
+  Params back{};
+  if (const int code = impl_->engine->echo(params.data(), back.data()); code != IPCFLOOR_OK) fail(code);
+  return back;
+}
+
+}  // namespace ipcfloor

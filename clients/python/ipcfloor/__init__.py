@@ -1,0 +1,310 @@
+"""ipcfloor: Python over a running engine's shared-memory segment.
+
+    import ipcfloor
+    with ipcfloor.attach("ipcfloor", timeout=5.0, wait="backoff") as engine:
+        close = engine.series                        # the engine's closes: numpy, zero-copy, read-only
+        pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3])   # h, L, s, p3, p2, p
+        result = engine.sweep(grid)                  # (n, 6) int64 -> pnl, trades, status arrays
+
+Pure Python on ctypes over the C ABI (libipcfloor.so, found as ipcfloor._native describes). The
+socket client is ipcfloor.socket and needs no library.
+
+Errors raise ipcfloor.Error (code, message): NoEngine, Busy, EngineGone, Timeout, ... one class
+per code of ipcfloor.h, and the message names the engine, its pid and the lane.
+
+Threads: an Engine is one lane of the engine; use it from one thread at a time (attach one per
+thread to run requests in parallel). Its series and metadata may be read from any thread.
+"""
+
+import collections
+import ctypes
+
+import numpy as np
+
+from . import _native
+from ._native import LibraryNotFound
+from .socket import combo_from_length
+
+__all__ = [
+    "attach", "Engine", "SweepResult", "combo_from_length", "grid", "version", "LibraryNotFound",
+    "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
+    "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
+    "ResourceFailure", "InternalError", "Closed",
+]
+
+
+class Error(Exception):
+    """An ipcfloor call failed. `code` is the IPCFLOOR_E_* value, `message` the library's sentence."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class InvalidArgument(Error, ValueError):
+    """A caller's value is unusable (a name, a wait mode, a timeout, an array's shape)."""
+
+
+class NoEngine(Error):
+    """Nothing serves that name: no segment, or its engine is dead or stopping."""
+
+
+class Busy(Error):
+    """Every lane is held by a live client, or the segment is still being built."""
+
+
+class PermissionDenied(Error):
+    """The segment is not this uid's, or not mode 0600."""
+
+
+class VersionMismatch(Error):
+    """The segment was built by an engine of another layout version."""
+
+
+class BadSegment(Error):
+    """The object is not an ipcfloor segment, or it is corrupt."""
+
+
+class EngineGone(Error):
+    """The engine died or is stopping: close this Engine and attach again later."""
+
+
+class EngineHung(Error):
+    """The engine lives but stopped beating (e.g. SIGSTOP)."""
+
+
+class Timeout(Error):
+    """No answer within the timeout while the engine looked alive."""
+
+
+class Corrupt(Error):
+    """The lane's rings hold impossible positions: close this Engine."""
+
+
+class WindowOutOfRange(Error, ValueError):
+    """The engine refused the combo: a window outside [1, bars]."""
+
+
+class Rejected(Error):
+    """The engine refused the request for another reason."""
+
+
+class SystemFailure(Error):
+    """The operating system refused a mapping or file operation."""
+
+
+class ResourceFailure(Error):
+    """Out of memory or another host resource."""
+
+
+class InternalError(Error):
+    """The library failed in a way its contract does not name."""
+
+
+class Closed(Error):
+    """The Engine was closed."""
+
+
+_ERRORS = {
+    _native.E_INVALID: InvalidArgument,
+    _native.E_NO_ENGINE: NoEngine,
+    _native.E_BUSY: Busy,
+    _native.E_PERMISSION: PermissionDenied,
+    _native.E_VERSION: VersionMismatch,
+    _native.E_BAD_SEGMENT: BadSegment,
+    _native.E_ENGINE_GONE: EngineGone,
+    _native.E_ENGINE_HUNG: EngineHung,
+    _native.E_TIMEOUT: Timeout,
+    _native.E_CORRUPT: Corrupt,
+    _native.E_WINDOW: WindowOutOfRange,
+    _native.E_REJECTED: Rejected,
+    _native.E_IO: SystemFailure,
+    _native.E_RESOURCE: ResourceFailure,
+    _native.E_INTERNAL: InternalError,
+}
+
+
+def _error(code, message):
+    return _ERRORS.get(code, Error)(code, message)
+
+
+# ipcfloor_sweep's answer: three arrays of n, in the order of the combos. status[i] is 0 or the
+# code that refused combo i (pnl NaN, trades 0 then); refused counts them.
+SweepResult = collections.namedtuple("SweepResult", "pnl trades status refused")
+
+
+def version():
+    """The C library's version, "MAJOR.MINOR.PATCH"."""
+    return _native.library().ipcfloor_version_string().decode()
+
+
+def grid(lengths):
+    """An (n, 6) int64 array of combos for user-facing lengths, as the engine's CLI builds them."""
+    return np.array([combo_from_length(int(length)) for length in lengths], dtype=np.int64).reshape(-1, 6)
+
+
+class _Handle:
+    """Owns the C client: detaches when the last reference goes. The Engine holds one and so
+    does every series view, so a view never outlives the mapping it shows."""
+
+    __slots__ = ("pointer", "_detach")
+
+    def __init__(self, pointer, detach):
+        self.pointer = pointer
+        self._detach = detach
+
+    def __del__(self):
+        if self.pointer:
+            self._detach(self.pointer)
+            self.pointer = None
+
+
+class Engine:
+    """One lane of an attached engine (see attach)."""
+
+    def __init__(self, lib, pointer):
+        self._lib = lib
+        self._handle = _Handle(pointer, lib.ipcfloor_detach)
+        self._ptr = ctypes.c_void_p(pointer)
+        self._closed = False
+        self._series = None
+        # Reused on every backtest and echo: the per-call path builds no ctypes objects.
+        self._params = (ctypes.c_int64 * 6)()
+        self._echoed = (ctypes.c_int64 * 6)()
+        self._pnl = ctypes.c_double()
+        self._trades = ctypes.c_int64()
+        self._pnl_ref = ctypes.byref(self._pnl)
+        self._trades_ref = ctypes.byref(self._trades)
+        self._backtest = lib.ipcfloor_backtest
+        self.bars = int(lib.ipcfloor_series(self._ptr, None))
+        self.fee = float(lib.ipcfloor_fee(self._ptr))
+        self.name = lib.ipcfloor_series_name(self._ptr).decode("utf-8", errors="replace")
+        self.checksum = int(lib.ipcfloor_series_checksum(self._ptr))
+        self.engine = lib.ipcfloor_engine_name(self._ptr).decode()
+        self.pid = int(lib.ipcfloor_engine_pid(self._ptr))
+        self.lane = int(lib.ipcfloor_lane(self._ptr))
+        self.ring_capacity = int(lib.ipcfloor_ring_capacity(self._ptr))
+        self.wait = _native.WAIT_NAMES.get(lib.ipcfloor_wait_mode(self._ptr), "engine")
+
+    def __repr__(self):
+        state = "closed" if self._closed else f"lane {self.lane}, {self.wait}"
+        return f"<ipcfloor.Engine {self.engine} (pid {self.pid}, {state}): {self.name}, {self.bars} bars, fee {self.fee}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Gives the lane back. A series view still alive keeps the mapping (and the lane) until
+        it goes; the Engine itself refuses every request from now on."""
+        if self._closed:
+            return
+        self._closed = True
+        self._ptr = ctypes.c_void_p(None)
+        self._series = None
+        self._handle = None
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @property
+    def series(self):
+        """The engine's preloaded closes as a read-only float64 numpy array, without a copy."""
+        self._check_open()
+        if self._series is None:
+            first = ctypes.POINTER(ctypes.c_double)()
+            n = self._lib.ipcfloor_series(self._ptr, ctypes.byref(first))
+            memory = (ctypes.c_double * n).from_address(ctypes.addressof(first.contents)) if n else (ctypes.c_double * 0)()
+            memory._ipcfloor_handle = self._handle  # the view keeps the mapping alive
+            self._series = np.frombuffer(memoryview(memory).toreadonly(), dtype=np.float64)
+        return self._series
+
+    def backtest(self, params):
+        """One combo (six windows h, L, s, p3, p2, p): returns (pnl, trades). Raises
+        WindowOutOfRange or Rejected when the engine refuses it, EngineGone, Timeout, ... when the
+        lane fails."""
+        p = self._params
+        p[0], p[1], p[2], p[3], p[4], p[5] = params
+        code = self._backtest(self._ptr, p, self._pnl_ref, self._trades_ref)
+        if code:
+            self._raise(code)
+        return self._pnl.value, self._trades.value
+
+    def sweep(self, params):
+        """Every combo of an (n, 6) int64 array, pipelined through the ring in one C call.
+        Returns SweepResult(pnl float64[n], trades int64[n], status int32[n], refused). A refused
+        combo does not stop the others; a failing lane raises."""
+        self._check_open()
+        combos = np.ascontiguousarray(params, dtype=np.int64)
+        if combos.ndim != 2 or combos.shape[1] != 6:
+            raise InvalidArgument(_native.E_INVALID,
+                                  f"sweep takes an (n, 6) array of int64 windows [h, L, s, p3, p2, p]; got shape "
+                                  f"{np.shape(params)}")
+        n = combos.shape[0]
+        pnl = np.empty(n, dtype=np.float64)
+        trades = np.empty(n, dtype=np.int64)
+        status = np.empty(n, dtype=np.intc)
+        if n == 0:
+            return SweepResult(pnl, trades, status, 0)
+        refused = self._lib.ipcfloor_sweep(self._ptr, combos.ctypes.data, n, pnl.ctypes.data, trades.ctypes.data,
+                                           status.ctypes.data)
+        if refused < 0:
+            self._raise(refused)
+        return SweepResult(pnl, trades, status, refused)
+
+    def echo(self, params):
+        """Six int64 values to the engine and back untouched (the transport alone)."""
+        p = self._params
+        p[0], p[1], p[2], p[3], p[4], p[5] = params
+        code = self._lib.ipcfloor_echo(self._ptr, p, self._echoed)
+        if code:
+            self._raise(code)
+        return tuple(self._echoed)
+
+    @property
+    def last_error(self):
+        """The sentence behind this Engine's last failure ("" when none)."""
+        if self._closed:
+            return ""
+        return self._lib.ipcfloor_last_error(self._ptr).decode("utf-8", errors="replace")
+
+    def _check_open(self):
+        if self._closed:
+            raise Closed(_native.E_INVALID, f"engine {self.engine}: this Engine was closed")
+
+    def _raise(self, code):
+        self._check_open()
+        raise _error(code, self.last_error or self._lib.ipcfloor_strerror(code).decode())
+
+
+def attach(name, timeout=5.0, wait=None):
+    """Attaches to engine NAME (`ipcfloor serve --name NAME`) and claims a lane.
+
+    timeout: seconds, the bound on any one wait (a lane being freed, an answer).
+    wait: "spin", "backoff", "block", or None for the engine's own mode.
+    Raises NoEngine, Busy, InvalidArgument, ... (ipcfloor.Error) or LibraryNotFound."""
+    if not isinstance(name, str):
+        raise InvalidArgument(_native.E_INVALID, f"the engine name must be a str, got {type(name).__name__}")
+    if wait not in _native.WAIT_MODES:
+        raise InvalidArgument(_native.E_INVALID, f"wait must be 'spin', 'backoff', 'block' or None (the engine's "
+                                                 f"mode); got {wait!r}")
+    try:
+        timeout_ns = int(float(timeout) * 1e9)
+    except (TypeError, ValueError):
+        timeout_ns = 0
+    if not timeout_ns > 0:
+        raise InvalidArgument(_native.E_INVALID, f"timeout must be a positive number of seconds; got {timeout!r}")
+    lib = _native.library()
+    options = _native.Options()
+    lib.ipcfloor_options_init(ctypes.byref(options))
+    options.wait = _native.WAIT_MODES[wait]
+    options.timeout_ns = timeout_ns
+    err = ctypes.c_int(0)
+    pointer = lib.ipcfloor_attach_with(name.encode(), ctypes.byref(options), ctypes.byref(err))
+    if not pointer:
+        raise _error(err.value, lib.ipcfloor_last_error(None).decode("utf-8", errors="replace"))
+    return Engine(lib, pointer)

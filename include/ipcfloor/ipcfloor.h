@@ -1,0 +1,196 @@
+/* ipcfloor's C ABI: attach to a running engine's shared-memory segment by name, read its
+ * preloaded close series without a copy, and run HMA/HMA3 backtests through the lane's rings.
+ *
+ *   int err = 0;
+ *   ipcfloor_client *c = ipcfloor_attach("ipcfloor", &err);
+ *   if (!c) { fprintf(stderr, "%s\n", ipcfloor_last_error(NULL)); return 1; }
+ *   const double *close = NULL;
+ *   size_t bars = ipcfloor_series(c, &close);          // read-only, valid until detach
+ *   int64_t params[6] = {3, 6, 2, 1, 2, 3};            // h, L, s, p3, p2, p
+ *   double pnl; int64_t trades;
+ *   if (ipcfloor_backtest(c, params, &pnl, &trades) != IPCFLOOR_OK)
+ *     fprintf(stderr, "%s\n", ipcfloor_last_error(c));
+ *   ipcfloor_detach(c);
+ *
+ * Link with -lipcfloor (pkg-config ipcfloor, or CMake's ipcfloor::c). The library exports only
+ * ipcfloor_* symbols; its SONAME is libipcfloor.so.<IPCFLOOR_VERSION_MAJOR>.
+ *
+ * Errors. Every function that can fail returns IPCFLOOR_OK (0) or one of the negative codes
+ * below; none aborts, none lets an exception out. The sentence behind the last failure (naming
+ * the engine, its pid and the lane) is ipcfloor_last_error(c) for calls on a client and
+ * ipcfloor_last_error(NULL) for a failed attach on the calling thread.
+ *
+ * Threads. A client is one claimed lane: one thread at a time may use it for requests
+ * (backtest, sweep, echo). The series and the metadata accessors only read memory that never
+ * changes after attach, so any thread may call them concurrently. Attach one client per thread
+ * to run requests in parallel (the engine has --lanes of them).
+ *
+ * Memory. Attach allocates; backtest, sweep and echo never allocate and, when the client waits
+ * in spin mode, make no system call unless an answer is late by a whole engine heartbeat. The
+ * series memory belongs to the engine: never write to it (it may be mapped read-only). */
+#ifndef IPCFLOOR_IPCFLOOR_H
+#define IPCFLOOR_IPCFLOOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IPCFLOOR_VERSION_MAJOR 0
+#define IPCFLOOR_VERSION_MINOR 1
+#define IPCFLOOR_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, as ipcfloor_version() returns it. */
+#define IPCFLOOR_VERSION \
+  (IPCFLOOR_VERSION_MAJOR * 10000 + IPCFLOOR_VERSION_MINOR * 100 + IPCFLOOR_VERSION_PATCH)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define IPCFLOOR_API __attribute__((visibility("default")))
+#else
+#define IPCFLOOR_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Codes ------------------------------------------------------------------------------- */
+
+#define IPCFLOOR_OK 0
+/* A caller's argument is unusable: a NULL pointer, an invalid segment name, an options struct
+ * of an unknown size, a negative timeout, a wait mode the engine cannot serve. */
+#define IPCFLOOR_E_INVALID (-1)
+/* Attach: no live engine serves that name (no segment, or its engine is dead or stopping). */
+#define IPCFLOOR_E_NO_ENGINE (-2)
+/* Attach: every lane is held by a live client, or the segment is still being built. */
+#define IPCFLOOR_E_BUSY (-3)
+/* Attach: the segment is not owned by this uid or not mode 0600. */
+#define IPCFLOOR_E_PERMISSION (-4)
+/* Attach: the segment was built by an engine of another layout version. */
+#define IPCFLOOR_E_VERSION (-5)
+/* Attach: the object is not an ipcfloor segment, or its header or series is corrupt. */
+#define IPCFLOOR_E_BAD_SEGMENT (-6)
+/* A call: the engine died or is stopping. Detach; attach again once an engine is back. */
+#define IPCFLOOR_E_ENGINE_GONE (-7)
+/* A call: the engine lives but its heartbeat stopped (e.g. SIGSTOP); no answer came in time. */
+#define IPCFLOOR_E_ENGINE_HUNG (-8)
+/* No answer (or no ring space) within the client's timeout while the engine looked alive.
+ * The late answer is discarded by the next call on this client. */
+#define IPCFLOOR_E_TIMEOUT (-9)
+/* The lane's rings hold impossible positions or answered out of order: detach. */
+#define IPCFLOOR_E_CORRUPT (-10)
+/* Per combo: a window is outside [1, bars] of the engine's series. */
+#define IPCFLOOR_E_WINDOW (-11)
+/* Per combo: the engine refused the frame for another reason (its status names which). */
+#define IPCFLOOR_E_REJECTED (-12)
+/* The operating system refused a mapping or file operation. */
+#define IPCFLOOR_E_IO (-13)
+/* Out of memory, or a host resource is missing. */
+#define IPCFLOOR_E_RESOURCE (-14)
+/* The library failed in a way its contract does not name (a bug: please report it). */
+#define IPCFLOOR_E_INTERNAL (-15)
+
+/* A fixed English name for a code, e.g. "window out of range"; "unknown error" for other
+ * values. Never NULL; the string is static. */
+IPCFLOOR_API const char *ipcfloor_strerror(int err);
+
+/* ---- Version ----------------------------------------------------------------------------- */
+
+/* The library's IPCFLOOR_VERSION, to compare with the header a program was compiled with. */
+IPCFLOOR_API uint32_t ipcfloor_version(void);
+/* "MAJOR.MINOR.PATCH"; static. */
+IPCFLOOR_API const char *ipcfloor_version_string(void);
+
+/* ---- Attach ------------------------------------------------------------------------------ */
+
+typedef struct ipcfloor_client ipcfloor_client;
+
+/* How a client waits for its answers. */
+#define IPCFLOOR_WAIT_ENGINE 0  /* whatever the engine serves in (recorded in the segment) */
+#define IPCFLOOR_WAIT_SPIN 1    /* PAUSE loop: the lowest latency, one core busy while waiting */
+#define IPCFLOOR_WAIT_BACKOFF 2 /* spin, then yield, then short sleeps */
+#define IPCFLOOR_WAIT_BLOCK 3   /* futex sleep; needs an engine started with --wait block */
+
+typedef struct ipcfloor_options {
+  /* sizeof(ipcfloor_options) as the caller knows it; ipcfloor_options_init sets it. Lets later
+   * versions append fields without breaking programs built against this one. */
+  uint32_t size;
+  /* IPCFLOOR_WAIT_*. Default IPCFLOOR_WAIT_ENGINE. */
+  int32_t wait;
+  /* Bound on any one wait (a lane being freed at attach, ring space, an answer), nanoseconds.
+   * 0 means the default, 5 s. A dead engine is reported sooner, within about one heartbeat. */
+  int64_t timeout_ns;
+} ipcfloor_options;
+
+/* Fills `options` with the defaults. */
+IPCFLOOR_API void ipcfloor_options_init(ipcfloor_options *options);
+
+/* Attaches to the segment of engine NAME (as given to `ipcfloor serve --name`) and claims a
+ * free lane, with the default options. Returns NULL on failure and stores the code in *err
+ * (err may be NULL); ipcfloor_last_error(NULL) then says why on this thread. Allocates. */
+IPCFLOOR_API ipcfloor_client *ipcfloor_attach(const char *name, int *err);
+/* The same with options (NULL: the defaults). */
+IPCFLOOR_API ipcfloor_client *ipcfloor_attach_with(const char *name, const ipcfloor_options *options, int *err);
+
+/* Hands the lane back to the engine and unmaps the segment; every pointer obtained from the
+ * client (series, names) dies with it. NULL is ignored. */
+IPCFLOOR_API void ipcfloor_detach(ipcfloor_client *c);
+
+/* ---- The series and its metadata (any thread; never allocate) ---------------------------- */
+
+/* The engine's preloaded close series, zero-copy: stores its first bar in *close (when close is
+ * not NULL) and returns the number of bars. Read-only; valid until ipcfloor_detach. */
+IPCFLOOR_API size_t ipcfloor_series(const ipcfloor_client *c, const double **close);
+/* The series' bar count (the same as ipcfloor_series returns). */
+IPCFLOOR_API uint64_t ipcfloor_bars(const ipcfloor_client *c);
+/* The fee the engine charges per round trip, percentage points. */
+IPCFLOOR_API double ipcfloor_fee(const ipcfloor_client *c);
+/* Where the series came from, e.g. "gbm(bars=150000, seed=42)" or a file name; NUL-terminated,
+ * valid until detach. */
+IPCFLOOR_API const char *ipcfloor_series_name(const ipcfloor_client *c);
+/* FNV-1a 64 over the series' bytes, as the engine computed it (and the socket protocol reports). */
+IPCFLOOR_API uint64_t ipcfloor_series_checksum(const ipcfloor_client *c);
+/* The engine's segment name, its pid, this client's lane, the ring depth (how many requests a
+ * sweep keeps in flight) and the wait mode in use (IPCFLOOR_WAIT_SPIN/BACKOFF/BLOCK). */
+IPCFLOOR_API const char *ipcfloor_engine_name(const ipcfloor_client *c);
+IPCFLOOR_API int32_t ipcfloor_engine_pid(const ipcfloor_client *c);
+IPCFLOOR_API uint32_t ipcfloor_lane(const ipcfloor_client *c);
+IPCFLOOR_API uint32_t ipcfloor_ring_capacity(const ipcfloor_client *c);
+IPCFLOOR_API int32_t ipcfloor_wait_mode(const ipcfloor_client *c);
+
+/* ---- Requests (the client's thread; never allocate) -------------------------------------- */
+
+/* One backtest: params are the six windows h, L, s, p3, p2, p, each in [1, bars].
+ * Stores the result in *pnl (percentage points, net of fees) and *trades (closed round trips).
+ * Returns IPCFLOOR_OK, IPCFLOOR_E_WINDOW or IPCFLOOR_E_REJECTED (the engine refused the combo;
+ * the client stays usable), or a lane failure (ENGINE_GONE, ENGINE_HUNG, TIMEOUT, CORRUPT). */
+IPCFLOOR_API int ipcfloor_backtest(ipcfloor_client *c, const int64_t params[6], double *pnl, int64_t *trades);
+
+/* n backtests, pipelined: the ring is kept full (up to ipcfloor_ring_capacity requests in
+ * flight), so the engine never waits for the next combo. C before C23 warns when an
+ * int64_t (*)[6] is passed for the const parameter: build the grid const, or cast. For each i, pnl[i], trades[i] and
+ * status[i] (IPCFLOOR_OK or that combo's code; status may be NULL) are filled; a refused combo
+ * gets pnl NaN and trades 0 and does not stop the others.
+ * Returns the number of combos whose status is not IPCFLOOR_OK (0: all answered), or a negative
+ * code when the lane itself failed; then every combo not answered carries that code. */
+IPCFLOOR_API int ipcfloor_sweep(ipcfloor_client *c, const int64_t (*params)[6], size_t n, double *pnl,
+                                int64_t *trades, int *status);
+
+/* The 48 bytes of `in` travel to the engine and back into `out` untouched (the ECHO opcode):
+ * the transport alone, to measure what a request costs before any work. */
+IPCFLOOR_API int ipcfloor_echo(ipcfloor_client *c, const int64_t in[6], int64_t out[6]);
+
+/* ---- Helpers ----------------------------------------------------------------------------- */
+
+/* The six windows users derive from one length L (the engine's CLI does the same): round half to
+ * even, each at least 1: h = p = round(L/2), s = round(sqrt(L)), p3 = round(p/3), p2 = round(p/2).
+ * Returns IPCFLOOR_E_INVALID for length < 1. */
+IPCFLOOR_API int ipcfloor_combo_from_length(int64_t length, int64_t params[6]);
+
+/* The sentence behind the last failure on client c (empty when there was none), or with c NULL
+ * the calling thread's last failed attach. Valid until the next call on the same client (or the
+ * next attach on the same thread). */
+IPCFLOOR_API const char *ipcfloor_last_error(const ipcfloor_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IPCFLOOR_IPCFLOOR_H */
