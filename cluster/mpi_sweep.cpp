@@ -5,7 +5,7 @@
 //
 // Rank 0 plans the rows (reads the combo file, names the series and counts their bars), and
 // broadcasts the runnable (series, combo) items. Every rank splits them the same way by
-// estimated cost (kernel/work_split.hpp), computes its share with the in-process kernel, or
+// estimated cost, in tiles of one series each (kernel/work_split.hpp), computes its share with the in-process kernel, or
 // through the engine on its own host with --name (one engine per host, the series preloaded
 // once), and streams its results to rank 0 in batches. Rank 0 computes its own share between
 // receives and writes the rows in order as soon as they are complete. With -o, it writes a
@@ -349,9 +349,15 @@ int run(const Options& options) {
   if (!set) return fail_all(set.error());
   broadcast_vector(plan.items);
 
+  // Items come series by series; tiles keep a rank's share to a few series, so that a rank reads
+  // a few series files rather than every one.
   std::vector<std::uint64_t> costs;
-  for (const ItemWire& item : plan.items) costs.push_back(item.cost);
-  const std::vector<std::uint32_t> owner = split_by_cost(costs, static_cast<std::uint32_t>(ranks));
+  std::vector<std::uint32_t> groups;
+  for (const ItemWire& item : plan.items) {
+    costs.push_back(item.cost);
+    groups.push_back(item.series);
+  }
+  const std::vector<std::uint32_t> owner = split_in_tiles(costs, groups, static_cast<std::uint32_t>(ranks));
   std::vector<std::size_t> mine;
   for (std::size_t i = 0; i < owner.size(); ++i)
     if (owner[i] == static_cast<std::uint32_t>(rank)) mine.push_back(i);

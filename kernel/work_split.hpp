@@ -17,6 +17,15 @@ namespace ipcfloor {
 // The worker of each item (same order as `costs`), for `workers` >= 1.
 [[nodiscard]] std::vector<std::uint32_t> split_by_cost(std::span<const std::uint64_t> costs, std::uint32_t workers);
 
+// The same split over tiles: runs of consecutive items of one group (a series), about
+// items / (workers x tiles_per_worker) long, so that each worker gets a few whole tiles and loads
+// only their groups (a rank reads a few series, not all of them). `group` has one entry per item,
+// items of a group consecutive. The heaviest worker ends at most one tile's cost above the
+// lightest.
+[[nodiscard]] std::vector<std::uint32_t> split_in_tiles(std::span<const std::uint64_t> costs,
+                                                        std::span<const std::uint32_t> group, std::uint32_t workers,
+                                                        std::size_t tiles_per_worker = 8);
+
 // The sum of the costs each worker got.
 [[nodiscard]] std::vector<std::uint64_t> load_per_worker(std::span<const std::uint64_t> costs,
                                                          std::span<const std::uint32_t> owner, std::uint32_t workers);

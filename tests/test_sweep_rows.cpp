@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <set>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -70,6 +71,33 @@ TEST_CASE("split_by_cost is the same on every call, so ranks agree without talki
   for (std::size_t i = 0; i < costs.size(); ++i) by_count[i] = static_cast<std::uint32_t>(i * 4 / costs.size());
   const auto counted = load_per_worker(costs, by_count, 4);
   CHECK(*std::max_element(by_cost.begin(), by_cost.end()) < *std::max_element(counted.begin(), counted.end()));
+}
+
+TEST_CASE("split_in_tiles keeps each worker to a few series and the loads within one tile of each other") {
+  // 40 series x 300 combos, costs growing with the combo, split over 16 workers.
+  std::vector<std::uint64_t> costs;
+  std::vector<std::uint32_t> groups;
+  for (std::uint32_t s = 0; s < 40; ++s)
+    for (std::uint64_t c = 0; c < 300; ++c) {
+      costs.push_back(1000 + 37 * c);
+      groups.push_back(s);
+    }
+  const std::uint32_t workers = 16;
+  const auto owner = split_in_tiles(costs, groups, workers, 8);
+  REQUIRE(owner.size() == costs.size());
+  std::vector<std::set<std::uint32_t>> series_of(workers);
+  for (std::size_t i = 0; i < owner.size(); ++i) {
+    REQUIRE(owner[i] < workers);
+    series_of[owner[i]].insert(groups[i]);
+  }
+  // 128 tiles of about 94 items: a tile spans at most two series, a worker holds about 8 tiles.
+  for (const auto& seen : series_of) CHECK(seen.size() <= 2 * 8 + 2);
+  const std::size_t tile_items = (costs.size() + workers * 8 - 1) / (workers * 8);
+  const std::uint64_t biggest_tile = tile_items * (1000 + 37 * 299);
+  const auto load = load_per_worker(costs, owner, workers);
+  const auto [lightest, heaviest] = std::minmax_element(load.begin(), load.end());
+  CHECK(*heaviest - *lightest <= biggest_tile);
+  CHECK(split_in_tiles(costs, groups, workers, 8) == owner);
 }
 
 TEST_CASE("a series set names files after their stem, picks one, all, or refuses naming what it has") {
