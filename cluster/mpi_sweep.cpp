@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <optional>
 #include <span>
 #include <string>
@@ -369,12 +370,34 @@ int run(const Options& options) {
   for (const std::size_t i : mine) share_cost += plan.items[i].cost;
   const auto t_start = std::chrono::steady_clock::now();
   if (rank != kRoot) {
+    // Non-blocking sends: rank 0 receives only between its own batches, and a blocking send would
+    // wait for it there (with Open MPI's shared-memory transport, rank 1 spent 0.3 s of 1.3 s in
+    // MPI_Send). Each batch's buffer lives until its send completes.
+    std::list<std::vector<ResultWire>> in_transit;
+    std::vector<MPI_Request> requests;
+    const auto reap = [&](bool all) {
+      if (requests.empty()) return;
+      if (all) {
+        MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+      } else {
+        int done = 0;
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+        if (done == 0) return;
+      }
+      requests.clear();
+      in_transit.clear();
+    };
     auto computed = compute_share(
         options, *set, plan.items, mine,
-        [](std::span<const ResultWire> batch) {
-          MPI_Send(batch.data(), static_cast<int>(batch.size_bytes()), MPI_BYTE, kRoot, kTagResults, MPI_COMM_WORLD);
+        [&](std::span<const ResultWire> batch) {
+          in_transit.emplace_back(batch.begin(), batch.end());
+          const auto& buffer = in_transit.back();
+          requests.emplace_back();
+          MPI_Isend(buffer.data(), static_cast<int>(buffer.size() * sizeof(ResultWire)), MPI_BYTE, kRoot, kTagResults,
+                    MPI_COMM_WORLD, &requests.back());
         },
-        [] {});
+        [&] { reap(false); });
+    reap(true);
     if (!computed) {
       const std::string message = fmt::format("{} (its share: {} of {} items)", computed.error().message, mine.size(),
                                               plan.items.size());
