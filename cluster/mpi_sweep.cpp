@@ -66,14 +66,21 @@ struct Options {
   bool timings = false;  // rank 0 prints each rank's share and compute time on stderr
 };
 
-// One runnable (series, combo): broadcast from rank 0 as raw bytes.
-struct ItemWire {
-  std::uint32_t series;  // index into the SeriesSet
-  std::uint32_t row;     // index into the plan
+// One plan row as rank 0 broadcasts it: its windows, and whether it can run at all (a bad line of
+// a combo file cannot). O(combos) bytes, not O(series x combos).
+struct RowWire {
   Combo params;
-  std::uint64_t cost;
+  std::uint64_t runnable;  // 0 or 1
 };
-static_assert(std::is_trivially_copyable_v<ItemWire>, "ItemWire travels as bytes");
+static_assert(std::is_trivially_copyable_v<RowWire>, "RowWire travels as bytes");
+
+// One runnable (series, combo). Every rank derives the same list from the broadcast rows and bar
+// counts (build_items), so the list itself never travels.
+struct Item {
+  std::uint32_t series;  // index into the SeriesSet
+  std::uint32_t row;     // index into the plan's rows
+  std::uint64_t cost;    // backtest_cost on the series' bars
+};
 
 struct ResultWire {
   std::uint64_t item;
@@ -134,7 +141,8 @@ std::string error_text(const ResultWire& result, const Combo& combo, std::size_t
 // Computes `mine` (indices into items, all of one rank) and hands each batch of results to
 // `deliver`. Between batches `between` runs (rank 0 receives there). In-process: series by series,
 // each loaded once; the combos of a series in chunks over `threads` threads.
-Expected<void> compute_share(const Options& options, const SeriesSet& set, std::span<const ItemWire> items,
+Expected<void> compute_share(const Options& options, const SeriesSet& set, std::span<const RowWire> rows,
+                             std::span<const Item> items,
                              const std::vector<std::size_t>& mine,
                              const std::function<void(std::span<const ResultWire>)>& deliver,
                              const std::function<void()>& between) {
@@ -152,7 +160,7 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
       while (next < mine.size() && client->outstanding() < client->capacity()) {
         RequestSlot request{};
         request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
-        request.params = items[mine[next]].params;
+        request.params = rows[items[mine[next]].row].params;
         std::uint64_t seq = 0;
         if (const CallStatus s = client->submit(request, seq); s != CallStatus::ok)
           return fail(s == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}", client->describe(s));
@@ -188,7 +196,7 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
     if (options.threads <= 1) {
       for (; at < mine.size() && items[mine[at]].series == series && batch.size() < kBatch; ++at) {
         BacktestResult result;
-        const KernelStatus status = run_backtest(loaded.close, items[mine[at]].params, options.fee, *workspace, result);
+        const KernelStatus status = run_backtest(loaded.close, rows[items[mine[at]].row].params, options.fee, *workspace, result);
         batch.push_back(ResultWire{mine[at], result.trades, result.pnl, static_cast<std::uint32_t>(status), 0});
       }
     } else {
@@ -196,7 +204,7 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
       std::vector<Combo> combos;
       std::vector<std::size_t> which;
       for (; at < mine.size() && items[mine[at]].series == series && combos.size() < 16 * options.threads; ++at) {
-        combos.push_back(items[mine[at]].params);
+        combos.push_back(rows[items[mine[at]].row].params);
         which.push_back(mine[at]);
       }
       auto results = run_sweep(loaded.close, combos, options.fee, options.threads);
@@ -214,15 +222,15 @@ Expected<void> compute_share(const Options& options, const SeriesSet& set, std::
 class RowSink {
  public:
   RowSink(std::vector<PlannedRow> plan, const SeriesSet& set, std::vector<std::size_t> selected,
-          std::vector<std::size_t> n_bars, std::span<const ItemWire> items, SweepWriter& writer)
+          std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer)
       : plan_(std::move(plan)), set_(set), selected_(std::move(selected)), n_bars_(std::move(n_bars)), items_(items),
         writer_(writer) {
     // Row k of series s is item_of_[s * plan.size() + k] (or none when it cannot run).
     item_of_.assign(selected_.size() * plan_.size(), kNone);
-    for (std::size_t i = 0; i < items_.size(); ++i) {
-      const auto position = std::find(selected_.begin(), selected_.end(), items_[i].series) - selected_.begin();
-      item_of_[static_cast<std::size_t>(position) * plan_.size() + items_[i].row] = i;
-    }
+    std::vector<std::size_t> position_of(set_.size(), 0);  // a series' place among the selected
+    for (std::size_t p = 0; p < selected_.size(); ++p) position_of[selected_[p]] = p;
+    for (std::size_t i = 0; i < items_.size(); ++i)
+      item_of_[position_of[items_[i].series] * plan_.size() + items_[i].row] = i;
     results_.resize(items_.size());
     have_.assign(items_.size(), false);
   }
@@ -268,7 +276,7 @@ class RowSink {
   const SeriesSet& set_;
   std::vector<std::size_t> selected_;
   std::vector<std::size_t> n_bars_;  // per selected series
-  std::span<const ItemWire> items_;
+  std::span<const Item> items_;
   SweepWriter& writer_;
   std::vector<std::size_t> item_of_;
   std::vector<ResultWire> results_;
@@ -282,7 +290,6 @@ struct Plan {
   std::vector<PlannedRow> rows;
   std::vector<std::size_t> selected;
   std::vector<std::size_t> n_bars;
-  std::vector<ItemWire> items;
 };
 
 Expected<Plan> make_plan(const Options& options, const SeriesSet& set) {
@@ -309,14 +316,22 @@ Expected<Plan> make_plan(const Options& options, const SeriesSet& set) {
       bars = observer->header().n_bars;
     }
     plan.n_bars.push_back(bars);
-    for (std::size_t k = 0; k < plan.rows.size(); ++k) {
-      const PlannedRow& row = plan.rows[k];
-      if (!row.runnable || validate_combo(row.row.params, bars) != KernelStatus::ok) continue;
-      plan.items.push_back(ItemWire{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(k), row.row.params,
-                                    backtest_cost(row.row.params, bars)});
-    }
   }
   return plan;
+}
+
+// Every runnable (series, combo), series by series in the order selected, each series' rows in
+// plan order: what rank 0 writes, in that order.
+std::vector<Item> build_items(std::span<const RowWire> rows, std::span<const std::uint64_t> selected,
+                              std::span<const std::uint64_t> n_bars) {
+  std::vector<Item> items;
+  for (std::size_t s = 0; s < selected.size(); ++s)
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      if (rows[k].runnable == 0 || validate_combo(rows[k].params, n_bars[s]) != KernelStatus::ok) continue;
+      items.push_back(Item{static_cast<std::uint32_t>(selected[s]), static_cast<std::uint32_t>(k),
+                           backtest_cost(rows[k].params, n_bars[s])});
+    }
+  return items;
 }
 
 int run(const Options& options) {
@@ -348,13 +363,20 @@ int run(const Options& options) {
   MPI_Bcast(&verdict, 1, MPI_INT, kRoot, MPI_COMM_WORLD);
   if (verdict != 0) return verdict;
   if (!set) return fail_all(set.error());
-  broadcast_vector(plan.items);
+  std::vector<RowWire> rows;
+  std::vector<std::uint64_t> selected(plan.selected.begin(), plan.selected.end());
+  std::vector<std::uint64_t> n_bars(plan.n_bars.begin(), plan.n_bars.end());
+  for (const PlannedRow& row : plan.rows) rows.push_back(RowWire{row.row.params, row.runnable ? 1u : 0u});
+  broadcast_vector(rows);
+  broadcast_vector(selected);
+  broadcast_vector(n_bars);
+  const std::vector<Item> items = build_items(rows, selected, n_bars);
 
   // Items come series by series; tiles keep a rank's share to a few series, so that a rank reads
   // a few series files rather than every one.
   std::vector<std::uint64_t> costs;
   std::vector<std::uint32_t> groups;
-  for (const ItemWire& item : plan.items) {
+  for (const Item& item : items) {
     costs.push_back(item.cost);
     groups.push_back(item.series);
   }
@@ -364,10 +386,10 @@ int run(const Options& options) {
     if (owner[i] == static_cast<std::uint32_t>(rank)) mine.push_back(i);
   // Series-major, so that a rank loads each of its series once.
   std::stable_sort(mine.begin(), mine.end(),
-                   [&](std::size_t a, std::size_t b) { return plan.items[a].series < plan.items[b].series; });
+                   [&](std::size_t a, std::size_t b) { return items[a].series < items[b].series; });
 
   std::uint64_t share_cost = 0;
-  for (const std::size_t i : mine) share_cost += plan.items[i].cost;
+  for (const std::size_t i : mine) share_cost += items[i].cost;
   const auto t_start = std::chrono::steady_clock::now();
   if (rank != kRoot) {
     // Non-blocking sends: rank 0 receives only between its own batches, and a blocking send would
@@ -388,7 +410,7 @@ int run(const Options& options) {
       in_transit.clear();
     };
     auto computed = compute_share(
-        options, *set, plan.items, mine,
+        options, *set, rows, items, mine,
         [&](std::span<const ResultWire> batch) {
           in_transit.emplace_back(batch.begin(), batch.end());
           const auto& buffer = in_transit.back();
@@ -400,7 +422,7 @@ int run(const Options& options) {
     reap(true);
     if (!computed) {
       const std::string message = fmt::format("{} (its share: {} of {} items)", computed.error().message, mine.size(),
-                                              plan.items.size());
+                                              items.size());
       MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, kRoot, kTagFailed, MPI_COMM_WORLD);
       return exit_code_for(computed.error().code);
     }
@@ -423,7 +445,7 @@ int run(const Options& options) {
   }
   SweepWriter writer(out, options.json ? SweepFormat::json : SweepFormat::csv, !options.series.empty());
   writer.header();
-  RowSink sink(plan.rows, *set, plan.selected, plan.n_bars, plan.items, writer);
+  RowSink sink(plan.rows, *set, plan.selected, plan.n_bars, items, writer);
   int running = ranks - 1;
   std::vector<std::string> failures;
   std::vector<RankReport> reports(static_cast<std::size_t>(ranks), RankReport{0, 0, 0});
@@ -459,11 +481,11 @@ int run(const Options& options) {
     }
   };
   auto computed = compute_share(
-      options, *set, plan.items, mine, [&](std::span<const ResultWire> batch) { sink.take(batch); },
+      options, *set, rows, items, mine, [&](std::span<const ResultWire> batch) { sink.take(batch); },
       [&] { receive(false); });
   if (!computed)
     failures.push_back(fmt::format("rank 0 failed: {} (its share: {} of {} items)", computed.error().message,
-                                   mine.size(), plan.items.size()));
+                                   mine.size(), items.size()));
   reports[0] = RankReport{std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
                           mine.size(), share_cost};
   while (running > 0) receive(true);
@@ -472,7 +494,7 @@ int run(const Options& options) {
     std::uint64_t total_cost = 0;
     for (const RankReport& r : reports) total_cost += r.cost;
     fmt::print(stderr, "ipcfloor-mpi: {} items over {} ranks; rank 0 wrote the last row {:.3f} s after the split\n",
-               plan.items.size(), ranks, all);
+               items.size(), ranks, all);
     for (std::size_t r = 0; r < reports.size(); ++r)
       fmt::print(stderr, "  rank {:>4}: {:>7} items, {:>5.1f}% of the cost, computed in {:.3f} s\n", r, reports[r].items,
                  total_cost == 0 ? 0.0 : 100.0 * static_cast<double>(reports[r].cost) / static_cast<double>(total_cost),
