@@ -102,11 +102,10 @@ CallStatus ShmClient::await_exchange() noexcept {
   }
   // Only a wait that lasted this long reads the clock: the deadline counts from here.
   const auto deadline = WaitClock::now() + timeout_;
-  auto ready = [this]() noexcept { return exchange_.answered(); };
   for (;;) {
-    if (ready()) return CallStatus::ok;
+    if (exchange_.answered()) return CallStatus::ok;
     const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
-    if (detail::wait_until(ready, mode_, exchange_.wait_channel(), slice_end) == WaitStatus::ready) return CallStatus::ok;
+    if (exchange_.wait_answer(mode_, slice_end) == WaitStatus::ready) return CallStatus::ok;
     // A quarantine poisons the exchange stamp, but a call published after it overwrote the
     // poison; the response ring, which the client never writes, still says so.
     if (responses_.probe_corrupt()) return CallStatus::corrupt;

@@ -287,7 +287,7 @@ void ShmServer::run(const std::atomic<bool>& stop) noexcept {
         doorbells[count++] = lanes_[std::countr_zero(held)].view.doorbell;
       (void)doorbells_.wait(std::span<DoorbellLine* const>(doorbells, count), shared_.keeper_word, ready, deadline);
     } else {
-      (void)detail::backoff_until(ready, deadline);
+      (void)wait_with_backoff(ready, deadline);
     }
   }
 }

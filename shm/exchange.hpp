@@ -247,8 +247,12 @@ class ExchangeClient {
   // The answer of the call that just turned idle.
   [[nodiscard]] const CallSlot& answer() const noexcept { return area_->slot; }
 
-  // Block mode: the words a client sleeps on while pending.
-  [[nodiscard]] detail::WaitChannel wait_channel() noexcept { return {area_->answer_word, area_->client_sleeping}; }
+  // Waits, as `mode` says, until answered() or `deadline`. Client thread only. Spin and backoff
+  // make no syscall; block sleeps on the line's answer word, which ExchangeServer::notify wakes.
+  [[nodiscard]] WaitStatus wait_answer(WaitMode mode, WaitDeadline deadline) noexcept {
+    auto ready = [this]() noexcept { return answered(); };
+    return detail::wait_until(ready, mode, {area_->answer_word, area_->client_sleeping}, deadline);
+  }
 
   [[nodiscard]] bool pending() const noexcept { return pending_; }
   [[nodiscard]] std::uint32_t last_call() const noexcept { return last_; }

@@ -185,6 +185,13 @@ template <class Ready>
 
 }  // namespace detail
 
+// Spins, then yields, then sleeps in short naps until ready() or `deadline`: for a waiter that
+// watches several things at once (the engine over its lanes) in backoff mode. No allocation.
+template <class Ready>
+[[nodiscard]] WaitStatus wait_with_backoff(Ready& ready, WaitDeadline deadline) noexcept {
+  return detail::backoff_until(ready, deadline);
+}
+
 // Consumer thread only: waits until the ring holds data (or is corrupt), or the deadline passes.
 // spin mode: no syscall, no allocation.
 template <RingSlot Slot>

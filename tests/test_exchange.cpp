@@ -122,8 +122,7 @@ int call(CallArea& area, WaitMode mode, std::uint64_t calls, WaitDeadline deadli
     request.seq = n;
     request.payload = request_payload(n);
     client.publish();
-    auto ready = [&client]() noexcept { return client.answered(); };
-    if (detail::wait_until(ready, mode, client.wait_channel(), deadline) == WaitStatus::timeout) return kTimedOut;
+    if (client.wait_answer(mode, deadline) == WaitStatus::timeout) return kTimedOut;
     if (client.state() == ExchangeState::corrupt) return kCorrupt;
     const CallSlot& answer = client.answer();
     if (answer.seq != n) return kWrongSeq;
