@@ -23,6 +23,8 @@
 #include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
+#include "kernel/cost_rate.hpp"
+#include "kernel/gbm.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/socket_server.hpp"
 #include "engine/telemetry.hpp"
@@ -104,6 +106,9 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   socket.max_frame_bytes = options.max_frame_bytes;
   socket.stall_timeout = options.frame_timeout;
   socket.max_connections = options.max_connections;
+  socket.owner_reserve = options.owner_reserve;
+  socket.idle_timeout = options.idle_timeout;
+  socket.max_loaded_bytes = options.max_loaded_bytes;
   socket.threads = options.socket_threads;
   socket.sweep_threads = options.sweep_threads;
   socket.any_uid = options.socket_any_uid;
@@ -155,6 +160,20 @@ int run_serve(const ServeOptions& options) {
     series->close = std::move(loaded->close);
     series->name = std::move(loaded->description);
     if (socket_options && options.socket_series) socket_options->preloaded = series;
+  }
+  // The socket sweeps run on the socket threads, but a combo that holds one for minutes still
+  // delays every connection of that thread and shutdown: the same bound per combo as the
+  // segment's, measured on the series served (or a default-length generated one).
+  if (socket_options && options.max_frame_time.count() > 0) {
+    std::vector<double> generated;
+    std::span<const double> calibration;
+    if (series) {
+      calibration = series->close;
+    } else if (auto made = generate_gbm(GbmParams{}); made) {
+      generated = std::move(*made);
+      calibration = generated;
+    }
+    socket_options->max_combo_cost = max_cost_for(measure_cost_rate(calibration), options.max_frame_time);
   }
 
   // Signals go to the keeper (this thread) only, through a signalfd: block them before any
@@ -348,6 +367,16 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
       ->capture_default_str();
   serve->add_option("--max-connections", o.max_connections, "socket connections served at once")
       ->capture_default_str();
+  serve->add_option("--owner-reserve", o.owner_reserve,
+                    "of --max-connections, slots only Unix-socket peers of the server's own uid may take (TCP "
+                    "peers, any local user, never get them; at most --max-connections - 1)")
+      ->capture_default_str();
+  serve->add_option("--idle-timeout-s", cli.idle_timeout_s,
+                    "close a socket connection that sends no request for this long (0: never)")
+      ->capture_default_str();
+  serve->add_option("--max-loaded-mb", cli.max_loaded_mb,
+                    "MiB of series all socket connections together may hold through load (opcode 2)")
+      ->capture_default_str();
   serve->add_flag("--socket-any-uid", o.socket_any_uid,
                   "let any uid use the Unix socket (mode 0666, no SO_PEERCRED check)");
 
@@ -373,11 +402,15 @@ int run_serve_command(ServeCli& cli) {
   if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
+  options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
+  options.max_loaded_bytes = cli.max_loaded_mb << 20;
   auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
   if (!level) return report_error(level.error());
   log_configure(*level);
   const int code = run_serve(options);
-  log_shutdown();
+  // The last lines get about one heartbeat (at least 50 ms) to reach stderr: enough for any sink
+  // that is read, and a sink nobody reads cannot hold the exit longer than that.
+  log_shutdown(static_cast<unsigned>(std::max<std::int64_t>(50, options.heartbeat.count())));
   return code;
 }
 

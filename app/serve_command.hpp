@@ -53,6 +53,9 @@ struct ServeOptions {
   std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;    // --max-frame BYTES
   std::chrono::milliseconds frame_timeout{5000};            // --frame-timeout-ms MS
   std::size_t max_connections = 64;                         // --max-connections N
+  std::size_t owner_reserve = 4;    // --owner-reserve N: of those, slots only the server's own uid may take
+  std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
+  std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: series held by all connections
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
 };
 
@@ -68,6 +71,8 @@ struct ServeCli {
   unsigned heartbeat_ms = 10;
   unsigned frame_timeout_ms = 5000;
   unsigned max_frame_ms = 10;
+  unsigned idle_timeout_s = 60;
+  std::uint64_t max_loaded_mb = 1024;
   std::string log_level;  // empty: info, or warn with --quiet
   bool no_shm = false;
   bool gbm_given = false;  // --bars, --seed, ... appeared

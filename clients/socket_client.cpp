@@ -49,6 +49,9 @@ ErrorCode error_code_for(std::uint32_t code) {
     case SocketError::stalled: return ErrorCode::timeout;
     case SocketError::permission_denied: return ErrorCode::permission;
     case SocketError::too_many_connections: return ErrorCode::busy;
+    case SocketError::idle_timeout: return ErrorCode::timeout;
+    case SocketError::over_memory_cap: return ErrorCode::resource;
+    case SocketError::too_costly: return ErrorCode::invalid_argument;
     case SocketError::internal: return ErrorCode::io;
     default: return ErrorCode::protocol;
   }

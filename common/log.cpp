@@ -1,8 +1,10 @@
 #include "common/log.hpp"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -75,6 +77,24 @@ class LogWriter {
     return queue_.empty() && !writing_;
   }
 
+  // Straight to the descriptor, never through stdio: a write stuck on a pipe nobody reads would
+  // otherwise hold the FILE's lock, and exit() (which flushes stderr) would wait on it forever.
+  static void write_whole(std::FILE* sink, std::string_view line) {
+    const int fd = ::fileno(sink);
+    if (fd < 0) return;
+    std::size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t put = ::write(fd, line.data() + done, line.size() - done);
+      if (put > 0) {
+        done += static_cast<std::size_t>(put);
+      } else if (put < 0 && errno == EINTR) {
+        continue;
+      } else {
+        return;  // a closed or broken sink: the line is lost, the caller goes on
+      }
+    }
+  }
+
   static std::string stamp(LogLevel level) {
     timespec now{};
     ::clock_gettime(CLOCK_REALTIME, &now);
@@ -94,8 +114,7 @@ class LogWriter {
       writing_ = true;
       std::FILE* sink = sink_;
       lock.unlock();
-      std::fwrite(line.data(), 1, line.size(), sink);  // may block: only this thread waits
-      std::fflush(sink);
+      write_whole(sink, line);  // may block: only this thread waits
       lock.lock();
       writing_ = false;
       if (queue_.empty()) drained_.notify_all();

@@ -1,5 +1,6 @@
 #include "engine/shm_engine.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -17,6 +18,7 @@
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
 #include "kernel/cost.hpp"
+#include "kernel/cost_rate.hpp"
 #include "kernel/kernel.hpp"
 #include "shm/doorbell.hpp"
 #include "shm/liveness.hpp"
@@ -31,38 +33,9 @@ constexpr std::chrono::milliseconds kHandoffPatience{1000};
 constexpr std::size_t kMaxExtraConnections = 64;
 // How soon service() runs again while a lane waits for its fresh object.
 constexpr std::chrono::milliseconds kReplaceRetry{1};
-// The calibration backtest: a combo whose cost is about this many units, run until this long.
-constexpr std::uint64_t kCalibrationCost = 20'000'000;
-constexpr std::chrono::milliseconds kCalibrationTime{4};
-
 void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
   // relaxed: a counter only the keeper writes; readers tolerate staleness.
   counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
-// How fast this host's kernel path runs: backtest_cost units per microsecond, the best of a few
-// timed runs of one mid-sized combo on the series the engine will serve.
-double measure_cost_rate(std::span<const double> close) {
-  if (close.size() < 2) return 0.0;
-  // The length whose combo costs about kCalibrationCost on this many bars (cost ~ 3.2 L n).
-  const auto length = static_cast<std::int64_t>(std::clamp(
-      static_cast<double>(kCalibrationCost) / (3.2 * static_cast<double>(close.size())), 6.0,
-      static_cast<double>(close.size())));
-  Combo combo = combo_from_length(length);
-  if (validate_combo(combo, close.size()) != KernelStatus::ok) combo = combo_from_length(1);
-  const std::uint64_t cost = backtest_cost(combo, close.size());
-  KernelWorkspace workspace(close.size());
-  double best = 0.0;
-  const auto until = std::chrono::steady_clock::now() + kCalibrationTime;
-  for (int run = 0; run < 3 || std::chrono::steady_clock::now() < until; ++run) {
-    BacktestResult result;
-    const auto t0 = std::chrono::steady_clock::now();
-    (void)run_backtest(close, combo, 0.0, workspace, result);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    if (us > 0) best = std::max(best, static_cast<double>(cost) / us);
-    if (run > 1000) break;
-  }
-  return best;
 }
 
 }  // namespace
@@ -77,7 +50,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   std::uint64_t max_cost = 0;
   if (config.max_frame_time.count() > 0) {
     rate = measure_cost_rate(config.segment.series);
-    max_cost = static_cast<std::uint64_t>(rate * 1000.0 * static_cast<double>(config.max_frame_time.count()));
+    max_cost = max_cost_for(rate, config.max_frame_time);
   }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);
   config.segment.max_frame_cost = max_cost;
@@ -91,6 +64,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
 
   e.epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!e.epoll_) return fail(ErrorCode::io, "epoll_create1 failed: {}", std::strerror(errno));
+  e.reserve_fd_ = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   epoll_event listen_event{};
   listen_event.events = EPOLLIN;
   listen_event.data.fd = e.segment_.listen_fd();
@@ -221,11 +195,11 @@ void ShmEngine::accept_connections() noexcept {
   for (;;) {
     UniqueFd fd(::accept4(segment_.listen_fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) {
-      if (errno == EINTR) continue;
-      // EAGAIN: nothing more. EMFILE/ENFILE and the like: the connection waits in the backlog
-      // and the next service() tries again; the engine itself is unaffected.
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        note({EngineEvent::Kind::warning, 0, 0, 0, 0, fmt::format("accept failed: {}", std::strerror(errno))});
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) return;
+      if ((error == EMFILE || error == ENFILE) && shed_connection(error)) continue;
+      warn_at_most_once_a_second(fmt::format("accept failed: {}", std::strerror(error)));
       return;
     }
     auto peer = peer_credentials(fd.get());
@@ -259,6 +233,43 @@ void ShmEngine::accept_connections() noexcept {
       // No memory to track it: closing it tells the client.
     }
   }
+}
+
+bool ShmEngine::shed_connection(int error) noexcept {
+  // The listener stays readable while a peer waits in its backlog: without a descriptor to
+  // accept it with, the keeper would wake at once, forever. The reserve is that descriptor.
+  if (!reserve_fd_) return false;
+  reserve_fd_.reset();
+  Connection connection;
+  connection.fd = UniqueFd(::accept4(segment_.listen_fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (connection.fd) {
+    reply(connection, HandoffStatus::internal,
+          fmt::format("engine {} is out of file descriptors ({}); it keeps serving its clients: try again later, or "
+                      "raise its RLIMIT_NOFILE (ulimit -n)", segment_.name(), std::strerror(error)));
+  }
+  const bool shed = static_cast<bool>(connection.fd);
+  if (shed) {
+    // Closing a Unix socket with an unread request resets the peer, which would then lose the
+    // answer: stop the peer's sends first (SHUT_RD makes them fail), then drop what already came.
+    (void)::shutdown(connection.fd.get(), SHUT_RDWR);
+    std::byte sink[sizeof(HandoffRequest)];
+    while (::recv(connection.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+  }
+  connection.fd.reset();
+  reserve_fd_ = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  // accept4 fails with EMFILE before it looks at the backlog: nobody may be waiting at all.
+  if (!shed) return false;
+  warn_at_most_once_a_second(fmt::format("out of file descriptors ({}): told a new connection to try again later",
+                                         std::strerror(error)));
+  return static_cast<bool>(reserve_fd_);
+}
+
+void ShmEngine::warn_at_most_once_a_second(std::string text) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_fd_warning_) return;
+  next_fd_warning_ = now + std::chrono::seconds(1);
+  note({EngineEvent::Kind::warning, 0, 0, 0, 0, std::move(text)});
 }
 
 void ShmEngine::handle_readable(int fd) noexcept {

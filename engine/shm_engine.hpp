@@ -126,6 +126,11 @@ class ShmEngine {
   ShmEngine(Segment segment, WaitMode wait, int cpu);
   [[nodiscard]] static EngineEvent from_telemetry(const TelemetryEvent& event);
   void accept_connections() noexcept;
+  // accept4 failed with EMFILE/ENFILE: accepts the waiting peer on the reserve descriptor, tells
+  // it why and closes it. False when nobody was waiting or there is no reserve (the keeper then stops trying
+  // until its next service()).
+  bool shed_connection(int error) noexcept;
+  void warn_at_most_once_a_second(std::string text) noexcept;
   void handle_readable(int fd) noexcept;
   void handle_request(Connection& connection) noexcept;
   void reply(Connection& connection, HandoffStatus status, std::string_view message,
@@ -149,6 +154,11 @@ class ShmEngine {
   std::atomic<bool> stop_{false};
   std::thread serving_;
   UniqueFd epoll_;
+  // Held in reserve for the moment accept4 fails for want of descriptors: closed, it lets the
+  // keeper accept the waiting peer and tell it why instead of spinning on a listener that stays
+  // readable. Keeper thread only.
+  UniqueFd reserve_fd_;
+  std::chrono::steady_clock::time_point next_fd_warning_{};  // out-of-descriptor warnings: one a second
   std::vector<Connection> connections_;  // keeper thread only
   std::chrono::steady_clock::time_point next_beat_{};
   std::uint64_t max_frame_cost_ = 0;

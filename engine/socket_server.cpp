@@ -27,9 +27,18 @@
 
 #include <fmt/format.h>
 
+#include "common/log.hpp"
+#include "kernel/cost.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
+// What every server thread shares besides the connection limit: the bytes of series all
+// connections hold (against max_loaded_bytes) and whether the server is stopping.
+struct SharedBudget {
+  std::atomic<std::uint64_t> loaded_bytes{0};
+  std::atomic<bool> stopping{false};
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -241,7 +250,7 @@ struct ThreadStats {
   }
 };
 
-// Lines to stderr, at most kLogLinesPerSecond a second, so a flood of bad peers cannot turn the
+// Lines to the log (which queues and never blocks), at most kLogLinesPerSecond a second, so a flood of bad peers cannot turn the
 // server into a log writer; what was held back is reported as a count before the next line.
 class RateLimitedLog {
  public:
@@ -251,15 +260,14 @@ class RateLimitedLog {
     if (!enabled_) return;
     const auto now = Clock::now();
     if (now - window_ >= std::chrono::seconds(1)) {
-      if (suppressed_ > 0)
-        fmt::print(stderr, "ipcfloor serve: socket: {} more messages suppressed\n", suppressed_);
+      if (suppressed_ > 0) log(LogLevel::warn, "serve: socket: {} more messages suppressed", suppressed_);
       window_ = now;
       lines_ = 0;
       suppressed_ = 0;
     }
     if (lines_ < kLogLinesPerSecond) {
       ++lines_;
-      fmt::print(stderr, "ipcfloor serve: socket {}\n", text);
+      log(LogLevel::warn, "serve: socket {}", text);
     } else {
       ++suppressed_;
     }
@@ -320,6 +328,7 @@ struct Session {
   std::vector<double> series;      // the loaded series (opcode 2), aligned for the kernel
   std::span<const double> active;  // what sweep_loaded runs on: `series`, or the server's preloaded one
   bool loaded = false;
+  std::uint64_t charged = 0;       // bytes of `series` counted against the server's memory cap
 };
 
 // A frame refused with an error reply; the connection stays usable.
@@ -335,7 +344,14 @@ Rejection rejection_for(const SocketFault& fault) { return {fault.error, ipcfloo
 // requests spares the chatty pattern an allocation per call.
 class RequestHandler {
  public:
-  explicit RequestHandler(const SocketServerOptions& options) : options_(options) {}
+  RequestHandler(const SocketServerOptions& options, SharedBudget& budget) : options_(options), budget_(budget) {}
+
+  // The session's series no longer counts against the cap (its connection closed).
+  void forget(Session& session) noexcept {
+    // relaxed: a count compared against the cap (pairs with the fetch_add in charge).
+    if (session.charged != 0) budget_.loaded_bytes.fetch_sub(session.charged, std::memory_order_relaxed);
+    session.charged = 0;
+  }
 
   // Appends the reply to `out` and returns the opcode served, or returns why the frame is
   // refused and appends nothing.
@@ -346,6 +362,7 @@ class RequestHandler {
     const RequestView& r = *request;
     switch (r.opcode) {
       case SocketOpcode::sweep: {
+        if (auto fault = check_costs(r.params, r.n_combos, r.n_bars)) return std::unexpected(rejection_for(*fault));
         close_.resize(r.n_bars);
         copy_close(r.close, close_);
         if (auto swept = sweep(close_, r.params, r.n_combos); !swept) return std::unexpected(std::move(swept.error()));
@@ -354,6 +371,8 @@ class RequestHandler {
       }
       case SocketOpcode::echo: append_echo_reply(r.close, out); break;
       case SocketOpcode::load: {
+        if (auto refused = charge(session, std::uint64_t{r.n_bars} * sizeof(double)); !refused)
+          return std::unexpected(std::move(refused.error()));
         session.series.resize(r.n_bars);
         copy_close(r.close, session.series);
         session.active = session.series;
@@ -369,6 +388,7 @@ class RequestHandler {
           return std::unexpected(rejection_for(fault));
         }
         std::vector<double>().swap(session.series);  // a series it loaded before is not needed any more
+        forget(session);
         session.active = options_.preloaded->close;
         session.loaded = true;
         append_preloaded_reply(options_.preloaded->checksum, options_.fee, session.active.size(),
@@ -383,6 +403,8 @@ class RequestHandler {
           return std::unexpected(rejection_for(fault));
         }
         if (auto fault = check_windows(r.params, session.active.size())) return std::unexpected(rejection_for(*fault));
+        if (auto fault = check_costs(r.params, r.n_combos, session.active.size()))
+          return std::unexpected(rejection_for(*fault));
         if (auto swept = sweep(session.active, r.params, r.n_combos); !swept)
           return std::unexpected(std::move(swept.error()));
         append_sweep_reply(results_, out);
@@ -394,6 +416,42 @@ class RequestHandler {
   }
 
  private:
+  // Counts a load of `bytes` against the cap in place of what the session held, or refuses it.
+  std::expected<void, Rejection> charge(Session& session, std::uint64_t bytes) {
+    // relaxed: a count compared against the cap; no data is published through it.
+    const std::uint64_t held = budget_.loaded_bytes.fetch_add(bytes, std::memory_order_relaxed) - session.charged;
+    if (bytes > session.charged && held + bytes > options_.max_loaded_bytes) {
+      budget_.loaded_bytes.fetch_sub(bytes, std::memory_order_relaxed);  // relaxed: as above
+      SocketFault fault;
+      fault.error = SocketError::over_memory_cap;
+      fault.actual = bytes;
+      fault.expected = options_.max_loaded_bytes;
+      fault.limit = held;
+      return std::unexpected(rejection_for(fault));
+    }
+    forget(session);
+    session.charged = bytes;
+    return {};
+  }
+
+  // The first combo whose work exceeds the bound per combo, if any.
+  std::optional<SocketFault> check_costs(std::span<const std::byte> params, std::uint32_t n, std::size_t n_bars) const {
+    if (options_.max_combo_cost == 0) return std::nullopt;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Combo combo;
+      std::memcpy(&combo, params.data() + std::size_t{i} * kComboWireBytes, sizeof combo);
+      const std::uint64_t cost = backtest_cost(combo, n_bars);
+      if (cost <= options_.max_combo_cost) continue;
+      SocketFault fault;
+      fault.error = SocketError::too_costly;
+      fault.index = i;
+      fault.actual = cost;
+      fault.expected = options_.max_combo_cost;
+      return fault;
+    }
+    return std::nullopt;
+  }
+
   // Runs validated combos into results_. Fails (internal) if the kernel refused one anyway.
   std::expected<void, Rejection> sweep(std::span<const double> close, std::span<const std::byte> params,
                                        std::uint32_t n) {
@@ -411,6 +469,9 @@ class RequestHandler {
       workspace_ = std::make_unique<KernelWorkspace>(close.size());
     }
     for (std::uint32_t i = 0; i < n; ++i) {
+      // relaxed: a plain flag; stop() joins the threads afterwards. Shutdown waits for one combo.
+      if (budget_.stopping.load(std::memory_order_relaxed))
+        return std::unexpected(Rejection{SocketError::internal, "the server is stopping"});
       Combo combo;
       std::memcpy(&combo, params.data() + std::size_t{i} * kComboWireBytes, sizeof combo);
       const KernelStatus status = run_backtest(close, combo, options_.fee, *workspace_, results_[i]);
@@ -423,6 +484,7 @@ class RequestHandler {
   }
 
   const SocketServerOptions& options_;
+  SharedBudget& budget_;
   // Scratch reused across requests: the aligned close of a stateless sweep, results, combos.
   std::vector<double> close_;
   std::vector<BacktestResult> results_;
@@ -446,10 +508,11 @@ struct ThreadContext {
 // is marked dead, and its thread closes it after the event batch (SocketServer::Worker::reap).
 class Connection {
  public:
-  Connection(ThreadContext& context, int fd, std::string peer)
-      : context_(context), fd_(fd), peer_(std::move(peer)) {}
+  Connection(ThreadContext& context, int fd, std::string peer, Clock::time_point now)
+      : context_(context), fd_(fd), peer_(std::move(peer)), last_activity_(now) {}
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
+  ~Connection() { context_.requests.forget(session_); }
 
   [[nodiscard]] bool dead() const noexcept { return dead_; }
   [[nodiscard]] bool holds_slot() const noexcept { return holds_slot_; }
@@ -486,6 +549,14 @@ class Connection {
       fault.limit = static_cast<std::uint64_t>(stall_timeout.count());
       fault.actual = in_.size();
       fault.expected = announced_frame_bytes();
+      close_with_error(fault.error, ipcfloor::describe(fault), now);
+      return;
+    }
+    const auto idle_timeout = context_.options.idle_timeout;
+    if (idle_timeout.count() > 0 && in_.size() == 0 && now - last_activity_ >= idle_timeout) {
+      SocketFault fault;
+      fault.error = SocketError::idle_timeout;
+      fault.limit = static_cast<std::uint64_t>(idle_timeout.count());
       close_with_error(fault.error, ipcfloor::describe(fault), now);
     }
   }
@@ -540,6 +611,7 @@ class Connection {
         return;
       }
       if (in_.size() == 0) frame_started_ = now;
+      last_activity_ = now;
       in_.produced(static_cast<std::size_t>(got));
       context_.stats.bytes_in.add(static_cast<std::uint64_t>(got));
       serve_buffered(now);
@@ -637,6 +709,7 @@ class Connection {
     }
     out_.clear();
     out_sent_ = 0;
+    last_activity_ = now;  // the idle clock starts when the reply has left, not when the request came
     if (out_.capacity() > kRetainedBufferBytes) std::vector<std::byte>().swap(out_);
     if (closing_ && !write_shut_) {
       shutdown(fd_, SHUT_WR);
@@ -679,6 +752,7 @@ class Connection {
   Clock::time_point frame_started_{};   // the first byte of the buffered frame arrived
   Clock::time_point reply_started_{};   // the pending reply first failed to leave whole
   Clock::time_point close_deadline_{};  // closing: give up waiting for the peer's EOF
+  Clock::time_point last_activity_;     // the last byte in or the last reply out (or the accept)
   bool want_write_ = false;  // registered for EPOLLOUT (reply pending) instead of EPOLLIN
   bool closing_ = false;     // a fatal error reply is queued; then shut down and wait for EOF
   bool write_shut_ = false;
@@ -690,16 +764,19 @@ class Connection {
 // The server-wide limit on connections served, shared by every server thread.
 class ConnectionLimit {
  public:
-  ConnectionLimit(std::atomic<std::size_t>& open, std::size_t max) noexcept : open_(open), max_(max) {}
+  ConnectionLimit(std::atomic<std::size_t>& open, std::size_t max, std::size_t owner_reserve) noexcept
+      : open_(open), max_(max), others_max_(max - std::min(owner_reserve, max - 1)) {}
 
-  // Takes a slot, or returns the refusal when every slot is taken.
-  std::optional<SocketFault> claim() noexcept {
+  // Takes a slot, or returns the refusal when every slot it may take is taken. A peer that is
+  // not proven to be the server's own uid may not take the owner's reserve.
+  std::optional<SocketFault> claim(bool owner) noexcept {
+    const std::size_t limit = owner ? max_ : others_max_;
     // relaxed: a count compared against the limit (pairs with release's fetch_sub).
-    if (open_.fetch_add(1, std::memory_order_relaxed) >= max_) {
+    if (open_.fetch_add(1, std::memory_order_relaxed) >= limit) {
       release();
       SocketFault fault;
       fault.error = SocketError::too_many_connections;
-      fault.expected = max_;
+      fault.expected = limit;
       return fault;
     }
     return std::nullopt;
@@ -714,6 +791,7 @@ class ConnectionLimit {
  private:
   std::atomic<std::size_t>& open_;
   const std::size_t max_;
+  const std::size_t others_max_;
 };
 
 // Who a new connection comes from, and why it is refused if it is.
@@ -730,16 +808,16 @@ struct PeerCheck {
 // log, request scratch).
 class SocketServer::Worker {
  public:
-  Worker(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, int unix_fd, int tcp_fd,
-         int wake_fd)
+  Worker(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, SharedBudget& budget,
+         int unix_fd, int tcp_fd, int wake_fd)
       : options_(options),
         unix_fd_(unix_fd),
         tcp_fd_(tcp_fd),
         wake_fd_(wake_fd),
         tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))),
-        limit_(open_connections, options.max_connections),
+        limit_(open_connections, options.max_connections, options.owner_reserve),
         log_(options.log),
-        requests_(options),
+        requests_(options, budget),
         context_{options, stats_, log_, epoll_, requests_} {}
 
   Worker(const Worker&) = delete;
@@ -859,10 +937,12 @@ class SocketServer::Worker {
   void admit(int fd, bool is_unix, const sockaddr_storage& address, Clock::time_point now) {
     auto peer = check_peer(fd, is_unix, address);
     if (!peer) return;
-    auto connection = std::make_unique<Connection>(context_, fd, std::move(peer->name));
+    auto connection = std::make_unique<Connection>(context_, fd, std::move(peer->name), now);
     std::optional<SocketFault> refusal = peer->refusal;
     if (!refusal) {
-      refusal = limit_.claim();
+      // Only a Unix peer's uid is proven (SO_PEERCRED, checked above unless any_uid): TCP peers
+      // are anyone's.
+      refusal = limit_.claim(is_unix && !options_.any_uid);
       if (!refusal) connection->hold_slot();
     }
     // Refused peers linger briefly to receive their error; past this many, they are cut off.
@@ -1004,6 +1084,7 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
   }
 
   std::unique_ptr<SocketServer> server(new SocketServer());
+  server->budget_ = std::make_unique<SharedBudget>();
   server->options_ = options;
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (server->wake_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
@@ -1020,8 +1101,8 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
     server->tcp_host_ = options.tcp->host;
   }
   for (unsigned i = 0; i < options.threads; ++i) {
-    auto worker = std::make_unique<Worker>(server->options_, server->open_connections_, server->unix_fd_,
-                                           server->tcp_fd_, server->wake_fd_);
+    auto worker = std::make_unique<Worker>(server->options_, server->open_connections_, *server->budget_,
+                                           server->unix_fd_, server->tcp_fd_, server->wake_fd_);
     if (auto ready = worker->init(); !ready) return std::unexpected(ready.error());
     server->workers_.push_back(std::move(worker));
   }
@@ -1050,6 +1131,8 @@ SocketServer::~SocketServer() { stop(); }
 void SocketServer::stop() noexcept {
   if (stopped_) return;
   stopped_ = true;
+  // relaxed: a plain flag the sweeps poll between combos; the join below orders the rest.
+  if (budget_) budget_->stopping.store(true, std::memory_order_relaxed);
   if (wake_fd_ >= 0) {
     const std::uint64_t one = 1;
     // The eventfd stays readable (nobody reads it), so every thread's epoll_wait returns.

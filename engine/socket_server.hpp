@@ -47,7 +47,19 @@ struct SocketServerOptions {
   std::shared_ptr<const PreloadedSeries> preloaded;  // null: use_preloaded answers no_preloaded_series
   std::uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // limit on body_len, checked first
   std::chrono::milliseconds stall_timeout{5000};
+  // A connection with no frame in progress and no reply pending for this long is closed with
+  // idle_timeout: idle peers cannot hold the connection slots. 0: never.
+  std::chrono::milliseconds idle_timeout{60'000};
   std::size_t max_connections = 64;
+  // Slots only peers of the server's own uid may take (Unix-socket peers, whose uid
+  // SO_PEERCRED proves): TCP peers, any local user, get at most max_connections - owner_reserve.
+  std::size_t owner_reserve = 4;
+  // Bytes of series all connections together may hold through load (opcode 2); a load past it
+  // gets over_memory_cap. The preloaded series is shared and not counted.
+  std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;
+  // Bound on one combo's backtest_cost (kernel/cost.hpp); 0: none. A sweep holding a costlier
+  // combo gets too_costly. Shutdown waits for at most one combo of a sweep.
+  std::uint64_t max_combo_cost = 0;
   unsigned threads = 1;              // server threads, each with its own epoll set
   std::vector<int> cpus;             // the threads' affinity; empty: inherited
   unsigned sweep_threads = 1;        // > 1: a sweep of several combos runs on that many workers
@@ -72,6 +84,8 @@ struct SocketServerStats {
 // One line for the shutdown report, e.g. "3 connections; served 161 frames (sweep 1, ...);
 // rejected 2 (bad_price 1, ...); 1 dropped, 0 refused". Allocates.
 [[nodiscard]] std::string format_stats(const SocketServerStats& stats);
+
+struct SharedBudget;  // what the server threads share (socket_server.cpp)
 
 class SocketServer {
  public:
@@ -113,6 +127,7 @@ class SocketServer {
   std::uint64_t unix_dev_ = 0; // identity of the socket file we created, so stop() removes
   std::uint64_t unix_ino_ = 0; // only ours
   std::atomic<std::size_t> open_connections_{0};
+  std::unique_ptr<SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;

@@ -330,10 +330,13 @@ ErrorCode error_code_for(HandoffStatus status) noexcept {
 Expected<HandoffReply> ask_engine(int connection, HandoffRole role, std::chrono::steady_clock::time_point deadline,
                                   std::vector<UniqueFd>& fds, const std::string& path) {
   const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion, 0};
-  if (auto sent = send_handoff(connection, std::as_bytes(std::span(&request, 1)), {}); !sent)
-    return std::unexpected(std::move(sent.error()));
+  auto sent = send_handoff(connection, std::as_bytes(std::span(&request, 1)), {});
+  // An engine that refuses at accept (out of descriptors) answers and closes before it reads: the
+  // send then fails, but its answer is waiting and says why.
+  if (!sent && sent.error().code != ErrorCode::peer_gone) return std::unexpected(std::move(sent.error()));
   HandoffReply reply{};
   auto received = receive_handoff(connection, std::as_writable_bytes(std::span(&reply, 1)), deadline);
+  if (!received && !sent) return std::unexpected(std::move(sent.error()));
   if (!received) {
     received.error().message = fmt::format("the engine on {} did not answer the hand-off: {}", path, received.error().message);
     return std::unexpected(std::move(received.error()));

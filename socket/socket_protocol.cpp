@@ -72,6 +72,9 @@ std::string_view to_string(SocketError error) noexcept {
     case SocketError::too_many_connections: return "too_many_connections";
     case SocketError::internal: return "internal";
     case SocketError::no_preloaded_series: return "no_preloaded_series";
+    case SocketError::idle_timeout: return "idle_timeout";
+    case SocketError::over_memory_cap: return "over_memory_cap";
+    case SocketError::too_costly: return "too_costly";
   }
   return "unknown";
 }
@@ -82,7 +85,8 @@ bool closes_connection(SocketError error) noexcept {
     case SocketError::truncated:
     case SocketError::stalled:
     case SocketError::permission_denied:
-    case SocketError::too_many_connections: return true;
+    case SocketError::too_many_connections:
+    case SocketError::idle_timeout: return true;
     default: return false;
   }
 }
@@ -165,6 +169,18 @@ std::string describe(const SocketFault& fault) {
                          fault.expected);
     case SocketError::too_many_connections:
       return fmt::format("the server already serves its maximum of {} connections", fault.expected);
+    case SocketError::idle_timeout:
+      return fmt::format("no request for {} ms: idle connections are closed so that they cannot hold the server's "
+                         "connection slots",
+                         fault.limit);
+    case SocketError::over_memory_cap:
+      return fmt::format("loading {} bytes would take the series this server holds for its connections to {} bytes, "
+                         "past its cap of {} bytes; use_preloaded (opcode 5) needs no memory of its own",
+                         fault.actual, fault.limit + fault.actual, fault.expected);
+    case SocketError::too_costly:
+      return fmt::format("combo {}: its work ({} multiply-adds) exceeds the server's bound of {} per combo "
+                         "(serve --max-frame-ms)",
+                         fault.index, fault.actual, fault.expected);
     case SocketError::internal: break;
   }
   return "the server failed on a valid request";

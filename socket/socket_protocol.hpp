@@ -58,8 +58,11 @@ enum class SocketError : std::uint32_t {
   too_many_connections = 11, // the server is at its connection limit (closes)
   internal = 12,             // the server failed on a valid request
   no_preloaded_series = 13,  // use_preloaded on a server that holds no series of its own
+  idle_timeout = 14,         // no request for the server's idle timeout (closes)
+  over_memory_cap = 15,      // a load would take the series the server holds past its cap
+  too_costly = 16,           // a combo's work exceeds the server's bound per combo
 };
-inline constexpr std::size_t kSocketErrorSlots = 14;  // index by code; slot 0 is unused
+inline constexpr std::size_t kSocketErrorSlots = 17;  // index by code; slot 0 is unused
 
 // Frame geometry.
 inline constexpr std::size_t kLengthPrefixBytes = 4;
@@ -135,6 +138,10 @@ struct SocketFault {
   double price = 0.0;           // the close (bad_price)
   std::uint64_t expected = 0;   // body bytes implied by the counts, or the maximum (too_large)
   std::uint64_t actual = 0;     // body bytes received, or the declared length (too_large)
+                                // idle_timeout: limit = the timeout in ms
+                                // over_memory_cap: actual = bytes asked for, expected = the cap,
+                                //   limit = bytes the server already holds
+                                // too_costly: index = the combo, actual = its cost, expected = the bound
 };
 
 // One full sentence naming what was wrong, e.g. "combo 3: window p (position 5) is 0, outside

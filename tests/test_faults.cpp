@@ -26,11 +26,16 @@
 
 #include <linux/capability.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <sstream>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -40,6 +45,7 @@
 
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
+#include "clients/socket_client.hpp"
 #include "engine/dispatch.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
@@ -1646,6 +1652,153 @@ TEST_CASE("under a 64 KiB RLIMIT_MEMLOCK the engine warns and runs unlocked, or 
     check_serves(*client, 1);
   }
   CHECK(WIFEXITED(unlocked.stop(SIGTERM)));
+}
+
+
+TEST_CASE("an engine whose stderr is a full pipe nobody reads keeps its heartbeat, serves every client, and "
+          "still ends on SIGTERM, through a flood of rejected frames on both its segment and its socket") {
+  const std::string name = unique_name("stderr");
+  const SegmentCleanup cleanup{name};
+  char dir_template[] = "/tmp/ipcfloor-stderr-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string socket_path = std::string(dir_template) + "/engine.sock";
+  // The smallest pipe the kernel allows, filled before the engine starts: its first line to
+  // stderr would block a thread that wrote it directly.
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  const UniqueFd stderr_read(pipe_fds[0]);
+  UniqueFd stderr_write(pipe_fds[1]);
+  (void)::fcntl(stderr_write.get(), F_SETPIPE_SZ, 4096);
+  REQUIRE(::fcntl(stderr_write.get(), F_SETFL, O_NONBLOCK) == 0);
+  const std::string filler(4096, '#');
+  std::size_t filled = 0;
+  for (ssize_t put; (put = ::write(stderr_write.get(), filler.data(), filler.size())) > 0;)
+    filled += static_cast<std::size_t>(put);
+  REQUIRE(filled > 0);
+  REQUIRE(::fcntl(stderr_write.get(), F_SETFL, 0) == 0);  // the engine's writes block, as on a real pipe
+  const int write_end = stderr_write.get();
+  Spawned engine(serve_args(name, {"--bars", "500", "--lanes", "2", "--heartbeat-ms", std::to_string(kHeartbeatMs),
+                                   "--log-level", "debug", "--socket", socket_path}),
+                 [write_end] {
+                   if (::dup2(write_end, STDERR_FILENO) < 0) ::_exit(Spawned::kHookFailed);
+                 });
+  stderr_write = UniqueFd();
+  REQUIRE(fault::segment_served_by(name, engine.pid()));
+  auto watch = observe(name);
+  REQUIRE(watch.has_value());
+  const auto options = client_options(WaitMode::backoff, std::chrono::seconds(2));
+  auto hostile = ShmClient::connect(name, options);
+  auto good = ShmClient::connect(name, options);
+  REQUIRE_MESSAGE(hostile.has_value(), why(hostile));
+  REQUIRE_MESSAGE(good.has_value(), why(good));
+
+  // 3,000 frames the engine rejects (each one a log line before rate limiting), interleaved with
+  // socket garbage that the socket thread rejects and logs, while the heartbeat is sampled.
+  RequestSlot bad{};
+  bad.opcode = 0x7777;
+  double oldest_beat_ms = 0.0;
+  SocketClientOptions socket_options;
+  socket_options.timeout = std::chrono::seconds(2);
+  for (int i = 0; i < 3000; ++i) {
+    ResponseSlot answer{};
+    REQUIRE(hostile->call(bad, answer) == CallStatus::ok);
+    CHECK(answer.status == static_cast<std::uint16_t>(Status::unknown_opcode));
+    if (i % 100 == 0) {
+      const UniqueFd garbage = fault::connect_raw(socket_path);
+      const std::array<unsigned char, 13> frame = {9, 0, 0, 0, 0x42, 0, 0, 0, 0, 0, 0, 0, 0};
+      (void)::send(garbage.get(), frame.data(), frame.size(), MSG_NOSIGNAL);
+      check_serves(*good, i);
+    }
+    oldest_beat_ms = std::max(oldest_beat_ms, heartbeat_age_ms(*watch));
+  }
+  MESSAGE("fault-figure blocked-stderr oldest heartbeat during the flood: " << oldest_beat_ms << " ms");
+  CHECK(oldest_beat_ms < kFreshBeatMs);
+  check_serves_fresh(*good, 9999);
+  auto socket_client = SocketClient::connect_unix(socket_path, socket_options);
+  REQUIRE_MESSAGE(socket_client.has_value(), why(socket_client));
+  CHECK(socket_client->echo_params(Combo{1, 2, 3, 4, 5, 6}).has_value());
+
+  const std::uint64_t start_ns = monotonic_ns();
+  ::kill(engine.pid(), SIGTERM);
+  const auto status = engine.wait_exit(std::chrono::seconds(5));
+  const double exit_ms = fault::ms_since(start_ns);
+  MESSAGE("fault-figure blocked-stderr SIGTERM to exit: " << exit_ms << " ms");
+  REQUIRE_MESSAGE(status.has_value(), "SIGTERM did not end an engine whose stderr is blocked");
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 0), fault::describe_status(*status));
+  // One heartbeat for the keeper to see the signal, one bounded frame (--max-frame-ms 10) for the
+  // serving thread, one heartbeat for the log writer, and the scheduling allowance.
+  CHECK(exit_ms < 3.0 * kHeartbeatMs + 10.0 + kTeardownAllowanceMs + kSchedulingAllowanceMs + 100.0);
+  std::filesystem::remove_all(dir_template);
+}
+
+
+// CPU time the thread `tid` of process `pid` has used, in clock ticks (utime + stime).
+std::uint64_t thread_cpu_ticks(pid_t pid, pid_t tid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close_paren + 2));
+  std::string field;
+  std::uint64_t utime = 0;
+  std::uint64_t stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return utime + stime;
+}
+
+TEST_CASE("an engine out of file descriptors tells new peers why, keeps serving its clients without spinning, "
+          "and attaches again once descriptors free") {
+  const std::string name = unique_name("emfile");
+  const SegmentCleanup cleanup{name};
+  Spawned engine(serve_args(name, {"--bars", "500", "--lanes", "2", "--heartbeat-ms", std::to_string(kHeartbeatMs)}),
+                 [] {
+                   const rlimit limit{64, 64};
+                   if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(Spawned::kHookFailed);
+                 });
+  REQUIRE_MESSAGE(fault::segment_served_by(name, engine.pid()), engine.stderr_text());
+  const auto options = client_options(WaitMode::backoff, std::chrono::seconds(2));
+  auto good = ShmClient::connect(name, options);
+  REQUIRE_MESSAGE(good.has_value(), why(good));
+  auto watch = observe(name);
+  REQUIRE(watch.has_value());
+
+  // Peers that connect and never ask: each holds one of the engine's descriptors for a second.
+  std::vector<UniqueFd> hoarders;
+  for (int i = 0; i < 100; ++i) {
+    hoarders.push_back(fault::connect_raw(watch->socket_path()));
+    REQUIRE(hoarders.back());
+  }
+  REQUIRE(eventually([&] { return contains(engine.stderr_text(), "out of file descriptors"); }));
+  AttachOptions attach_options;
+  attach_options.role = HandoffRole::observer;
+  attach_options.timeout = std::chrono::milliseconds(500);
+  auto refused = Attachment::attach(name, attach_options);
+  if (!refused) {
+    CHECK_MESSAGE((contains(refused.error().message, "out of file descriptors") ||
+                   contains(refused.error().message, "did not answer")),
+                  refused.error().message);
+    CHECK_FALSE(contains(refused.error().message, "is gone"));
+  }
+  // The keeper neither spins on its readable listener nor stops serving.
+  const std::uint64_t ticks_before = thread_cpu_ticks(engine.pid(), engine.pid());
+  const auto sampled_from = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < 200; ++i) {
+    check_serves_fresh(*good, 10 + i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sampled_from).count();
+  const double keeper_share =
+      static_cast<double>(thread_cpu_ticks(engine.pid(), engine.pid()) - ticks_before) /
+      static_cast<double>(::sysconf(_SC_CLK_TCK)) / seconds;
+  MESSAGE("fault-figure emfile keeper cpu share while out of descriptors: " << keeper_share);
+  CHECK(keeper_share < 0.3);
+  hoarders.clear();
+  CHECK(eventually([&] { return ShmClient::connect(name, options).has_value(); }, std::chrono::seconds(5)));
+  check_serves_fresh(*good, 999);
+  CHECK(WIFEXITED(engine.stop(SIGTERM)));
 }
 
 }  // namespace ipcfloor

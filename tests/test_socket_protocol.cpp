@@ -422,7 +422,7 @@ TEST_CASE("names, and which errors close the connection") {
     CAPTURE(to_string(error));
     const bool fatal = error == SocketError::frame_too_large || error == SocketError::truncated ||
                        error == SocketError::stalled || error == SocketError::permission_denied ||
-                       error == SocketError::too_many_connections;
+                       error == SocketError::too_many_connections || error == SocketError::idle_timeout;
     CHECK(closes_connection(error) == fatal);
     CHECK(to_string(error) != "unknown");
     SocketFault fault;

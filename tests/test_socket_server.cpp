@@ -40,6 +40,7 @@
 #include "bench/child_process.hpp"
 #include "common/checksum.hpp"
 #include "clients/socket_client.hpp"
+#include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
@@ -865,6 +866,151 @@ TEST_CASE("counts an opcode fixes are checked (bad_shape)") {
   local.check_good_client(Via::unix_socket);
 }
 
+// ---- The server's buffering, fuzzed ---------------------------------------------------------------
+
+namespace {
+
+// One frame of the fuzzed stream and what the server must answer to it.
+struct FuzzFrame {
+  std::vector<std::byte> bytes;
+  std::optional<SocketError> error;    // the error reply it deserves, or none (a success)
+  std::vector<std::byte> reply_body;   // a success: the exact reply body, when known here
+  std::vector<BacktestResult> results; // a sweep: the results the kernel gives here
+};
+
+FuzzFrame fuzz_frame(std::mt19937_64& rng, const std::vector<double>& series) {
+  FuzzFrame f;
+  const std::uint64_t kind = rng() % 9;
+  const auto with_error = [&](std::vector<std::byte> bytes, SocketError error) {
+    f.bytes = std::move(bytes);
+    f.error = error;
+    return f;
+  };
+  switch (kind) {
+    case 0: {  // echo_params: the 48 bytes back
+      const Combo combo{static_cast<std::int64_t>(rng()), 2, 3, 4, 5, -6};
+      f.bytes = echo_params_frame(combo);
+      f.reply_body.resize(kComboWireBytes);
+      std::memcpy(f.reply_body.data(), &combo, kComboWireBytes);
+      return f;
+    }
+    case 1: {  // echo: the close bytes back
+      const std::size_t n = 1 + rng() % series.size();
+      const std::span<const double> close(series.data(), n);
+      f.bytes = request(SocketOpcode::echo, close, {});
+      const auto raw = std::as_bytes(close);
+      f.reply_body.assign(raw.begin(), raw.end());
+      return f;
+    }
+    case 2: {  // a sweep the kernel answers
+      const std::vector<Combo> combos = {combo_from_length(static_cast<std::int64_t>(6 + rng() % 8))};
+      f.bytes = request(SocketOpcode::sweep, series, combos);
+      f.results = *run_sweep(series, combos, kDefaultFee, 1);
+      return f;
+    }
+    case 3: {  // an opcode nobody knows
+      std::vector<std::byte> body(9, std::byte{0});
+      body[0] = static_cast<std::byte>(6 + rng() % 250);
+      return with_error(framed(body), SocketError::unknown_opcode);
+    }
+    case 4: {  // counts that disagree with the length
+      auto bytes = request(SocketOpcode::sweep, series, std::vector<Combo>{combo_from_length(6)});
+      store_le(bytes.data() + 4 + 5, std::uint32_t{3});
+      return with_error(std::move(bytes), SocketError::length_mismatch);
+    }
+    case 5:  // a body shorter than its header
+      return with_error(framed({std::byte{0}, std::byte{1}, std::byte{2}}), SocketError::length_mismatch);
+    case 6: {  // a window past the series
+      const auto n = static_cast<std::int64_t>(series.size());
+      return with_error(request(SocketOpcode::sweep, series, std::vector<Combo>{Combo{3, n + 1, 2, 1, 2, 3}}),
+                        SocketError::window_out_of_range);
+    }
+    case 7: {  // a price that is not one
+      std::vector<double> close = series;
+      close[rng() % close.size()] = (rng() % 2 == 0) ? std::nan("") : -1.0;
+      return with_error(request(SocketOpcode::sweep, close, std::vector<Combo>{combo_from_length(6)}),
+                        SocketError::bad_price);
+    }
+    default:  // counts the opcode fixes, wrong
+      return with_error(request(SocketOpcode::echo_params, {}, {}), SocketError::bad_shape);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("frames cut at random points, sent with pauses, each get their own reply in order, the right error code "
+          "for every bad one; EOF mid-frame gets truncated") {
+  SocketServerOptions options;
+  options.stall_timeout = 2000ms;  // the pauses below stay far under it
+  LocalServer local(options);
+  const std::vector<double> series = series_of(64, 5);
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      CAPTURE(name_of(via));
+      CAPTURE(seed);
+      std::mt19937_64 rng(seed * 7919 + (via == Via::tcp ? 1 : 0));
+      std::vector<FuzzFrame> frames;
+      std::vector<std::byte> stream;
+      for (int i = 0; i < 80; ++i) {
+        frames.push_back(fuzz_frame(rng, series));
+        stream.insert(stream.end(), frames.back().bytes.begin(), frames.back().bytes.end());
+      }
+      // The last frame is cut short and followed by EOF.
+      const auto last = request(SocketOpcode::echo, series, {});
+      const std::size_t cut = 1 + rng() % (last.size() - 1);
+      stream.insert(stream.end(), last.begin(), last.begin() + static_cast<std::ptrdiff_t>(cut));
+
+      Raw raw = local.raw(via);
+      std::vector<std::optional<std::vector<std::byte>>> replies;
+      std::thread reader([&] {
+        for (std::size_t i = 0; i <= frames.size(); ++i) {
+          replies.push_back(raw.read_frame(10'000ms));
+          if (!replies.back()) break;
+        }
+      });
+      std::size_t sent = 0;
+      while (sent < stream.size()) {
+        const std::size_t chunk = std::min<std::size_t>(stream.size() - sent, 1 + rng() % 700);
+        if (!raw.send_all(std::span(stream).subspan(sent, chunk))) break;
+        sent += chunk;
+        if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      }
+      CHECK(sent == stream.size());
+      REQUIRE(shutdown(raw.fd(), SHUT_WR) == 0);
+      reader.join();
+
+      REQUIRE(replies.size() == frames.size() + 1);
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(replies[i].has_value());
+        const std::vector<std::byte>& reply = *replies[i];
+        const auto error = as_error(replies[i]);
+        if (frames[i].error) {
+          REQUIRE(error.has_value());
+          CHECK(error->code == static_cast<std::uint32_t>(*frames[i].error));
+          continue;
+        }
+        REQUIRE_FALSE(error.has_value());
+        const std::span<const std::byte> body = std::span(reply).subspan(kLengthPrefixBytes);
+        if (!frames[i].results.empty()) {
+          std::vector<BacktestResult> got(frames[i].results.size());
+          REQUIRE(decode_sweep_reply(body, got));
+          CHECK(got == frames[i].results);
+        } else {
+          CHECK(std::equal(body.begin(), body.end(), frames[i].reply_body.begin(), frames[i].reply_body.end()));
+        }
+      }
+      const auto truncated = as_error(replies.back());
+      REQUIRE(truncated.has_value());
+      CHECK(truncated->code == static_cast<std::uint32_t>(SocketError::truncated));
+      CHECK(raw.closed_within(3000ms));
+    }
+  }
+  local.check_good_client(Via::unix_socket);
+  local.check_good_client(Via::tcp);
+  CHECK(local.rejected(SocketError::truncated) == 6);
+}
+
 // ---- Stalls, floods and intruders ----------------------------------------------------------------
 
 TEST_CASE("a client stalling mid-frame is dropped after the timeout while another keeps being served") {
@@ -969,6 +1115,7 @@ TEST_CASE("garbage from many connections at once never takes the server down") {
 TEST_CASE("at the connection limit a new peer is refused with too_many_connections, and a slot frees on close") {
   SocketServerOptions options;
   options.max_connections = 2;
+  options.owner_reserve = 0;  // TCP and Unix peers alike
   LocalServer local(options);
   std::optional<SocketClient> first = local.client(Via::unix_socket);
   auto second = local.client(Via::tcp);
@@ -985,6 +1132,150 @@ TEST_CASE("at the connection limit a new peer is refused with too_many_connectio
     return fourth.echo_params(Combo{4, 4, 4, 4, 4, 4}).has_value();
   }));
   CHECK(local.server().stats().connections_refused >= 1);
+}
+
+TEST_CASE("an idle connection is closed with idle_timeout and frees its slot; a connection in use is kept") {
+  SocketServerOptions options;
+  options.max_connections = 3;
+  options.owner_reserve = 0;
+  options.idle_timeout = 400ms;
+  LocalServer local(options);
+  Raw idle_unix = local.raw(Via::unix_socket);
+  Raw idle_tcp = local.raw(Via::tcp);
+  auto busy = local.client(Via::unix_socket);
+  REQUIRE(busy.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  {
+    auto locked_out = local.client(Via::tcp);
+    auto refused = locked_out.echo_params(Combo{2, 2, 2, 2, 2, 2});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == ErrorCode::busy);
+  }
+  // A request every 100 ms keeps `busy` from ever being idle for 400 ms.
+  const auto start = std::chrono::steady_clock::now();
+  int calls = 0;
+  while (std::chrono::steady_clock::now() - start < 1200ms) {
+    REQUIRE(busy.echo_params(Combo{calls++, 0, 0, 0, 0, 0}).has_value());
+    std::this_thread::sleep_for(100ms);
+  }
+  for (Raw* idle : {&idle_unix, &idle_tcp}) {
+    const auto error = as_error(idle->read_frame(3000ms));
+    REQUIRE(error.has_value());
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::idle_timeout));
+    CHECK(error->message.find("no request for 400 ms") != std::string::npos);
+    CHECK(idle->closed_within(3000ms));
+  }
+  CHECK(busy.echo_params(Combo{3, 3, 3, 3, 3, 3}).has_value());
+  CHECK(eventually([&] {
+    auto newcomer = local.client(Via::tcp);
+    return newcomer.echo_params(Combo{4, 4, 4, 4, 4, 4}).has_value();
+  }));
+  CHECK(local.rejected(SocketError::idle_timeout) == 2);
+}
+
+TEST_CASE("TCP peers cannot take the owner's reserve: a Unix peer of our uid is served when TCP holds every other slot") {
+  SocketServerOptions options;
+  options.max_connections = 3;
+  options.owner_reserve = 1;
+  LocalServer local(options);
+  auto first = local.client(Via::tcp);
+  auto second = local.client(Via::tcp);
+  REQUIRE(first.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  REQUIRE(second.echo_params(Combo{2, 2, 2, 2, 2, 2}).has_value());
+  auto third = local.client(Via::tcp);
+  auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::busy);
+  CHECK(refused.error().message.find("maximum of 2 connections") != std::string::npos);
+  auto owner = local.client(Via::unix_socket);
+  CHECK(owner.echo_params(Combo{4, 4, 4, 4, 4, 4}).has_value());
+  CHECK(local.rejected(SocketError::too_many_connections) == 1);
+}
+
+TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a close gives the bytes back") {
+  SocketServerOptions options;
+  options.max_loaded_bytes = 5000 * sizeof(double);  // small_series() is 3,000 bars
+  LocalServer local(options);
+  const std::vector<double>& series = small_series();
+  const std::span<const double> third(series.data(), 1000);
+  const std::span<const double> two_thirds(series.data(), 2000);
+  std::optional<SocketClient> a = local.client(Via::unix_socket);
+  REQUIRE(a->load(series).has_value());
+  auto b = local.client(Via::tcp);
+  auto refused = b.load(series);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::resource);
+  CHECK(refused.error().message.find("over_memory_cap") != std::string::npos);
+  CHECK(refused.error().message.find("past its cap of 40000 bytes") != std::string::npos);
+  CHECK(b.last_server_error() == static_cast<std::uint32_t>(SocketError::over_memory_cap));
+  CHECK_FALSE(b.broken());
+  // `a` now holds 8,000 bytes in place of 24,000: b's 24,000 fit.
+  REQUIRE(a->load(third).has_value());
+  REQUIRE(b.load(series).has_value());
+  auto answers = b.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
+  REQUIRE(answers.has_value());
+  CHECK((*answers)[0] == (*run_sweep(series, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
+  auto c = local.client(Via::unix_socket);
+  REQUIRE_FALSE(c.load(two_thirds).has_value());  // 8,000 + 24,000 + 16,000 > 40,000
+  a.reset();                                      // its 8,000 bytes go back
+  CHECK(eventually([&] { return c.load(two_thirds).has_value(); }));
+  CHECK(local.rejected(SocketError::over_memory_cap) >= 2);
+}
+
+TEST_CASE("a sweep holding a combo past the bound per combo gets too_costly naming it, and the connection goes on") {
+  const std::vector<double>& series = small_series();
+  SocketServerOptions options;
+  options.max_combo_cost = backtest_cost(combo_from_length(40), series.size());
+  LocalServer local(options);
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    CAPTURE(name_of(via));
+    auto client = local.client(via);
+    const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(40), combo_from_length(41)};
+    auto refused = client.sweep(series, combos);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().message.find(fmt::format("combo 2: its work ({} multiply-adds) exceeds the server's bound of {}",
+                                                   backtest_cost(combos[2], series.size()), options.max_combo_cost)) !=
+          std::string::npos);
+    CHECK(client.last_server_error() == static_cast<std::uint32_t>(SocketError::too_costly));
+    REQUIRE(client.load(series).has_value());
+    REQUIRE_FALSE(client.sweep_loaded(std::vector<Combo>{combo_from_length(100)}).has_value());
+    auto fine = client.sweep_loaded(std::span(combos).first(2));
+    REQUIRE(fine.has_value());
+    CHECK(*fine == *run_sweep(series, std::span(combos).first(2), kDefaultFee, 1));
+  }
+  CHECK(local.rejected(SocketError::too_costly) == 4);
+}
+
+TEST_CASE("stopping the server waits for at most one combo of a long sweep, never the whole sweep") {
+  const std::vector<double> series = series_of(150'000, 11);
+  LocalServer local;
+  std::vector<Combo> combos(2000, combo_from_length(200));
+  const auto t_one = std::chrono::steady_clock::now();
+  REQUIRE(run_sweep(series, std::span(combos).first(1), kDefaultFee, 1).has_value());
+  const double one_combo_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_one).count();
+  std::atomic<bool> answered{false};
+  std::thread caller([&] {
+    SocketClientOptions client_options;
+    client_options.timeout = 120'000ms;
+    auto client = SocketClient::connect_unix(local.path(), client_options);
+    if (!client) return;
+    (void)client->sweep(series, combos);  // an error or a hang-up: the server stopped under it
+    answered.store(true);                 // seq_cst: read after join
+  });
+  // Wait until the sweep is running: the server's bytes_in covers the whole request.
+  const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + combos.size() * kComboWireBytes;
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= request_bytes; }, 10'000ms));
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::max(20.0, 5 * one_combo_ms))));
+  const auto t_stop = std::chrono::steady_clock::now();
+  local.server().stop();
+  const double stop_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_stop).count();
+  caller.join();
+  CHECK(answered.load());
+  MESSAGE("one combo ", one_combo_ms, " ms; the sweep would take about ", one_combo_ms * 2000, " ms; stop took ",
+          stop_ms, " ms");
+  CHECK(stop_ms < 200.0 + 10 * one_combo_ms);
+  CHECK(stop_ms * 20 < one_combo_ms * 2000);
 }
 
 TEST_CASE("the Unix socket file is 0600 and only our uid gets in; another uid is refused") {

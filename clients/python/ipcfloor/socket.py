@@ -45,9 +45,12 @@ ERROR_NAMES = {
     11: "too_many_connections",
     12: "internal",
     13: "no_preloaded_series",
+    14: "idle_timeout",
+    15: "over_memory_cap",
+    16: "too_costly",
 }
 # After these the server closes the connection.
-FATAL_ERRORS = {1, 8, 9, 10, 11}
+FATAL_ERRORS = {1, 8, 9, 10, 11, 14}
 
 _HEADER = struct.Struct("<BII")  # opcode, n_bars, n_combos
 _U32 = struct.Struct("<I")
