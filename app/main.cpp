@@ -12,6 +12,7 @@
 #include "app/doctor_command.hpp"
 #include "app/version_command.hpp"
 #include "app/gen_command.hpp"
+#include "app/live_commands.hpp"
 #include "app/serve_command.hpp"
 #include "app/status_command.hpp"
 #include "engine/stdio_server.hpp"
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
   auto* doctor = add_doctor_subcommand(app, doctor_cli);
   StatusOptions status_options;
   auto* status = add_status_subcommand(app, status_options);
+  FeedOptions feed_options;
+  auto* feed = add_feed_subcommand(app, feed_options);
+  SignalsOptions signals_options;
+  auto* signals = add_signals_subcommand(app, signals_options);
   // Hidden: the engine as a process per call (the ladder's `spawn` rung): 48-byte ECHO frames on
   // stdin, answers on stdout.
   auto* stdio = app.add_subcommand("stdio", "")->group("");
@@ -64,6 +69,8 @@ int main(int argc, char** argv) {
   }
   if (*stdio) return run_stdio_echo();
   if (*serve) return run_serve_command(serve_cli);
+  if (*feed) return run_feed_command(feed_options);
+  if (*signals) return run_signals_command(signals_options);
   if (*status) return run_status(status_options);
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);

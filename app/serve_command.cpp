@@ -93,6 +93,9 @@ class EventLog {
   std::uint64_t suppressed_ = 0;
 };
 
+// Room for appended bars when --live gives no --capacity.
+constexpr std::size_t kDefaultLiveRoom = 1'000'000;
+
 // The socket server's options from the serve options; the cpus keep it off the shm thread's core.
 Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, int shm_cpu) {
   SocketServerOptions socket;
@@ -208,6 +211,18 @@ int run_serve(const ServeOptions& options) {
     config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
     config.segment.socket_dir = options.socket_dir;
+    config.segment.live = options.live;
+    config.segment.capacity_bars = 0;
+    if (options.live) {
+      config.segment.capacity_bars = options.capacity_bars == 0 ? series->close.size() + kDefaultLiveRoom
+                                                                 : options.capacity_bars;
+      if (config.segment.capacity_bars < series->close.size())
+        return report_error(Error{ErrorCode::invalid_argument,
+                                  fmt::format("--capacity {} is below the {} bars preloaded", options.capacity_bars,
+                                              series->close.size())});
+    }
+    config.segment.signal_capacity = options.live ? options.signal_capacity : 0;
+    config.subscriptions_per_lane = options.subscriptions_per_lane;
     config.wait = options.wait;
     config.cpu = cpu;
     config.fifo = options.fifo;
@@ -227,6 +242,11 @@ int run_serve(const ServeOptions& options) {
         segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
     log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->name,
         series->close.size(), header.series_checksum, options.fee);
+    if (options.live)
+      log(LogLevel::info, "serve: live: room for {} bars ({} to append), {} signal slots and up to {} subscriptions "
+          "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
+          header.capacity_bars, header.capacity_bars - header.n_bars, header.signal_capacity,
+          options.subscriptions_per_lane, segment.name(), segment.name());
     if (shm->max_frame_cost() != 0)
       log(LogLevel::info, "serve: one BACKTEST may cost at most {:.3g} (about {} ms at the {:.3g} per us measured "
           "here); costlier ones get too_costly", static_cast<double>(shm->max_frame_cost()),
@@ -272,6 +292,7 @@ int run_serve(const ServeOptions& options) {
     facts["cpu"] = cpu;
     facts["bars"] = series->close.size();
     facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
+    if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
   }
   if (socket_server) facts["sockets"] = socket_server->describe();
   print_ready_line(facts);
@@ -328,6 +349,18 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   serve->add_option("--max-frame-ms", cli.max_frame_ms,
                     "refuse a BACKTEST that would hold the serving thread longer than this (measured at start; 0: "
                     "no bound)")
+      ->capture_default_str();
+  serve->add_flag("--live", o.live,
+                  "live mode: clients append bars (ipcfloor feed) and subscribe combos to per-bar signals "
+                  "(ipcfloor signals)");
+  serve->add_option("--capacity", o.capacity_bars,
+                    "live: room for this many bars in all, the preloaded ones included (default: preloaded + "
+                    "1,000,000)");
+  serve->add_option("--signal-capacity", o.signal_capacity,
+                    "live: signal slots per lane (a power of two); a subscriber this far behind loses frames, "
+                    "counted and flagged")
+      ->capture_default_str();
+  serve->add_option("--subscriptions", o.subscriptions_per_lane, "live: combos one lane may subscribe")
       ->capture_default_str();
   serve->add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)");
   serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)")
@@ -403,6 +436,15 @@ int run_serve_command(ServeCli& cli) {
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
   options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
+  if (!options.live && (options.capacity_bars != 0))
+    return report_error(Error{ErrorCode::invalid_argument, "--capacity needs --live"});
+  if (options.live && (options.signal_capacity < 2 || (options.signal_capacity & (options.signal_capacity - 1)) != 0 ||
+                       options.signal_capacity > kMaxRingCapacity))
+    return report_error(Error{ErrorCode::invalid_argument,
+                              fmt::format("--signal-capacity {} is not a power of two in 2..{}", options.signal_capacity,
+                                          kMaxRingCapacity)});
+  if (options.live && cli.no_shm)
+    return report_error(Error{ErrorCode::invalid_argument, "--live needs the segment: drop --no-shm"});
   options.max_loaded_bytes = cli.max_loaded_mb << 20;
   auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
   if (!level) return report_error(level.error());

@@ -37,6 +37,12 @@ struct ServeOptions {
   std::string socket_dir = std::string(kDefaultSocketDir);
   // One BACKTEST may hold the serving thread about this long (--max-frame-ms; 0: no bound).
   std::chrono::milliseconds max_frame_time{10};
+  // Live mode (--live): room for `capacity_bars` bars in all (--capacity), a signal ring of
+  // `signal_capacity` slots per lane, up to `subscriptions_per_lane` combos per lane.
+  bool live = false;
+  std::size_t capacity_bars = 0;
+  std::uint32_t signal_capacity = kDefaultSignalCapacity;
+  std::uint32_t subscriptions_per_lane = 256;
   bool quiet = false;  // only errors and warnings on stderr
   std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
 

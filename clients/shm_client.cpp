@@ -63,7 +63,66 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
   if (!requests) return std::unexpected(requests.error());
   auto responses = RingConsumer<ResponseSlot>::make(view.response_ring, view.response_slots, attachment->ring_capacity());
   if (!responses) return std::unexpected(responses.error());
-  return ShmClient(std::move(*attachment), mode, options.timeout, *requests, *responses);
+  std::optional<RingConsumer<SignalSlot>> signals;
+  if (view.signal_slots != nullptr) {
+    auto made = RingConsumer<SignalSlot>::make(view.signal_ring, view.signal_slots, view.signal_capacity);
+    if (!made) return std::unexpected(made.error());
+    signals.emplace(*made);
+  }
+  ShmClient client(std::move(*attachment), mode, options.timeout, *requests, *responses);
+  client.signals_ = signals;
+  return client;
+}
+
+CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response) noexcept {
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::append);
+  request.params = LiveAppend{close, tick, {}}.as_params();
+  return call(request, response);
+}
+
+CallStatus ShmClient::subscribe(const Combo& combo, ResponseSlot& response) noexcept {
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::subscribe);
+  request.params = combo;
+  return call(request, response);
+}
+
+CallStatus ShmClient::snapshot(ResponseSlot& response) noexcept {
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::snapshot);
+  return call(request, response);
+}
+
+CallStatus ShmClient::poll_signal(SignalSlot& signal) noexcept {
+  if (!signals_) return CallStatus::empty;
+  switch (signals_->try_pop(signal)) {
+    case PopStatus::ok: return CallStatus::ok;
+    case PopStatus::empty: return CallStatus::empty;
+    case PopStatus::corrupt: return CallStatus::corrupt;
+  }
+  return CallStatus::corrupt;
+}
+
+CallStatus ShmClient::wait_signal(SignalSlot& signal) noexcept {
+  if (!signals_) return CallStatus::timeout;
+  if (mode_ != WaitMode::block) {
+    for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
+      const CallStatus got = poll_signal(signal);
+      if (got != CallStatus::empty) return got;
+      cpu_relax();
+    }
+  }
+  const auto deadline = WaitClock::now() + timeout_;
+  for (;;) {
+    const CallStatus got = poll_signal(signal);
+    if (got != CallStatus::empty) return got;
+    const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+    if (wait_readable(*signals_, mode_, slice_end) == WaitStatus::ready) continue;
+    const CallStatus engine = check_engine();
+    if (engine == CallStatus::engine_gone) return engine;
+    if (WaitClock::now() >= deadline) return engine;
+  }
 }
 
 ShmClient::ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseconds timeout,

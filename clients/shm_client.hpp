@@ -97,6 +97,34 @@ class ShmClient {
   [[nodiscard]] CallStatus echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,
                                      ResponseSlot& response) noexcept;
 
+  // ---- Live mode: an engine started with `serve --live` ----------------------------------
+  // Appends one close to the series (the engine's one writer is the first lane that appends).
+  // `tick` is any clock reading the subscribers share; every signal of this bar carries it. ok
+  // means answered: response.status says ok (response.trades is then the bar count),
+  // capacity_full, bad_price, not_the_writer or not_live. Hot path like call().
+  [[nodiscard]] CallStatus append(double close, std::uint64_t tick, ResponseSlot& response) noexcept;
+  // Subscribes `combo` on this lane: from now on every new bar brings one SignalSlot for it.
+  // On status ok: response.extra[0] is its id, extra[1] the bars so far, pnl/trades/extra[2]
+  // its state after them (extra[2] the position). Other statuses: window_out_of_range,
+  // too_costly, no_room, not_live.
+  [[nodiscard]] CallStatus subscribe(const Combo& combo, ResponseSlot& response) noexcept;
+  // Asks for one SignalSlot per subscription with its state now (flag kSignalSnapshot): what a
+  // subscriber that saw a gap does to re-synchronise. response.trades: the subscriptions.
+  [[nodiscard]] CallStatus snapshot(ResponseSlot& response) noexcept;
+  // The next signal: ok, empty (nothing yet; never waits) or corrupt.
+  [[nodiscard]] CallStatus poll_signal(SignalSlot& signal) noexcept;
+  // The same, waiting up to the client's timeout: ok, timeout, engine_gone, engine_hung, corrupt.
+  [[nodiscard]] CallStatus wait_signal(SignalSlot& signal) noexcept;
+  // Signals this lane has lost to a full signal ring since the engine started (all its clients):
+  // a subscriber that hears nothing for a while compares its growth with the drops its frames
+  // reported (SignalSlot::dropped) and asks for a snapshot when they differ.
+  [[nodiscard]] std::uint64_t signals_dropped() const noexcept {
+    // relaxed: a counter only the engine writes; a stale value only delays the re-synchronisation.
+    return attachment_.lane_status(lane()).signals_dropped.load(std::memory_order_relaxed);
+  }
+  // True when the engine is live (this lane has a signal ring).
+  [[nodiscard]] bool live() const noexcept { return signals_.has_value(); }
+
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }
   [[nodiscard]] std::uint32_t capacity() const noexcept { return requests_.capacity(); }
@@ -132,6 +160,7 @@ class ShmClient {
   std::chrono::nanoseconds slice_;  // one engine heartbeat interval: how often a wait looks up
   RingProducer<RequestSlot> requests_;
   RingConsumer<ResponseSlot> responses_;
+  std::optional<RingConsumer<SignalSlot>> signals_;  // live engines only
   ExchangeClient exchange_;
   DoorbellLine* doorbell_;
   std::uint64_t next_seq_ = 1;       // the next ring request's seq

@@ -90,7 +90,12 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
                                             unlocked_lanes, e.segment_.lane_count()));
 
   const TscClock clock = TscClock::calibrate(20);
-  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost, clock.ns_per_tick());
+  std::optional<LiveBookLimits> live;
+  if (config.segment.live) {
+    live.emplace();
+    live->subscriptions_per_lane = config.subscriptions_per_lane;
+  }
+  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost, clock.ns_per_tick(), live);
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
 

@@ -34,6 +34,8 @@ namespace ipcfloor {
 
 struct ShmEngineConfig {
   SegmentConfig segment;  // name, lanes, rings, backing, series; wait_mode and max_frame_cost are set here
+                          // segment.live: serve APPEND/SUBSCRIBE/SNAPSHOT (engine/live_book.hpp)
+  std::uint32_t subscriptions_per_lane = 256;  // live mode
   WaitMode wait = WaitMode::spin;
   int cpu = 0;            // the serving thread's core
   bool fifo = false;      // SCHED_FIFO for the serving thread

@@ -1,6 +1,8 @@
 #include "engine/shm_server.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -51,12 +53,24 @@ CallSlot to_answer(const ResponseSlot& response) noexcept {
 
 Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, WaitMode mode,
                                                      TelemetryQueue& telemetry, std::uint64_t max_frame_cost,
-                                                     double ns_per_tick) {
-  return std::unique_ptr<ShmServer>(new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick));
+                                                     double ns_per_tick, std::optional<LiveBookLimits> live) {
+  const std::size_t room = segment.series_room().size();
+  std::unique_ptr<ShmServer> server(
+      new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick, live ? room : segment.series().size()));
+  if (live) {
+    live->lanes = segment.lane_count();
+    live->capacity_bars = room;
+    live->fee = segment.header().fee;
+    live->max_catch_up_cost = max_frame_cost;
+    auto book = LiveBook::make(*live);
+    if (!book) return std::unexpected(std::move(book.error()));
+    server->live_ = std::move(*book);
+  }
+  return server;
 }
 
 ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
-                     std::uint64_t max_frame_cost, double ns_per_tick)
+                     std::uint64_t max_frame_cost, double ns_per_tick, std::size_t workspace_bars)
     : segment_(segment),
       header_(segment.header()),
       shared_(lanes),
@@ -64,9 +78,11 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, Teleme
       telemetry_(telemetry),
       close_(segment.series()),
       fee_(segment.header().fee),
+      room_(segment.series_room()),
+      published_(segment.series().size()),
       max_frame_cost_(max_frame_cost),
       ns_per_tick_(ns_per_tick),
-      workspace_(segment.series().size()),
+      workspace_(workspace_bars),
       lane_count_(segment.lane_count()),
       capacity_(segment.ring_capacity()) {}
 
@@ -87,6 +103,13 @@ bool ShmServer::take_up(std::uint32_t index, Lane& lane, const EngineLane& share
   lane.generation = shared.generation;
   lane.requests.emplace(*requests);
   lane.responses.emplace(*responses);
+  lane.signals.reset();
+  if (view.signal_slots != nullptr) {
+    auto signals = RingProducer<SignalSlot>::adopt(view.signal_ring, view.signal_slots, view.signal_capacity);
+    if (!signals) return false;
+    lane.signals.emplace(*signals);
+  }
+  lane.signals_dropped = 0;
   lane.exchange.emplace(view.call);
   quarantined_ &= ~(std::uint64_t{1} << index);
   return true;
@@ -117,6 +140,8 @@ void ShmServer::scan_lanes() noexcept {
         // object once the keeper unmaps it.
         lane = Lane{};
         quarantined_ &= ~bit;
+        if (live_) live_->clear_lane(i);
+        if (writer_lane_ == static_cast<int>(i)) writer_lane_ = -1;
         set_phase(shared, LanePhase::drained);
         break;
       case LanePhase::free:
@@ -187,8 +212,7 @@ std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane) noexcept {
   const std::uint64_t t0 = TscClock::now();
   const CallSlot call = exchange.copy_of();  // private: the client may scribble on the line
   ResponseSlot response;
-  const Status status = dispatch_request(to_request(call), close_, fee_, workspace_, response,
-                                         {lane.view.bulk, lane.view.bulk_bytes}, max_frame_cost_);
+  const Status status = serve_request(index, to_request(call), response);
   exchange.answer(to_answer(response));
   exchange.notify(mode_);
   record_service(index, TscClock::now() - t0);
@@ -216,8 +240,7 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
     // An ECHO is answered in a few ns, under the histogram's first bound: no clock read for it.
     const bool timed = request.opcode != static_cast<std::uint16_t>(Opcode::echo);
     const std::uint64_t t0 = timed ? TscClock::now() : 0;
-    const Status status = dispatch_request(request, close_, fee_, workspace_, *out,
-                                           {lane.view.bulk, lane.view.bulk_bytes}, max_frame_cost_);
+    const Status status = serve_request(index, request, *out);
     lane.responses->commit();
     notify_readable(*lane.responses, mode_);
     lane.requests->release();
@@ -232,6 +255,130 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
     count_request(index, status, request.seq);
   }
   return served;
+}
+
+Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  switch (static_cast<Opcode>(request.opcode)) {
+    case Opcode::append: return append_bar(index, request, response);
+    case Opcode::subscribe: return subscribe(index, request, response);
+    case Opcode::snapshot: return snapshot(index, request, response);
+    default: break;
+  }
+  const Lane& lane = lanes_[index];
+  return dispatch_request(request, close_, fee_, workspace_, response, {lane.view.bulk, lane.view.bulk_bytes},
+                          max_frame_cost_);
+}
+
+namespace {
+// Starts the answer to a live request: echoes its seq and opcode, zeroes the payload.
+Status answer(ResponseSlot& response, const RequestSlot& request, Status status) noexcept {
+  response.seq = request.seq;
+  response.opcode = request.opcode;
+  response.status = static_cast<std::uint16_t>(status);
+  response.pnl = 0.0;
+  response.trades = 0;
+  for (std::int64_t& word : response.extra) word = 0;
+  return status;
+}
+}  // namespace
+
+Status ShmServer::append_bar(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  if (!live_) return answer(response, request, Status::not_live);
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
+    return answer(response, request, Status::reserved_bits_set);
+  // One writer: the first lane that appends keeps the series until its client leaves.
+  if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return answer(response, request, Status::not_the_writer);
+  if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return answer(response, request, Status::bad_price);
+  if (published_ >= room_.size()) return answer(response, request, Status::capacity_full);
+  writer_lane_ = static_cast<int>(index);
+  room_[published_] = bar.close;
+  ++published_;
+  // release: the bar is written before the count that covers it; pairs with the acquire load in
+  // Attachment::published_series.
+  header_.bars_published.store(published_, std::memory_order_release);
+  close_ = std::span<const double>(room_.data(), published_);
+  const std::uint64_t tick = bar.tick;
+  live_->on_bar(
+      close_,
+      [this, tick](std::uint32_t lane, std::uint32_t id, const LiveBar& state) noexcept {
+        push_signal(lane, id, state, tick, 0);
+      },
+      [this](std::uint32_t lane) noexcept {
+        if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
+      });
+  // relaxed: counters only this thread writes; readers tolerate staleness.
+  header_.signals_sent.store(signals_sent_, std::memory_order_relaxed);
+  header_.signals_dropped.store(signals_dropped_, std::memory_order_relaxed);
+  answer(response, request, Status::ok);
+  response.pnl = bar.close;
+  response.trades = static_cast<std::int64_t>(published_);
+  return Status::ok;
+}
+
+Status ShmServer::subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  if (!live_) return answer(response, request, Status::not_live);
+  if (request.flags != 0) return answer(response, request, Status::reserved_bits_set);
+  if (!lanes_[index].signals) return answer(response, request, Status::not_live);
+  std::uint32_t id = 0;
+  LiveBar state{};
+  const Status status = live_->subscribe(index, request.params, close_, id, state);
+  answer(response, request, status);
+  if (status != Status::ok) return status;
+  response.pnl = state.pnl;
+  response.trades = state.trades;
+  response.extra[0] = id;
+  response.extra[1] = static_cast<std::int64_t>(published_);
+  response.extra[2] = state.position;
+  return Status::ok;
+}
+
+Status ShmServer::snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  if (!live_) return answer(response, request, Status::not_live);
+  if (request.flags != 0) return answer(response, request, Status::reserved_bits_set);
+  Lane& lane = lanes_[index];
+  if (!lane.signals) return answer(response, request, Status::not_live);
+  live_->for_each(index, [this, index](std::uint32_t id, const LiveBar& state) noexcept {
+    push_signal(index, id, state, 0, kSignalSnapshot);
+  });
+  notify_readable(*lane.signals, mode_);
+  answer(response, request, Status::ok);
+  response.trades = live_->count(index);
+  response.extra[1] = static_cast<std::int64_t>(published_);
+  return Status::ok;
+}
+
+void ShmServer::push_signal(std::uint32_t index, std::uint32_t subscription, const LiveBar& state,
+                            std::uint64_t tick, std::uint16_t flags) noexcept {
+  Lane& lane = lanes_[index];
+  if (!lane.signals || (quarantined_ & (std::uint64_t{1} << index)) != 0) return;
+  SignalSlot* slot = lane.signals->try_claim();
+  if (slot == nullptr) {
+    // A slow subscriber loses frames, never stalls the engine: counted, and flagged on the next
+    // frame it gets. An impossible `consumed` is the client's own doing: quarantine.
+    if (lane.signals->corrupt()) {
+      quarantine_lane(index, lane);
+      return;
+    }
+    ++lane.signals_dropped;
+    ++signals_dropped_;
+    relaxed_increment(segment_.lane_status(index).signals_dropped);
+    return;
+  }
+  slot->bar = published_ - 1;
+  slot->subscription = subscription;
+  slot->hma = state.signal.hma;
+  slot->hma3 = state.signal.hma3;
+  slot->pnl = state.pnl;
+  slot->trades = state.trades;
+  slot->tick = tick;
+  slot->dropped = static_cast<std::uint32_t>(std::min<std::uint64_t>(lane.signals_dropped, 0xFFFFFFFFU));
+  slot->cross = static_cast<std::int8_t>(state.signal.cross);
+  slot->position = static_cast<std::int8_t>(state.position);
+  slot->flags = static_cast<std::uint16_t>(flags | (lane.signals_dropped != 0 ? kSignalGap : 0));
+  lane.signals->commit();
+  lane.signals_dropped = 0;
+  ++signals_sent_;
 }
 
 std::size_t ShmServer::poll_once() noexcept {

@@ -17,6 +17,7 @@
 #include <span>
 
 #include "engine/engine_lanes.hpp"
+#include "engine/live_book.hpp"
 #include "engine/telemetry.hpp"
 #include "kernel/kernel.hpp"
 #include "shm/doorbell.hpp"
@@ -31,9 +32,12 @@ class ShmServer {
   // Setup path: sizes the kernel workspace (allocates). `segment`, `lanes` and `telemetry` must
   // outlive the server. `max_frame_cost` bounds one BACKTEST's work (0: unbounded).
   // `ns_per_tick` converts the TSC into ns for the service-time histogram.
+  // `live` (serve --live): APPEND, SUBSCRIBE and SNAPSHOT are served with a LiveBook of these
+  // limits; without it they are answered not_live.
   [[nodiscard]] static Expected<std::unique_ptr<ShmServer>> make(Segment& segment, EngineLanes& lanes, WaitMode mode,
                                                                  TelemetryQueue& telemetry,
-                                                                 std::uint64_t max_frame_cost, double ns_per_tick);
+                                                                 std::uint64_t max_frame_cost, double ns_per_tick,
+                                                                 std::optional<LiveBookLimits> live = std::nullopt);
 
   // Serves until `stop` turns true (checked between frames and passes, or at least every
   // kIdleSleepBound while idle in backoff/block mode). Serving thread only.
@@ -52,17 +56,27 @@ class ShmServer {
     LaneView view{};
     std::optional<RingConsumer<RequestSlot>> requests;
     std::optional<RingProducer<ResponseSlot>> responses;
+    std::optional<RingProducer<SignalSlot>> signals;  // live mode only
     std::optional<ExchangeServer> exchange;
+    std::uint64_t signals_dropped = 0;  // since the last signal delivered on this lane
   };
 
   ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
-            std::uint64_t max_frame_cost, double ns_per_tick);
+            std::uint64_t max_frame_cost, double ns_per_tick, std::size_t workspace_bars);
   // Reads the keeper's phases: takes up newly active lanes, lets go of draining ones.
   void scan_lanes() noexcept;
   // Builds the handles for the object the keeper installed. Returns false if it cannot.
   bool take_up(std::uint32_t index, Lane& lane, const EngineLane& shared) noexcept;
   std::size_t serve_call(std::uint32_t index, Lane& lane) noexcept;
   std::size_t serve_ring(std::uint32_t index, Lane& lane) noexcept;
+  // Answers one request: the live opcodes here, everything else through dispatch_request.
+  Status serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
+  Status append_bar(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
+  Status subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
+  Status snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
+  // Puts one signal on a lane's signal ring, or counts it dropped when the ring is full.
+  void push_signal(std::uint32_t index, std::uint32_t subscription, const LiveBar& state, std::uint64_t tick,
+                   std::uint16_t flags) noexcept;
   // Stops serving a lane whose client wrote something impossible, and tells that client.
   void quarantine_lane(std::uint32_t index, Lane& lane) noexcept;
   void count_request(std::uint32_t index, Status status, std::uint64_t seq) noexcept;
@@ -75,8 +89,14 @@ class ShmServer {
   EngineLanes& shared_;
   WaitMode mode_;
   TelemetryQueue& telemetry_;
-  std::span<const double> close_;
+  std::span<const double> close_;  // the bars published so far (all of them unless live)
   double fee_;
+  std::unique_ptr<LiveBook> live_;  // null unless live
+  std::span<double> room_;          // the series' whole room (live: where bars are appended)
+  std::uint64_t published_ = 0;     // mirrors header_.bars_published; only this thread writes it
+  int writer_lane_ = -1;            // the lane whose client appends; -1 until one does
+  std::uint64_t signals_sent_ = 0;     // mirrors header_.signals_sent
+  std::uint64_t signals_dropped_ = 0;  // mirrors header_.signals_dropped
   std::uint64_t max_frame_cost_;
   double ns_per_tick_;
   KernelWorkspace workspace_;

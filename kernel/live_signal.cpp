@@ -17,7 +17,7 @@ double wma_ending(std::span<const double> x, std::size_t n) noexcept {
 }
 
 // The same over a ring buffer holding the newest `filled` values, the newest at `newest`.
-double wma_ring(const std::vector<double>& ring, std::size_t newest, std::size_t filled) noexcept {
+double wma_ring(std::span<const double> ring, std::size_t newest, std::size_t filled) noexcept {
   const std::size_t n = ring.size();
   if (filled < n) return kNaN;
   // Oldest first: from just after `newest` to the end, then from the start up to `newest`.
@@ -30,10 +30,16 @@ double wma_ring(const std::vector<double>& ring, std::size_t newest, std::size_t
 
 }  // namespace
 
-LiveSignal::LiveSignal(const Combo& combo)
+LiveSignal::LiveSignal(const Combo& combo) : combo_(combo), prev_hma_(kNaN), prev_hma3_(kNaN) {
+  owned_.resize(storage_doubles(combo));
+  diff_ = std::span<double>(owned_).first(static_cast<std::size_t>(combo.s));
+  diff3_ = std::span<double>(owned_).subspan(static_cast<std::size_t>(combo.s));
+}
+
+LiveSignal::LiveSignal(const Combo& combo, std::span<double> storage) noexcept
     : combo_(combo),
-      diff_(static_cast<std::size_t>(combo.s)),
-      diff3_(static_cast<std::size_t>(combo.p)),
+      diff_(storage.first(static_cast<std::size_t>(combo.s))),
+      diff3_(storage.subspan(static_cast<std::size_t>(combo.s), static_cast<std::size_t>(combo.p))),
       prev_hma_(kNaN),
       prev_hma3_(kNaN) {}
 
@@ -55,6 +61,36 @@ BarSignal LiveSignal::on_bar(std::span<const double> history) noexcept {
   prev_hma_ = hma;
   prev_hma3_ = hma3;
   return BarSignal{hma, hma3, cross};
+}
+
+LiveBacktest::LiveBacktest(const Combo& combo, double fee, std::span<double> storage) noexcept
+    : signal_(combo, storage), fee_(fee) {}
+
+LiveBar LiveBacktest::on_bar(std::span<const double> history) noexcept {
+  const BarSignal signal = signal_.on_bar(history);
+  const double price = history.back();
+  // Stop-and-reverse on crossings, exactly as run_backtest (kernel/kernel.cpp) does it.
+  if (signal.cross == 1) {
+    if (last_.position == -1) {
+      last_.pnl += (entry_ / price - 1.0) * 100.0 - fee_;
+      ++last_.trades;
+    }
+    if (last_.position != 1) {
+      last_.position = 1;
+      entry_ = price;
+    }
+  } else if (signal.cross == -1) {
+    if (last_.position == 1) {
+      last_.pnl += (price / entry_ - 1.0) * 100.0 - fee_;
+      ++last_.trades;
+    }
+    if (last_.position != -1) {
+      last_.position = -1;
+      entry_ = price;
+    }
+  }
+  last_.signal = signal;
+  return last_;
 }
 
 }  // namespace ipcfloor

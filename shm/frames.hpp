@@ -21,6 +21,10 @@ enum class Opcode : std::uint16_t {
   backtest = 1,   // run one combo, answer pnl and trades
   echo = 2,       // answer the 48 payload bytes verbatim: the transport floor
   echo_bulk = 3,  // copy bytes within the lane's bulk region (BulkEcho): the echo curve
+  // Live mode (serve --live). The payload is a LiveAppend, a Combo or nothing, as named.
+  append = 4,     // LiveAppend: add one close to the series; the answer's trades = bars now
+  subscribe = 5,  // Combo: evaluate it on every new bar and stream SignalSlots to this lane
+  snapshot = 6,   // nothing: one SignalSlot per subscription of this lane, now (re-synchronises)
 };
 
 // How the engine answered a request. Values are wire values: never renumber, only append.
@@ -34,6 +38,11 @@ enum class Status : std::uint16_t {
   engine_error = 5,       // the engine failed while serving a valid request
   bulk_out_of_range = 6,  // an ECHO_BULK range leaves the lane's bulk region or overlaps itself
   too_costly = 7,         // a BACKTEST whose work exceeds the engine's bound per frame
+  not_live = 8,           // a live opcode sent to an engine started without --live
+  capacity_full = 9,      // an APPEND to a series already at its --capacity: nothing is overwritten
+  bad_price = 10,         // an APPEND whose close is not a finite number > 0
+  not_the_writer = 11,    // an APPEND from a lane other than the series' one writer
+  no_room = 12,           // a SUBSCRIBE past the lane's subscriptions or their memory
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -46,6 +55,11 @@ enum class Status : std::uint16_t {
     case Status::engine_error: return "engine_error";
     case Status::bulk_out_of_range: return "bulk_out_of_range";
     case Status::too_costly: return "too_costly";
+    case Status::not_live: return "not_live";
+    case Status::capacity_full: return "capacity_full";
+    case Status::bad_price: return "bad_price";
+    case Status::not_the_writer: return "not_the_writer";
+    case Status::no_room: return "no_room";
   }
   return "unknown";
 }
@@ -56,6 +70,9 @@ enum class Status : std::uint16_t {
     case Opcode::backtest: return "backtest";
     case Opcode::echo: return "echo";
     case Opcode::echo_bulk: return "echo_bulk";
+    case Opcode::append: return "append";
+    case Opcode::subscribe: return "subscribe";
+    case Opcode::snapshot: return "snapshot";
   }
   return "unknown";
 }
@@ -131,6 +148,49 @@ struct alignas(64) ResponseSlot {
   }
 };
 
+// The 48-byte payload of an APPEND: the close, and the writer's own clock reading at the tick,
+// which every signal of this bar carries back so a subscriber can measure tick to signal.
+struct LiveAppend {
+  double close;
+  std::uint64_t tick;       // any clock the writer and its subscribers share (TSC, CLOCK_MONOTONIC)
+  std::uint64_t unused[4];  // must be 0
+  [[nodiscard]] Combo as_params() const noexcept {
+    Combo combo;
+    std::memcpy(&combo, this, sizeof combo);
+    return combo;
+  }
+  [[nodiscard]] static LiveAppend from_params(const Combo& params) noexcept {
+    LiveAppend append;
+    std::memcpy(&append, &params, sizeof append);
+    return append;
+  }
+};
+static_assert(sizeof(LiveAppend) == sizeof(Combo), "LiveAppend fills exactly the 48-byte request payload");
+static_assert(std::is_trivially_copyable_v<LiveAppend>, "LiveAppend travels by memcpy as the payload");
+
+// Flags of a SignalSlot.
+inline constexpr std::uint16_t kSignalGap = 1;       // frames of this lane were dropped before this one
+inline constexpr std::uint16_t kSignalSnapshot = 2;  // the answer to a SNAPSHOT, not a new bar
+
+// Engine -> subscriber, one per subscribed combo per new bar, through the lane's signal ring.
+// The state after bar `bar` (0-based over the whole series): the two averages, the crossing at
+// this bar, the position it leaves (stop-and-reverse), and the running pnl and trades, exactly
+// as the batch kernel would have them after this bar.
+struct alignas(64) SignalSlot {
+  std::uint64_t bar;
+  std::uint32_t stamp;         // ring-owned, as in RequestSlot
+  std::uint32_t subscription;  // the id SUBSCRIBE answered, per lane
+  double hma;                  // NaN until its windows have filled
+  double hma3;
+  double pnl;
+  std::int64_t trades;
+  std::uint64_t tick;     // the APPEND's tick, copied
+  std::uint32_t dropped;  // frames of this lane dropped since the last one delivered (saturates)
+  std::int8_t cross;      // +1 HMA3 crossed above HMA at this bar, -1 below, 0 neither
+  std::int8_t position;   // +1 long, -1 short, 0 flat
+  std::uint16_t flags;    // kSignalGap | kSignalSnapshot
+};
+
 // The wire layout. A change here is a protocol change: bump the segment layout version.
 static_assert(std::is_trivially_copyable_v<RequestSlot>, "RequestSlot is copied as raw bytes");
 static_assert(std::is_standard_layout_v<RequestSlot>, "RequestSlot offsets must be well defined");
@@ -156,5 +216,12 @@ static_assert(offsetof(ResponseSlot, extra) == 32, "ResponseSlot.extra offset");
 static_assert(sizeof(ResponseSlot) - offsetof(ResponseSlot, pnl) == sizeof(Combo),
               "ResponseSlot payload (pnl..end) holds exactly one echoed Combo");
 static_assert(sizeof(double) == 8 && sizeof(std::int64_t) == 8, "payload fields are 8 bytes");
+static_assert(std::is_trivially_copyable_v<SignalSlot>, "SignalSlot is copied as raw bytes");
+static_assert(std::is_standard_layout_v<SignalSlot>, "SignalSlot offsets must be well defined");
+static_assert(sizeof(SignalSlot) == 64, "SignalSlot is exactly one cache line");
+static_assert(offsetof(SignalSlot, stamp) == 8, "SignalSlot.stamp offset");
+static_assert(offsetof(SignalSlot, hma) == 16, "SignalSlot.hma offset");
+static_assert(offsetof(SignalSlot, tick) == 48, "SignalSlot.tick offset");
+static_assert(offsetof(SignalSlot, flags) == 62, "SignalSlot.flags offset");
 
 }  // namespace ipcfloor

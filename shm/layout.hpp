@@ -19,8 +19,9 @@
 //                        |   verified owner pid and uid, claims, requests, bad frames,  |
 //                        |   ring fill, a histogram of service time                     |
 //   series_offset        +--------------------------------------------------------------+
-//    (a page: 4 KiB or   | close[n_bars] f64                                            |
-//     2 MiB)             +--------------------------------------------------------------+
+//    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)   |
+//     2 MiB)             |   the appended ones; bars_published says how many are valid   |
+//                        +--------------------------------------------------------------+
 //   data_bytes (a multiple of the page size)
 //
 //   LANE OBJECT (its client and the engine map it read-write; sealed against resize; a fresh
@@ -30,7 +31,9 @@
 //   +256     CallArea (128 B): the single-flight exchange (shm/exchange.hpp)
 //   +512     RingControl of the request ring  (client -> engine, 3 x 128 B)
 //   +896     RingControl of the response ring (engine -> client, 3 x 128 B)
-//   +1280    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B
+//   +1280    RingControl of the signal ring   (engine -> subscriber, 3 x 128 B; live only)
+//   +1664    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B,
+//            then SignalSlot[signal_capacity] x 64 B (0 unless live)
 //   bulk_offset (4 KiB)  the lane's bulk region for ECHO_BULK (bulk_bytes, 4 KiB multiple)
 //   lane_bytes (a multiple of 4 KiB)
 //
@@ -54,7 +57,8 @@ inline constexpr std::uint64_t kDataMagic = 0x524F4F4C46435049ULL;  // "IPCFLOOR
 inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE" little-endian
 // 3: a read-only data object and one sealed object per lane, handed over on a Unix socket; the
 //    single-flight exchange in each lane; per-lane status in the data object.
-inline constexpr std::uint32_t kLayoutVersion = 3;
+// 4: live mode: room for capacity_bars with a published count, and a signal ring in each lane.
+inline constexpr std::uint32_t kLayoutVersion = 4;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kLaneStatusBytes = 1024;
@@ -66,6 +70,9 @@ inline constexpr std::uint32_t kMaxLanes = 64;
 // deeper pipeline is `serve --ring-capacity`.
 inline constexpr std::uint32_t kDefaultRingCapacity = 8;
 inline constexpr std::uint32_t kMaxRingCapacity = 1U << 24;
+// Signal slots per lane in live mode: room for a burst of bars x subscriptions while the
+// subscriber is descheduled; past it frames are dropped and counted, never waited for.
+inline constexpr std::uint32_t kDefaultSignalCapacity = 1024;
 inline constexpr std::size_t kSeriesNameBytes = 96;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
@@ -106,8 +113,11 @@ struct alignas(kRingLineBytes) DataHeader {
   std::uint64_t lane_bulk_bytes;   // its size (0: no bulk regions)
   std::uint64_t series_offset;
   std::uint64_t series_bytes;
-  std::uint64_t n_bars;
-  std::uint64_t series_checksum;  // FNV-1a 64 over the series bytes
+  std::uint64_t n_bars;           // preloaded bars (the checksum covers these)
+  std::uint64_t capacity_bars;    // room for this many (== n_bars unless live)
+  std::uint32_t live;             // 1: serve --live (APPEND and SUBSCRIBE are served)
+  std::uint32_t signal_capacity;  // SignalSlots per lane (0 unless live)
+  std::uint64_t series_checksum;  // FNV-1a 64 over the n_bars preloaded closes
   std::uint64_t max_frame_cost;   // a BACKTEST costing more is refused (see frame_cost)
   double fee;
   double series_first;
@@ -122,6 +132,10 @@ struct alignas(kRingLineBytes) DataHeader {
   std::atomic<std::uint64_t> lanes_reclaimed;  // a client died holding a lane
   std::atomic<std::uint64_t> lanes_released;   // a client handed its lane back
   std::atomic<std::uint64_t> lanes_corrupt;    // a client wrote impossible positions or stamps
+  // --- live line: the serving thread appends a bar, then publishes the count ---
+  alignas(kRingLineBytes) std::atomic<std::uint64_t> bars_published;
+  std::atomic<std::uint64_t> signals_sent;     // SignalSlots delivered, all lanes
+  std::atomic<std::uint64_t> signals_dropped;  // SignalSlots dropped on full signal rings
 };
 
 // One lane as the engine reports it. Only the engine writes it; `status` reads it.
@@ -136,6 +150,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   alignas(kCacheLine) std::atomic<std::uint64_t> requests;
   std::atomic<std::uint64_t> bad_frames;
   std::atomic<std::uint64_t> ring_fill;  // request frames waiting, sampled now and then
+  // Live mode: signals this lane's subscriber lost because its signal ring was full. A
+  // subscriber that stops hearing compares it with the drops its frames told it of.
+  std::atomic<std::uint64_t> signals_dropped;
   // Service time per request (shm/service_histogram.hpp), counts per bucket since start.
   alignas(kRingLineBytes) std::atomic<std::uint64_t> service_ns[kServiceBuckets];
 };
@@ -148,7 +165,7 @@ struct alignas(kRingLineBytes) LaneHeader {
   std::uint32_t lane;
   std::uint64_t generation;
   std::uint32_t ring_capacity;
-  std::uint32_t reserved;
+  std::uint32_t signal_capacity;
   std::uint64_t lane_bytes;
   std::uint64_t bulk_offset;
   std::uint64_t bulk_bytes;
@@ -167,7 +184,8 @@ inline constexpr std::size_t kLaneDoorbellOffset = 128;
 inline constexpr std::size_t kLaneCallOffset = 256;
 inline constexpr std::size_t kLaneRequestRingOffset = 512;
 inline constexpr std::size_t kLaneResponseRingOffset = 896;
-inline constexpr std::size_t kLaneSlotsOffset = 1280;
+inline constexpr std::size_t kLaneSignalRingOffset = 1280;
+inline constexpr std::size_t kLaneSlotsOffset = 1664;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared 64-bit atomics must be lock-free");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared 32-bit atomics must be lock-free");
@@ -201,8 +219,14 @@ static_assert(kLaneRequestRingOffset % alignof(RingControl) == 0 && kLaneRespons
               "ring control blocks are 128-byte aligned in a lane");
 static_assert(kLaneResponseRingOffset - kLaneRequestRingOffset >= sizeof(RingControl),
               "the request ring's control block ends before the response ring's");
-static_assert(kLaneSlotsOffset - kLaneResponseRingOffset >= sizeof(RingControl),
-              "the response ring's control block ends before the slots");
+static_assert(kLaneSignalRingOffset - kLaneResponseRingOffset >= sizeof(RingControl),
+              "the response ring's control block ends before the signal ring's");
+static_assert(kLaneSignalRingOffset % alignof(RingControl) == 0, "the signal ring's control block is 128-byte aligned");
+static_assert(kLaneSlotsOffset - kLaneSignalRingOffset >= sizeof(RingControl),
+              "the signal ring's control block ends before the slots");
+static_assert(offsetof(DataHeader, bars_published) - offsetof(DataHeader, requests) >= kRingLineBytes &&
+                  offsetof(DataHeader, bars_published) % kRingLineBytes == 0,
+              "the published bar count has a 128-byte line of its own, apart from the counters");
 static_assert(kLaneSlotsOffset % alignof(RequestSlot) == 0, "slots start on a cache line");
 
 constexpr std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
@@ -216,6 +240,7 @@ struct SegmentGeometry {
   std::size_t series_offset;
   std::size_t series_bytes;
   std::size_t data_bytes;
+  std::size_t lane_signal_slots_offset;
   std::size_t lane_bulk_offset;
   std::size_t lane_bulk_bytes;
   std::size_t lane_bytes;
@@ -223,20 +248,23 @@ struct SegmentGeometry {
 
 // `bulk_bytes` is per lane and rounded up to 4 KiB; callers bound it by kMaxBulkBytes.
 // `data_page_bytes` is the data object's page size (4 KiB or 2 MiB).
+// `capacity_bars` is the room for the series (its preloaded bars, plus the appended ones when
+// live); `signal_capacity` the SignalSlots per lane (0 unless live).
 [[nodiscard]] constexpr SegmentGeometry compute_geometry(std::uint32_t lanes, std::uint32_t ring_capacity,
-                                                         std::size_t n_bars, std::size_t data_page_bytes,
-                                                         std::size_t bulk_bytes = kDefaultBulkBytes) noexcept {
+                                                         std::size_t capacity_bars, std::size_t data_page_bytes,
+                                                         std::size_t bulk_bytes = kDefaultBulkBytes,
+                                                         std::uint32_t signal_capacity = 0) noexcept {
   SegmentGeometry g{};
   g.lane_status_offset = kHeaderBytes;
   // The series starts on its own page (a huge page when the object has them) so it is scanned
   // linearly and never shares a line with anything the engine writes.
   g.series_offset = round_up(g.lane_status_offset + std::size_t{lanes} * kLaneStatusBytes, data_page_bytes);
-  g.series_bytes = n_bars * sizeof(double);
+  g.series_bytes = capacity_bars * sizeof(double);
   g.data_bytes = round_up(g.series_offset + g.series_bytes, data_page_bytes);
   // The bulk region sits apart from the rings: a multi-megabyte copy streams through its own
   // pages and never evicts or shares a line with the slots the serving thread polls.
-  g.lane_bulk_offset =
-      round_up(kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot)), 4096);
+  g.lane_signal_slots_offset = kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot));
+  g.lane_bulk_offset = round_up(g.lane_signal_slots_offset + std::size_t{signal_capacity} * sizeof(SignalSlot), 4096);
   g.lane_bulk_bytes = round_up(bulk_bytes, 4096);
   g.lane_bytes = g.lane_bulk_offset + g.lane_bulk_bytes;
   return g;
@@ -250,24 +278,30 @@ struct LaneView {
   CallArea* call;
   RingControl* request_ring;
   RingControl* response_ring;
+  RingControl* signal_ring;
   RequestSlot* request_slots;
   ResponseSlot* response_slots;
+  SignalSlot* signal_slots;  // null when the lane has no signal ring (not live)
+  std::uint32_t signal_capacity;
   std::byte* bulk;
   std::size_t bulk_bytes;
 };
 
-[[nodiscard]] inline LaneView lane_view(std::byte* base, std::uint32_t ring_capacity, std::size_t bulk_offset,
-                                        std::size_t bulk_bytes) noexcept {
+[[nodiscard]] inline LaneView lane_view(std::byte* base, std::uint32_t ring_capacity, const SegmentGeometry& g,
+                                        std::uint32_t signal_capacity) noexcept {
   return LaneView{
       reinterpret_cast<LaneHeader*>(base + kLaneHeaderOffset),
       reinterpret_cast<DoorbellLine*>(base + kLaneDoorbellOffset),
       reinterpret_cast<CallArea*>(base + kLaneCallOffset),
       reinterpret_cast<RingControl*>(base + kLaneRequestRingOffset),
       reinterpret_cast<RingControl*>(base + kLaneResponseRingOffset),
+      reinterpret_cast<RingControl*>(base + kLaneSignalRingOffset),
       reinterpret_cast<RequestSlot*>(base + kLaneSlotsOffset),
       reinterpret_cast<ResponseSlot*>(base + kLaneSlotsOffset + std::size_t{ring_capacity} * sizeof(RequestSlot)),
-      base + bulk_offset,
-      bulk_bytes,
+      signal_capacity == 0 ? nullptr : reinterpret_cast<SignalSlot*>(base + g.lane_signal_slots_offset),
+      signal_capacity,
+      base + g.lane_bulk_offset,
+      g.lane_bulk_bytes,
   };
 }
 

@@ -144,6 +144,11 @@ Expected<void> clear_stale_socket(const std::string& path, std::string_view name
   return {};
 }
 
+// Room for the series: its preloaded bars, or the live capacity when that is larger.
+std::size_t capacity_of(const SegmentConfig& config) noexcept {
+  return std::max(config.series.size(), config.capacity_bars);
+}
+
 // Step 3, the memory budget: under --mlock require, RLIMIT_MEMLOCK must cover the data object
 // and the most lane objects alive at once. Checked before anything is made: lane objects are
 // made per client, and a limit too short for them must fail the start, not a later client.
@@ -151,8 +156,8 @@ Expected<void> check_mlock_budget(const SegmentConfig& config) {
   if (config.mlock != MlockMode::required) return {};
   // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
   // check can only be stricter than the pages granted.
-  const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, config.series.size(),
-                                                 kSmallPageBytes, config.bulk_bytes);
+  const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config),
+                                                 kSmallPageBytes, config.bulk_bytes, config.signal_capacity);
   // One lane object more than lanes: a reclaimed lane's fresh object is made while the old one
   // is still mapped.
   const std::uint64_t bytes = (config.hugepages == HugePagesMode::required ? 0 : small.data_bytes) +
@@ -167,21 +172,23 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   // The geometry depends on the page size, which depends on whether huge pages are granted:
   // ask for the huge-page size first; a 4 KiB object then only needs the smaller rounding.
   const SegmentGeometry huge =
-      compute_geometry(config.lanes, config.ring_capacity, config.series.size(), kHugePageBytes, config.bulk_bytes);
+      compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kHugePageBytes, config.bulk_bytes,
+                       config.signal_capacity);
   ObjectSpec spec;
   spec.label = fmt::format("ipcfloor:{}:data", config.name);
   spec.bytes = huge.data_bytes;
   spec.hugepages = config.hugepages;
   spec.mlock = config.mlock;
   if (config.hugepages == HugePagesMode::off) {
-    spec.bytes = compute_geometry(config.lanes, config.ring_capacity, config.series.size(), kSmallPageBytes,
-                                  config.bulk_bytes)
+    spec.bytes = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kSmallPageBytes,
+                                  config.bulk_bytes, config.signal_capacity)
                      .data_bytes;
   }
   auto object = SharedObject::create(spec);
   if (!object) return object;
-  geometry = compute_geometry(config.lanes, config.ring_capacity, config.series.size(),
-                              object->huge_pages() ? kHugePageBytes : kSmallPageBytes, config.bulk_bytes);
+  geometry = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config),
+                              object->huge_pages() ? kHugePageBytes : kSmallPageBytes, config.bulk_bytes,
+                              config.signal_capacity);
   // A fallback to small pages after asking for the huge-page size leaves the object larger
   // than its geometry; that is harmless (the tail is unused) but the header records the truth.
   return object;
@@ -212,6 +219,11 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->series_offset = g.series_offset;
   header->series_bytes = g.series_bytes;
   header->n_bars = config.series.size();
+  header->capacity_bars = capacity_of(config);
+  header->live = config.live ? 1U : 0U;
+  header->signal_capacity = config.signal_capacity;
+  // relaxed: published to attachers by the release store of `state` in publish_data.
+  header->bars_published.store(config.series.size(), std::memory_order_relaxed);
   header->max_frame_cost = config.max_frame_cost;
   header->fee = config.fee;
   header->series_first = config.series.front();
@@ -223,8 +235,9 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
     ::new (base + g.lane_status_offset + std::size_t{i} * kLaneStatusBytes) LaneStatus{};  // free, no owner
   }
   std::byte* const series = base + g.series_offset;
-  std::memcpy(series, config.series.data(), g.series_bytes);
-  header->series_checksum = fnv1a64(std::span<const std::byte>(series, g.series_bytes));
+  const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
+  std::memcpy(series, config.series.data(), preloaded_bytes);
+  header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
 }
 
 // Step 6, publish: magic and `ready` with release stores, then the seals. From here on nobody
@@ -373,17 +386,19 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
   const std::size_t page = backing == Backing::memfd_huge_2m ? kHugePageBytes : kSmallPageBytes;
   if (header.lane_count < 1 || header.lane_count > kMaxLanes || !valid_ring_capacity(header.ring_capacity) ||
       header.ring_capacity > kMaxRingCapacity || header.lane_bulk_bytes > kMaxBulkBytes ||
-      header.n_bars > data.size() / sizeof(double) ||
+      header.n_bars > data.size() / sizeof(double) || header.capacity_bars < header.n_bars ||
+      header.capacity_bars > data.size() / sizeof(double) || header.signal_capacity > kMaxRingCapacity ||
+      (header.signal_capacity != 0 && !valid_ring_capacity(header.signal_capacity)) ||
       (backing != Backing::memfd_4k && backing != Backing::memfd_huge_2m))
     return fail(ErrorCode::protocol, "engine {} sent a data header with impossible geometry", name);
-  const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.n_bars, page,
-                                             header.lane_bulk_bytes);
+  const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.capacity_bars, page,
+                                             header.lane_bulk_bytes, header.signal_capacity);
   if (g.lane_status_offset != header.lane_status_offset || g.series_offset != header.series_offset ||
       g.series_bytes != header.series_bytes || g.lane_bytes != header.lane_bytes ||
       g.lane_bulk_offset != header.lane_bulk_offset || g.data_bytes > data.size() || header.data_bytes != data.size())
     return fail(ErrorCode::protocol, "engine {} sent a data header whose offsets disagree with its geometry", name);
   const std::uint64_t checksum =
-      fnv1a64(std::span<const std::byte>(data.data() + g.series_offset, g.series_bytes));
+      fnv1a64(std::span<const std::byte>(data.data() + g.series_offset, header.n_bars * sizeof(double)));
   if (checksum != header.series_checksum)
     return fail(ErrorCode::protocol, "engine {}'s series hashes to {:#018x} but its header records {:#018x}", name,
                 checksum, header.series_checksum);
@@ -433,6 +448,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   segment.lane_count_ = config.lanes;
   segment.ring_capacity_ = config.ring_capacity;
   segment.n_bars_ = config.series.size();
+  segment.capacity_bars_ = capacity_of(config);
+  segment.signal_capacity_ = config.signal_capacity;
   segment.mlock_ = config.mlock;
 
   write_data(segment.data_.data(), segment.data_.size(), segment.geometry_, config, segment.backing_,
@@ -456,13 +473,15 @@ Expected<LaneObject> Segment::make_lane_object(std::uint32_t lane, std::uint64_t
   auto object = SharedObject::create(spec);
   if (!object) return std::unexpected(std::move(object.error()));
   std::byte* const base = object->data();
-  const LaneView view = lane_view(base, ring_capacity_, geometry_.lane_bulk_offset, geometry_.lane_bulk_bytes);
-  ::new (view.header) LaneHeader{kLaneMagic,           kLayoutVersion,         lane, generation, ring_capacity_, 0,
-                                 geometry_.lane_bytes, geometry_.lane_bulk_offset, geometry_.lane_bulk_bytes};
+  const LaneView view = lane_view(base, ring_capacity_, geometry_, signal_capacity_);
+  ::new (view.header) LaneHeader{kLaneMagic,           kLayoutVersion,         lane, generation, ring_capacity_,
+                                 signal_capacity_,     geometry_.lane_bytes, geometry_.lane_bulk_offset,
+                                 geometry_.lane_bulk_bytes};
   ::new (view.doorbell) DoorbellLine{};
   init_call_area(*::new (view.call) CallArea{});
   construct_ring(view.request_ring);
   construct_ring(view.response_ring);
+  construct_ring(view.signal_ring);
   // The slots and the bulk region are fresh memfd pages: already zero, so no stamp is set.
   if (auto sealed = object->seal_size(); !sealed) return std::unexpected(std::move(sealed.error()));
   return LaneObject(std::move(*object), view, lane, generation);
@@ -503,6 +522,8 @@ Segment::Segment(Segment&& other) noexcept
       lane_count_(other.lane_count_),
       ring_capacity_(other.ring_capacity_),
       n_bars_(other.n_bars_),
+      capacity_bars_(other.capacity_bars_),
+      signal_capacity_(other.signal_capacity_),
       mlock_(other.mlock_) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
@@ -522,6 +543,8 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     lane_count_ = other.lane_count_;
     ring_capacity_ = other.ring_capacity_;
     n_bars_ = other.n_bars_;
+    capacity_bars_ = other.capacity_bars_;
+    signal_capacity_ = other.signal_capacity_;
     mlock_ = other.mlock_;
   }
   return *this;
@@ -600,6 +623,7 @@ Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptio
   attachment.lane_count_ = header.lane_count;
   attachment.ring_capacity_ = header.ring_capacity;
   attachment.n_bars_ = header.n_bars;
+  attachment.signal_capacity_ = header.signal_capacity;
 
   if (options.role == HandoffRole::lane) {
     if (reply.lane >= attachment.lane_count_ || reply.lane_bytes != attachment.geometry_.lane_bytes)
@@ -608,11 +632,12 @@ Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptio
     auto lane = SharedObject::map_received(std::move(fds[1]), reply.lane_bytes, PeerAccess::read_write,
                                            fmt::format("lane {} of engine {}", reply.lane, name));
     if (!lane) return std::unexpected(std::move(lane.error()));
-    const LaneView view = lane_view(lane->data(), attachment.ring_capacity_, attachment.geometry_.lane_bulk_offset,
-                                    attachment.geometry_.lane_bulk_bytes);
+    const LaneView view =
+        lane_view(lane->data(), attachment.ring_capacity_, attachment.geometry_, attachment.signal_capacity_);
     const LaneHeader& lane_header = *view.header;
     if (lane_header.magic != kLaneMagic || lane_header.lane != reply.lane || lane_header.generation != reply.generation ||
-        lane_header.ring_capacity != attachment.ring_capacity_)
+        lane_header.ring_capacity != attachment.ring_capacity_ ||
+        lane_header.signal_capacity != attachment.signal_capacity_)
       return fail(ErrorCode::protocol, "engine {} sent a lane object whose header does not match its hand-off", name);
     attachment.lane_.emplace(LaneObject(std::move(*lane), view, reply.lane, reply.generation));
   }
@@ -630,6 +655,7 @@ Attachment::Attachment(Attachment&& other) noexcept
       lane_count_(other.lane_count_),
       ring_capacity_(other.ring_capacity_),
       n_bars_(other.n_bars_),
+      signal_capacity_(other.signal_capacity_),
       engine_pid_(other.engine_pid_) {
   other.lane_.reset();
 }
@@ -648,6 +674,7 @@ Attachment& Attachment::operator=(Attachment&& other) noexcept {
     lane_count_ = other.lane_count_;
     ring_capacity_ = other.ring_capacity_;
     n_bars_ = other.n_bars_;
+    signal_capacity_ = other.signal_capacity_;
     engine_pid_ = other.engine_pid_;
   }
   return *this;

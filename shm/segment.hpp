@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -68,6 +69,11 @@ struct SegmentConfig {
   std::uint32_t wait_mode = 0;  // the engine's WaitMode, recorded for clients
   std::uint64_t heartbeat_interval_ns = 10'000'000;
   std::uint64_t max_frame_cost = 0;  // recorded for clients; 0: unbounded
+  // Live mode: room for this many bars in all (0 or fewer than the series: just the series), and
+  // a signal ring of this many slots (a power of two) in every lane.
+  bool live = false;
+  std::size_t capacity_bars = 0;
+  std::uint32_t signal_capacity = 0;
   // Where DIR/NAME and DIR/NAME.lock live. Anything other than /dev/shm is for tests and for
   // users who keep runtime files elsewhere: attachers must be given the same directory.
   std::string socket_dir = std::string(kDefaultSocketDir);
@@ -134,6 +140,12 @@ class Segment {
   [[nodiscard]] std::span<const double> series() const noexcept {
     return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
   }
+  // The whole room for the series, writable: the serving thread appends live bars here (then
+  // publishes header().bars_published). Nobody else writes it.
+  [[nodiscard]] std::span<double> series_room() noexcept {
+    return {reinterpret_cast<double*>(data_.data() + geometry_.series_offset), capacity_bars_};
+  }
+  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
@@ -164,6 +176,8 @@ class Segment {
   std::uint32_t lane_count_ = 0;
   std::uint32_t ring_capacity_ = 0;
   std::size_t n_bars_ = 0;
+  std::size_t capacity_bars_ = 0;
+  std::uint32_t signal_capacity_ = 0;
   MlockMode mlock_ = MlockMode::automatic;
 };
 
@@ -196,6 +210,15 @@ class Attachment {
   [[nodiscard]] std::span<const double> series() const noexcept {
     return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
   }
+  // The bars published so far: the preloaded ones and, live, the appended ones. Each bar is
+  // written before the count that covers it is published, so none is ever torn.
+  [[nodiscard]] std::span<const double> published_series() const noexcept {
+    // acquire: pairs with the release store of bars_published in ShmServer::append_bar.
+    const std::uint64_t bars = header().bars_published.load(std::memory_order_acquire);
+    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset),
+            static_cast<std::size_t>(std::min<std::uint64_t>(bars, header().capacity_bars))};
+  }
+  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
@@ -232,6 +255,7 @@ class Attachment {
   std::uint32_t lane_count_ = 0;
   std::uint32_t ring_capacity_ = 0;
   std::size_t n_bars_ = 0;
+  std::uint32_t signal_capacity_ = 0;
   pid_t engine_pid_ = 0;
 };
 

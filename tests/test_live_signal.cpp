@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -60,4 +61,32 @@ TEST_CASE("a bar before the windows fill has no signal") {
   const BarSignal signal = live.on_bar(close);
   CHECK(std::isnan(signal.hma));
   CHECK(signal.cross == 0);
+}
+
+TEST_CASE("LiveBacktest over caller storage matches the batch kernel bit for bit after every prefix, on every "
+          "kernel path's numbers") {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> step(0.0, 0.01);
+  std::vector<double> close{100.0};
+  for (int i = 1; i < 3000; ++i) close.push_back(close.back() * std::exp(step(rng)));
+  const double fee = 0.09;
+  for (const std::int64_t length : {6, 9, 31, 100}) {
+    const Combo combo = combo_from_length(length);
+    CAPTURE(length);
+    std::vector<double> storage(LiveSignal::storage_doubles(combo), -1.0);  // garbage: must not matter
+    LiveBacktest live(combo, fee, storage);
+    CHECK(live.last().trades == 0);
+    KernelWorkspace workspace(close.size());
+    for (std::size_t i = 0; i < close.size(); ++i) {
+      const LiveBar bar = live.on_bar(std::span<const double>(close.data(), i + 1));
+      // Spot-check prefixes (the batch kernel needs at least two bars).
+      if (i >= 1 && (i % 397 == 0 || i + 1 == close.size())) {
+        BacktestResult batch;
+        REQUIRE(run_backtest(std::span<const double>(close.data(), i + 1), combo, fee, workspace, batch) ==
+                KernelStatus::ok);
+        CHECK(bar.trades == batch.trades);
+        CHECK(std::memcmp(&bar.pnl, &batch.pnl, sizeof(double)) == 0);
+      }
+    }
+  }
 }

@@ -1,0 +1,39 @@
+#pragma once
+// The two sides of live mode on the command line: `ipcfloor feed` appends closes to a live
+// engine's series, `ipcfloor signals` subscribes combos and prints their per-bar signals.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace ipcfloor {
+
+struct FeedOptions {
+  std::string name = "ipcfloor";
+  std::string data;     // --data FILE: .csv with a close column, .npy or .f64; empty: stdin, one close a line
+  std::size_t from = 0; // --from N: skip the file's first N bars (those the engine preloaded)
+  std::optional<std::size_t> count;  // --count N: append at most N bars
+  double rate = 0.0;    // --rate HZ: pace the bars (replay); 0: as fast as the engine takes them
+  bool quiet = false;
+  std::string socket_dir;
+};
+
+struct SignalsOptions {
+  std::string name = "ipcfloor";
+  std::string lengths;   // --lengths 6,8: combo_from_length of each
+  std::string combos;    // --combos FILE: CSV (h,L,s,p3,p2,p) or JSON lines
+  bool json = false;     // one JSON object per line
+  bool crossings_only = false;
+  std::optional<std::uint64_t> count;  // stop after this many signals
+  double idle_exit_s = 0.0;            // stop after this long without a signal (0: never)
+  std::string socket_dir;
+};
+
+CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& options);
+CLI::App* add_signals_subcommand(CLI::App& app, SignalsOptions& options);
+[[nodiscard]] int run_feed_command(const FeedOptions& options);
+[[nodiscard]] int run_signals_command(const SignalsOptions& options);
+
+}  // namespace ipcfloor

@@ -1,0 +1,81 @@
+#pragma once
+// Live mode's engine-private state: which combos each lane subscribed, each one's LiveBacktest
+// state, and the memory they live in. The serving thread owns it; nothing of it is shared with
+// a client, so a client can only ask for subscriptions, never write their state.
+//
+// Threads: make() is setup (allocates everything up front); every other call belongs to the
+// serving thread and is noexcept, allocation-free and syscall-free.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/combo.hpp"
+#include "common/error.hpp"
+#include "kernel/live_signal.hpp"
+#include "shm/frames.hpp"
+
+namespace ipcfloor {
+
+struct LiveBookLimits {
+  std::uint32_t lanes = 1;
+  std::uint32_t subscriptions_per_lane = 256;
+  // Doubles of LiveSignal history per lane: a combo takes s + p of them.
+  std::size_t arena_doubles_per_lane = std::size_t{1} << 16;
+  std::size_t capacity_bars = 0;  // windows must fit the series' room
+  double fee = 0.0;
+  std::uint64_t max_catch_up_cost = 0;  // bound on a SUBSCRIBE's replay of the history (0: none)
+};
+
+class LiveBook {
+ public:
+  [[nodiscard]] static Expected<std::unique_ptr<LiveBook>> make(const LiveBookLimits& limits);
+
+  // Adds `combo` to `lane` and replays `history` through it, so its state is the one after the
+  // last published bar. Returns ok and the subscription's id and state, or why not:
+  // window_out_of_range (a window outside [1, capacity_bars]), too_costly (the replay would cost
+  // more than max_catch_up_cost), no_room (the lane's subscriptions or arena are used up).
+  Status subscribe(std::uint32_t lane, const Combo& combo, std::span<const double> history, std::uint32_t& id,
+                   LiveBar& state) noexcept;
+
+  // Evaluates every subscription of every lane on the bar history.back(); calls
+  // `publish(lane, id, bar_state)` for each, lane by lane, then `lane_done(lane)` after a lane's last.
+  template <class Publish, class LaneDone>
+  void on_bar(std::span<const double> history, Publish&& publish, LaneDone&& lane_done) noexcept {
+    for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {
+      const auto lane = static_cast<std::uint32_t>(__builtin_ctzll(pending));
+      LaneBook& book = lanes_[lane];
+      for (std::uint32_t id = 0; id < book.count; ++id) publish(lane, id, book.subscriptions[id]->on_bar(history));
+      lane_done(lane);
+    }
+  }
+
+  // Calls `visit(id, state)` for each subscription of `lane`, with its state after the last bar.
+  template <class Visit>
+  void for_each(std::uint32_t lane, Visit&& visit) const noexcept {
+    const LaneBook& book = lanes_[lane];
+    for (std::uint32_t id = 0; id < book.count; ++id) visit(id, book.subscriptions[id]->last());
+  }
+
+  [[nodiscard]] std::uint32_t count(std::uint32_t lane) const noexcept { return lanes_[lane].count; }
+
+  // Forgets every subscription of `lane` (its client left).
+  void clear_lane(std::uint32_t lane) noexcept;
+
+ private:
+  struct LaneBook {
+    std::vector<std::optional<LiveBacktest>> subscriptions;  // sized once; the first `count` are live
+    std::vector<double> arena;                               // their histories
+    std::uint32_t count = 0;
+    std::size_t arena_used = 0;
+  };
+  explicit LiveBook(const LiveBookLimits& limits) : limits_(limits) {}
+
+  LiveBookLimits limits_;
+  std::vector<LaneBook> lanes_;
+  std::uint64_t lanes_with_subscriptions_ = 0;  // bit per lane
+};
+
+}  // namespace ipcfloor

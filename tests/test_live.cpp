@@ -1,0 +1,274 @@
+// Live mode against a real engine process: bars appended through one lane, signals streamed to
+// another, checked against the batch kernel on the whole series.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/engine_child.hpp"
+#include "clients/shm_client.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/live_signal.hpp"
+
+using namespace ipcfloor;
+
+namespace {
+
+std::string unique_name(const char* what) { return unique_segment_name(std::string("live-") + what); }
+
+ShmClientOptions backoff_client() {
+  ShmClientOptions options;
+  options.wait = WaitMode::backoff;
+  options.timeout = std::chrono::seconds(10);
+  return options;
+}
+
+// A temporary .f64 file holding `close`.
+struct SeriesFile {
+  explicit SeriesFile(std::span<const double> close, const std::string& name)
+      : path((std::filesystem::temp_directory_path() / (name + ".f64")).string()) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(close.data()), static_cast<std::streamsize>(close.size_bytes()));
+  }
+  ~SeriesFile() { std::filesystem::remove(path); }
+  std::string path;
+};
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The parity data sets: (bars, seed, mu, sigma), the same series the batch parity gate uses.
+struct DataSet {
+  std::size_t bars;
+  std::uint64_t seed;
+  double mu;
+  double sigma;
+};
+constexpr DataSet kDataSets[] = {{150'000, 42, 0.05, 0.30}, {60'000, 7, 0.10, 0.50}, {20'000, 2024, 0.05, 0.20},
+                                 {1'000, 99, 0.05, 0.30}};
+
+Status status_of(const ResponseSlot& response) { return static_cast<Status>(response.status); }
+
+}  // namespace
+
+TEST_CASE("a series replayed through feed gives every subscribed combo exactly the batch kernel's trades and pnl, "
+          "bit for bit, on the four parity data sets, from a preload of part of each") {
+  for (const DataSet& set : kDataSets) {
+    CAPTURE(set.seed);
+    GbmParams params;
+    params.bars = set.bars;
+    params.seed = set.seed;
+    params.mu = set.mu;
+    params.sigma = set.sigma;
+    const std::vector<double> close = *generate_gbm(params);
+    const std::size_t preload = close.size() * 3 / 5;
+    const std::string name = unique_name("parity");
+    SeriesFile file(std::span<const double>(close).first(preload), name);
+    EngineChild engine(IPCFLOOR_BINARY, name,
+                       {"--wait", "backoff", "--lanes", "2", "--live", "--capacity", std::to_string(close.size()),
+                        "--signal-capacity", "65536", "--data", file.path});
+    REQUIRE(engine.up());
+    auto writer = ShmClient::connect(name, backoff_client());
+    auto reader = ShmClient::connect(name, backoff_client());
+    REQUIRE(writer.has_value());
+    REQUIRE(reader.has_value());
+    REQUIRE(reader->live());
+
+    std::vector<Combo> combos;
+    for (const std::int64_t length : {6, 8, 31, 100})
+      if (static_cast<std::size_t>(length) * 2 < close.size()) combos.push_back(combo_from_length(length));
+    for (std::size_t i = 0; i < combos.size(); ++i) {
+      ResponseSlot answer{};
+      REQUIRE(reader->subscribe(combos[i], answer) == CallStatus::ok);
+      REQUIRE(status_of(answer) == Status::ok);
+      CHECK(answer.extra[0] == static_cast<std::int64_t>(i));
+      CHECK(answer.extra[1] == static_cast<std::int64_t>(preload));
+      // The state after the preloaded bars is the batch kernel's on them.
+      const auto batch = run_sweep(std::span<const double>(close).first(preload), std::span(combos).subspan(i, 1), kDefaultFee, 1);
+      REQUIRE(batch.has_value());
+      CHECK(answer.trades == (*batch)[0].trades);
+      CHECK(same_bits(answer.pnl, (*batch)[0].pnl));
+    }
+
+    // Bars in chunks, the signals drained after each: the ring never fills, so none is lost.
+    std::vector<LiveBar> last(combos.size());
+    std::vector<std::uint64_t> next_bar(combos.size(), preload);
+    std::map<std::uint64_t, std::size_t> crossings;  // bar -> crossings seen there
+    std::size_t sent = preload;
+    while (sent < close.size()) {
+      const std::size_t chunk_end = std::min(close.size(), sent + 8000);
+      for (; sent < chunk_end; ++sent) {
+        ResponseSlot answer{};
+        REQUIRE(writer->append(close[sent], sent, answer) == CallStatus::ok);
+        REQUIRE(status_of(answer) == Status::ok);
+        REQUIRE(answer.trades == static_cast<std::int64_t>(sent + 1));
+      }
+      SignalSlot signal{};
+      std::size_t got = 0;
+      while (reader->poll_signal(signal) == CallStatus::ok) {
+        ++got;
+        REQUIRE(signal.subscription < combos.size());
+        const std::size_t k = signal.subscription;
+        CHECK(signal.flags == 0);
+        CHECK(signal.dropped == 0);
+        REQUIRE(signal.bar == next_bar[k]);
+        CHECK(signal.tick == signal.bar);  // the append's tick, carried back
+        ++next_bar[k];
+        if (signal.cross != 0) ++crossings[signal.bar];
+        last[k] = LiveBar{{signal.hma, signal.hma3, signal.cross}, signal.position, signal.pnl, signal.trades};
+      }
+      CHECK(got > 0);
+    }
+    for (std::size_t k = 0; k < combos.size(); ++k) {
+      CAPTURE(combos[k].L);
+      CHECK(next_bar[k] == close.size());
+      const auto batch = run_sweep(close, std::span(combos).subspan(k, 1), kDefaultFee, 1);
+      REQUIRE(batch.has_value());
+      CHECK(last[k].trades == (*batch)[0].trades);
+      CHECK_MESSAGE(same_bits(last[k].pnl, (*batch)[0].pnl), last[k].pnl << " vs " << (*batch)[0].pnl);
+    }
+    CHECK(reader->signals_dropped() == 0);
+    CHECK_FALSE(crossings.empty());
+  }
+}
+
+TEST_CASE("appends past --capacity get capacity_full and overwrite nothing; a second writer, a bad price and a "
+          "non-live engine are refused by name") {
+  const std::string name = unique_name("refusals");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "500", "--live",
+                                             "--capacity", "503"});
+  REQUIRE(engine.up());
+  auto writer = ShmClient::connect(name, backoff_client());
+  auto other = ShmClient::connect(name, backoff_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(other.has_value());
+  ResponseSlot answer{};
+  REQUIRE(writer->append(std::nan(""), 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::bad_price);
+  REQUIRE(writer->append(-1.0, 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::bad_price);
+  for (const double price : {101.0, 102.0, 103.0}) {
+    REQUIRE(writer->append(price, 0, answer) == CallStatus::ok);
+    CHECK(status_of(answer) == Status::ok);
+  }
+  REQUIRE(other->append(99.0, 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::not_the_writer);
+  REQUIRE(writer->append(104.0, 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::capacity_full);
+  const auto series = other->segment().published_series();
+  REQUIRE(series.size() == 503);
+  CHECK(series[500] == 101.0);
+  CHECK(series[502] == 103.0);
+  // The writer leaves: the next client to append becomes the writer (and finds the series full).
+  writer = std::unexpected(Error{ErrorCode::io, "closed"});
+  bool took_over = false;
+  for (int i = 0; i < 300 && !took_over; ++i) {
+    REQUIRE(other->append(99.0, 0, answer) == CallStatus::ok);
+    took_over = status_of(answer) == Status::capacity_full;
+    if (!took_over) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(took_over);
+
+  const std::string plain = unique_name("not-live");
+  EngineChild frozen(IPCFLOOR_BINARY, plain, {"--wait", "backoff", "--bars", "500"});
+  REQUIRE(frozen.up());
+  auto client = ShmClient::connect(plain, backoff_client());
+  REQUIRE(client.has_value());
+  CHECK_FALSE(client->live());
+  REQUIRE(client->append(100.0, 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::not_live);
+  REQUIRE(client->subscribe(combo_from_length(6), answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::not_live);
+}
+
+TEST_CASE("a slow subscriber loses frames, counted and flagged, never stalls the writer or another subscriber, and "
+          "a snapshot re-synchronises it; a lane that subscribes nothing is untouched") {
+  const std::string name = unique_name("slow");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "4", "--bars", "2000", "--live",
+                                             "--capacity", "12000", "--signal-capacity", "64"});
+  REQUIRE(engine.up());
+  auto writer = ShmClient::connect(name, backoff_client());
+  auto slow = ShmClient::connect(name, backoff_client());
+  auto idle = ShmClient::connect(name, backoff_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(slow.has_value());
+  REQUIRE(idle.has_value());
+  ResponseSlot answer{};
+  REQUIRE(slow->subscribe(combo_from_length(6), answer) == CallStatus::ok);
+  REQUIRE(status_of(answer) == Status::ok);
+  // 1,000 bars and nobody reads: the 64-slot ring fills and the rest are dropped; every append
+  // is still answered.
+  const auto series = writer->segment().published_series();
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(writer->append(series[static_cast<std::size_t>(i)], 0, answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  CHECK(slow->signals_dropped() == 1000 - 64);
+  SignalSlot signal{};
+  int delivered = 0;
+  while (slow->poll_signal(signal) == CallStatus::ok) {
+    ++delivered;
+    CHECK(signal.flags == 0);
+  }
+  CHECK(delivered == 64);
+  // The next frame says what was lost.
+  REQUIRE(writer->append(100.0, 0, answer) == CallStatus::ok);
+  REQUIRE(slow->poll_signal(signal) == CallStatus::ok);
+  CHECK((signal.flags & kSignalGap) != 0);
+  CHECK(signal.dropped == 1000 - 64);
+  CHECK(signal.bar == 3000);
+  // A snapshot brings the state after the last bar, which is the batch kernel's.
+  REQUIRE(slow->snapshot(answer) == CallStatus::ok);
+  CHECK(answer.trades == 1);
+  REQUIRE(slow->poll_signal(signal) == CallStatus::ok);
+  CHECK((signal.flags & kSignalSnapshot) != 0);
+  CHECK(signal.bar == 3000);
+  const auto whole = writer->segment().published_series();
+  REQUIRE(whole.size() == 3001);
+  const auto batch = run_sweep(whole, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1);
+  REQUIRE(batch.has_value());
+  CHECK(signal.trades == (*batch)[0].trades);
+  CHECK(same_bits(signal.pnl, (*batch)[0].pnl));
+  // The lane that subscribed nothing never had a frame written to its signal ring.
+  CHECK(idle->poll_signal(signal) == CallStatus::empty);
+  // relaxed: the engine's position, read after everything it wrote was answered.
+  CHECK(idle->segment().lane().view().signal_ring->produced.load(std::memory_order_relaxed) == 0);
+}
+
+TEST_CASE("a subscriber that writes an impossible position on its signal ring is quarantined alone; the writer and "
+          "other subscribers go on") {
+  const std::string name = unique_name("hostile");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
+                                             "--capacity", "2000", "--signal-capacity", "64"});
+  REQUIRE(engine.up());
+  auto writer = ShmClient::connect(name, backoff_client());
+  auto hostile = ShmClient::connect(name, backoff_client());
+  auto good = ShmClient::connect(name, backoff_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(hostile.has_value());
+  REQUIRE(good.has_value());
+  ResponseSlot answer{};
+  REQUIRE(hostile->subscribe(combo_from_length(6), answer) == CallStatus::ok);
+  REQUIRE(good->subscribe(combo_from_length(8), answer) == CallStatus::ok);
+  RingControl& ring = *hostile->segment().lane().view().signal_ring;
+  // relaxed: a hostile write; the engine bounds-checks it when the ring looks full.
+  ring.consumed.store(12345, std::memory_order_relaxed);
+  SignalSlot signal{};
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(writer->append(100.0 + i, 0, answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+    REQUIRE(good->poll_signal(signal) == CallStatus::ok);
+    CHECK(signal.bar == 1000u + static_cast<unsigned>(i));
+  }
+  auto watch = hostile->segment().header().lanes_corrupt.load(std::memory_order_relaxed);  // relaxed: polled
+  CHECK(watch == 1);
+}
