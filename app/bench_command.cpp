@@ -45,6 +45,7 @@ const std::vector<Suite>& suites() {
       {"compute", [](const BenchOptions& o) { return run_compute_bench(o.compute); }, print_compute_report},
       {"throughput", [](const BenchOptions& o) { return run_throughput(o.throughput); }, print_throughput},
       {"python", [](const BenchOptions& o) { return run_python_bench(o.python_bench); }, print_python_bench},
+      {"live", [](const BenchOptions& o) { return run_live_bench(o.live); }, print_live_bench},
   };
   return registry;
 }
@@ -251,6 +252,9 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
     options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
     options.python_bench.sweeps = std::min<std::size_t>(options.python_bench.sweeps, 5);
+    options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
+    options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);
+    options.live.throughput_bars = std::min<std::size_t>(options.live.throughput_bars, 5'000);
   }
   if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
   options.compute.python = options.python;
@@ -269,6 +273,8 @@ int run_bench_command(BenchOptions options, const std::string& help) {
   options.echo.server_cpu = options.ladder.server_cpu;
   options.throughput.client_cpu = options.ladder.client_cpu;
   options.throughput.server_cpu = options.ladder.server_cpu;
+  options.live.client_cpu = options.ladder.client_cpu;
+  options.live.server_cpu = options.ladder.server_cpu;
 
   nlohmann::json combined{{"context", bench_context(options.command_line)},
                           {"host", collect_host_info()},

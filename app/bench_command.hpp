@@ -12,6 +12,7 @@
 #include "bench/compute_bench.hpp"
 #include "bench/echo_bench.hpp"
 #include "bench/granularity_bench.hpp"
+#include "bench/live_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
 #include "bench/python_suite.hpp"
@@ -40,6 +41,7 @@ struct BenchOptions {
   EchoOptions echo;
   ThroughputOptions throughput;
   PythonBenchOptions python_bench;
+  LiveBenchOptions live;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

@@ -120,6 +120,33 @@ std::string compute_section(const nlohmann::json& c) {
   return md + "\n\n";
 }
 
+std::string live_section(const nlohmann::json& l) {
+  std::string md =
+      "## Live: tick to signal\n\nOne-way ns from the writer's clock reading before it publishes an APPEND to the "
+      "subscriber's receipt of the bar's signals (writer and subscriber in one thread, the engine spinning on its "
+      "own cpu), beside the physical floor (RTT) of the same run.\n\n"
+      "| what | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|\n";
+  const auto row = [&md](const std::string& what, const nlohmann::json& s) {
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |\n", what, s["p50_interp"].get<double>(),
+                      s["p99"].get<double>(), s["p999"].get<double>(), s["max"].get<double>());
+  };
+  row("physical-floor (RTT)", l["physical_floor"]);
+  row("one bar of L=6 (compute)", l["one_bar_compute"]);
+  for (const auto& run : l["tick_to_signal"]) {
+    row(fmt::format("{} combos, first signal", run["combos"].get<std::size_t>()), run["first_signal"]);
+    row(fmt::format("{} combos, all signals", run["combos"].get<std::size_t>()), run["all_signals"]);
+  }
+  const auto& goal = l["goal"];
+  md += fmt::format("\nGoal ({}): p50 {:.0f} ns, bound {:.0f} ns, {:.2f}x floor+compute: **{}**.\n\n",
+                    goal["what"].get<std::string>(), goal["p50_ns"].get<double>(), goal["bound_ns"].get<double>(),
+                    goal["ratio"].get<double>(), goal["met"].get<bool>() ? "met" : "not met");
+  md += "| combos | bars/s back to back | signals received | dropped |\n|---:|---:|---:|---:|\n";
+  for (const auto& t : l["throughput"])
+    md += fmt::format("| {} | {:.0f} | {} | {} |\n", t["combos"].get<std::size_t>(), t["bars_per_s"].get<double>(),
+                      t["signals_received"].get<std::uint64_t>(), t["signals_dropped"].get<std::uint64_t>());
+  return md + "\n";
+}
+
 std::string throughput_section(const nlohmann::json& t) {
   const auto& config = t["config"];
   std::string md = fmt::format(
@@ -206,6 +233,7 @@ std::string render_markdown(const nlohmann::json& combined) {
   if (suites.contains("ablation")) md += ablation_section(suites["ablation"]);
   if (suites.contains("compute")) md += compute_section(suites["compute"]);
   if (suites.contains("throughput")) md += throughput_section(suites["throughput"]);
+  if (suites.contains("live")) md += live_section(suites["live"]);
   if (combined.contains("plots")) {
     md += "## Plots\n\n";
     for (const auto& plot : combined["plots"]) md += fmt::format("![{0}]({0})\n\n", plot.get<std::string>());

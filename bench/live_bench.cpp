@@ -1,0 +1,273 @@
+#include "bench/live_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bench/engine_child.hpp"
+#include "bench/latency.hpp"
+#include "bench/transports.hpp"
+#include "clients/shm_client.hpp"
+#include "common/affinity.hpp"
+#include "common/tsc_clock.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/live_signal.hpp"
+
+namespace ipcfloor {
+namespace {
+
+// Attempts to get a lane back after a subscriber left (its lane drains first).
+constexpr auto kReconnectPatience = std::chrono::seconds(5);
+
+std::vector<Combo> combos_for(std::size_t count) {
+  if (count == 1) return {combo_from_length(6)};
+  std::vector<Combo> combos;
+  for (const auto length : grid_lengths(6, 200, count)) combos.push_back(combo_from_length(length));
+  return combos;
+}
+
+RequestSlot append_request(double close, std::uint64_t tick) {
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::append);
+  request.params = LiveAppend{close, tick, {}}.as_params();
+  return request;
+}
+
+// The next close of a bounded random walk, so the series stays positive and keeps crossing.
+struct Walk {
+  std::mt19937_64 rng{7};
+  std::normal_distribution<double> step{0.0, 0.001};
+  double close;
+  double next() {
+    close *= std::exp(step(rng));
+    return close;
+  }
+};
+
+// The compute of one bar of one combo, per sample, in this process: what the engine adds to the
+// transport for each subscribed combo.
+std::vector<double> one_bar_compute(const TscClock& clock, std::size_t samples) {
+  GbmParams params;
+  params.bars = samples + 1000;
+  const std::vector<double> close = *generate_gbm(params);
+  std::vector<double> storage(LiveSignal::storage_doubles(combo_from_length(6)));
+  LiveBacktest backtest(combo_from_length(6), kDefaultFee, storage);
+  std::vector<double> ns;
+  ns.reserve(samples);
+  double sink = 0.0;
+  for (std::size_t i = 0; i < close.size(); ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    const LiveBar bar = backtest.on_bar(std::span<const double>(close.data(), i + 1));
+    const std::uint64_t t1 = TscClock::now();
+    sink += bar.pnl;
+    if (i >= 1000) ns.push_back(clock.to_ns(t1 - t0));
+  }
+  if (sink == 12345.678) ns.push_back(0.0);  // keeps the loop's work observable
+  return ns;
+}
+
+Expected<ShmClient> connect_with_patience(const std::string& name, ShmClientOptions options) {
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectPatience;
+  for (;;) {
+    auto client = ShmClient::connect(name, options);
+    if (client || std::chrono::steady_clock::now() >= deadline) return client;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
+  const auto cpus = allowed_cpus();
+  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
+  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
+  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
+  const TscClock clock = TscClock::calibrate();
+  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
+
+  // The floor first, in the same run: the raw cache-line bounce between the two cpus.
+  TransportContext context;
+  context.samples = options.samples;
+  context.warmup = options.warmup;
+  context.client_cpu = client_cpu;
+  context.server_cpu = server_cpu;
+  context.binary = binary;
+  context.clock = &clock;
+  auto floor = run_physical_floor(context);
+  if (!floor) return std::unexpected(floor.error());
+  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
+  LatencySummary floor_summary = summarize("physical-floor", "rtt", *floor, clock.step_ns());
+  std::vector<double> compute = one_bar_compute(clock, options.samples);
+  LatencySummary compute_summary = summarize("one-bar-compute-L6", "compute", compute, clock.step_ns());
+
+  std::size_t total_bars = options.preload_bars;
+  for (std::size_t i = 0; i < options.combo_counts.size(); ++i)
+    total_bars += options.warmup + options.samples + options.throughput_bars;
+  unpin_current_thread();
+  EngineChild engine(binary, unique_segment_name("bench-live"),
+                     {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--lanes", "2", "--bars",
+                      std::to_string(options.preload_bars), "--live", "--capacity", std::to_string(total_bars),
+                      "--signal-capacity", "8192", "--subscriptions", "128", "--max-frame-ms", "0"});
+  if (!engine.up()) return fail(ErrorCode::io, "the live engine did not come up");
+  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  client_options.timeout = std::chrono::seconds(10);
+  auto writer = ShmClient::connect(engine.name(), client_options);
+  if (!writer) return std::unexpected(writer.error());
+  Walk walk{.close = writer->segment().published_series().back()};
+
+  nlohmann::json runs = nlohmann::json::array();
+  nlohmann::json throughput = nlohmann::json::array();
+  for (const std::size_t count : options.combo_counts) {
+    auto subscriber = connect_with_patience(engine.name(), client_options);
+    if (!subscriber) return std::unexpected(subscriber.error());
+    const std::vector<Combo> combos = combos_for(count);
+    for (const Combo& combo : combos) {
+      ResponseSlot answer{};
+      if (const CallStatus status = subscriber->subscribe(combo, answer); status != CallStatus::ok)
+        return fail(ErrorCode::io, "subscribe: {}", subscriber->describe(status));
+      if (static_cast<Status>(answer.status) != Status::ok)
+        return fail(ErrorCode::io, "subscribe refused: {}", to_string(static_cast<Status>(answer.status)));
+    }
+    const std::uint64_t drops_before = subscriber->signals_dropped();
+    std::vector<double> first_ns;
+    std::vector<double> all_ns;
+    first_ns.reserve(options.samples);
+    all_ns.reserve(options.samples);
+    std::uint64_t expected_bar = subscriber->segment().published_series().size();
+    for (std::size_t i = 0; i < options.warmup + options.samples; ++i) {
+      const double close = walk.next();
+      std::uint64_t seq = 0;
+      const std::uint64_t t0 = TscClock::now();
+      if (const CallStatus status = writer->submit(append_request(close, t0), seq); status != CallStatus::ok)
+        return fail(ErrorCode::io, "append: {}", writer->describe(status));
+      std::uint64_t t_first = 0;
+      std::size_t got = 0;
+      SignalSlot signal{};
+      while (got < count) {
+        const CallStatus status = subscriber->poll_signal(signal);
+        if (status == CallStatus::empty) {
+          cpu_relax();
+          continue;
+        }
+        if (status != CallStatus::ok) return fail(ErrorCode::io, "signal: {}", subscriber->describe(status));
+        if (got == 0) t_first = TscClock::now();
+        if (signal.bar != expected_bar || signal.tick != t0 || signal.subscription != got || signal.flags != 0)
+          return fail(ErrorCode::io, "signal {} of bar {} is wrong: bar {}, subscription {}, flags {}", got, expected_bar,
+                      signal.bar, signal.subscription, signal.flags);
+        ++got;
+      }
+      const std::uint64_t t_all = TscClock::now();
+      ResponseSlot answer{};
+      if (const CallStatus status = writer->wait_response(answer); status != CallStatus::ok)
+        return fail(ErrorCode::io, "append answer: {}", writer->describe(status));
+      if (static_cast<Status>(answer.status) != Status::ok)
+        return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
+      ++expected_bar;
+      if (i >= options.warmup) {
+        first_ns.push_back(clock.to_ns(t_first - t0));
+        all_ns.push_back(clock.to_ns(t_all - t0));
+      }
+    }
+    if (subscriber->signals_dropped() != drops_before)
+      return fail(ErrorCode::io, "{} signals were dropped in the latency run", subscriber->signals_dropped() - drops_before);
+    runs.push_back({{"combos", count},
+                    {"first_signal", to_json(summarize(fmt::format("tick-to-first-signal-{}", count), "one-way",
+                                                       first_ns, clock.step_ns()))},
+                    {"all_signals", to_json(summarize(fmt::format("tick-to-all-signals-{}", count), "one-way", all_ns,
+                                                      clock.step_ns()))}});
+
+    // Back to back: appends pipelined through the request ring, signals drained in the same loop.
+    const std::uint64_t drops_start = subscriber->signals_dropped();
+    std::uint64_t received = 0;
+    std::size_t answered = 0;
+    std::size_t submitted = 0;
+    const std::uint64_t start = TscClock::now();
+    SignalSlot signal{};
+    ResponseSlot answer{};
+    while (answered < options.throughput_bars) {
+      while (submitted < options.throughput_bars && writer->outstanding() < writer->capacity()) {
+        std::uint64_t seq = 0;
+        if (const CallStatus status = writer->submit(append_request(walk.next(), 0), seq); status != CallStatus::ok)
+          return fail(ErrorCode::io, "append: {}", writer->describe(status));
+        ++submitted;
+      }
+      while (writer->poll(answer) == CallStatus::ok) {
+        if (static_cast<Status>(answer.status) != Status::ok)
+          return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
+        ++answered;
+      }
+      while (subscriber->poll_signal(signal) == CallStatus::ok) ++received;
+    }
+    const double seconds = clock.to_ns(TscClock::now() - start) / 1e9;
+    // What was still on its way when the last append was answered.
+    const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (std::chrono::steady_clock::now() < drain_until)
+      if (subscriber->poll_signal(signal) == CallStatus::ok) ++received;
+    const std::uint64_t dropped = subscriber->signals_dropped() - drops_start;
+    throughput.push_back({{"combos", count},
+                          {"bars", options.throughput_bars},
+                          {"seconds", seconds},
+                          {"bars_per_s", static_cast<double>(options.throughput_bars) / seconds},
+                          {"signals_received", received},
+                          {"signals_dropped", dropped},
+                          {"kept_up", dropped == 0}});
+  }
+  const double floor_p50 = floor_summary.p50_interp;
+  const double compute_p50 = compute_summary.p50_interp;
+  const double one_combo_p50 = runs[0]["first_signal"]["p50_interp"].get<double>();
+  return nlohmann::json{{"suite", "live"},
+                        {"clock", {{"ghz", clock.ghz()}, {"step_ns", clock.step_ns()}}},
+                        {"client_cpu", client_cpu},
+                        {"server_cpu", server_cpu},
+                        {"physical_floor", to_json(floor_summary)},
+                        {"one_bar_compute", to_json(compute_summary)},
+                        {"tick_to_signal", runs},
+                        {"throughput", throughput},
+                        {"goal",
+                         {{"what", "one combo: tick-to-signal p50 within 2x of (physical floor RTT p50 + one bar's "
+                                   "compute p50)"},
+                          {"bound_ns", 2.0 * (floor_p50 + compute_p50)},
+                          {"p50_ns", one_combo_p50},
+                          {"ratio", one_combo_p50 / (floor_p50 + compute_p50)},
+                          {"met", one_combo_p50 <= 2.0 * (floor_p50 + compute_p50)}}}};
+}
+
+void print_live_bench(const nlohmann::json& report) {
+  fmt::print("live: tick-to-signal, one-way, from the writer's clock before it publishes an APPEND to the "
+             "subscriber's receipt (ns)\n");
+  const auto& floor = report["physical_floor"];
+  const auto& compute = report["one_bar_compute"];
+  fmt::print("  {:<28} {:>9} {:>9} {:>9} {:>9}\n", "", "p50", "p99", "p99.9", "max");
+  fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "physical-floor (RTT)", floor["p50_interp"].get<double>(),
+             floor["p99"].get<double>(), floor["p999"].get<double>(), floor["max"].get<double>());
+  fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "one bar of L=6 (compute)",
+             compute["p50_interp"].get<double>(), compute["p99"].get<double>(), compute["p999"].get<double>(),
+             compute["max"].get<double>());
+  for (const auto& run : report["tick_to_signal"]) {
+    for (const char* which : {"first_signal", "all_signals"}) {
+      const auto& s = run[which];
+      fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n",
+                 fmt::format("{} combos, {}", run["combos"].get<std::size_t>(),
+                             std::string(which) == "first_signal" ? "first signal" : "all signals"),
+                 s["p50_interp"].get<double>(), s["p99"].get<double>(), s["p999"].get<double>(), s["max"].get<double>());
+    }
+  }
+  const auto& goal = report["goal"];
+  fmt::print("  goal: {}: p50 {:.0f} ns against a bound of {:.0f} ns ({:.2f}x floor+compute): {}\n",
+             goal["what"].get<std::string>(), goal["p50_ns"].get<double>(), goal["bound_ns"].get<double>(),
+             goal["ratio"].get<double>(), goal["met"].get<bool>() ? "met" : "NOT met");
+  fmt::print("  throughput: appends pipelined back to back, signals drained by the same thread\n");
+  for (const auto& t : report["throughput"])
+    fmt::print("    {:>3} combos: {:>10.0f} bars/s, {} signals received, {} dropped{}\n", t["combos"].get<std::size_t>(),
+               t["bars_per_s"].get<double>(), t["signals_received"].get<std::uint64_t>(),
+               t["signals_dropped"].get<std::uint64_t>(), t["kept_up"].get<bool>() ? "" : " (signals fell behind)");
+}
+
+}  // namespace ipcfloor
