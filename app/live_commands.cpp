@@ -207,6 +207,7 @@ int run_signals_command(const SignalsOptions& options) {
   std::fflush(stderr);
   catch_interrupts();
   std::uint64_t printed = 0;
+  std::vector<std::optional<SignalSlot>> latest(combos.size());  // each combo's state as last heard
   auto last_signal = std::chrono::steady_clock::now();
   SignalSlot signal{};
   while (!g_interrupted.load() && (!options.count || printed < *options.count)) {
@@ -242,6 +243,7 @@ int run_signals_command(const SignalsOptions& options) {
       if (const CallStatus asked = client->snapshot(answer); asked != CallStatus::ok)
         return engine_failure("signals", *client, asked);
     }
+    if (signal.subscription < latest.size()) latest[signal.subscription] = signal;
     if (options.crossings_only && signal.cross == 0 && (signal.flags & kSignalSnapshot) == 0) continue;
     const Combo& combo = combos[signal.subscription < combos.size() ? signal.subscription : 0];
     if (options.json) {
@@ -267,6 +269,15 @@ int run_signals_command(const SignalsOptions& options) {
     }
     std::fflush(stdout);
     ++printed;
+  }
+  if (!options.json) {
+    for (std::size_t i = 0; i < combos.size(); ++i) {
+      if (!latest[i]) continue;
+      const SignalSlot& last = *latest[i];
+      fmt::print("after bar {}: L={} [{}] {} pnl {:.13f} trades {}\n", last.bar, combos[i].L,
+                 fmt::join(combos[i].as_array(), ","), last.position > 0 ? "long" : last.position < 0 ? "short" : "flat",
+                 last.pnl, last.trades);
+    }
   }
   return 0;
 }
