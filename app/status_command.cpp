@@ -192,6 +192,12 @@ nlohmann::json describe_segment(const Attachment& segment) {
                   {"bars", h.n_bars}, {"first", h.series_first}, {"last", h.series_last},
                   {"checksum", fmt::format("{:016x}", h.series_checksum)}}},
       {"fee", h.fee},
+      // relaxed: counters and the bar count for people; a stale value is only a moment old.
+      {"live", {{"enabled", h.live != 0}, {"capacity_bars", h.capacity_bars},
+                {"bars_published", h.bars_published.load(std::memory_order_relaxed)},
+                {"signal_capacity", h.signal_capacity},
+                {"signals_sent", h.signals_sent.load(std::memory_order_relaxed)},
+                {"signals_dropped", h.signals_dropped.load(std::memory_order_relaxed)}}},
       {"counters", {{"requests", h.requests.load(std::memory_order_relaxed)},
                     {"bad_frames", h.bad_frames.load(std::memory_order_relaxed)},
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
@@ -224,6 +230,15 @@ std::string to_prometheus(const nlohmann::json& status) {
   metric("ipcfloor_lanes_corrupt_total", "counter", "lanes quarantined after impossible positions or stamps");
   out += fmt::format("ipcfloor_lanes_corrupt_total{{engine=\"{}\"}} {}\n", engine,
                      status["counters"]["lanes_corrupt"].get<std::uint64_t>());
+  metric("ipcfloor_bars_published", "gauge", "bars of the series readers see (preloaded and appended)");
+  out += fmt::format("ipcfloor_bars_published{{engine=\"{}\"}} {}\n", engine,
+                     status["live"]["bars_published"].get<std::uint64_t>());
+  metric("ipcfloor_signals_sent_total", "counter", "live signals delivered to subscribers");
+  out += fmt::format("ipcfloor_signals_sent_total{{engine=\"{}\"}} {}\n", engine,
+                     status["live"]["signals_sent"].get<std::uint64_t>());
+  metric("ipcfloor_signals_dropped_total", "counter", "live signals dropped on full signal rings");
+  out += fmt::format("ipcfloor_signals_dropped_total{{engine=\"{}\"}} {}\n", engine,
+                     status["live"]["signals_dropped"].get<std::uint64_t>());
   metric("ipcfloor_requests_total", "counter", "requests answered, per lane");
   for (const auto& lane : status["lanes"])
     out += fmt::format("ipcfloor_requests_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
@@ -295,6 +310,11 @@ int run_status(const StatusOptions& options) {
   fmt::print("series    {} ({} bars, first {}, last {}, checksum {}), fee {}\n", series["source"].get<std::string>(),
              series["bars"].get<std::uint64_t>(), series["first"].get<double>(), series["last"].get<double>(),
              series["checksum"].get<std::string>(), s["fee"].get<double>());
+  if (const auto& live = s["live"]; live["enabled"].get<bool>())
+    fmt::print("live      {} of {} bars published; {} signals sent, {} dropped; {} signal slots per lane\n",
+               live["bars_published"].get<std::uint64_t>(), live["capacity_bars"].get<std::uint64_t>(),
+               live["signals_sent"].get<std::uint64_t>(), live["signals_dropped"].get<std::uint64_t>(),
+               live["signal_capacity"].get<unsigned>());
   fmt::print("lanes     {} x {} slots per ring, {} bulk bytes each; a BACKTEST may cost at most {}\n",
              s["lane_count"].get<unsigned>(), s["ring_capacity"].get<unsigned>(),
              s["bulk_bytes_per_lane"].get<std::uint64_t>(),

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/engine_child.hpp"
 #include "bench/latency.hpp"
 #include "kernel/isa.hpp"
 
@@ -294,4 +295,56 @@ TEST_CASE("the percentile distribution climbs HdrHistogram's ticks to the maximu
   const std::string text = hgrm_text(to_json(summary));
   CHECK(contains(text, "Total count    =        10000"));
   CHECK(contains(text, "      10.000 1.000000000000      10000"));
+}
+
+TEST_CASE("feed appends stdin's closes to a live engine and names a bad line; signals prints one JSON line per combo "
+          "per bar; both name a non-live engine") {
+  const std::string name = unique_name("live");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--bars", "1000", "--live", "--capacity", "1100"});
+  REQUIRE(engine.up());
+  Ran signals;
+  std::thread subscriber([&] {
+    signals = run({"signals", "--name", name, "--lengths", "6,8", "--json", "--count", "20", "--idle-exit-s", "20"});
+  });
+  // The subscriber has subscribed once the engine reports its lane claimed with requests.
+  for (int i = 0; i < 500; ++i) {
+    const Ran status = run({"status", "--name", name, "--json"});
+    const auto parsed = nlohmann::json::parse(status.out, nullptr, false);
+    if (!parsed.is_discarded() && parsed.contains("counters") && parsed["counters"].value("requests", 0) >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string closes;
+  for (int i = 0; i < 10; ++i) closes += fmt::format("{}\n", 100.0 + i * 0.25);
+  const Ran fed = run({"feed", "--name", name}, {}, closes);
+  CHECK_MESSAGE(fed.code == 0, fed.err);
+  CHECK_MESSAGE(contains(fed.out, "appended 10 bars"), fed.out);
+  CHECK(contains(fed.out, "the series now holds 1010 bars"));
+  subscriber.join();
+  CHECK_MESSAGE(signals.code == 0, signals.err);
+  const auto lines = lines_of(signals.out);
+  REQUIRE(lines.size() == 20);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto line = nlohmann::json::parse(lines[i], nullptr, false);
+    REQUIRE_FALSE(line.is_discarded());
+    CHECK(line["bar"] == 1000 + i / 2);
+    CHECK(line["subscription"] == i % 2);
+    CHECK(line.contains("pnl"));
+    CHECK(line.contains("trades"));
+  }
+
+  const Ran bad = run({"feed", "--name", name}, {}, "101\n102\nabc\n");
+  CHECK(bad.code == 3);
+  CHECK_MESSAGE(contains(bad.err, "stdin line 3: 'abc' is not a close price"), bad.err);
+  const Ran negative = run({"feed", "--name", name}, {}, "-5\n");
+  CHECK(negative.code == 3);
+  CHECK_MESSAGE(contains(negative.err, "bad_price"), negative.err);
+
+  const std::string frozen_name = unique_name("frozen");
+  EngineChild frozen(IPCFLOOR_BINARY, frozen_name, {"--wait", "backoff", "--bars", "1000"});
+  REQUIRE(frozen.up());
+  const Ran not_live = run({"feed", "--name", frozen_name}, {}, "100\n");
+  CHECK(not_live.code == 3);
+  CHECK_MESSAGE(contains(not_live.err, "is not live"), not_live.err);
+  const Ran no_combos = run({"signals", "--name", frozen_name});
+  CHECK(no_combos.code == 3);
 }
