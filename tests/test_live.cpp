@@ -3,6 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -271,4 +275,85 @@ TEST_CASE("a subscriber that writes an impossible position on its signal ring is
   }
   auto watch = hostile->segment().header().lanes_corrupt.load(std::memory_order_relaxed);  // relaxed: polled
   CHECK(watch == 1);
+}
+
+TEST_CASE("a writer SIGKILLed mid-stream leaves a consistent series: the subscriber's signals cover every published "
+          "bar and equal the batch kernel's on them, backtests on another lane go on, and a new writer takes over") {
+  const std::string name = unique_name("writer-dies");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "5000", "--live",
+                                             "--capacity", "300000", "--signal-capacity", "262144"});
+  REQUIRE(engine.up());
+  auto reader = ShmClient::connect(name, backoff_client());
+  REQUIRE(reader.has_value());
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(combo_from_length(8), answer) == CallStatus::ok);
+  REQUIRE(status_of(answer) == Status::ok);
+  auto analyst = ShmClient::connect(name, backoff_client());
+  REQUIRE(analyst.has_value());
+
+  const pid_t writer = ::fork();
+  if (writer == 0) {
+    auto client = ShmClient::connect(name, backoff_client());
+    if (!client) ::_exit(3);
+    double close = client->segment().published_series().back();
+    // At most 200,000 bars (the subscriber's ring holds them all), then it waits to be killed.
+    for (std::uint64_t i = 0; i < 200'000; ++i) {
+      close *= (i % 7 < 3) ? 1.0007 : 0.9996;
+      ResponseSlot reply{};
+      if (client->append(close, i, reply) != CallStatus::ok || static_cast<Status>(reply.status) != Status::ok)
+        ::_exit(4);
+    }
+    for (;;) ::pause();
+  }
+  REQUIRE(writer > 0);
+  // Let it write for a while, asking backtests of the growing series meanwhile.
+  std::size_t backtests = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    RequestSlot backtest{};
+    backtest.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+    backtest.params = combo_from_length(20);
+    REQUIRE(analyst->call(backtest, answer) == CallStatus::ok);
+    CHECK(status_of(answer) == Status::ok);
+    ++backtests;
+  }
+  ::kill(writer, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(writer, &status, 0) == writer);
+  CHECK(WIFSIGNALED(status));
+  CHECK(backtests > 10);
+
+  // Whatever moment it died at, the published series is whole and the signals match it.
+  const auto series = reader->segment().published_series();
+  REQUIRE(series.size() > 5000);
+  SignalSlot signal{};
+  std::uint64_t next_bar = 5000;
+  std::optional<SignalSlot> last;
+  while (reader->poll_signal(signal) == CallStatus::ok) {
+    REQUIRE(signal.bar == next_bar);
+    ++next_bar;
+    last = signal;
+  }
+  REQUIRE(last.has_value());
+  CHECK(next_bar == series.size());
+  for (const double close : series) REQUIRE((std::isfinite(close) && close > 0.0));
+  const auto batch = run_sweep(series, std::vector<Combo>{combo_from_length(8)}, kDefaultFee, 1);
+  REQUIRE(batch.has_value());
+  CHECK(last->trades == (*batch)[0].trades);
+  CHECK(same_bits(last->pnl, (*batch)[0].pnl));
+
+  // Its lane is reclaimed, and the next client to append is the writer.
+  auto successor = ShmClient::connect(name, backoff_client());
+  REQUIRE(successor.has_value());
+  bool appended = false;
+  for (int i = 0; i < 300 && !appended; ++i) {
+    REQUIRE(successor->append(series.back(), 0, answer) == CallStatus::ok);
+    appended = status_of(answer) == Status::ok;
+    if (!appended) {
+      CHECK(status_of(answer) == Status::not_the_writer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  CHECK(appended);
+  CHECK(answer.trades == static_cast<std::int64_t>(series.size() + 1));
 }
