@@ -25,6 +25,7 @@
 #include "common/checksum.hpp"
 #include "kernel/cost_rate.hpp"
 #include "kernel/gbm.hpp"
+#include "kernel/series_set.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/socket_server.hpp"
 #include "engine/telemetry.hpp"
@@ -164,6 +165,21 @@ int run_serve(const ServeOptions& options) {
     series->name = std::move(loaded->description);
     if (socket_options && options.socket_series) socket_options->preloaded = series;
   }
+  // More --data files: further series of the segment, named as `sweep --series` names them.
+  std::vector<std::string> paths;
+  if (options.source.data_path) paths.push_back(*options.source.data_path);
+  paths.insert(paths.end(), options.more_data.begin(), options.more_data.end());
+  auto names = SeriesSet::make(paths, options.source.gbm);
+  if (!names) return report_error(names.error());
+  std::vector<LoadedSeries> more_series;
+  for (std::size_t i = 1; i < names->size(); ++i) {
+    auto loaded = names->load(i);
+    if (!loaded) return report_error(loaded.error());
+    more_series.push_back(std::move(*loaded));
+  }
+  if (!more_series.empty() && !options.shm)
+    return report_error(Error{ErrorCode::invalid_argument,
+                              "several --data series need the segment: the socket server holds one (drop --no-shm)"});
   // The socket sweeps run on the socket threads, but a combo that holds one for minutes still
   // delays every connection of that thread and shutdown: the same bound per combo as the
   // segment's, measured on the series served (or a default-length generated one).
@@ -207,6 +223,9 @@ int run_serve(const ServeOptions& options) {
     config.segment.mlock = options.mlock;
     config.segment.series = series->close;
     config.segment.series_name = series->name;
+    config.segment.series_key = names->names().front();
+    for (std::size_t i = 0; i < more_series.size(); ++i)
+      config.segment.more_series.push_back({names->names()[i + 1], more_series[i].close});
     config.segment.fee = options.fee;
     config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
@@ -242,6 +261,9 @@ int run_serve(const ServeOptions& options) {
         segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
     log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->name,
         series->close.size(), header.series_checksum, options.fee);
+    for (std::uint32_t i = 1; i < segment.series_count(); ++i)
+      log(LogLevel::info, "serve: series {} {} ({} bars, checksum {:016x})", i, header.series_table[i].name,
+          header.series_table[i].bars, header.series_table[i].checksum);
     if (options.live)
       log(LogLevel::info, "serve: live: room for {} bars ({} to append), {} signal slots and up to {} subscriptions "
           "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
@@ -365,7 +387,10 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   serve->add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)");
   serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  serve->add_option("--data", cli.data, "close series: .csv with a close column, .f64 or .npy")->check(CLI::ExistingFile);
+  serve->add_option("--data", cli.data,
+                    "close series: .csv with a close column, .f64 or .npy; repeat it to preload several (named "
+                    "after their files; a BACKTEST names one by index, the first is 0)")
+      ->check(CLI::ExistingFile);
   add_gbm_options(*serve, o.source.gbm, &cli.gbm_given);
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
   serve->add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
@@ -418,7 +443,10 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
 
 int run_serve_command(ServeCli& cli) {
   ServeOptions& options = cli.options;
-  if (!cli.data.empty()) options.source.data_path = cli.data;
+  if (!cli.data.empty()) {
+    options.source.data_path = cli.data.front();
+    options.more_data.assign(cli.data.begin() + 1, cli.data.end());
+  }
   if (cli.cpu >= 0) options.cpu = cli.cpu;
   options.heartbeat = std::chrono::milliseconds(cli.heartbeat_ms);
   auto wait = parse_wait_mode(cli.wait);

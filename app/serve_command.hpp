@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -41,6 +42,9 @@ struct ServeOptions {
   // `signal_capacity` slots per lane, up to `subscriptions_per_lane` combos per lane.
   bool live = false;
   std::size_t capacity_bars = 0;
+  // --data given more than once: the files after the first, preloaded as further series a
+  // BACKTEST names by index (1, 2, ...); each is named after its file.
+  std::vector<std::string> more_data;
   std::uint32_t signal_capacity = kDefaultSignalCapacity;
   std::uint32_t subscriptions_per_lane = 256;
   bool quiet = false;  // only errors and warnings on stderr
@@ -68,7 +72,7 @@ struct ServeOptions {
 // What the command line gives before it becomes ServeOptions: the spellings still to parse.
 struct ServeCli {
   ServeOptions options;
-  std::string data;  // --data FILE; empty: generate
+  std::vector<std::string> data;  // --data FILE, repeatable; empty: generate
   std::string wait = "spin";
   std::string hugepages = "auto";
   std::string mlock = "auto";

@@ -145,6 +145,22 @@ void print_watch_screen(const Attachment& segment, const Snapshot& before, const
 
 }  // namespace
 
+// Every series the engine holds, by index (a BACKTEST's flags name one).
+nlohmann::json series_table_json(const DataHeader& h) {
+  nlohmann::json table = nlohmann::json::array();
+  for (std::uint32_t i = 0; i < h.series_count && i < kMaxSeries; ++i) {
+    const SeriesEntry& entry = h.series_table[i];
+    const char* end = static_cast<const char*>(std::memchr(entry.name, '\0', sizeof entry.name));
+    table.push_back({{"index", i},
+                     {"name", std::string(entry.name, end ? end : entry.name + sizeof entry.name)},
+                     {"bars", entry.bars},
+                     {"first", entry.first},
+                     {"last", entry.last},
+                     {"checksum", fmt::format("{:016x}", entry.checksum)}});
+  }
+  return table;
+}
+
 nlohmann::json describe_segment(const Attachment& segment) {
   const DataHeader& h = segment.header();
   // relaxed (all loads below): a snapshot for people; each counter is read on its own.
@@ -191,6 +207,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
       {"series", {{"source", std::string(h.series_name, name_end ? name_end : h.series_name + sizeof h.series_name)},
                   {"bars", h.n_bars}, {"first", h.series_first}, {"last", h.series_last},
                   {"checksum", fmt::format("{:016x}", h.series_checksum)}}},
+      {"series_table", series_table_json(h)},
       {"fee", h.fee},
       // relaxed: counters and the bar count for people; a stale value is only a moment old.
       {"live", {{"enabled", h.live != 0}, {"capacity_bars", h.capacity_bars},
@@ -310,6 +327,11 @@ int run_status(const StatusOptions& options) {
   fmt::print("series    {} ({} bars, first {}, last {}, checksum {}), fee {}\n", series["source"].get<std::string>(),
              series["bars"].get<std::uint64_t>(), series["first"].get<double>(), series["last"].get<double>(),
              series["checksum"].get<std::string>(), s["fee"].get<double>());
+  if (s["series_table"].size() > 1)
+    for (const auto& entry : s["series_table"])
+      fmt::print("          series {} {}: {} bars, first {}, last {}, checksum {}\n", entry["index"].get<unsigned>(),
+                 entry["name"].get<std::string>(), entry["bars"].get<std::uint64_t>(), entry["first"].get<double>(),
+                 entry["last"].get<double>(), entry["checksum"].get<std::string>());
   if (const auto& live = s["live"]; live["enabled"].get<bool>())
     fmt::print("live      {} of {} bars published; {} signals sent, {} dropped; {} signal slots per lane\n",
                live["bars_published"].get<std::uint64_t>(), live["capacity_bars"].get<std::uint64_t>(),

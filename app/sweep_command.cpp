@@ -92,48 +92,71 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
                 options.fee, header.fee, options.name);
-  where = fmt::format("through shm segment {} (lane {}, {} mode), {} bars", options.name, client->lane(),
-                      to_string(client->wait_mode()), header.n_bars);
-  is_default = is_default_series(header.series_checksum);
-  const auto describe = [&](CallStatus status) { return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}", client->describe(status)); };
-  // Keep the ring full; answers come back in order, so the plan index of each one is known.
-  std::vector<std::size_t> in_flight;  // plan indices, oldest first
-  std::size_t next = 0;
-  std::size_t emitted = 0;
-  while (emitted < plan.size()) {
-    while (next < plan.size() && client->outstanding() < client->capacity()) {
-      if (!plan[next].runnable) {
-        ++next;
-        continue;
-      }
-      RequestSlot request{};
-      request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
-      request.params = plan[next].row.params;
-      std::uint64_t seq = 0;
-      if (const CallStatus status = client->submit(request, seq); status != CallStatus::ok) return describe(status);
-      in_flight.push_back(next++);
+  // The engine's series by name, as `serve --data a --data b` named them; "" is the main one.
+  std::vector<std::uint32_t> chosen;
+  if (options.series.empty()) {
+    chosen.push_back(0);
+  } else {
+    std::string known;
+    for (std::uint32_t i = 0; i < client->segment().series_count(); ++i) {
+      const std::string_view key = client->segment().series_key(i);
+      if (options.series == "all" || options.series == key) chosen.push_back(i);
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", key);
     }
-    if (!in_flight.empty()) {
-      ResponseSlot answer{};
-      if (const CallStatus status = client->wait_response(answer); status != CallStatus::ok) return describe(status);
-      Planned& p = plan[in_flight.front()];
-      in_flight.erase(in_flight.begin());
-      if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
-        p.row.result = {answer.pnl, answer.trades};
-      } else {
-        const auto status = static_cast<Status>(answer.status);
-        p.row.error = status == Status::window_out_of_range ? window_error(p.row.params, header.n_bars)
-                      : status == Status::too_costly
-                          ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-ms)",
-                                        options.name)
-                          : std::string(to_string(status));
+    if (chosen.empty())
+      return fail(ErrorCode::invalid_argument, "engine {} holds no series named '{}'; it holds: {} (or say all)",
+                  options.name, options.series, known);
+  }
+  const std::vector<Planned> original = plan;
+  for (const std::uint32_t series_index : chosen) {
+    const std::size_t n_bars = client->segment().series_at(series_index).size();
+    plan = original;
+    if (!options.series.empty())
+      for (Planned& p : plan) p.row.series = std::string(client->segment().series_key(series_index));
+    where = fmt::format("through shm segment {} (lane {}, {} mode), series {} ({} bars)", options.name, client->lane(),
+                        to_string(client->wait_mode()), client->segment().series_key(series_index), n_bars);
+    is_default = series_index == 0 && is_default_series(header.series_checksum);
+    const auto describe = [&](CallStatus status) { return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}", client->describe(status)); };
+    // Keep the ring full; answers come back in order, so the plan index of each one is known.
+    std::vector<std::size_t> in_flight;  // plan indices, oldest first
+    std::size_t next = 0;
+    std::size_t emitted = 0;
+    while (emitted < plan.size()) {
+      while (next < plan.size() && client->outstanding() < client->capacity()) {
+        if (!plan[next].runnable) {
+          ++next;
+          continue;
+        }
+        RequestSlot request{};
+        request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+        request.flags = series_flags(series_index);
+        request.params = plan[next].row.params;
+        std::uint64_t seq = 0;
+        if (const CallStatus status = client->submit(request, seq); status != CallStatus::ok) return describe(status);
+        in_flight.push_back(next++);
       }
-      p.runnable = false;  // done: the emit loop below may pass it
+      if (!in_flight.empty()) {
+        ResponseSlot answer{};
+        if (const CallStatus status = client->wait_response(answer); status != CallStatus::ok) return describe(status);
+        Planned& p = plan[in_flight.front()];
+        in_flight.erase(in_flight.begin());
+        if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
+          p.row.result = {answer.pnl, answer.trades};
+        } else {
+          const auto status = static_cast<Status>(answer.status);
+          p.row.error = status == Status::window_out_of_range ? window_error(p.row.params, n_bars)
+                        : status == Status::too_costly
+                            ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-ms)",
+                                          options.name)
+                            : std::string(to_string(status));
+        }
+        p.runnable = false;  // done: the emit loop below may pass it
+      }
+      // Emit every finished row in order: rows that never ran, and rows whose answer came.
+      while (emitted < plan.size() && (in_flight.empty() || emitted < in_flight.front()) &&
+             (emitted < next || !plan[emitted].runnable))
+        emit(plan[emitted++].row);
     }
-    // Emit every finished row in order: rows that never ran, and rows whose answer came.
-    while (emitted < plan.size() && (in_flight.empty() || emitted < in_flight.front()) &&
-           (emitted < next || !plan[emitted].runnable))
-      emit(plan[emitted++].row);
   }
   return {};
 }
@@ -281,13 +304,18 @@ int run_sweep_command(SweepOptions& options) {
                                        "--data and --bars/--seed/... describe a series to send: add --ship, or drop "
                                        "them to run on the server's preloaded series"});
   const bool inproc = options.name.empty() && !socket;
-  if (!inproc && (!options.series.empty() || options.data_paths.size() > 1))
+  if (!inproc && options.data_paths.size() > 1)
     return report_error("sweep", Error{ErrorCode::invalid_argument,
-                                       "--series and several --data need --inproc: an engine or a socket server "
-                                       "sweeps one series"});
+                                       "several --data need --inproc: through an engine, --series picks among the "
+                                       "series it preloaded"});
+  if (socket && !options.series.empty())
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       "--series needs --inproc or --name: a socket server holds one series"});
   auto series_set = SeriesSet::make(options.data_paths, options.source.gbm);
   if (!series_set) return report_error("sweep", series_set.error());
-  auto selected = series_set->select(options.series);
+  // Through an engine, --series names the engine's series (checked once attached).
+  auto selected = options.name.empty() ? series_set->select(options.series)
+                                       : Expected<std::vector<std::size_t>>(std::vector<std::size_t>{0});
   if (!selected) return report_error("sweep", selected.error());
   auto plan = plan_rows(options.combos);
   if (!plan) return report_error("sweep", plan.error());

@@ -55,8 +55,14 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLan
                                                      TelemetryQueue& telemetry, std::uint64_t max_frame_cost,
                                                      double ns_per_tick, std::optional<LiveBookLimits> live) {
   const std::size_t room = segment.series_room().size();
+  // The workspace holds the longest series a BACKTEST may run on.
+  std::size_t longest = live ? room : segment.series().size();
+  for (std::uint32_t i = 1; i < segment.series_count(); ++i) longest = std::max(longest, segment.series_at(i).size());
   std::unique_ptr<ShmServer> server(
-      new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick, live ? room : segment.series().size()));
+      new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick, longest));
+  server->series_count_ = segment.series_count();
+  server->series_[0] = server->close_;
+  for (std::uint32_t i = 1; i < server->series_count_; ++i) server->series_[i] = segment.series_at(i);
   if (live) {
     live->lanes = segment.lane_count();
     live->capacity_bars = room;
@@ -257,18 +263,6 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
   return served;
 }
 
-Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
-  switch (static_cast<Opcode>(request.opcode)) {
-    case Opcode::append: return append_bar(index, request, response);
-    case Opcode::subscribe: return subscribe(index, request, response);
-    case Opcode::snapshot: return snapshot(index, request, response);
-    default: break;
-  }
-  const Lane& lane = lanes_[index];
-  return dispatch_request(request, close_, fee_, workspace_, response, {lane.view.bulk, lane.view.bulk_bytes},
-                          max_frame_cost_);
-}
-
 namespace {
 // Starts the answer to a live request: echoes its seq and opcode, zeroes the payload.
 Status answer(ResponseSlot& response, const RequestSlot& request, Status status) noexcept {
@@ -281,6 +275,30 @@ Status answer(ResponseSlot& response, const RequestSlot& request, Status status)
   return status;
 }
 }  // namespace
+
+Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  switch (static_cast<Opcode>(request.opcode)) {
+    case Opcode::append: return append_bar(index, request, response);
+    case Opcode::subscribe: return subscribe(index, request, response);
+    case Opcode::snapshot: return snapshot(index, request, response);
+    default: break;
+  }
+  const Lane& lane = lanes_[index];
+  // The low byte of flags picks the series (BACKTEST); the dispatcher checks the rest as before.
+  const std::uint32_t series = request.flags & kSeriesIndexMask;
+  if (series == 0) {
+    return dispatch_request(request, close_, fee_, workspace_, response, {lane.view.bulk, lane.view.bulk_bytes},
+                            max_frame_cost_);
+  }
+  if ((request.flags & ~kSeriesIndexMask) != 0 || request.opcode != static_cast<std::uint16_t>(Opcode::backtest))
+    return answer(response, request, Status::reserved_bits_set);
+  if (series >= series_count_) return answer(response, request, Status::no_such_series);
+  RequestSlot on_series = request;
+  on_series.flags = 0;
+  return dispatch_request(on_series, series_[series], fee_, workspace_, response, {lane.view.bulk, lane.view.bulk_bytes},
+                          max_frame_cost_);
+}
+
 
 Status ShmServer::append_bar(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   if (!live_) return answer(response, request, Status::not_live);
@@ -298,6 +316,7 @@ Status ShmServer::append_bar(std::uint32_t index, const RequestSlot& request, Re
   // Attachment::published_series.
   header_.bars_published.store(published_, std::memory_order_release);
   close_ = std::span<const double>(room_.data(), published_);
+  series_[0] = close_;
   const std::uint64_t tick = bar.tick;
   live_->on_bar(
       close_,

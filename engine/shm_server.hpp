@@ -89,7 +89,9 @@ class ShmServer {
   EngineLanes& shared_;
   WaitMode mode_;
   TelemetryQueue& telemetry_;
-  std::span<const double> close_;  // the bars published so far (all of them unless live)
+  std::span<const double> close_;  // the main series' bars published so far (all of them unless live)
+  std::span<const double> series_[kMaxSeries];  // the segment's series; [0] is close_, kept equal
+  std::uint32_t series_count_ = 1;
   double fee_;
   std::unique_ptr<LiveBook> live_;  // null unless live
   std::span<double> room_;          // the series' whole room (live: where bars are appended)

@@ -16,6 +16,13 @@
 
 namespace ipcfloor {
 
+// RequestSlot::flags: the low byte names the series a BACKTEST runs on (an index into the
+// segment's series table); the high byte is reserved and must be 0.
+inline constexpr std::uint16_t kSeriesIndexMask = 0x00FF;
+[[nodiscard]] constexpr std::uint16_t series_flags(std::uint32_t series_index) noexcept {
+  return static_cast<std::uint16_t>(series_index & kSeriesIndexMask);
+}
+
 // What a request asks for. Values are wire values: never renumber, only append.
 enum class Opcode : std::uint16_t {
   backtest = 1,   // run one combo, answer pnl and trades
@@ -43,6 +50,7 @@ enum class Status : std::uint16_t {
   bad_price = 10,         // an APPEND whose close is not a finite number > 0
   not_the_writer = 11,    // an APPEND from a lane other than the series' one writer
   no_room = 12,           // a SUBSCRIBE past the lane's subscriptions or their memory
+  no_such_series = 13,    // a BACKTEST naming a series index the segment does not hold
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -60,6 +68,7 @@ enum class Status : std::uint16_t {
     case Status::bad_price: return "bad_price";
     case Status::not_the_writer: return "not_the_writer";
     case Status::no_room: return "no_room";
+    case Status::no_such_series: return "no_such_series";
   }
   return "unknown";
 }
@@ -85,7 +94,7 @@ enum class Status : std::uint16_t {
 struct alignas(64) RequestSlot {
   std::uint64_t seq;
   std::uint16_t opcode;  // an Opcode value
-  std::uint16_t flags;   // no flag is defined yet: must be 0
+  std::uint16_t flags;   // bits 0-7: the series (0: the main one; BACKTEST only); bits 8-15 must be 0
   std::uint32_t stamp;   // ring-owned; never written by users
   Combo params;          // the six windows (BACKTEST, ECHO) or a BulkEcho (ECHO_BULK), 48 bytes
 };

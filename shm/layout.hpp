@@ -11,7 +11,8 @@
 //                        | DataHeader (4 KiB)                                           |
 //                        |   identity: magic, state, version, sizes and offsets, lane   |
 //                        |     geometry, backing, engine pid/uid/start, series metadata  |
-//                        |     and checksum, fee, the bound on work per frame            |
+//                        |     and checksum, fee, the bound on work per frame, the       |
+//                        |     series table (offset, bars, checksum, name of each)       |
 //                        |   heartbeat line   (the keeper thread, every interval)       |
 //                        |   counters line    (the serving thread)                      |
 //   lane_status_offset   +--------------------------------------------------------------+
@@ -21,6 +22,8 @@
 //   series_offset        +--------------------------------------------------------------+
 //    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)   |
 //     2 MiB)             |   the appended ones; bars_published says how many are valid   |
+//   extra_series_offset  +--------------------------------------------------------------+
+//    (64 B boundary)     | series 1, 2, ... of the series table, each on a 64 B boundary |
 //                        +--------------------------------------------------------------+
 //   data_bytes (a multiple of the page size)
 //
@@ -74,9 +77,24 @@ inline constexpr std::uint32_t kMaxRingCapacity = 1U << 24;
 // subscriber is descheduled; past it frames are dropped and counted, never waited for.
 inline constexpr std::uint32_t kDefaultSignalCapacity = 1024;
 inline constexpr std::size_t kSeriesNameBytes = 96;
+// Series one segment may hold (serve --data a --data b ...); a frame names one by index.
+inline constexpr std::uint32_t kMaxSeries = 16;
+inline constexpr std::size_t kSeriesKeyBytes = 64;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
 inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
+
+// One series of the segment as the series table records it. Entry 0 is the main series (the one
+// at series_offset, which live mode appends to); the others follow its room, each on a 64-byte
+// boundary, in the order given.
+struct SeriesEntry {
+  std::uint64_t offset;    // bytes from the start of the data object
+  std::uint64_t bars;      // preloaded bars (entry 0 may grow: bars_published)
+  std::uint64_t checksum;  // FNV-1a 64 over those bars
+  double first;
+  double last;
+  char name[kSeriesKeyBytes];  // NUL-terminated: a file's name without extension, or "default"
+};
 
 // Published last, with a release store: a reader that sees `ready` (acquire) sees the whole
 // header and series as the engine wrote them.
@@ -123,6 +141,9 @@ struct alignas(kRingLineBytes) DataHeader {
   double series_first;
   double series_last;
   char series_name[kSeriesNameBytes];  // NUL-terminated description of the data source
+  std::uint32_t series_count;          // entries of series_table in use, 1..kMaxSeries
+  std::uint32_t series_reserved;
+  SeriesEntry series_table[kMaxSeries];
 
   // --- heartbeat line: the keeper thread stores CLOCK_MONOTONIC every heartbeat_interval_ns ---
   alignas(kRingLineBytes) std::atomic<std::uint64_t> heartbeat_ns;
@@ -195,6 +216,8 @@ static_assert(std::is_trivially_copyable_v<LaneHeader> && std::is_standard_layou
               "LaneHeader is plain data");
 static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets must be well defined");
 static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 4 KiB page");
+static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 104,
+              "SeriesEntry is plain data of a fixed size");
 static_assert(offsetof(DataHeader, magic) == 0, "magic opens the data object");
 static_assert(offsetof(DataHeader, state) == 8, "state follows magic");
 static_assert(offsetof(DataHeader, layout_version) == 12, "the version sits at the same offset in every version");
@@ -240,6 +263,7 @@ struct SegmentGeometry {
   std::size_t series_offset;
   std::size_t series_bytes;
   std::size_t data_bytes;
+  std::size_t extra_series_offset;  // where the series after the main one start
   std::size_t lane_signal_slots_offset;
   std::size_t lane_bulk_offset;
   std::size_t lane_bulk_bytes;
@@ -248,19 +272,27 @@ struct SegmentGeometry {
 
 // `bulk_bytes` is per lane and rounded up to 4 KiB; callers bound it by kMaxBulkBytes.
 // `data_page_bytes` is the data object's page size (4 KiB or 2 MiB).
-// `capacity_bars` is the room for the series (its preloaded bars, plus the appended ones when
-// live); `signal_capacity` the SignalSlots per lane (0 unless live).
+// Bytes one more series takes after the main one's room: its bars, to a 64-byte boundary.
+[[nodiscard]] constexpr std::size_t extra_series_bytes(std::size_t bars) noexcept {
+  return (bars * sizeof(double) + 63) / 64 * 64;
+}
+
+// `capacity_bars` is the room for the main series (its preloaded bars, plus the appended ones when
+// live); `signal_capacity` the SignalSlots per lane (0 unless live); `extra_bytes` the sum of
+// extra_series_bytes over the other series.
 [[nodiscard]] constexpr SegmentGeometry compute_geometry(std::uint32_t lanes, std::uint32_t ring_capacity,
                                                          std::size_t capacity_bars, std::size_t data_page_bytes,
                                                          std::size_t bulk_bytes = kDefaultBulkBytes,
-                                                         std::uint32_t signal_capacity = 0) noexcept {
+                                                         std::uint32_t signal_capacity = 0,
+                                                         std::size_t extra_bytes = 0) noexcept {
   SegmentGeometry g{};
   g.lane_status_offset = kHeaderBytes;
   // The series starts on its own page (a huge page when the object has them) so it is scanned
   // linearly and never shares a line with anything the engine writes.
   g.series_offset = round_up(g.lane_status_offset + std::size_t{lanes} * kLaneStatusBytes, data_page_bytes);
   g.series_bytes = capacity_bars * sizeof(double);
-  g.data_bytes = round_up(g.series_offset + g.series_bytes, data_page_bytes);
+  g.extra_series_offset = round_up(g.series_offset + g.series_bytes, 64);
+  g.data_bytes = round_up(g.extra_series_offset + extra_bytes, data_page_bytes);
   // The bulk region sits apart from the rings: a multi-megabyte copy streams through its own
   // pages and never evicts or shares a line with the slots the serving thread polls.
   g.lane_signal_slots_offset = kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot));

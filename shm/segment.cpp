@@ -78,6 +78,12 @@ Expected<void> validate_config(const SegmentConfig& config) {
                 kMaxRingCapacity);
   if (config.series.empty())
     return fail(ErrorCode::invalid_argument, "the series is empty: the segment needs at least one bar");
+  if (config.more_series.size() + 1 > kMaxSeries)
+    return fail(ErrorCode::invalid_argument, "{} series given; one segment holds at most {}",
+                config.more_series.size() + 1, kMaxSeries);
+  for (const SegmentConfig::NamedSeries& more : config.more_series)
+    if (more.close.empty())
+      return fail(ErrorCode::invalid_argument, "series {} is empty: every series needs at least one bar", more.key);
   if (config.bulk_bytes > kMaxBulkBytes)
     return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
                 config.bulk_bytes, kMaxBulkBytes);
@@ -149,6 +155,19 @@ std::size_t capacity_of(const SegmentConfig& config) noexcept {
   return std::max(config.series.size(), config.capacity_bars);
 }
 
+// Bytes the series after the main one take.
+std::size_t extra_bytes_of(const SegmentConfig& config) noexcept {
+  std::size_t bytes = 0;
+  for (const SegmentConfig::NamedSeries& more : config.more_series) bytes += extra_series_bytes(more.close.size());
+  return bytes;
+}
+
+void copy_key(char (&to)[kSeriesKeyBytes], std::string_view text) noexcept {
+  const std::size_t length = std::min(text.size(), kSeriesKeyBytes - 1);
+  std::memcpy(to, text.data(), length);
+  to[length] = '\0';
+}
+
 // Step 3, the memory budget: under --mlock require, RLIMIT_MEMLOCK must cover the data object
 // and the most lane objects alive at once. Checked before anything is made: lane objects are
 // made per client, and a limit too short for them must fail the start, not a later client.
@@ -157,7 +176,8 @@ Expected<void> check_mlock_budget(const SegmentConfig& config) {
   // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
   // check can only be stricter than the pages granted.
   const SegmentGeometry small = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config),
-                                                 kSmallPageBytes, config.bulk_bytes, config.signal_capacity);
+                                                 kSmallPageBytes, config.bulk_bytes, config.signal_capacity,
+                                                 extra_bytes_of(config));
   // One lane object more than lanes: a reclaimed lane's fresh object is made while the old one
   // is still mapped.
   const std::uint64_t bytes = (config.hugepages == HugePagesMode::required ? 0 : small.data_bytes) +
@@ -173,7 +193,7 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   // ask for the huge-page size first; a 4 KiB object then only needs the smaller rounding.
   const SegmentGeometry huge =
       compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kHugePageBytes, config.bulk_bytes,
-                       config.signal_capacity);
+                       config.signal_capacity, extra_bytes_of(config));
   ObjectSpec spec;
   spec.label = fmt::format("ipcfloor:{}:data", config.name);
   spec.bytes = huge.data_bytes;
@@ -181,14 +201,14 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   spec.mlock = config.mlock;
   if (config.hugepages == HugePagesMode::off) {
     spec.bytes = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kSmallPageBytes,
-                                  config.bulk_bytes, config.signal_capacity)
+                                  config.bulk_bytes, config.signal_capacity, extra_bytes_of(config))
                      .data_bytes;
   }
   auto object = SharedObject::create(spec);
   if (!object) return object;
   geometry = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config),
                               object->huge_pages() ? kHugePageBytes : kSmallPageBytes, config.bulk_bytes,
-                              config.signal_capacity);
+                              config.signal_capacity, extra_bytes_of(config));
   // A fallback to small pages after asking for the huge-page size leaves the object larger
   // than its geometry; that is harmless (the tail is unused) but the header records the truth.
   return object;
@@ -238,6 +258,25 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
   std::memcpy(series, config.series.data(), preloaded_bytes);
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
+  // The series table: the main series, then the others after its room.
+  header->series_count = static_cast<std::uint32_t>(1 + config.more_series.size());
+  const auto enter = [&](SeriesEntry& entry, std::size_t offset, std::span<const double> close, std::string_view key) {
+    entry.offset = offset;
+    entry.bars = close.size();
+    entry.checksum = fnv1a64(std::as_bytes(std::span<const double>(reinterpret_cast<const double*>(base + offset),
+                                                                   close.size())));
+    entry.first = close.front();
+    entry.last = close.back();
+    copy_key(entry.name, key);
+  };
+  enter(header->series_table[0], g.series_offset, config.series, config.series_key);
+  std::size_t offset = g.extra_series_offset;
+  for (std::size_t i = 0; i < config.more_series.size(); ++i) {
+    const auto& more = config.more_series[i];
+    std::memcpy(base + offset, more.close.data(), more.close.size() * sizeof(double));
+    enter(header->series_table[i + 1], offset, more.close, more.key);
+    offset += extra_series_bytes(more.close.size());
+  }
 }
 
 // Step 6, publish: magic and `ready` with release stores, then the seals. From here on nobody
@@ -391,8 +430,19 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
       (header.signal_capacity != 0 && !valid_ring_capacity(header.signal_capacity)) ||
       (backing != Backing::memfd_4k && backing != Backing::memfd_huge_2m))
     return fail(ErrorCode::protocol, "engine {} sent a data header with impossible geometry", name);
+  // The series table: entry 0 is the main series; the others follow its room in order, each of
+  // whole bars, named with a terminated string.
+  if (header.series_count < 1 || header.series_count > kMaxSeries)
+    return fail(ErrorCode::protocol, "engine {} sent a series table of {} entries", name, header.series_count);
+  std::size_t extra_bytes = 0;
+  for (std::uint32_t i = 1; i < header.series_count; ++i) {
+    const std::uint64_t bars = header.series_table[i].bars;
+    if (bars < 1 || bars > data.size() / sizeof(double))
+      return fail(ErrorCode::protocol, "engine {} sent series {} of impossible length {}", name, i, bars);
+    extra_bytes += extra_series_bytes(static_cast<std::size_t>(bars));
+  }
   const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.capacity_bars, page,
-                                             header.lane_bulk_bytes, header.signal_capacity);
+                                             header.lane_bulk_bytes, header.signal_capacity, extra_bytes);
   if (g.lane_status_offset != header.lane_status_offset || g.series_offset != header.series_offset ||
       g.series_bytes != header.series_bytes || g.lane_bytes != header.lane_bytes ||
       g.lane_bulk_offset != header.lane_bulk_offset || g.data_bytes > data.size() || header.data_bytes != data.size())
@@ -402,6 +452,24 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
   if (checksum != header.series_checksum)
     return fail(ErrorCode::protocol, "engine {}'s series hashes to {:#018x} but its header records {:#018x}", name,
                 checksum, header.series_checksum);
+  std::size_t offset = g.extra_series_offset;
+  for (std::uint32_t i = 0; i < header.series_count; ++i) {
+    const SeriesEntry& entry = header.series_table[i];
+    const std::size_t expected_offset = i == 0 ? g.series_offset : offset;
+    if (i == 0 ? (entry.offset != g.series_offset || entry.bars != header.n_bars ||
+                  entry.checksum != header.series_checksum)
+               : entry.offset != expected_offset)
+      return fail(ErrorCode::protocol, "engine {} sent a series table whose entry {} disagrees with its geometry", name, i);
+    if (std::memchr(entry.name, '\0', sizeof entry.name) == nullptr)
+      return fail(ErrorCode::protocol, "engine {} sent series {} with an unterminated name", name, i);
+    if (i == 0) continue;
+    const std::uint64_t sum =
+        fnv1a64(std::span<const std::byte>(data.data() + entry.offset, entry.bars * sizeof(double)));
+    if (sum != entry.checksum)
+      return fail(ErrorCode::protocol, "engine {}'s series {} ({}) hashes to {:#018x} but its table records {:#018x}",
+                  name, i, entry.name, sum, entry.checksum);
+    offset += extra_series_bytes(static_cast<std::size_t>(entry.bars));
+  }
   return g;
 }
 

@@ -65,6 +65,14 @@ struct SegmentConfig {
   MlockMode mlock = MlockMode::automatic;
   std::span<const double> series;  // at least one bar; copied into the data object
   std::string series_name;         // description, truncated into header.series_name
+  std::string series_key = "default";  // the main series' name in the series table
+  // More series after the main one (up to kMaxSeries in all), each copied in; a frame names one
+  // by its index (1, 2, ... in this order). Live mode appends to the main series only.
+  struct NamedSeries {
+    std::string key;
+    std::span<const double> close;
+  };
+  std::vector<NamedSeries> more_series;
   double fee = 0.0;
   std::uint32_t wait_mode = 0;  // the engine's WaitMode, recorded for clients
   std::uint64_t heartbeat_interval_ns = 10'000'000;
@@ -146,6 +154,12 @@ class Segment {
     return {reinterpret_cast<double*>(data_.data() + geometry_.series_offset), capacity_bars_};
   }
   [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
+  // The series table: how many, and series `index` (< series_count) as preloaded.
+  [[nodiscard]] std::uint32_t series_count() const noexcept { return header().series_count; }
+  [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept {
+    const SeriesEntry& entry = header().series_table[index];
+    return {reinterpret_cast<const double*>(data_.data() + entry.offset), static_cast<std::size_t>(entry.bars)};
+  }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
@@ -219,6 +233,16 @@ class Attachment {
             static_cast<std::size_t>(std::min<std::uint64_t>(bars, header().capacity_bars))};
   }
   [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
+  // The series table, checked at attach (offsets, sizes, checksums): how many series the engine
+  // holds, each one's bars and its name. Index 0 is the main series.
+  [[nodiscard]] std::uint32_t series_count() const noexcept { return header().series_count; }
+  [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept {
+    const SeriesEntry& entry = header().series_table[index];
+    return {reinterpret_cast<const double*>(data_.data() + entry.offset), static_cast<std::size_t>(entry.bars)};
+  }
+  [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept {
+    return header().series_table[index].name;  // NUL-terminated: checked at attach
+  }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }

@@ -348,3 +348,31 @@ TEST_CASE("feed appends stdin's closes to a live engine and names a bad line; si
   const Ran no_combos = run({"signals", "--name", frozen_name});
   CHECK(no_combos.code == 3);
 }
+
+TEST_CASE("a two-series engine answers sweeps on each series: sweep --name --series all prints exactly what --inproc "
+          "prints for the same files, and an unknown series name lists the known ones") {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string es = dir + "/" + unique_name("ES") + ".f64";
+  const std::string nq = dir + "/" + unique_name("NQ") + ".csv";
+  REQUIRE(run({"gen", "--bars", "4000", "--seed", "3", "-o", es}).code == 0);
+  REQUIRE(run({"gen", "--bars", "6000", "--seed", "4", "-o", nq}).code == 0);
+  const std::string name = unique_name("two");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--data", es, "--data", nq});
+  REQUIRE(engine.up());
+  const Ran through = run({"sweep", "--name", name, "--series", "all", "--grid", "6:200:20", "--csv", "--quiet"});
+  const Ran inproc = run({"sweep", "--inproc", "--data", es, "--data", nq, "--series", "all", "--grid", "6:200:20",
+                          "--csv", "--quiet"});
+  CHECK_MESSAGE(through.code == 0, through.err);
+  CHECK(inproc.code == 0);
+  CHECK(lines_of(through.out).size() == 41);  // the header and 20 rows per series
+  CHECK(through.out == inproc.out);
+  const std::string nq_name = std::filesystem::path(nq).stem().string();
+  const Ran one = run({"sweep", "--name", name, "--series", nq_name, "--lengths", "6", "--csv", "--quiet"});
+  CHECK(one.code == 0);
+  CHECK(contains(one.out, "\"" + nq_name + "\",6,"));
+  const Ran unknown = run({"sweep", "--name", name, "--series", "XX", "--lengths", "6"});
+  CHECK(unknown.code == 3);
+  CHECK_MESSAGE(contains(unknown.err, "holds no series named 'XX'"), unknown.err);
+  std::filesystem::remove(es);
+  std::filesystem::remove(nq);
+}

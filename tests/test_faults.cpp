@@ -771,8 +771,16 @@ std::optional<Attachment> lane_for_scribbling(const std::string& name) {
   return std::move(*attached);
 }
 
-// What dispatch_request must answer to `request` on a series of `bars` bars.
+// What an engine that is not live and holds one series of `bars` bars must answer to `request`.
 Status deserved_status(const RequestSlot& request, std::int64_t bars, std::size_t bulk_bytes) {
+  const std::uint16_t op = request.opcode;
+  if (op == static_cast<std::uint16_t>(Opcode::append) || op == static_cast<std::uint16_t>(Opcode::subscribe) ||
+      op == static_cast<std::uint16_t>(Opcode::snapshot))
+    return Status::not_live;
+  if ((request.flags & kSeriesIndexMask) != 0) {
+    const bool backtest = op == static_cast<std::uint16_t>(Opcode::backtest);
+    return (request.flags & ~kSeriesIndexMask) != 0 || !backtest ? Status::reserved_bits_set : Status::no_such_series;
+  }
   if (request.flags != 0) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk))

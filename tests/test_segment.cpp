@@ -231,6 +231,43 @@ TEST_CASE("create publishes a complete data object that an observer and a lane c
   CHECK(view.request_ring->produced.load() == 0);
 }
 
+TEST_CASE("several series in one segment: each is read back whole, by index and name, with its checksum; "
+          "more than the table holds is refused") {
+  const std::string name = unique_name();
+  const std::vector<double> main_series = make_series(5000);
+  const std::vector<double> second = make_series(333);
+  std::vector<double> third = make_series(12001);
+  for (double& close : third) close *= 2.0;
+  SegmentConfig config = make_config(name, main_series);
+  config.series_key = "ES";
+  config.more_series = {{"NQ", second}, {"CL", third}};
+  auto created = Segment::create(config);
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  CHECK(created->series_count() == 3);
+  TestKeeper keeper(*created);
+  auto observer = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_MESSAGE(observer.has_value(), why(observer));
+  REQUIRE(observer->series_count() == 3);
+  const std::vector<const std::vector<double>*> expected = {&main_series, &second, &third};
+  const char* keys[] = {"ES", "NQ", "CL"};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(observer->series_key(i) == keys[i]);
+    const auto got = observer->series_at(i);
+    REQUIRE(got.size() == expected[i]->size());
+    CHECK(std::equal(got.begin(), got.end(), expected[i]->begin()));
+    CHECK(observer->header().series_table[i].checksum == fnv1a64(std::as_bytes(got)));
+    CHECK(reinterpret_cast<std::uintptr_t>(got.data()) % 64 == 0);
+  }
+
+  SegmentConfig too_many = make_config(unique_name(), main_series);
+  for (std::uint32_t i = 0; i < kMaxSeries; ++i) too_many.more_series.push_back({fmt::format("S{}", i), second});
+  auto refused = Segment::create(too_many);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(contains(refused.error().message, "at most 16"), refused.error().message);
+}
+
 TEST_CASE("the socket and the lock file are 0600 and ours; the lock names the engine's pid") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);

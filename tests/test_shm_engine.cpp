@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +22,7 @@
 #include "clients/shm_client.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/gbm.hpp"
 #include "kernel/grid.hpp"
 #include "kernel/series_source.hpp"
 #include "bench/engine_child.hpp"
@@ -196,7 +199,7 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
   CHECK(answer.status == static_cast<std::uint16_t>(Status::unknown_opcode));
 
   RequestSlot flagged = request(Opcode::backtest, combo_from_length(6));
-  flagged.flags = 1;
+  flagged.flags = 0x100;  // the reserved high byte
   REQUIRE(client->call(flagged, answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::reserved_bits_set));
 
@@ -218,6 +221,62 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
   CHECK(eventually([&] { return relaxed(header.requests) == 6 && relaxed(lane.requests) == 6; }));
   CHECK(relaxed(header.bad_frames) == 5);
   CHECK(relaxed(lane.bad_frames) == 5);
+}
+
+TEST_CASE("an engine preloading several series answers a BACKTEST on the one its frame names, each equal to the "
+          "in-process kernel; an index it does not hold gets no_such_series") {
+  GbmParams first;
+  first.bars = 3000;
+  first.seed = 5;
+  GbmParams second = first;
+  second.bars = 7000;
+  second.seed = 6;
+  const std::vector<double> a = *generate_gbm(first);
+  const std::vector<double> b = *generate_gbm(second);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string path_a = dir + "/" + unique_name("ES") + ".f64";
+  const std::string path_b = dir + "/" + unique_name("NQ") + ".f64";
+  for (const auto& [path, close] : {std::pair{path_a, &a}, std::pair{path_b, &b}}) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(close->data()), static_cast<std::streamsize>(close->size() * sizeof(double)));
+  }
+  EngineProcess engine(unique_name("multi"), {"--wait", "backoff", "--data", path_a, "--data", path_b});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  REQUIRE(client->segment().series_count() == 2);
+  ResponseSlot answer{};
+  KernelWorkspace workspace(b.size());
+  for (const std::int64_t length : {6, 31, 100}) {
+    for (std::uint32_t series = 0; series < 2; ++series) {
+      RequestSlot backtest = request(Opcode::backtest, combo_from_length(length));
+      backtest.flags = series_flags(series);
+      REQUIRE(client->call(backtest, answer) == CallStatus::ok);
+      REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+      BacktestResult expected;
+      REQUIRE(run_backtest(series == 0 ? a : b, combo_from_length(length), kDefaultFee, workspace, expected) ==
+              KernelStatus::ok);
+      CHECK(answer.trades == expected.trades);
+      CHECK(std::memcmp(&answer.pnl, &expected.pnl, sizeof(double)) == 0);
+    }
+  }
+  // Windows are checked against the series named: 5,000 fits the second series only.
+  RequestSlot wide = request(Opcode::backtest, Combo{3, 5000, 2, 1, 2, 3});
+  REQUIRE(client->call(wide, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::window_out_of_range));
+  wide.flags = series_flags(1);
+  REQUIRE(client->call(wide, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  RequestSlot missing = request(Opcode::backtest, combo_from_length(6));
+  missing.flags = series_flags(2);
+  REQUIRE(client->call(missing, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::no_such_series));
+  RequestSlot echo_on_series = request(Opcode::echo, Combo{1, 2, 3, 4, 5, 6});
+  echo_on_series.flags = series_flags(1);
+  REQUIRE(client->call(echo_on_series, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::reserved_bits_set));
+  std::filesystem::remove(path_a);
+  std::filesystem::remove(path_b);
 }
 
 TEST_CASE("pipelined requests come back in order with their seq") {
