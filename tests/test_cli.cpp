@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -375,4 +376,39 @@ TEST_CASE("a two-series engine answers sweeps on each series: sweep --name --ser
   CHECK_MESSAGE(contains(unknown.err, "holds no series named 'XX'"), unknown.err);
   std::filesystem::remove(es);
   std::filesystem::remove(nq);
+}
+
+TEST_CASE("status --watch shows the sweeping lane's request rate and service-time percentiles while a sweep runs") {
+  const std::string name = unique_name("watch");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--bars", "20000"});
+  REQUIRE(engine.up());
+  std::atomic<bool> stop{false};
+  std::atomic<int> sweeps{0};
+  std::thread sweeper([&] {
+    while (!stop.load()) {
+      const Ran ran = run({"sweep", "--name", name, "--grid", "6:200:80", "--csv", "--quiet", "--wait", "backoff"});
+      if (ran.code != 0) break;
+      sweeps.fetch_add(1);
+    }
+  });
+  while (sweeps.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Ran watch = run({"status", "--name", name, "--watch", "--interval", "0.3", "--count", "3"});
+  stop.store(true);
+  sweeper.join();
+  CHECK_MESSAGE(watch.code == 0, watch.err);
+  CHECK(contains(watch.out, "req/s"));
+  CHECK(contains(watch.out, "service time over the last"));
+  // Some refresh saw a claimed lane answering requests, with its percentiles.
+  bool busy_lane = false;
+  for (const std::string& line : lines_of(watch.out)) {
+    std::istringstream fields(line);
+    std::string lane, state, owner, p50;
+    double rate = 0;
+    if (!(fields >> lane >> state >> owner >> rate)) continue;
+    std::string err, fill, p99;
+    fields >> err >> fill >> p50 >> p99;
+    if (state == "claimed" && rate > 0 && p50.rfind("<=", 0) == 0) busy_lane = true;
+  }
+  CHECK_MESSAGE(busy_lane, watch.out);
+  CHECK(sweeps.load() >= 1);
 }
