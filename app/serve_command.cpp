@@ -478,9 +478,10 @@ int run_serve_command(ServeCli& cli) {
   if (!level) return report_error(level.error());
   log_configure(*level);
   const int code = run_serve(options);
-  // The last lines get about one heartbeat (at least 50 ms) to reach stderr: enough for any sink
-  // that is read, and a sink nobody reads cannot hold the exit longer than that.
-  log_shutdown(static_cast<unsigned>(std::max<std::int64_t>(50, options.heartbeat.count())));
+  // The last lines get one heartbeat to reach stderr: plenty for any sink that is read, and a
+  // sink nobody reads cannot hold the exit longer (SIGTERM ends the engine within one bounded
+  // frame plus one heartbeat).
+  log_shutdown(static_cast<unsigned>(std::max<std::int64_t>(1, options.heartbeat.count())));
   return code;
 }
 

@@ -1733,9 +1733,10 @@ TEST_CASE("an engine whose stderr is a full pipe nobody reads keeps its heartbea
   MESSAGE("fault-figure blocked-stderr SIGTERM to exit: " << exit_ms << " ms");
   REQUIRE_MESSAGE(status.has_value(), "SIGTERM did not end an engine whose stderr is blocked");
   CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 0), fault::describe_status(*status));
-  // One heartbeat for the keeper to see the signal, one bounded frame (--max-frame-ms 10) for the
-  // serving thread, one heartbeat for the log writer, and the scheduling allowance.
-  CHECK(exit_ms < 3.0 * kHeartbeatMs + 10.0 + kTeardownAllowanceMs + kSchedulingAllowanceMs + 100.0);
+  // The promise: one bounded frame (--max-frame-ms 10) for the serving thread and one heartbeat
+  // for the log writer (the signalfd wakes the keeper at once); plus the process's own exit and
+  // the scheduling allowance of a shared 2-vCPU host.
+  CHECK(exit_ms < kHeartbeatMs + 10.0 + 20.0 + kTeardownAllowanceMs + kSchedulingAllowanceMs);
   std::filesystem::remove_all(dir_template);
 }
 
