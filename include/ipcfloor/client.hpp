@@ -112,8 +112,8 @@ class IPCFLOOR_CXX_API Client {
   [[nodiscard]] std::int32_t engine_pid() const noexcept;
   [[nodiscard]] std::uint32_t lane() const noexcept;
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept;  // requests a sweep keeps in flight
-  [[nodiscard]] bool live() const noexcept;                     // serve --live: appends and signals
-  [[nodiscard]] std::uint64_t capacity() const noexcept;         // room for bars in all (serve --capacity)
+  [[nodiscard]] bool live() const noexcept;                    // serve --live: appends and signals
+  [[nodiscard]] std::uint64_t capacity() const noexcept;       // room for bars in all (serve --capacity)
   // The bars published so far (preloaded, then appended), zero-copy and read-only: every bar it
   // covers is complete; call again for the newer ones. Any thread.
   [[nodiscard]] std::span<const double> published_series() const noexcept;

@@ -135,8 +135,9 @@ typedef struct ipcfloor_options {
   uint32_t size;
   /* IPCFLOOR_WAIT_*. Default IPCFLOOR_WAIT_ENGINE. */
   int32_t wait;
-  /* Bound on any one wait (a lane being freed at attach, ring space, an answer), nanoseconds.
-   * 0 means the default, 5 s. A dead engine is reported sooner, within about one heartbeat. */
+  /* Bound on any one wait (a lane being freed at attach, ring space, an answer, a signal),
+   * nanoseconds. 0 means the default, 5 s. A dead engine is reported sooner, within about one
+   * heartbeat. */
   int64_t timeout_ns;
 } ipcfloor_options;
 
@@ -263,7 +264,8 @@ IPCFLOOR_API int ipcfloor_snapshot(ipcfloor_client *c);
 
 /* The next signal of this client's lane, without waiting: IPCFLOOR_OK (stored in *out),
  * IPCFLOOR_NO_SIGNAL (nothing yet; *out untouched; not an error, the last error stays),
- * IPCFLOOR_E_NOT_LIVE, IPCFLOOR_E_CORRUPT or IPCFLOOR_E_INVALID. No system call. */
+ * IPCFLOOR_E_NOT_LIVE, IPCFLOOR_E_CORRUPT or IPCFLOOR_E_INVALID. No system call, so it does
+ * not notice an engine that died (nothing more comes): ipcfloor_wait_signal does. */
 IPCFLOOR_API int ipcfloor_poll_signal(ipcfloor_client *c, ipcfloor_signal *out);
 
 /* The same, waiting up to the client's timeout (ipcfloor_options.timeout_ns) for one: IPCFLOOR_OK,

@@ -407,7 +407,8 @@ class Engine:
         return code
 
     def poll_signal(self):
-        """The next Signal, or None when none is waiting. Never waits."""
+        """The next Signal, or None when none is waiting. Never waits, so it does not notice an
+        engine that died (nothing more comes): wait_signal does."""
         code = self._poll_signal(self._ptr, self._signal_ref)
         if code == 0:
             return _signal_of(self._signal)
