@@ -1,5 +1,6 @@
 #include "clients/attached_engine.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -48,6 +49,11 @@ int code_for(std::uint16_t status) noexcept {
   switch (static_cast<Status>(status)) {
     case Status::ok: return IPCFLOOR_OK;
     case Status::window_out_of_range: return IPCFLOOR_E_WINDOW;
+    case Status::not_live: return IPCFLOOR_E_NOT_LIVE;
+    case Status::capacity_full: return IPCFLOOR_E_CAPACITY_FULL;
+    case Status::bad_price: return IPCFLOOR_E_BAD_PRICE;
+    case Status::not_the_writer: return IPCFLOOR_E_NOT_WRITER;
+    case Status::no_room: return IPCFLOOR_E_NO_ROOM;
     default: return IPCFLOOR_E_REJECTED;
   }
 }
@@ -58,6 +64,27 @@ RequestSlot request_for(Opcode opcode, const std::int64_t params[6]) noexcept {
   static_assert(sizeof request.params == 6 * sizeof(std::int64_t), "a combo is six int64 windows");
   std::memcpy(&request.params, params, sizeof request.params);
   return request;
+}
+
+// The first of the six windows outside [1, limit] (5 when only the last one is left).
+std::size_t first_bad_window(const std::int64_t params[6], std::uint64_t limit) noexcept {
+  std::size_t k = 0;
+  while (k < 5 && params[k] >= 1 && static_cast<std::uint64_t>(params[k]) <= limit) ++k;
+  return k;
+}
+
+void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
+  out.bar = slot.bar;
+  out.subscription = slot.subscription;
+  out.dropped = slot.dropped;
+  out.hma = slot.hma;
+  out.hma3 = slot.hma3;
+  out.pnl = slot.pnl;
+  out.trades = slot.trades;
+  out.tick = slot.tick;
+  out.cross = slot.cross;
+  out.position = slot.position;
+  out.flags = slot.flags;
 }
 
 // Writes a sentence into a fixed buffer, cut to fit; formats in place, so it never allocates.
@@ -101,6 +128,7 @@ std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, co
     return nullptr;
   }
   std::unique_ptr<AttachedEngine> engine(new AttachedEngine(std::move(*client)));
+  engine->timeout_ = client_options.timeout;
   code = IPCFLOOR_OK;
   return engine;
 }
@@ -110,7 +138,7 @@ AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
   const auto& header = client_.segment().header();
   fee_ = header.fee;
   checksum_ = header.series_checksum;
-  bars_ = client_.segment().series().size();
+  capacity_bars_ = header.capacity_bars;  // checked at attach: within the mapping, >= the bars
   engine_pid_ = header.engine_pid;
   series_name_.assign(header.series_name, strnlen(header.series_name, sizeof header.series_name));
 }
@@ -142,13 +170,14 @@ int AttachedEngine::combo_refused(const std::int64_t params[6], std::uint16_t st
   char which[64] = "the combo";
   if (of > 1) write_message_to(which, "combo {} of {}", index, of);
   if (code == IPCFLOOR_E_WINDOW) {
-    std::size_t k = 0;
-    while (k < 5 && params[k] >= 1 && static_cast<std::uint64_t>(params[k]) <= bars_) ++k;
+    // Live, the engine judges a backtest on the bars published so far (the preloaded ones otherwise).
+    const std::uint64_t bars = client_.segment().published_series().size();
+    const std::size_t k = first_bad_window(params, bars);
     write_message_to(message_,
                      "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: window {} (position {}) is {}, "
                      "outside [1, {}] (the bars of its series)",
                      engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
-                     params[5], client_.lane(), kWindowNames[k], k, params[k], bars_);
+                     params[5], client_.lane(), kWindowNames[k], k, params[k], bars);
   } else {
     write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: {} (status {})",
                      engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
@@ -226,6 +255,152 @@ int AttachedEngine::echo(const std::int64_t in[6], std::int64_t out[6]) noexcept
   const Combo echoed = response.echo();
   std::memcpy(out, &echoed, sizeof echoed);
   return IPCFLOOR_OK;
+}
+
+int AttachedEngine::not_live(const char* call) noexcept {
+  write_message_to(message_,
+                   "engine {} (pid {}) is not live, so lane {} cannot {}: start it with `ipcfloor serve --name {} "
+                   "--live` (and --capacity N for room to append)",
+                   engine_name(), engine_pid_, client_.lane(), call, engine_name());
+  return IPCFLOOR_E_NOT_LIVE;
+}
+
+int AttachedEngine::append_refused(double close, std::uint16_t status) noexcept {
+  const int code = code_for(status);
+  switch (static_cast<Status>(status)) {
+    case Status::capacity_full:
+      write_message_to(message_,
+                       "engine {} (pid {}) refused to append close {} on lane {}: the series is full at its {} bars "
+                       "(serve --capacity); nothing was overwritten",
+                       engine_name(), engine_pid_, close, client_.lane(), capacity_bars_);
+      break;
+    case Status::bad_price:
+      write_message_to(message_,
+                       "engine {} (pid {}) refused to append close {} on lane {}: a close must be a finite number > 0",
+                       engine_name(), engine_pid_, close, client_.lane());
+      break;
+    case Status::not_the_writer:
+      write_message_to(message_,
+                       "engine {} (pid {}) refused to append close {} on lane {}: another client is the series' "
+                       "writer (the first client to append keeps the series until it detaches)",
+                       engine_name(), engine_pid_, close, client_.lane());
+      break;
+    case Status::not_live: return not_live("append bars");
+    default:
+      write_message_to(message_, "engine {} (pid {}) refused to append close {} on lane {}: {} (status {})",
+                       engine_name(), engine_pid_, close, client_.lane(), to_string(static_cast<Status>(status)),
+                       status);
+  }
+  return code;
+}
+
+int AttachedEngine::subscription_refused(const std::int64_t params[6], std::uint16_t status) noexcept {
+  if (status == static_cast<std::uint16_t>(Status::not_live)) return not_live("subscribe combos");
+  char subject[256];
+  write_message_to(subject, "engine {} (pid {}) refused to subscribe [{}, {}, {}, {}, {}, {}] on lane {}", engine_name(),
+                   engine_pid_, params[0], params[1], params[2], params[3], params[4], params[5], client_.lane());
+  const char* who = subject;
+  switch (static_cast<Status>(status)) {
+    case Status::window_out_of_range: {
+      const std::size_t k = first_bad_window(params, capacity_bars_);
+      write_message_to(message_,
+                       "{}: window {} (position {}) is {}, outside [1, {}] (the capacity of its live series, serve "
+                       "--capacity)",
+                       who, kWindowNames[k], k, params[k], capacity_bars_);
+      break;
+    }
+    case Status::too_costly:
+      write_message_to(message_,
+                       "{}: replaying the {} bars so far would hold the engine longer than its bound per frame "
+                       "(serve --max-frame-ms; status too_costly)",
+                       who, client_.segment().published_series().size());
+      break;
+    case Status::no_room:
+      write_message_to(message_,
+                       "{}: the lane already holds {} subscriptions, as many as the engine allows or its memory for "
+                       "them takes (serve --subscriptions)",
+                       who, subscriptions_);
+      break;
+    default:
+      write_message_to(message_, "{}: {} (status {})", who, to_string(static_cast<Status>(status)), status);
+  }
+  return code_for(status);
+}
+
+int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept {
+  if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
+  ResponseSlot response{};
+  if (const CallStatus got = client_.append(close, tick, response); got != CallStatus::ok) return lane_failure(got);
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return append_refused(close, response.status);
+  bars = static_cast<std::uint64_t>(response.trades);
+  return IPCFLOOR_OK;
+}
+
+int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state) noexcept {
+  if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
+  Combo combo;
+  static_assert(sizeof combo == 6 * sizeof(std::int64_t), "a combo is six int64 windows");
+  std::memcpy(&combo, params, sizeof combo);
+  ResponseSlot response{};
+  if (const CallStatus got = client_.subscribe(combo, response); got != CallStatus::ok) return lane_failure(got);
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response.status);
+  ++subscriptions_;
+  id = static_cast<std::uint32_t>(response.extra[0]);
+  if (state != nullptr) {
+    constexpr double kNotCarried = std::numeric_limits<double>::quiet_NaN();
+    *state = ipcfloor_signal{};
+    state->bar = response.extra[1] > 0 ? static_cast<std::uint64_t>(response.extra[1] - 1) : 0;
+    state->subscription = id;
+    state->hma = kNotCarried;
+    state->hma3 = kNotCarried;
+    state->pnl = response.pnl;
+    state->trades = response.trades;
+    state->position = static_cast<std::int8_t>(response.extra[2]);
+    state->flags = IPCFLOOR_SIGNAL_SNAPSHOT;
+  }
+  return IPCFLOOR_OK;
+}
+
+int AttachedEngine::snapshot() noexcept {
+  if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
+  ResponseSlot response{};
+  if (const CallStatus got = client_.snapshot(response); got != CallStatus::ok) return lane_failure(got);
+  if (response.status == static_cast<std::uint16_t>(Status::not_live)) return not_live("ask for a snapshot");
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) {
+    write_message_to(message_, "engine {} (pid {}) refused a snapshot on lane {}: {} (status {})", engine_name(),
+                     engine_pid_, client_.lane(), to_string(static_cast<Status>(response.status)), response.status);
+    return code_for(response.status);
+  }
+  return static_cast<int>(std::min<std::int64_t>(response.trades, std::numeric_limits<int>::max()));
+}
+
+int AttachedEngine::poll_signal(ipcfloor_signal& out) noexcept {
+  if (!client_.live()) return not_live("read signals");
+  SignalSlot slot;
+  switch (const CallStatus got = client_.poll_signal(slot)) {
+    case CallStatus::ok: copy_signal(slot, out); return IPCFLOOR_OK;
+    case CallStatus::empty: return IPCFLOOR_NO_SIGNAL;
+    default: return lane_failure(got);
+  }
+}
+
+int AttachedEngine::wait_signal(ipcfloor_signal& out) noexcept {
+  if (!client_.live()) return not_live("wait for signals");
+  SignalSlot slot;
+  const CallStatus got = client_.wait_signal(slot);
+  if (got == CallStatus::ok) {
+    copy_signal(slot, out);
+    return IPCFLOOR_OK;
+  }
+  if (got == CallStatus::timeout) {
+    write_message_to(message_,
+                     "no signal reached lane {} of engine {} (pid {}) within {} ms; the engine is alive (no bar was "
+                     "appended, or this client subscribed nothing)",
+                     client_.lane(), engine_name(), engine_pid_,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
+    return IPCFLOOR_E_TIMEOUT;
+  }
+  return lane_failure(got);
 }
 
 }  // namespace ipcfloor

@@ -4,13 +4,17 @@
 // the sentence behind the last failure. Results are the IPCFLOOR_* codes of
 // include/ipcfloor/ipcfloor.h, so both front ends report the same thing the same way.
 //
-// Built only on ShmClient's public API (connect, submit, wait_response, segment().series() and
-// the header's series fields), so the segment's internals can change underneath.
+// Built only on ShmClient's public API (connect, submit, wait_response, the live calls append,
+// subscribe, snapshot, poll_signal and wait_signal, segment().series() and published_series(),
+// and the header's series fields), so the segment's internals can change underneath.
 //
-// Threads: requests (backtest, sweep, echo) from one thread at a time; the accessors from any.
+// Threads: requests (backtest, sweep, echo, and live: append, subscribe, snapshot, reading
+// signals) from one thread at a time; the accessors from any.
 // Memory: attach allocates; requests never allocate on success (a lane failure formats its
-// message through ShmClient::describe, which does), never throw and never abort.
+// message through ShmClient::describe, which does), never throw and never abort. poll_signal
+// makes no system call.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +62,15 @@ class AttachedEngine {
   [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out) noexcept;
   [[nodiscard]] int echo(const std::int64_t in[6], std::int64_t out[6]) noexcept;
 
+  // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
+  // contracts. `state` may be null. snapshot returns the subscriptions (>= 0) or a code.
+  // poll_signal returns IPCFLOOR_NO_SIGNAL, without touching the last error, when none is there.
+  [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept;
+  [[nodiscard]] int subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state) noexcept;
+  [[nodiscard]] int snapshot() noexcept;
+  [[nodiscard]] int poll_signal(ipcfloor_signal& out) noexcept;
+  [[nodiscard]] int wait_signal(ipcfloor_signal& out) noexcept;
+
   [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
   [[nodiscard]] double fee() const noexcept { return fee_; }
   [[nodiscard]] std::uint64_t checksum() const noexcept { return checksum_; }
@@ -67,6 +80,10 @@ class AttachedEngine {
   [[nodiscard]] std::uint32_t lane() const noexcept { return client_.lane(); }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return client_.capacity(); }
   [[nodiscard]] int wait_mode() const noexcept;
+  [[nodiscard]] bool live() const noexcept { return client_.live(); }
+  [[nodiscard]] std::uint64_t capacity_bars() const noexcept { return capacity_bars_; }
+  [[nodiscard]] std::span<const double> published_series() const noexcept { return client_.segment().published_series(); }
+  [[nodiscard]] std::uint64_t signals_dropped() const noexcept { return client_.signals_dropped(); }
 
   // The sentence behind the last failed request on this client; "" when there was none.
   [[nodiscard]] const char* last_error() const noexcept { return message_; }
@@ -79,11 +96,21 @@ class AttachedEngine {
   [[nodiscard]] int lane_failure(CallStatus status) noexcept;
   [[nodiscard]] int combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
                                   std::size_t of) noexcept;
+  // A refused SUBSCRIBE: its windows are judged against the capacity, its cost against the bound.
+  [[nodiscard]] int subscription_refused(const std::int64_t params[6], std::uint16_t status) noexcept;
+  [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
+  // The message for a live call on an engine that is not live; returns IPCFLOOR_E_NOT_LIVE.
+  [[nodiscard]] int not_live(const char* call) noexcept;
+  // Reads and discards answers a failed ring request left in flight (the live calls use the
+  // exchange line, which settles its own).
+  [[nodiscard]] int settle() noexcept { return client_.outstanding() != 0 ? drain() : IPCFLOOR_OK; }
 
   ShmClient client_;
   double fee_ = 0.0;
   std::uint64_t checksum_ = 0;
-  std::uint64_t bars_ = 0;
+  std::uint64_t capacity_bars_ = 0;
+  std::uint32_t subscriptions_ = 0;  // accepted on this lane; they last as long as the client
+  std::chrono::nanoseconds timeout_{};
   std::int32_t engine_pid_ = 0;
   std::string series_name_;
   char message_[kMessageBytes] = {};

@@ -2,6 +2,7 @@
 // an exception would have to cross into C, so each one that can meet one catches it here.
 
 #include <climits>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -10,6 +11,15 @@
 #include "clients/attached_engine.hpp"
 #include "common/combo.hpp"
 #include "ipcfloor/ipcfloor.h"
+
+// ipcfloor_signal is C's view of the engine's SignalSlot, without the ring's stamp; it is filled
+// field by field, so only its own layout is fixed here.
+static_assert(sizeof(ipcfloor_signal) == 64, "ipcfloor_signal is 64 bytes: the Python binding mirrors it");
+static_assert(offsetof(ipcfloor_signal, hma) == 16 && offsetof(ipcfloor_signal, tick) == 48 &&
+                  offsetof(ipcfloor_signal, cross) == 56 && offsetof(ipcfloor_signal, flags) == 58,
+              "ipcfloor_signal offsets as documented in ipcfloor.h");
+static_assert(IPCFLOOR_SIGNAL_GAP == ipcfloor::kSignalGap && IPCFLOOR_SIGNAL_SNAPSHOT == ipcfloor::kSignalSnapshot,
+              "the C flags are the engine's");
 
 struct ipcfloor_client {
   std::unique_ptr<ipcfloor::AttachedEngine> engine;
@@ -57,6 +67,12 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_IO: return "operating system error";
     case IPCFLOOR_E_RESOURCE: return "out of memory or resources";
     case IPCFLOOR_E_INTERNAL: return "internal error";
+    case IPCFLOOR_E_NOT_LIVE: return "engine not live";
+    case IPCFLOOR_E_CAPACITY_FULL: return "series at capacity";
+    case IPCFLOOR_E_BAD_PRICE: return "bad price";
+    case IPCFLOOR_E_NOT_WRITER: return "not the series' writer";
+    case IPCFLOOR_E_NO_ROOM: return "no room for another subscription";
+    case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
 }
@@ -131,6 +147,19 @@ int32_t ipcfloor_engine_pid(const ipcfloor_client* c) { return c == nullptr ? 0 
 uint32_t ipcfloor_lane(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->lane(); }
 uint32_t ipcfloor_ring_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->ring_capacity(); }
 int32_t ipcfloor_wait_mode(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->wait_mode(); }
+int ipcfloor_is_live(const ipcfloor_client* c) { return c != nullptr && c->engine->live() ? 1 : 0; }
+uint64_t ipcfloor_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->capacity_bars(); }
+uint64_t ipcfloor_signals_dropped(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->signals_dropped(); }
+
+size_t ipcfloor_published_series(const ipcfloor_client* c, const double** close) {
+  if (c == nullptr) {
+    if (close != nullptr) *close = nullptr;
+    return 0;
+  }
+  const auto series = c->engine->published_series();
+  if (close != nullptr) *close = series.data();
+  return series.size();
+}
 
 int ipcfloor_backtest(ipcfloor_client* c, const int64_t params[6], double* pnl, int64_t* trades) {
   if (c == nullptr || params == nullptr || pnl == nullptr || trades == nullptr) return IPCFLOOR_E_INVALID;
@@ -153,6 +182,31 @@ int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, dou
 int ipcfloor_echo(ipcfloor_client* c, const int64_t in[6], int64_t out[6]) {
   if (c == nullptr || in == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
   return c->engine->echo(in, out);
+}
+
+int ipcfloor_append(ipcfloor_client* c, double close, uint64_t tick, uint64_t* bars) {
+  if (c == nullptr) return IPCFLOOR_E_INVALID;
+  uint64_t now = 0;
+  const int code = c->engine->append(close, tick, now);
+  if (code == IPCFLOOR_OK && bars != nullptr) *bars = now;
+  return code;
+}
+
+int ipcfloor_subscribe(ipcfloor_client* c, const int64_t params[6], uint32_t* id, ipcfloor_signal* state) {
+  if (c == nullptr || params == nullptr || id == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->subscribe(params, *id, state);
+}
+
+int ipcfloor_snapshot(ipcfloor_client* c) { return c == nullptr ? IPCFLOOR_E_INVALID : c->engine->snapshot(); }
+
+int ipcfloor_poll_signal(ipcfloor_client* c, ipcfloor_signal* out) {
+  if (c == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->poll_signal(*out);
+}
+
+int ipcfloor_wait_signal(ipcfloor_client* c, ipcfloor_signal* out) {
+  if (c == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->wait_signal(*out);
 }
 
 int ipcfloor_combo_from_length(int64_t length, int64_t params[6]) {

@@ -55,6 +55,10 @@ std::string_view Client::engine_name() const noexcept { return impl_->engine->en
 std::int32_t Client::engine_pid() const noexcept { return impl_->engine->engine_pid(); }
 std::uint32_t Client::lane() const noexcept { return impl_->engine->lane(); }
 std::uint32_t Client::ring_capacity() const noexcept { return impl_->engine->ring_capacity(); }
+bool Client::live() const noexcept { return impl_->engine->live(); }
+std::uint64_t Client::capacity() const noexcept { return impl_->engine->capacity_bars(); }
+std::span<const double> Client::published_series() const noexcept { return impl_->engine->published_series(); }
+std::uint64_t Client::signals_dropped() const noexcept { return impl_->engine->signals_dropped(); }
 
 Result Client::backtest(const Params& params) {
   Result result;
@@ -83,6 +87,39 @@ Params Client::echo(const Params& params) {
   Params back{};
   if (const int code = impl_->engine->echo(params.data(), back.data()); code != IPCFLOOR_OK) fail(code);
   return back;
+}
+
+std::uint64_t Client::append(double close, std::uint64_t tick) {
+  std::uint64_t bars = 0;
+  if (const int code = impl_->engine->append(close, tick, bars); code != IPCFLOOR_OK) fail(code);
+  return bars;
+}
+
+Subscription Client::subscribe(const Params& params) {
+  Subscription subscription;
+  if (const int code = impl_->engine->subscribe(params.data(), subscription.id, &subscription.state); code != IPCFLOOR_OK)
+    fail(code);
+  return subscription;
+}
+
+std::uint32_t Client::snapshot() {
+  const int subscriptions = impl_->engine->snapshot();
+  if (subscriptions < 0) fail(subscriptions);
+  return static_cast<std::uint32_t>(subscriptions);
+}
+
+std::optional<Signal> Client::poll_signal() {
+  Signal signal{};
+  const int code = impl_->engine->poll_signal(signal);
+  if (code == IPCFLOOR_NO_SIGNAL) return std::nullopt;
+  if (code != IPCFLOOR_OK) fail(code);
+  return signal;
+}
+
+Signal Client::wait_signal() {
+  Signal signal{};
+  if (const int code = impl_->engine->wait_signal(signal); code != IPCFLOOR_OK) fail(code);
+  return signal;
 }
 
 }  // namespace ipcfloor

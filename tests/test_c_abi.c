@@ -4,7 +4,11 @@
  * with ipcfloor_sweep and ipcfloor_backtest and compares every combo with
  * `ipcfloor sweep --inproc --json` on the same series (equal trades, equal pnl bits); then the
  * error paths: no engine, bad arguments, refused windows (per combo), no free lane, and the
- * engine stopping under an attached client.
+ * engine stopping under an attached client. Then live mode against `ipcfloor serve --live`: a
+ * series preloaded in part, the rest appended by one client while another's subscriptions
+ * stream signals whose last pnl and trades equal `sweep --inproc` on the whole series bit for
+ * bit; capacity full, bad price, not the writer, not live, no room, and a poll with nothing
+ * pending, each by its code and its message.
  *
  * Usage: test_c_abi IPCFLOOR_BINARY */
 #define _POSIX_C_SOURCE 200809L
@@ -85,11 +89,10 @@ struct reference_row {
   int64_t trades;
 };
 
-/* `ipcfloor sweep --inproc --json` on the engine's series: one row per combo. */
-static size_t read_reference(struct reference_row *rows, size_t max_rows) {
+/* `ipcfloor sweep --inproc --json ARGS`: one row per combo. */
+static size_t read_rows(const char *args, struct reference_row *rows, size_t max_rows) {
   char command[1024];
-  snprintf(command, sizeof command, "'%s' sweep --inproc --json --bars %d --seed %d --grid %s", binary, BARS, SEED,
-           GRID);
+  snprintf(command, sizeof command, "'%s' sweep --inproc --json --quiet %s", binary, args);
   FILE *pipe = popen(command, "r");
   if (pipe == NULL) return 0;
   size_t n = 0;
@@ -107,6 +110,19 @@ static size_t read_reference(struct reference_row *rows, size_t max_rows) {
   return n;
 }
 
+/* The same on the engine's series. */
+static size_t read_reference(struct reference_row *rows, size_t max_rows) {
+  char args[256];
+  snprintf(args, sizeof args, "--bars %d --seed %d --grid %s", BARS, SEED, GRID);
+  return read_rows(args, rows, max_rows);
+}
+
+static double elapsed_ms(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - since->tv_sec) * 1e3 + (double)(now.tv_nsec - since->tv_nsec) / 1e6;
+}
+
 static void check_codes(void) {
   CHECK(ipcfloor_version() == IPCFLOOR_VERSION, "library %u, header %d", (unsigned)ipcfloor_version(),
         IPCFLOOR_VERSION);
@@ -114,9 +130,10 @@ static void check_codes(void) {
   snprintf(expected, sizeof expected, "%d.%d.%d", IPCFLOOR_VERSION_MAJOR, IPCFLOOR_VERSION_MINOR,
            IPCFLOOR_VERSION_PATCH);
   CHECK(strcmp(ipcfloor_version_string(), expected) == 0, "%s", ipcfloor_version_string());
-  for (int code = IPCFLOOR_E_INTERNAL; code <= IPCFLOOR_OK; ++code) {
+  /* Every code, the live ones and IPCFLOOR_NO_SIGNAL included, has a name of its own. */
+  for (int code = IPCFLOOR_E_NO_ROOM; code <= IPCFLOOR_NO_SIGNAL; ++code) {
     CHECK(strcmp(ipcfloor_strerror(code), "unknown error") != 0, "code %d has no name", code);
-    for (int other = code + 1; other <= IPCFLOOR_OK; ++other)
+    for (int other = code + 1; other <= IPCFLOOR_NO_SIGNAL; ++other)
       CHECK(strcmp(ipcfloor_strerror(code), ipcfloor_strerror(other)) != 0, "codes %d and %d share a name", code,
             other);
   }
@@ -138,6 +155,18 @@ static void check_codes(void) {
   int64_t trades;
   CHECK(ipcfloor_backtest(NULL, six, &pnl, &trades) == IPCFLOOR_E_INVALID, "backtest on NULL");
   CHECK(ipcfloor_echo(NULL, six, params) == IPCFLOOR_E_INVALID, "echo on NULL");
+  uint64_t bars = 0;
+  uint32_t id = 0;
+  ipcfloor_signal signal;
+  CHECK(ipcfloor_append(NULL, 100.0, 0, &bars) == IPCFLOOR_E_INVALID, "append on NULL");
+  CHECK(ipcfloor_subscribe(NULL, six, &id, NULL) == IPCFLOOR_E_INVALID, "subscribe on NULL");
+  CHECK(ipcfloor_snapshot(NULL) == IPCFLOOR_E_INVALID, "snapshot on NULL");
+  CHECK(ipcfloor_poll_signal(NULL, &signal) == IPCFLOOR_E_INVALID, "poll_signal on NULL");
+  CHECK(ipcfloor_wait_signal(NULL, &signal) == IPCFLOOR_E_INVALID, "wait_signal on NULL");
+  CHECK(ipcfloor_is_live(NULL) == 0 && ipcfloor_capacity(NULL) == 0 && ipcfloor_signals_dropped(NULL) == 0,
+        "live accessors of NULL");
+  close = (const double *)1;
+  CHECK(ipcfloor_published_series(NULL, &close) == 0 && close == NULL, "published series of NULL");
 }
 
 static void check_attach_errors(void) {
@@ -169,24 +198,24 @@ static void check_attach_errors(void) {
         err);
 }
 
-static ipcfloor_client *start_engine_and_attach(const char *name) {
-  char bars[16], seed[16];
-  snprintf(bars, sizeof bars, "%d", BARS);
-  snprintf(seed, sizeof seed, "%d", SEED);
-  char *argv[] = {(char *)binary, "serve", "--name", (char *)name, "--bars", bars, "--seed", seed,
-                  "--wait", "backoff", "--lanes", "2", "--quiet", NULL};
+static ipcfloor_client *attach_backoff(const char *name, int64_t timeout_ns, int *err) {
+  ipcfloor_options options;
+  ipcfloor_options_init(&options);
+  options.wait = IPCFLOOR_WAIT_BACKOFF;
+  options.timeout_ns = timeout_ns;
+  return ipcfloor_attach_with(name, &options, err);
+}
+
+/* Starts `ipcfloor serve` with argv and attaches to it, retrying (bounded) while it comes up. */
+static ipcfloor_client *spawn_and_attach(char *const argv[], const char *name) {
   if (posix_spawn(&engine, binary, NULL, NULL, argv, environ) != 0) {
     fprintf(stderr, "cannot start %s: %s\n", binary, strerror(errno));
     engine = -1;
     return NULL;
   }
-  ipcfloor_options options;
-  ipcfloor_options_init(&options);
-  options.wait = IPCFLOOR_WAIT_BACKOFF;
-  options.timeout_ns = 5000000000LL;
   int err = 0;
   for (int i = 0; i < 500; ++i) {
-    ipcfloor_client *c = ipcfloor_attach_with(name, &options, &err);
+    ipcfloor_client *c = attach_backoff(name, 5000000000LL, &err);
     if (c != NULL) return c;
     int status;
     if (waitpid(engine, &status, WNOHANG) == engine) {
@@ -198,6 +227,15 @@ static ipcfloor_client *start_engine_and_attach(const char *name) {
   }
   fprintf(stderr, "could not attach to %s within 10 s: %s\n", name, ipcfloor_last_error(NULL));
   return NULL;
+}
+
+static ipcfloor_client *start_engine_and_attach(const char *name) {
+  char bars[16], seed[16];
+  snprintf(bars, sizeof bars, "%d", BARS);
+  snprintf(seed, sizeof seed, "%d", SEED);
+  char *argv[] = {(char *)binary, "serve", "--name", (char *)name, "--bars", bars, "--seed", seed,
+                  "--wait", "backoff", "--lanes", "2", "--quiet", NULL};
+  return spawn_and_attach(argv, name);
 }
 
 static void check_series(ipcfloor_client *c) {
@@ -223,6 +261,222 @@ static void check_series(ipcfloor_client *c) {
     fclose(file);
   }
   remove(path);
+}
+
+/* Live calls on an engine started without --live: IPCFLOOR_E_NOT_LIVE, saying how to start one. */
+static void check_not_live(ipcfloor_client *c, const char *name) {
+  CHECK(ipcfloor_is_live(c) == 0, "a plain engine is not live");
+  CHECK(ipcfloor_capacity(c) == BARS, "capacity %" PRIu64, ipcfloor_capacity(c));
+  const double *published = NULL;
+  CHECK(ipcfloor_published_series(c, &published) == BARS && published != NULL, "published series of a plain engine");
+  uint64_t bars = 12345;
+  CHECK(ipcfloor_append(c, 100.0, 1, &bars) == IPCFLOOR_E_NOT_LIVE && bars == 12345, "append on a plain engine");
+  CHECK(contains(ipcfloor_last_error(c), name) && contains(ipcfloor_last_error(c), "is not live") &&
+            contains(ipcfloor_last_error(c), "cannot append bars") && contains(ipcfloor_last_error(c), "--live"),
+        "%s", ipcfloor_last_error(c));
+  int64_t six[6];
+  ipcfloor_combo_from_length(6, six);
+  uint32_t id = 99;
+  CHECK(ipcfloor_subscribe(c, six, &id, NULL) == IPCFLOOR_E_NOT_LIVE && id == 99, "subscribe on a plain engine");
+  CHECK(contains(ipcfloor_last_error(c), "cannot subscribe combos"), "%s", ipcfloor_last_error(c));
+  CHECK(ipcfloor_snapshot(c) == IPCFLOOR_E_NOT_LIVE, "snapshot on a plain engine");
+  ipcfloor_signal signal;
+  CHECK(ipcfloor_poll_signal(c, &signal) == IPCFLOOR_E_NOT_LIVE, "poll_signal on a plain engine");
+  CHECK(contains(ipcfloor_last_error(c), "cannot read signals"), "%s", ipcfloor_last_error(c));
+  CHECK(ipcfloor_wait_signal(c, &signal) == IPCFLOOR_E_NOT_LIVE, "wait_signal on a plain engine");
+  CHECK(ipcfloor_signals_dropped(c) == 0, "no drops on a plain engine");
+}
+
+#define LIVE_PRELOAD 300
+#define LIVE_BARS 340
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Live mode end to end: the series is gen --bars 340; the engine preloads its first 300 bars, one
+ * client appends the other 40, another subscribes L=6 and L=9 and reads their signals. */
+static void check_live(void) {
+  char full[256], preload[256], args[600];
+  snprintf(full, sizeof full, "/tmp/ipcfloor-ctest-live-%d.f64", (int)getpid());
+  snprintf(preload, sizeof preload, "/tmp/ipcfloor-ctest-live-%d-preload.f64", (int)getpid());
+  snprintf(args, sizeof args, "'%s' gen --bars %d --seed %d -o '%s' >/dev/null 2>&1", binary, LIVE_BARS, SEED, full);
+  CHECK(system(args) == 0, "%s", args);
+  static double close[LIVE_BARS];
+  FILE *file = fopen(full, "rb");
+  CHECK(file != NULL && fread(close, sizeof close[0], LIVE_BARS, file) == LIVE_BARS, "read %s", full);
+  if (file != NULL) fclose(file);
+  file = fopen(preload, "wb");
+  CHECK(file != NULL && fwrite(close, sizeof close[0], LIVE_PRELOAD, file) == LIVE_PRELOAD, "write %s", preload);
+  if (file != NULL) fclose(file);
+
+  /* The batch kernel on the preloaded bars and on the whole series. */
+  struct reference_row before[2], after[2];
+  snprintf(args, sizeof args, "--data '%s' --lengths 6,9", preload);
+  const size_t n_before = read_rows(args, before, 2);
+  snprintf(args, sizeof args, "--data '%s' --lengths 6,9", full);
+  const size_t n_after = read_rows(args, after, 2);
+  CHECK(n_before == 2 && n_after == 2, "reference rows %zu %zu", n_before, n_after);
+  if (n_before != 2 || n_after != 2) return;
+
+  char name[128], capacity[16];
+  snprintf(name, sizeof name, "ipcfloor-ctest-live-%d", (int)getpid());
+  snprintf(capacity, sizeof capacity, "%d", LIVE_BARS);
+  char *argv[] = {(char *)binary, "serve", "--name", name, "--data", preload, "--live", "--capacity", capacity,
+                  "--subscriptions", "2", "--signal-capacity", "256", "--wait", "backoff", "--lanes", "3",
+                  "--quiet", NULL};
+  ipcfloor_client *writer = spawn_and_attach(argv, name);
+  CHECK(writer != NULL, "attach to a live engine");
+  if (writer == NULL) return;
+  int err = 0;
+  ipcfloor_client *reader = attach_backoff(name, 5000000000LL, &err);
+  ipcfloor_client *idle = attach_backoff(name, 300000000LL, &err); /* 300 ms: its wait must time out */
+  CHECK(reader != NULL && idle != NULL, "two more clients: %s", ipcfloor_last_error(NULL));
+  if (reader == NULL || idle == NULL) return;
+  CHECK(ipcfloor_is_live(reader) == 1 && ipcfloor_capacity(reader) == LIVE_BARS, "live, capacity %" PRIu64,
+        ipcfloor_capacity(reader));
+  const double *published = NULL;
+  CHECK(ipcfloor_published_series(reader, &published) == LIVE_PRELOAD && ipcfloor_bars(reader) == LIVE_PRELOAD,
+        "the preloaded bars are published");
+
+  /* Nothing subscribed, nothing pending: the poll says so at once and leaves the last error. */
+  ipcfloor_signal signal;
+  memset(&signal, 0x5a, sizeof signal);
+  const ipcfloor_signal untouched = signal;
+  struct timespec started;
+  clock_gettime(CLOCK_MONOTONIC, &started);
+  int polled = IPCFLOOR_NO_SIGNAL;
+  for (int i = 0; i < 1000; ++i) {
+    const int once = ipcfloor_poll_signal(reader, &signal);
+    if (once != IPCFLOOR_NO_SIGNAL) polled = once;
+  }
+  const double poll_ms = elapsed_ms(&started);
+  CHECK(polled == IPCFLOOR_NO_SIGNAL, "poll with nothing pending: %d", polled);
+  CHECK(poll_ms < 50.0, "1,000 polls with nothing pending took %.3f ms: a poll must not wait", poll_ms);
+  CHECK(memcmp(&signal, &untouched, sizeof signal) == 0, "a poll that found nothing leaves *out alone");
+  CHECK(strcmp(ipcfloor_last_error(reader), "") == 0, "no signal is not an error: %s", ipcfloor_last_error(reader));
+  CHECK(strcmp(ipcfloor_strerror(IPCFLOOR_NO_SIGNAL), "no signal yet") == 0, "%s",
+        ipcfloor_strerror(IPCFLOOR_NO_SIGNAL));
+
+  /* Subscribe L=6 and L=9: their state after the preload is the batch kernel's on it. */
+  int64_t combos[3][6];
+  ipcfloor_combo_from_length(6, combos[0]);
+  ipcfloor_combo_from_length(9, combos[1]);
+  ipcfloor_combo_from_length(11, combos[2]);
+  for (uint32_t k = 0; k < 2; ++k) {
+    uint32_t id = 99;
+    ipcfloor_signal state;
+    CHECK(ipcfloor_subscribe(reader, combos[k], &id, &state) == IPCFLOOR_OK, "subscribe %u: %s", (unsigned)k,
+          ipcfloor_last_error(reader));
+    CHECK(id == k && state.subscription == k, "subscription id %u", (unsigned)id);
+    CHECK(state.bar == LIVE_PRELOAD - 1 && state.flags == IPCFLOOR_SIGNAL_SNAPSHOT && isnan(state.hma),
+          "state after the preload: bar %" PRIu64 " flags %u", state.bar, (unsigned)state.flags);
+    CHECK(state.trades == before[k].trades && same_double(state.pnl, before[k].pnl),
+          "L=%" PRId64 " after the preload: pnl %.17g trades %" PRId64 ", want %.17g %" PRId64, before[k].length,
+          state.pnl, state.trades, before[k].pnl, before[k].trades);
+  }
+  /* serve --subscriptions 2: a third is refused by name, and so is a window past the capacity. */
+  uint32_t id = 99;
+  CHECK(ipcfloor_subscribe(reader, combos[2], &id, NULL) == IPCFLOOR_E_NO_ROOM && id == 99, "a third subscription");
+  CHECK(contains(ipcfloor_last_error(reader), name) && contains(ipcfloor_last_error(reader), "already holds 2") &&
+            contains(ipcfloor_last_error(reader), "--subscriptions"),
+        "%s", ipcfloor_last_error(reader));
+  int64_t too_long[6] = {3, LIVE_BARS + 1, 2, 1, 2, 3};
+  CHECK(ipcfloor_subscribe(idle, too_long, &id, NULL) == IPCFLOOR_E_WINDOW, "a window past the capacity");
+  CHECK(contains(ipcfloor_last_error(idle), "window L (position 1) is 341, outside [1, 340]"), "%s",
+        ipcfloor_last_error(idle));
+
+  /* Refused appends: each by its code and its sentence; the series is unchanged. */
+  uint64_t bars = 0;
+  CHECK(ipcfloor_append(writer, nan(""), 1, &bars) == IPCFLOOR_E_BAD_PRICE, "a NaN close");
+  CHECK(contains(ipcfloor_last_error(writer), "close nan") &&
+            contains(ipcfloor_last_error(writer), "finite number > 0") && contains(ipcfloor_last_error(writer), name),
+        "%s", ipcfloor_last_error(writer));
+  CHECK(ipcfloor_append(writer, -1.5, 1, &bars) == IPCFLOOR_E_BAD_PRICE, "a negative close");
+  CHECK(ipcfloor_published_series(reader, NULL) == LIVE_PRELOAD, "refused closes are not published");
+
+  /* The other 40 bars, tick = bar + 1. */
+  for (size_t i = LIVE_PRELOAD; i < LIVE_BARS; ++i) {
+    CHECK(ipcfloor_append(writer, close[i], (uint64_t)i + 1, &bars) == IPCFLOOR_OK && bars == i + 1,
+          "append bar %zu: %s", i, ipcfloor_last_error(writer));
+    if (i == LIVE_PRELOAD) {
+      /* The writer is taken: another client's append is refused. */
+      CHECK(ipcfloor_append(reader, 99.0, 0, &bars) == IPCFLOOR_E_NOT_WRITER, "a second writer");
+      CHECK(contains(ipcfloor_last_error(reader), "another client is the series' writer"), "%s",
+            ipcfloor_last_error(reader));
+    }
+  }
+  CHECK(ipcfloor_append(writer, 100.0, 0, &bars) == IPCFLOOR_E_CAPACITY_FULL, "an append past the capacity");
+  CHECK(contains(ipcfloor_last_error(writer), "full at its 340 bars") &&
+            contains(ipcfloor_last_error(writer), "nothing was overwritten"),
+        "%s", ipcfloor_last_error(writer));
+  CHECK(ipcfloor_published_series(reader, &published) == LIVE_BARS &&
+            memcmp(published, close, sizeof close) == 0,
+        "the published series is the generated one, bit for bit");
+
+  /* 40 signals per subscription, in bar order; the last equal the batch kernel on all 340 bars. */
+  ipcfloor_signal last[2];
+  uint64_t next_bar[2] = {LIVE_PRELOAD, LIVE_PRELOAD};
+  int got = 0;
+  for (int i = 0; i < 2 * (LIVE_BARS - LIVE_PRELOAD); ++i) {
+    const int waited = i % 2 == 0 ? ipcfloor_wait_signal(reader, &signal) : ipcfloor_poll_signal(reader, &signal);
+    CHECK(waited == IPCFLOOR_OK, "signal %d: %d %s", i, waited, ipcfloor_last_error(reader));
+    if (waited != IPCFLOOR_OK || signal.subscription > 1) break;
+    ++got;
+    const uint32_t k = signal.subscription;
+    CHECK(signal.bar == next_bar[k] && signal.tick == signal.bar + 1 && signal.flags == 0 && signal.dropped == 0,
+          "subscription %u: bar %" PRIu64 " (want %" PRIu64 ") tick %" PRIu64 " flags %u", (unsigned)k, signal.bar,
+          next_bar[k], signal.tick, (unsigned)signal.flags);
+    CHECK(signal.cross >= -1 && signal.cross <= 1 && signal.position >= -1 && signal.position <= 1, "cross, position");
+    ++next_bar[k];
+    last[k] = signal;
+  }
+  CHECK(got == 80, "%d signals", got);
+  CHECK(ipcfloor_poll_signal(reader, &signal) == IPCFLOOR_NO_SIGNAL, "nothing after the last bar's signals");
+  for (int k = 0; k < 2 && got == 80; ++k)
+    CHECK(last[k].trades == after[k].trades && same_double(last[k].pnl, after[k].pnl),
+          "L=%" PRId64 " after bar 339: pnl %.17g trades %" PRId64 ", want %.17g %" PRId64 " (sweep --inproc)",
+          after[k].length, last[k].pnl, last[k].trades, after[k].pnl, after[k].trades);
+
+  /* A snapshot: one signal per subscription, the state now. */
+  CHECK(ipcfloor_snapshot(reader) == 2, "snapshot of two subscriptions");
+  for (int k = 0; k < 2; ++k) {
+    CHECK(ipcfloor_poll_signal(reader, &signal) == IPCFLOOR_OK && signal.subscription == (uint32_t)k &&
+              (signal.flags & IPCFLOOR_SIGNAL_SNAPSHOT) != 0 && signal.bar == LIVE_BARS - 1 && signal.tick == 0 &&
+              signal.trades == after[k].trades && same_double(signal.pnl, after[k].pnl) &&
+              same_double(signal.hma, last[k].hma),
+          "snapshot signal %d", k);
+  }
+  CHECK(ipcfloor_snapshot(idle) == 0, "a client that subscribed nothing has nothing to snapshot");
+  CHECK(ipcfloor_signals_dropped(reader) == 0, "no signal dropped: %" PRIu64, ipcfloor_signals_dropped(reader));
+
+  /* A backtest on the live engine runs on the published bars: the same answer again. */
+  double pnl = 0.0;
+  int64_t trades = -1;
+  CHECK(ipcfloor_backtest(idle, combos[0], &pnl, &trades) == IPCFLOOR_OK && trades == after[0].trades &&
+            same_double(pnl, after[0].pnl),
+        "backtest L=6 on the published bars");
+  int64_t past_preload[6] = {3, LIVE_PRELOAD + 20, 2, 1, 2, 3};
+  CHECK(ipcfloor_backtest(idle, past_preload, &pnl, &trades) == IPCFLOOR_OK, "a window past the preload: %s",
+        ipcfloor_last_error(idle));
+  CHECK(ipcfloor_backtest(idle, too_long, &pnl, &trades) == IPCFLOOR_E_WINDOW, "a window past the published bars");
+  CHECK(contains(ipcfloor_last_error(idle), "window L (position 1) is 341, outside [1, 340] (the bars of its series)"),
+        "%s", ipcfloor_last_error(idle));
+
+  /* A wait with nothing to come ends at the client's timeout, saying why. */
+  clock_gettime(CLOCK_MONOTONIC, &started);
+  CHECK(ipcfloor_wait_signal(idle, &signal) == IPCFLOOR_E_TIMEOUT, "a wait with nothing subscribed");
+  const double waited_ms = elapsed_ms(&started);
+  CHECK(waited_ms >= 250.0 && waited_ms < 5000.0, "the wait lasted %.1f ms for a 300 ms timeout", waited_ms);
+  CHECK(contains(ipcfloor_last_error(idle), "no signal reached lane") &&
+            contains(ipcfloor_last_error(idle), "within 300 ms"),
+        "%s", ipcfloor_last_error(idle));
+
+  ipcfloor_detach(idle);
+  ipcfloor_detach(reader);
+  ipcfloor_detach(writer);
+  const int stopped = stop_engine();
+  CHECK(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0, "serve --live exits 0 on SIGINT (status %d)", stopped);
+  remove(full);
+  remove(preload);
 }
 
 int main(int argc, char **argv) {
@@ -321,6 +575,8 @@ int main(int argc, char **argv) {
   int64_t out[6] = {0};
   CHECK(ipcfloor_echo(c, in, out) == IPCFLOOR_OK && memcmp(in, out, sizeof in) == 0, "echo");
 
+  check_not_live(c, name);
+
   /* Two lanes: a second client gets the other, a third finds none. */
   int err = 0;
   ipcfloor_client *second = ipcfloor_attach(name, &err);
@@ -344,10 +600,13 @@ int main(int argc, char **argv) {
   ipcfloor_detach(c);
   CHECK(ipcfloor_attach(name, &err) == NULL && err == IPCFLOOR_E_NO_ENGINE, "attach after stop: %d", err);
 
+  check_live();
+
   if (failures != 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
   }
-  printf("C ABI: %zu combos through %s match sweep --inproc --json bit for bit; error paths hold\n", n, name);
+  printf("C ABI: %zu combos through %s match sweep --inproc --json bit for bit; live signals match it after every "
+         "append; error paths hold\n", n, name);
   return 0;
 }

@@ -15,6 +15,8 @@
 #include <new>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -48,9 +50,9 @@ struct Row {
   std::int64_t trades;
 };
 
-std::vector<Row> reference(const std::string& lengths) {
-  const std::string command = std::string(IPCFLOOR_BINARY) + " sweep --inproc --json --bars " +
-                              std::to_string(kBars) + " --seed 3 --lengths " + lengths;
+std::vector<Row> reference(const std::string& lengths, int bars = kBars) {
+  const std::string command = std::string(IPCFLOOR_BINARY) + " sweep --inproc --json --quiet --bars " +
+                              std::to_string(bars) + " --seed 3 --lengths " + lengths;
   std::vector<Row> rows;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -74,10 +76,11 @@ std::vector<Row> reference(const std::string& lengths) {
 // `ipcfloor serve` for the length of a test case; SIGINT and a bounded reap on the way out.
 class Engine {
  public:
-  explicit Engine(std::string name) : name_(std::move(name)) {
-    const std::string bars = std::to_string(kBars);
-    std::vector<std::string> args = {IPCFLOOR_BINARY, "serve", "--name", name_, "--bars", bars, "--seed", "3",
-                                     "--wait", "backoff", "--quiet"};
+  explicit Engine(std::string name, int bars = kBars, const std::vector<std::string>& extra = {})
+      : name_(std::move(name)) {
+    std::vector<std::string> args = {IPCFLOOR_BINARY, "serve", "--name", name_, "--bars", std::to_string(bars),
+                                     "--seed", "3", "--wait", "backoff", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -208,4 +211,138 @@ TEST_CASE("ipcfloor::Client::attach names what is missing") {
   CHECK_THROWS_AS((void)ipcfloor::Client::attach(name, {std::chrono::nanoseconds(0), ipcfloor::Wait::spin}),
                   ipcfloor::ClientError);
   CHECK_THROWS_AS((void)ipcfloor::params_from_length(0), ipcfloor::ClientError);
+}
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// `ipcfloor gen --bars N --seed 3`: the closes a live engine preloads in part.
+std::vector<double> generated(int bars) {
+  const std::string path = "/tmp/ipcfloor-cpptest-" + std::to_string(getpid()) + ".f64";
+  const std::string command = std::string(IPCFLOOR_BINARY) + " gen --bars " + std::to_string(bars) +
+                              " --seed 3 -o " + path + " >/dev/null 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::vector<double> close(static_cast<std::size_t>(bars));
+  FILE* file = std::fopen(path.c_str(), "rb");
+  REQUIRE(file != nullptr);
+  const std::size_t read = std::fread(close.data(), sizeof(double), close.size(), file);
+  std::fclose(file);
+  std::remove(path.c_str());
+  REQUIRE(read == close.size());
+  return close;
+}
+
+template <class Call>
+ipcfloor::ClientError thrown_by(Call&& call) {
+  try {
+    call();
+  } catch (const ipcfloor::ClientError& error) {
+    return error;
+  }
+  FAIL("no ClientError was thrown");
+  return ipcfloor::ClientError(IPCFLOOR_OK, "");
+}
+
+bool says(const ipcfloor::ClientError& error, std::string_view part) {
+  return std::string_view(error.what()).find(part) != std::string_view::npos;
+}
+
+}  // namespace
+
+TEST_CASE("ipcfloor::Client live: appended bars stream signals whose pnl and trades equal `sweep --inproc` bit for "
+          "bit; append and poll_signal allocate nothing; every refusal is a ClientError saying what was wrong") {
+  constexpr int kPreload = 200;
+  constexpr int kLive = 240;
+  const auto before = reference("6", kPreload);
+  const auto after = reference("6", kLive);
+  REQUIRE(before.size() == 1);
+  REQUIRE(after.size() == 1);
+  const std::vector<double> close = generated(kLive);
+
+  Engine engine("ipcfloor-cpptest-live-" + std::to_string(getpid()), kPreload,
+                {"--live", "--capacity", std::to_string(kLive), "--lanes", "3", "--subscriptions", "1"});
+  ipcfloor::Client writer = engine.attach();
+  ipcfloor::Client reader = engine.attach();
+  CHECK(reader.live());
+  CHECK(reader.capacity() == kLive);
+  REQUIRE(reader.published_series().size() == kPreload);
+  CHECK(std::memcmp(reader.published_series().data(), close.data(), kPreload * sizeof(double)) == 0);
+
+  // Nothing pending: nothing returned, at once, and nothing allocated.
+  auto allocations = g_allocations.load(std::memory_order_relaxed);
+  const auto polled_at = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) CHECK_FALSE(reader.poll_signal().has_value());
+  CHECK(std::chrono::steady_clock::now() - polled_at < std::chrono::milliseconds(50));
+  CHECK(g_allocations.load(std::memory_order_relaxed) == allocations);
+
+  const ipcfloor::Subscription sub = reader.subscribe(ipcfloor::params_from_length(6));
+  CHECK(sub.id == 0);
+  CHECK(sub.state.bar == kPreload - 1);
+  CHECK(sub.state.flags == IPCFLOOR_SIGNAL_SNAPSHOT);
+  CHECK(sub.state.trades == before[0].trades);
+  CHECK(same_bits(sub.state.pnl, before[0].pnl));
+  auto error = thrown_by([&] { (void)reader.subscribe(ipcfloor::params_from_length(8)); });
+  CHECK(error.code() == IPCFLOOR_E_NO_ROOM);
+  CHECK(says(error, "already holds 1 subscriptions"));
+  error = thrown_by([&] { (void)reader.subscribe({3, kLive + 1, 2, 1, 2, 3}); });
+  CHECK(error.code() == IPCFLOOR_E_WINDOW);
+  CHECK(says(error, "window L (position 1) is 241, outside [1, 240]"));
+
+  error = thrown_by([&] { (void)writer.append(0.0); });
+  CHECK(error.code() == IPCFLOOR_E_BAD_PRICE);
+  CHECK(says(error, "close 0 on lane"));
+  CHECK(says(error, "finite number > 0"));
+
+  // The rest of the bars: the hot path allocates nothing.
+  allocations = g_allocations.load(std::memory_order_relaxed);
+  for (int i = kPreload; i < kLive; ++i) CHECK(writer.append(close[static_cast<std::size_t>(i)], 7) == std::uint64_t(i + 1));
+  CHECK(g_allocations.load(std::memory_order_relaxed) == allocations);
+  error = thrown_by([&] { (void)reader.append(100.0); });
+  CHECK(error.code() == IPCFLOOR_E_NOT_WRITER);
+  CHECK(says(error, "another client is the series' writer"));
+  error = thrown_by([&] { (void)writer.append(100.0); });
+  CHECK(error.code() == IPCFLOOR_E_CAPACITY_FULL);
+  CHECK(says(error, engine.name()));
+  CHECK(says(error, "the series is full at its 240 bars"));
+  CHECK(reader.published_series().size() == kLive);
+
+  allocations = g_allocations.load(std::memory_order_relaxed);
+  ipcfloor::Signal last{};
+  std::uint64_t next_bar = kPreload;
+  for (int i = 0; i < kLive - kPreload; ++i) {
+    const std::optional<ipcfloor::Signal> got = i % 2 == 0 ? std::optional(reader.wait_signal()) : reader.poll_signal();
+    REQUIRE(got.has_value());
+    CHECK(got->bar == next_bar++);
+    CHECK(got->tick == 7);
+    CHECK(got->flags == 0);
+    last = *got;
+  }
+  CHECK(g_allocations.load(std::memory_order_relaxed) == allocations);
+  CHECK_FALSE(reader.poll_signal().has_value());
+  CHECK(last.bar == kLive - 1);
+  CHECK(last.trades == after[0].trades);
+  CHECK_MESSAGE(same_bits(last.pnl, after[0].pnl), last.pnl << " vs " << after[0].pnl);
+
+  CHECK(reader.snapshot() == 1);
+  const ipcfloor::Signal now = reader.wait_signal();
+  CHECK((now.flags & IPCFLOOR_SIGNAL_SNAPSHOT) != 0);
+  CHECK(now.trades == after[0].trades);
+  CHECK(same_bits(now.pnl, after[0].pnl));
+  CHECK(reader.signals_dropped() == 0);
+  CHECK(writer.snapshot() == 0);
+
+  // A plain engine refuses every live call by name.
+  Engine plain("ipcfloor-cpptest-plain-" + std::to_string(getpid()));
+  ipcfloor::Client client = plain.attach();
+  CHECK_FALSE(client.live());
+  CHECK(client.capacity() == kBars);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { (void)client.append(100.0); }, [&] { (void)client.subscribe(ipcfloor::params_from_length(6)); },
+           [&] { (void)client.snapshot(); }, [&] { (void)client.poll_signal(); }, [&] { (void)client.wait_signal(); }}) {
+    error = thrown_by(call);
+    CHECK(error.code() == IPCFLOOR_E_NOT_LIVE);
+    CHECK(says(error, "is not live"));
+    CHECK(says(error, "ipcfloor serve --name " + plain.name() + " --live"));
+  }
 }

@@ -5,15 +5,20 @@ Imports the package the way an installation lays it out (the build tree mirrors 
 is <build>/share/ipcfloor/python), starts `ipcfloor serve --wait backoff` on a small series and
 checks: the zero-copy read-only series, sweep and backtest against `ipcfloor sweep --inproc
 --json` bit for bit, per-combo statuses, the exception classes and their messages, how long a
-series view keeps the lane, and the engine stopping under an attached client.
+series view keeps the lane, and the engine stopping under an attached client. Then live mode
+against `ipcfloor serve --live`: bars appended by one Engine, signals of two subscriptions on
+another equal to `sweep --inproc` on the whole series bit for bit, snapshot, and every refusal
+(capacity full, bad price, not the writer, no room, window, not live) by class and message.
 
 Usage: test_python_shm.py IPCFLOOR_BINARY PACKAGE_ROOT
 """
 
 import gc
 import json
+import math
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -49,6 +54,160 @@ def fnv1a64(data):
     for b in data:
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h
+
+
+def bits(x):
+    return struct.pack("<d", x)
+
+
+def start(binary, name, args, ipcfloor, timeout=5.0):
+    """`ipcfloor serve --name NAME ARGS`, and an Engine attached to it once it is up (bounded)."""
+    server = subprocess.Popen([binary, "serve", "--name", name, "--wait", "backoff", "--quiet", *args])
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return server, ipcfloor.attach(name, timeout=timeout, wait="backoff")
+        except (ipcfloor.NoEngine, ipcfloor.Busy):
+            if time.monotonic() > deadline or server.poll() is not None:
+                stop(server)
+                raise SystemExit(f"ipcfloor serve --name {name} did not come up")
+            time.sleep(0.02)
+
+
+def stop(server):
+    if server.poll() is None:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return server.returncode
+
+
+def check_not_live(ipcfloor, engine, name):
+    """Every live call on an engine started without --live raises NotLive, saying how to start one."""
+    check(engine.live is False and engine.capacity == BARS, f"a plain engine: live {engine.live}, capacity "
+                                                            f"{engine.capacity}")
+    check(engine.published_series().size == BARS, "a plain engine publishes its preloaded bars")
+    for what, call in [("append", lambda: engine.append(100.0)), ("subscribe", lambda: engine.subscribe(6)),
+                       ("snapshot", engine.snapshot), ("poll_signal", engine.poll_signal),
+                       ("wait_signal", engine.wait_signal)]:
+        error = expect(ipcfloor.NotLive, f"{what} on a plain engine", call)
+        check(error is not None and error.code == -16 and "is not live" in str(error) and
+              f"ipcfloor serve --name {name} --live" in str(error), f"NotLive says how: {error}")
+
+
+LIVE_PRELOAD, LIVE_BARS = 360, 400
+
+
+def check_live(binary, ipcfloor, tmp):
+    """The engine preloads 360 of `gen --bars 400`; one Engine appends the other 40, another
+    subscribes L=6 and L=8 and reads their signals."""
+    full_path = os.path.join(tmp, "live-full.npy")
+    preload_path = os.path.join(tmp, "live-preload.npy")
+    subprocess.run([binary, "gen", "--bars", str(LIVE_BARS), "--seed", str(SEED), "-o", full_path], check=True,
+                   capture_output=True)
+    close = np.load(full_path)
+    np.save(preload_path, close[:LIVE_PRELOAD])
+
+    def rows(path):
+        done = subprocess.run([binary, "sweep", "--inproc", "--json", "--quiet", "--data", path, "--lengths", "6,8"],
+                              check=True, capture_output=True, text=True)
+        return [json.loads(line) for line in done.stdout.splitlines()]
+    before, after = rows(preload_path), rows(full_path)
+
+    name = f"ipcfloor-pytest-live-{os.getpid()}"
+    server, writer = start(binary, name, ["--data", preload_path, "--live", "--capacity", str(LIVE_BARS), "--lanes",
+                                          "3", "--subscriptions", "2", "--signal-capacity", "256"], ipcfloor)
+    try:
+        reader = ipcfloor.attach(name, timeout=5.0, wait="backoff")
+        idle = ipcfloor.attach(name, timeout=0.3, wait="backoff")
+        check(reader.live and reader.capacity == LIVE_BARS, f"live {reader.live}, capacity {reader.capacity}")
+        published = reader.published_series()
+        check(np.array_equal(published, close[:LIVE_PRELOAD]) and not published.flags.writeable,
+              "the published series is the preload, read-only")
+
+        # Nothing pending: None at once.
+        started = time.monotonic()
+        polled = [reader.poll_signal() for _ in range(1000)]
+        took = time.monotonic() - started
+        check(all(p is None for p in polled), "poll_signal with nothing pending returns None")
+        check(took < 0.5, f"1,000 empty polls took {took * 1e3:.1f} ms: a poll must not wait")
+        check(reader.last_error == "", f"no signal is not an error: {reader.last_error}")
+
+        check(reader.subscribe(6) == 0, "the first subscription is id 0")
+        sub, state = reader.subscribe(ipcfloor.combo_from_length(8), with_state=True)
+        check(sub == 1 and isinstance(state, ipcfloor.Signal) and state.snapshot and not state.gap and
+              state.bar == LIVE_PRELOAD - 1 and math.isnan(state.hma), f"subscribe's state {state}")
+        check(state.trades == before[1]["trades"] and bits(state.pnl) == bits(before[1]["pnl"]),
+              f"L=8 after the preload: {state}, want {before[1]}")
+        error = expect(ipcfloor.NoRoom, "a third subscription (serve --subscriptions 2)", lambda: reader.subscribe(11))
+        check(error is not None and "already holds 2 subscriptions" in str(error) and name in str(error),
+              f"NoRoom: {error}")
+        error = expect(ipcfloor.WindowOutOfRange, "a window past the capacity", lambda: idle.subscribe(401))
+        check(error is not None and "window L (position 1) is 401, outside [1, 400]" in str(error),
+              f"WindowOutOfRange: {error}")
+        expect(ipcfloor.InvalidArgument, "length 0", lambda: idle.subscribe(0))
+        expect(ipcfloor.InvalidArgument, "five windows", lambda: idle.subscribe([1, 2, 3, 4, 5]))
+
+        error = expect(ipcfloor.BadPrice, "a NaN close", lambda: writer.append(float("nan")))
+        check(isinstance(error, ValueError) and "close nan" in str(error) and "finite number > 0" in str(error),
+              f"BadPrice: {error}")
+        expect(ipcfloor.BadPrice, "a negative close", lambda: writer.append(-3.0))
+        expect(ipcfloor.InvalidArgument, "a close that is not a number", lambda: writer.append("100"))
+        expect(ipcfloor.InvalidArgument, "a negative tick", lambda: writer.append(100.0, tick=-1))
+        expect(ipcfloor.InvalidArgument, "a tick past 64 bits", lambda: writer.append(100.0, tick=1 << 64))
+        check(reader.published_series().size == LIVE_PRELOAD, "refused appends publish nothing")
+
+        for i in range(LIVE_PRELOAD, LIVE_BARS):
+            bars = writer.append(close[i], tick=i + 1)
+            check(bars == i + 1, f"append bar {i}: {bars}")
+            if i == LIVE_PRELOAD:
+                error = expect(ipcfloor.NotTheWriter, "a second writer", lambda: reader.append(99.0))
+                check(error is not None and "another client is the series' writer" in str(error),
+                      f"NotTheWriter: {error}")
+        error = expect(ipcfloor.CapacityFull, "an append past the capacity", lambda: writer.append(100.0))
+        check(error is not None and "full at its 400 bars" in str(error) and "nothing was overwritten" in str(error),
+              f"CapacityFull: {error}")
+        check(np.array_equal(reader.published_series(), close), "the published series is the generated one")
+
+        last, next_bar = {}, {0: LIVE_PRELOAD, 1: LIVE_PRELOAD}
+        for i in range(2 * (LIVE_BARS - LIVE_PRELOAD)):
+            got = reader.wait_signal() if i % 2 == 0 else reader.poll_signal()
+            if got is None:
+                check(False, f"signal {i} did not come")
+                break
+            check(got.bar == next_bar[got.subscription] and got.tick == got.bar + 1 and got.flags == 0 and
+                  got.dropped == 0, f"signal {got}")
+            next_bar[got.subscription] += 1
+            last[got.subscription] = got
+        check(reader.poll_signal() is None, "nothing after the last bar's signals")
+        for k in (0, 1):
+            check(k in last and last[k].trades == after[k]["trades"] and bits(last[k].pnl) == bits(after[k]["pnl"]),
+                  f"L={after[k]['L']} after bar {LIVE_BARS - 1}: {last.get(k)}, want {after[k]} (sweep --inproc)")
+
+        check(reader.snapshot() == 2, "a snapshot of two subscriptions")
+        for k in (0, 1):
+            got = reader.poll_signal()
+            check(got is not None and got.snapshot and got.subscription == k and got.bar == LIVE_BARS - 1 and
+                  got.trades == after[k]["trades"] and bits(got.pnl) == bits(after[k]["pnl"]), f"snapshot {got}")
+        check(reader.signals_dropped == 0, f"dropped {reader.signals_dropped}")
+
+        started = time.monotonic()
+        error = expect(ipcfloor.Timeout, "a wait with nothing subscribed", idle.wait_signal)
+        waited = time.monotonic() - started
+        check(0.25 <= waited < 5.0, f"the wait lasted {waited:.3f} s for a 0.3 s timeout")
+        check(error is not None and "no signal reached lane" in str(error), f"Timeout: {error}")
+
+        idle.close()
+        expect(ipcfloor.Closed, "poll_signal after close", idle.poll_signal)
+        expect(ipcfloor.Closed, "append after close", lambda: idle.append(100.0))
+        reader.close()
+        writer.close()
+    finally:
+        code = stop(server)
+    check(code == 0, f"serve --live exits 0 on SIGINT, got {code}")
 
 
 def main():
@@ -141,6 +300,7 @@ def main():
                       f"the message names the window: {error}")
                 check(isinstance(error, ValueError), "WindowOutOfRange is a ValueError")
                 check(engine.backtest(grid[0])[1] == want_trades[0], "usable after a refusal")
+                check_not_live(ipcfloor, engine, name)
                 expect(ipcfloor.InvalidArgument, "a sweep of the wrong shape", lambda: engine.sweep(grid[:, :5]))
                 check(engine.sweep(np.empty((0, 6), dtype=np.int64)).pnl.size == 0, "an empty sweep")
 
@@ -175,12 +335,13 @@ def main():
                 except subprocess.TimeoutExpired:
                     server.kill()
                     server.wait()
+        check_live(binary, ipcfloor, tmp)
 
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
     print(f"python over the segment: {len(LENGTHS)} combos match sweep --inproc bit for bit; read-only zero-copy "
-          "series; per-combo statuses and error classes hold")
+          "series; per-combo statuses and error classes hold; live signals match sweep --inproc after every append")
     return 0
 
 

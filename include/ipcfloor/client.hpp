@@ -14,12 +14,21 @@
 // IPCFLOOR_E_* values of ipcfloor/ipcfloor.h and whose what() names the engine, its pid and the
 // lane. sweep() is the exception to the rule for refused combos: it reports them per combo and
 // throws only when the lane itself fails. Requests allocate nothing unless they fail.
+//
+// Live mode (an engine started with `ipcfloor serve --live`): one client appends closes, others
+// subscribe combos and read one Signal per subscribed combo per new bar:
+//
+//   writer.append(101.25, tick);                                 // -> bars in the series now
+//   auto sub = reader.subscribe(ipcfloor::params_from_length(6)); // sub.id, sub.state
+//   if (auto signal = reader.poll_signal()) ...                  // never waits
+//   ipcfloor::Signal next = reader.wait_signal();                // bounded by the timeout
 
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -60,6 +69,18 @@ struct Result {
   int status = IPCFLOOR_OK; // sweep: IPCFLOOR_OK or why the engine refused this combo
 };
 
+// One subscribed combo's state after one bar, as the batch kernel has it after that bar: the C
+// struct of ipcfloor/ipcfloor.h (bar, subscription, dropped, hma, hma3, pnl, trades, tick, cross,
+// position, flags with IPCFLOOR_SIGNAL_GAP and IPCFLOOR_SIGNAL_SNAPSHOT).
+using Signal = ::ipcfloor_signal;
+
+// What subscribe answers: the combo's id on this client, and its state after the bars so far
+// (flags IPCFLOOR_SIGNAL_SNAPSHOT; hma and hma3 NaN, the answer does not carry them).
+struct Subscription {
+  std::uint32_t id = 0;
+  Signal state{};
+};
+
 class IPCFLOOR_CXX_API ClientError : public std::runtime_error {
  public:
   ClientError(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
@@ -91,6 +112,13 @@ class IPCFLOOR_CXX_API Client {
   [[nodiscard]] std::int32_t engine_pid() const noexcept;
   [[nodiscard]] std::uint32_t lane() const noexcept;
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept;  // requests a sweep keeps in flight
+  [[nodiscard]] bool live() const noexcept;                    // serve --live: appends and signals
+  [[nodiscard]] std::uint64_t capacity() const noexcept;       // room for bars in all (serve --capacity)
+  // The bars published so far (preloaded, then appended), zero-copy and read-only: every bar it
+  // covers is complete; call again for the newer ones. Any thread.
+  [[nodiscard]] std::span<const double> published_series() const noexcept;
+  // Signals this lane lost to a full signal ring since the engine started. Any thread.
+  [[nodiscard]] std::uint64_t signals_dropped() const noexcept;
 
   // One backtest. Throws ClientError when the engine refuses the combo (IPCFLOOR_E_WINDOW, ...) or the
   // lane fails (IPCFLOOR_E_ENGINE_GONE, _TIMEOUT, ...). No allocation on success.
@@ -103,6 +131,23 @@ class IPCFLOOR_CXX_API Client {
 
   // The 48 bytes travel to the engine and back untouched: the transport alone.
   [[nodiscard]] Params echo(const Params& params);
+
+  // ---- Live mode: the contracts of ipcfloor_append ... ipcfloor_wait_signal, with ClientError
+  // for every code but IPCFLOOR_OK (and poll_signal's IPCFLOOR_NO_SIGNAL). No allocation on success.
+
+  // Appends one close (the first client to append becomes the series' one writer); `tick` is any
+  // clock reading the subscribers share, carried back in this bar's signals. Returns the bars in
+  // the series now. Throws IPCFLOOR_E_CAPACITY_FULL, _BAD_PRICE, _NOT_WRITER, _NOT_LIVE, or a lane failure.
+  std::uint64_t append(double close, std::uint64_t tick = 0);
+  // Subscribes a combo (windows in [1, capacity()]) on this lane until the client goes. Throws
+  // IPCFLOOR_E_WINDOW, _NO_ROOM, _REJECTED (too costly to replay), _NOT_LIVE, or a lane failure.
+  Subscription subscribe(const Params& params);
+  // One Signal per subscription, state now, flagged IPCFLOOR_SIGNAL_SNAPSHOT. Returns the subscriptions.
+  std::uint32_t snapshot();
+  // The next Signal, or nothing when none is waiting: never waits, no system call.
+  [[nodiscard]] std::optional<Signal> poll_signal();
+  // The next Signal, waiting up to the timeout; IPCFLOOR_E_TIMEOUT when none came.
+  [[nodiscard]] Signal wait_signal();
 
  private:
   struct Impl;

@@ -20,14 +20,20 @@
  * the engine, its pid and the lane) is ipcfloor_last_error(c) for calls on a client and
  * ipcfloor_last_error(NULL) for a failed attach on the calling thread.
  *
- * Threads. A client is one claimed lane: one thread at a time may use it for requests
- * (backtest, sweep, echo). The series and the metadata accessors only read memory that never
- * changes after attach, so any thread may call them concurrently. Attach one client per thread
- * to run requests in parallel (the engine has --lanes of them).
+ * Live mode. An engine started with `ipcfloor serve --live --capacity N` also takes new bars:
+ * one client appends closes (ipcfloor_append), others subscribe combos (ipcfloor_subscribe) and
+ * read one ipcfloor_signal per subscribed combo per new bar (ipcfloor_poll_signal, _wait_signal).
  *
- * Memory. Attach allocates; backtest, sweep and echo never allocate and, when the client waits
- * in spin mode, make no system call unless an answer is late by a whole engine heartbeat. The
- * series memory belongs to the engine: never write to it (it may be mapped read-only). */
+ * Threads. A client is one claimed lane: one thread at a time may use it for requests
+ * (backtest, sweep, echo, append, subscribe, snapshot) and for reading its signals. The series
+ * and the metadata accessors only read memory that never changes after attach (or, for the
+ * published bars and the drop counter, only grows), so any thread may call them concurrently.
+ * Attach one client per thread to run requests in parallel (the engine has --lanes of them).
+ *
+ * Memory. Attach allocates; backtest, sweep, echo and the live calls never allocate on success
+ * and, when the client waits in spin mode, make no system call unless an answer is late by a
+ * whole engine heartbeat (ipcfloor_poll_signal never waits at all). The series memory belongs to
+ * the engine: never write to it (it may be mapped read-only). */
 #ifndef IPCFLOOR_IPCFLOOR_H
 #define IPCFLOOR_IPCFLOOR_H
 
@@ -86,9 +92,24 @@ extern "C" {
 #define IPCFLOOR_E_RESOURCE (-14)
 /* The library failed in a way its contract does not name (a bug: please report it). */
 #define IPCFLOOR_E_INTERNAL (-15)
+/* Live calls: the engine was started without --live (no appends, subscriptions or signals). */
+#define IPCFLOOR_E_NOT_LIVE (-16)
+/* Append: the series already holds its --capacity bars; nothing was overwritten. */
+#define IPCFLOOR_E_CAPACITY_FULL (-17)
+/* Append: the close is not a finite number > 0. */
+#define IPCFLOOR_E_BAD_PRICE (-18)
+/* Append: another client is the series' writer (the first client to append keeps the series
+ * until it detaches). */
+#define IPCFLOOR_E_NOT_WRITER (-19)
+/* Subscribe: this client's lane holds as many combos as the engine allows (serve
+ * --subscriptions), or their memory is used up. */
+#define IPCFLOOR_E_NO_ROOM (-20)
 
-/* A fixed English name for a code, e.g. "window out of range"; "unknown error" for other
- * values. Never NULL; the string is static. */
+/* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
+#define IPCFLOOR_NO_SIGNAL 1
+
+/* A fixed English name for a code (IPCFLOOR_NO_SIGNAL included), e.g. "window out of range";
+ * "unknown error" for other values. Never NULL; the string is static. */
 IPCFLOOR_API const char *ipcfloor_strerror(int err);
 
 /* ---- Version ----------------------------------------------------------------------------- */
@@ -114,8 +135,9 @@ typedef struct ipcfloor_options {
   uint32_t size;
   /* IPCFLOOR_WAIT_*. Default IPCFLOOR_WAIT_ENGINE. */
   int32_t wait;
-  /* Bound on any one wait (a lane being freed at attach, ring space, an answer), nanoseconds.
-   * 0 means the default, 5 s. A dead engine is reported sooner, within about one heartbeat. */
+  /* Bound on any one wait (a lane being freed at attach, ring space, an answer, a signal),
+   * nanoseconds. 0 means the default, 5 s. A dead engine is reported sooner, within about one
+   * heartbeat. */
   int64_t timeout_ns;
 } ipcfloor_options;
 
@@ -154,6 +176,20 @@ IPCFLOOR_API int32_t ipcfloor_engine_pid(const ipcfloor_client *c);
 IPCFLOOR_API uint32_t ipcfloor_lane(const ipcfloor_client *c);
 IPCFLOOR_API uint32_t ipcfloor_ring_capacity(const ipcfloor_client *c);
 IPCFLOOR_API int32_t ipcfloor_wait_mode(const ipcfloor_client *c);
+/* 1 when the engine is live (serve --live: this client has a signal ring), else 0. */
+IPCFLOOR_API int ipcfloor_is_live(const ipcfloor_client *c);
+/* The room for the series in bars (serve --capacity), preloaded bars included; not live: the
+ * preloaded bars. */
+IPCFLOOR_API uint64_t ipcfloor_capacity(const ipcfloor_client *c);
+/* The bars published so far, zero-copy: the preloaded ones, then (live) the appended ones.
+ * Stores the first bar in *close (when close is not NULL) and returns how many are valid now;
+ * every bar the count covers is complete. The count only grows, up to ipcfloor_capacity; call
+ * again for the newer bars. Read-only; valid until ipcfloor_detach. */
+IPCFLOOR_API size_t ipcfloor_published_series(const ipcfloor_client *c, const double **close);
+/* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
+ * that fell behind): compare with the `dropped` its signals reported, and ask for a snapshot
+ * when they differ. Any thread; one relaxed read of shared memory. */
+IPCFLOOR_API uint64_t ipcfloor_signals_dropped(const ipcfloor_client *c);
 
 /* ---- Requests (the client's thread; never allocate) -------------------------------------- */
 
@@ -176,6 +212,66 @@ IPCFLOOR_API int ipcfloor_sweep(ipcfloor_client *c, const int64_t (*params)[6], 
 /* The 48 bytes of `in` travel to the engine and back into `out` untouched (the ECHO opcode):
  * the transport alone, to measure what a request costs before any work. */
 IPCFLOOR_API int ipcfloor_echo(ipcfloor_client *c, const int64_t in[6], int64_t out[6]);
+
+/* ---- Live mode (an engine started with `ipcfloor serve --live`; the client's thread) ------- */
+
+/* ipcfloor_signal.flags */
+#define IPCFLOOR_SIGNAL_GAP 1      /* signals of this lane were dropped before this one (see `dropped`) */
+#define IPCFLOOR_SIGNAL_SNAPSHOT 2 /* a state asked for (snapshot, subscribe), not a new bar */
+
+/* One subscribed combo's state after one bar, exactly as the batch kernel has it after that bar
+ * (the same pnl bits and trades as ipcfloor_backtest over the bars up to it). 64 bytes. */
+typedef struct ipcfloor_signal {
+  uint64_t bar;          /* 0-based index of the bar in the whole series */
+  uint32_t subscription; /* the id ipcfloor_subscribe gave the combo (per client) */
+  uint32_t dropped;      /* signals of this lane lost before this one, since the last delivered (saturates) */
+  double hma;            /* NaN until its windows have filled */
+  double hma3;
+  double pnl;            /* percentage points, net of fees, up to and including this bar */
+  int64_t trades;        /* closed round trips up to this bar */
+  uint64_t tick;         /* the tick the append of this bar carried; 0 in a snapshot */
+  int8_t cross;          /* +1 HMA3 crossed above HMA at this bar, -1 below, 0 neither */
+  int8_t position;       /* after this bar: +1 long, -1 short, 0 flat */
+  uint16_t flags;        /* IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT */
+} ipcfloor_signal;
+
+/* Appends one close to the engine's series. The first client to append becomes the series' one
+ * writer until it detaches. `tick` is any clock reading the subscribers share (e.g.
+ * CLOCK_MONOTONIC in ns, or 0): every signal of this bar carries it back. Stores the series' bar
+ * count after the append in *bars (bars may be NULL). When the call returns, the signals of this
+ * bar are in their subscribers' rings (or, where a ring was full, counted as dropped).
+ * Returns IPCFLOOR_OK, IPCFLOOR_E_CAPACITY_FULL, IPCFLOOR_E_BAD_PRICE, IPCFLOOR_E_NOT_WRITER,
+ * IPCFLOOR_E_NOT_LIVE (the client stays usable after each), or a lane failure. */
+IPCFLOOR_API int ipcfloor_append(ipcfloor_client *c, double close, uint64_t tick, uint64_t *bars);
+
+/* Subscribes the combo (six windows, each in [1, ipcfloor_capacity]) on this client's lane: from
+ * now on every new bar brings one ipcfloor_signal for it. The engine first replays the bars so
+ * far. Stores the combo's id (0, 1, ... per client) in *id and, when state is not NULL, its state
+ * after the bars so far: bar, subscription, pnl, trades and position, flags
+ * IPCFLOOR_SIGNAL_SNAPSHOT, hma and hma3 NaN (the answer does not carry them; a snapshot does),
+ * cross, tick and dropped 0. Subscriptions last until the client detaches.
+ * Returns IPCFLOOR_OK, IPCFLOOR_E_WINDOW, IPCFLOOR_E_NO_ROOM, IPCFLOOR_E_REJECTED (the replay
+ * would cost more than the engine's bound per frame, serve --max-frame-ms), IPCFLOOR_E_NOT_LIVE,
+ * or a lane failure. */
+IPCFLOOR_API int ipcfloor_subscribe(ipcfloor_client *c, const int64_t params[6], uint32_t *id,
+                                    ipcfloor_signal *state);
+
+/* Asks for one signal per subscription of this client with its state now, flagged
+ * IPCFLOOR_SIGNAL_SNAPSHOT: how a subscriber that saw IPCFLOOR_SIGNAL_GAP (or a growing
+ * ipcfloor_signals_dropped) re-synchronises. Returns the number of subscriptions (>= 0), or
+ * IPCFLOOR_E_NOT_LIVE or a lane failure. */
+IPCFLOOR_API int ipcfloor_snapshot(ipcfloor_client *c);
+
+/* The next signal of this client's lane, without waiting: IPCFLOOR_OK (stored in *out),
+ * IPCFLOOR_NO_SIGNAL (nothing yet; *out untouched; not an error, the last error stays),
+ * IPCFLOOR_E_NOT_LIVE, IPCFLOOR_E_CORRUPT or IPCFLOOR_E_INVALID. No system call, so it does
+ * not notice an engine that died (nothing more comes): ipcfloor_wait_signal does. */
+IPCFLOOR_API int ipcfloor_poll_signal(ipcfloor_client *c, ipcfloor_signal *out);
+
+/* The same, waiting up to the client's timeout (ipcfloor_options.timeout_ns) for one: IPCFLOOR_OK,
+ * IPCFLOOR_E_TIMEOUT (no signal came; the engine looked alive), IPCFLOOR_E_ENGINE_GONE,
+ * IPCFLOOR_E_ENGINE_HUNG, IPCFLOOR_E_CORRUPT, IPCFLOOR_E_NOT_LIVE or IPCFLOOR_E_INVALID. */
+IPCFLOOR_API int ipcfloor_wait_signal(ipcfloor_client *c, ipcfloor_signal *out);
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
 

@@ -6,6 +6,14 @@
         pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3])   # h, L, s, p3, p2, p
         result = engine.sweep(grid)                  # (n, 6) int64 -> pnl, trades, status arrays
 
+Live mode (an engine started with `ipcfloor serve --live --capacity N`): one Engine appends
+closes, others subscribe combos and read one Signal per subscribed combo per new bar:
+
+    writer.append(101.25, tick=time.monotonic_ns())      # -> bars in the series now
+    sub = reader.subscribe(6)                            # a length, or six windows -> its id
+    signal = reader.poll_signal()                        # a Signal, or None: never waits
+    signal = reader.wait_signal()                        # waits up to the timeout (Timeout)
+
 Pure Python on ctypes over the C ABI (libipcfloor.so, found as ipcfloor._native describes). The
 socket client is ipcfloor.socket and needs no library.
 
@@ -18,6 +26,7 @@ thread to run requests in parallel). Its series and metadata may be read from an
 
 import collections
 import ctypes
+import numbers
 
 import numpy as np
 
@@ -26,10 +35,10 @@ from ._native import LibraryNotFound
 from .socket import combo_from_length
 
 __all__ = [
-    "attach", "Engine", "SweepResult", "combo_from_length", "grid", "version", "LibraryNotFound",
+    "attach", "Engine", "SweepResult", "Signal", "combo_from_length", "grid", "version", "LibraryNotFound",
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
-    "ResourceFailure", "InternalError", "Closed",
+    "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
 ]
 
 
@@ -106,6 +115,26 @@ class Closed(Error):
     """The Engine was closed."""
 
 
+class NotLive(Error):
+    """A live call (append, subscribe, snapshot, signals) on an engine started without --live."""
+
+
+class CapacityFull(Error):
+    """append: the series already holds its --capacity bars; nothing was overwritten."""
+
+
+class BadPrice(Error, ValueError):
+    """append: the close is not a finite number > 0."""
+
+
+class NotTheWriter(Error):
+    """append: another client is the series' writer (the first to append, until it detaches)."""
+
+
+class NoRoom(Error):
+    """subscribe: this lane holds as many combos as the engine allows (serve --subscriptions)."""
+
+
 _ERRORS = {
     _native.E_INVALID: InvalidArgument,
     _native.E_NO_ENGINE: NoEngine,
@@ -122,6 +151,11 @@ _ERRORS = {
     _native.E_IO: SystemFailure,
     _native.E_RESOURCE: ResourceFailure,
     _native.E_INTERNAL: InternalError,
+    _native.E_NOT_LIVE: NotLive,
+    _native.E_CAPACITY_FULL: CapacityFull,
+    _native.E_BAD_PRICE: BadPrice,
+    _native.E_NOT_WRITER: NotTheWriter,
+    _native.E_NO_ROOM: NoRoom,
 }
 
 
@@ -132,6 +166,36 @@ def _error(code, message):
 # ipcfloor_sweep's answer: three arrays of n, in the order of the combos. status[i] is 0 or the
 # code that refused combo i (pnl NaN, trades 0 then); refused counts them.
 SweepResult = collections.namedtuple("SweepResult", "pnl trades status refused")
+
+
+class Signal(collections.namedtuple("Signal", "bar subscription hma hma3 pnl trades tick dropped cross position flags")):
+    """One subscribed combo's state after one bar, as the batch kernel has it after that bar.
+
+    bar: 0-based index in the whole series; subscription: the id subscribe gave; hma, hma3: the
+    two averages (NaN until their windows fill); pnl (percentage points, net of fees) and trades
+    up to this bar; tick: the append's tick (0 in a snapshot); dropped: signals of this lane lost
+    just before this one; cross: +1 HMA3 crossed above HMA here, -1 below, 0 neither; position
+    after this bar: +1 long, -1 short, 0 flat; flags: gap and snapshot bits."""
+
+    __slots__ = ()
+
+    @property
+    def gap(self):
+        """Signals of this lane were dropped before this one: ask for a snapshot."""
+        return bool(self.flags & _native.SIGNAL_GAP)
+
+    @property
+    def snapshot(self):
+        """A state asked for (snapshot, subscribe), not a new bar."""
+        return bool(self.flags & _native.SIGNAL_SNAPSHOT)
+
+
+_U64_END = 1 << 64
+
+
+def _signal_of(s):
+    return Signal(s.bar, s.subscription, s.hma, s.hma3, s.pnl, s.trades, s.tick, s.dropped, s.cross, s.position,
+                  s.flags)
 
 
 def version():
@@ -177,6 +241,16 @@ class Engine:
         self._pnl_ref = ctypes.byref(self._pnl)
         self._trades_ref = ctypes.byref(self._trades)
         self._backtest = lib.ipcfloor_backtest
+        # Live mode, the same way: one signal buffer and one counter, reused.
+        self._signal = _native.SignalStruct()
+        self._signal_ref = ctypes.byref(self._signal)
+        self._bars_now = ctypes.c_uint64()
+        self._bars_now_ref = ctypes.byref(self._bars_now)
+        self._subscription = ctypes.c_uint32()
+        self._append = lib.ipcfloor_append
+        self._poll_signal = lib.ipcfloor_poll_signal
+        self.live = bool(lib.ipcfloor_is_live(self._ptr))
+        self.capacity = int(lib.ipcfloor_capacity(self._ptr))
         self.bars = int(lib.ipcfloor_series(self._ptr, None))
         self.fee = float(lib.ipcfloor_fee(self._ptr))
         self.name = lib.ipcfloor_series_name(self._ptr).decode("utf-8", errors="replace")
@@ -264,6 +338,91 @@ class Engine:
         if code:
             self._raise(code)
         return tuple(self._echoed)
+
+    # ---- Live mode (serve --live) ---------------------------------------------------------
+
+    def published_series(self):
+        """The bars published so far (the preloaded ones, then the appended ones) as a read-only
+        float64 numpy view, without a copy. Its length is the count when called: every bar it
+        covers is complete; call again for newer ones."""
+        self._check_open()
+        first = ctypes.POINTER(ctypes.c_double)()
+        n = self._lib.ipcfloor_published_series(self._ptr, ctypes.byref(first))
+        memory = (ctypes.c_double * n).from_address(ctypes.addressof(first.contents)) if n else (ctypes.c_double * 0)()
+        memory._ipcfloor_handle = self._handle  # the view keeps the mapping alive
+        return np.frombuffer(memoryview(memory).toreadonly(), dtype=np.float64)
+
+    @property
+    def signals_dropped(self):
+        """Signals this lane lost to a full signal ring since the engine started."""
+        self._check_open()
+        return int(self._lib.ipcfloor_signals_dropped(self._ptr))
+
+    def append(self, close, tick=0):
+        """Appends one close to the series (the first Engine to append becomes its one writer);
+        tick, a non-negative int from any clock the subscribers share, comes back in this bar's
+        signals. Returns the bars in the series now. Raises CapacityFull, BadPrice, NotTheWriter,
+        NotLive, or EngineGone, Timeout, ... when the lane fails."""
+        try:
+            if not 0 <= tick < _U64_END:  # ctypes would wrap it silently
+                raise ValueError(tick)
+            code = self._append(self._ptr, close, tick, self._bars_now_ref)
+        except (ctypes.ArgumentError, TypeError, ValueError):
+            raise InvalidArgument(_native.E_INVALID, f"append takes a float close and an int tick in [0, 2**64); "
+                                                     f"got {close!r}, {tick!r}") from None
+        if code:
+            self._raise(code)
+        return self._bars_now.value
+
+    def subscribe(self, params, with_state=False):
+        """Subscribes a combo on this lane until the Engine closes: a length L (the engine's own
+        windows for it) or six windows h, L, s, p3, p2, p, each in [1, capacity]. Every new bar then
+        brings one Signal for it. Returns its id, or (id, state) with with_state: the Signal after
+        the bars so far (snapshot flag; hma and hma3 NaN, the answer does not carry them).
+        Raises WindowOutOfRange, NoRoom, Rejected (too costly to replay), NotLive, ..."""
+        if isinstance(params, numbers.Integral) and not isinstance(params, bool):
+            if params < 1:
+                raise InvalidArgument(_native.E_INVALID, f"subscribe: length {params} is not a whole number >= 1")
+            params = combo_from_length(int(params))
+        p = self._params
+        try:
+            p[0], p[1], p[2], p[3], p[4], p[5] = params
+        except (TypeError, ValueError):
+            raise InvalidArgument(_native.E_INVALID, f"subscribe takes a length or six int windows [h, L, s, p3, p2, "
+                                                     f"p]; got {params!r}") from None
+        code = self._lib.ipcfloor_subscribe(self._ptr, p, ctypes.byref(self._subscription),
+                                            self._signal_ref if with_state else None)
+        if code:
+            self._raise(code)
+        if with_state:
+            return self._subscription.value, _signal_of(self._signal)
+        return self._subscription.value
+
+    def snapshot(self):
+        """Asks for one Signal per subscription of this Engine with its state now (snapshot flag):
+        how a subscriber that saw a gap re-synchronises. Returns the number of subscriptions."""
+        code = self._lib.ipcfloor_snapshot(self._ptr)
+        if code < 0:
+            self._raise(code)
+        return code
+
+    def poll_signal(self):
+        """The next Signal, or None when none is waiting. Never waits, so it does not notice an
+        engine that died (nothing more comes): wait_signal does."""
+        code = self._poll_signal(self._ptr, self._signal_ref)
+        if code == 0:
+            return _signal_of(self._signal)
+        if code == _native.NO_SIGNAL:
+            return None
+        self._raise(code)
+
+    def wait_signal(self):
+        """The next Signal, waiting up to the timeout given to attach. Raises Timeout when none
+        came (the engine alive), EngineGone, EngineHung, NotLive, ..."""
+        code = self._lib.ipcfloor_wait_signal(self._ptr, self._signal_ref)
+        if code:
+            self._raise(code)
+        return _signal_of(self._signal)
 
     @property
     def last_error(self):

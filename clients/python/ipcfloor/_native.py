@@ -31,6 +31,15 @@ E_REJECTED = -12
 E_IO = -13
 E_RESOURCE = -14
 E_INTERNAL = -15
+E_NOT_LIVE = -16
+E_CAPACITY_FULL = -17
+E_BAD_PRICE = -18
+E_NOT_WRITER = -19
+E_NO_ROOM = -20
+NO_SIGNAL = 1  # ipcfloor_poll_signal: nothing waiting (not an error)
+
+SIGNAL_GAP = 1
+SIGNAL_SNAPSHOT = 2
 
 WAIT_MODES = {None: 0, "engine": 0, "spin": 1, "backoff": 2, "block": 3}
 WAIT_NAMES = {1: "spin", 2: "backoff", 3: "block"}
@@ -39,6 +48,16 @@ WAIT_NAMES = {1: "spin", 2: "backoff", 3: "block"}
 class Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_uint32), ("wait", ctypes.c_int32), ("timeout_ns", ctypes.c_int64)]
 
+
+class SignalStruct(ctypes.Structure):
+    """ipcfloor_signal: one subscribed combo's state after one bar (64 bytes)."""
+    _fields_ = [("bar", ctypes.c_uint64), ("subscription", ctypes.c_uint32), ("dropped", ctypes.c_uint32),
+                ("hma", ctypes.c_double), ("hma3", ctypes.c_double), ("pnl", ctypes.c_double),
+                ("trades", ctypes.c_int64), ("tick", ctypes.c_uint64), ("cross", ctypes.c_int8),
+                ("position", ctypes.c_int8), ("flags", ctypes.c_uint16)]
+
+
+assert ctypes.sizeof(SignalStruct) == 64, "ipcfloor_signal is 64 bytes (ipcfloor.h)"
 
 _c_p = ctypes.c_void_p
 _i64 = ctypes.c_int64
@@ -66,6 +85,15 @@ _SIGNATURES = {
     # Arrays travel as raw addresses (numpy's .ctypes.data): no per-call conversion objects.
     "ipcfloor_sweep": (ctypes.c_int, [_c_p, _c_p, ctypes.c_size_t, _c_p, _c_p, _c_p]),
     "ipcfloor_echo": (ctypes.c_int, [_c_p, _i64_p, _i64_p]),
+    "ipcfloor_is_live": (ctypes.c_int, [_c_p]),
+    "ipcfloor_capacity": (ctypes.c_uint64, [_c_p]),
+    "ipcfloor_published_series": (ctypes.c_size_t, [_c_p, ctypes.POINTER(_f64_p)]),
+    "ipcfloor_signals_dropped": (ctypes.c_uint64, [_c_p]),
+    "ipcfloor_append": (ctypes.c_int, [_c_p, ctypes.c_double, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]),
+    "ipcfloor_subscribe": (ctypes.c_int, [_c_p, _i64_p, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(SignalStruct)]),
+    "ipcfloor_snapshot": (ctypes.c_int, [_c_p]),
+    "ipcfloor_poll_signal": (ctypes.c_int, [_c_p, ctypes.POINTER(SignalStruct)]),
+    "ipcfloor_wait_signal": (ctypes.c_int, [_c_p, ctypes.POINTER(SignalStruct)]),
     "ipcfloor_combo_from_length": (ctypes.c_int, [_i64, _i64_p]),
     "ipcfloor_last_error": (ctypes.c_char_p, [_c_p]),
 }
