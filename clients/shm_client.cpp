@@ -12,10 +12,6 @@ namespace {
 
 // A heartbeat older than this many intervals means the engine is not serving (stopped or hung).
 constexpr std::uint64_t kStaleHeartbeats = 3;
-// Polls before a spin or backoff wait reads the clock to set its deadline. A vDSO clock read
-// costs tens of ns, a large share of a round trip through the segment, so the common case never
-// makes one.
-constexpr std::uint32_t kPollsBeforeDeadline = 2048;
 
 // The setup-path ErrorCode for a failed call.
 ErrorCode error_code(CallStatus status) noexcept {
@@ -106,23 +102,7 @@ CallStatus ShmClient::poll_signal(SignalSlot& signal) noexcept {
 
 CallStatus ShmClient::wait_signal(SignalSlot& signal) noexcept {
   if (!signals_) return CallStatus::timeout;
-  if (mode_ != WaitMode::block) {
-    for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
-      const CallStatus got = poll_signal(signal);
-      if (got != CallStatus::empty) return got;
-      cpu_relax();
-    }
-  }
-  const auto deadline = WaitClock::now() + timeout_;
-  for (;;) {
-    const CallStatus got = poll_signal(signal);
-    if (got != CallStatus::empty) return got;
-    const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
-    if (wait_readable(*signals_, mode_, slice_end) == WaitStatus::ready) continue;
-    const CallStatus engine = check_engine();
-    if (engine == CallStatus::engine_gone) return engine;
-    if (WaitClock::now() >= deadline) return engine;
-  }
+  return wait_polling([&]() noexcept { return poll_signal(signal); }, *signals_);
 }
 
 ShmClient::ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseconds timeout,
@@ -216,23 +196,7 @@ CallStatus ShmClient::poll(ResponseSlot& response) noexcept {
 }
 
 CallStatus ShmClient::wait_response(ResponseSlot& response) noexcept {
-  if (mode_ != WaitMode::block) {
-    for (std::uint32_t i = 0; i < kPollsBeforeDeadline; ++i) {
-      const CallStatus got = poll(response);
-      if (got != CallStatus::empty) return got;
-      cpu_relax();
-    }
-  }
-  const auto deadline = WaitClock::now() + timeout_;
-  for (;;) {
-    const CallStatus got = poll(response);
-    if (got != CallStatus::empty) return got;
-    const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
-    if (wait_readable(responses_, mode_, slice_end) == WaitStatus::ready) continue;
-    const CallStatus engine = check_engine();
-    if (engine == CallStatus::engine_gone) return engine;
-    if (WaitClock::now() >= deadline) return engine;
-  }
+  return wait_polling([&]() noexcept { return poll(response); }, responses_);
 }
 
 CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,

@@ -53,8 +53,9 @@ enum class CallStatus : std::uint8_t {
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
 
-// Polls a blocking call makes before it reads the clock to start its deadline (a clock read
-// costs tens of ns, a large share of a round trip through the segment).
+// Polls a blocking call or wait makes before it reads the clock to start its deadline (a vDSO
+// clock read costs tens of ns, a large share of a round trip through the segment, so the common
+// case never makes one).
 inline constexpr std::uint32_t kCallPollsBeforeDeadline = 2048;
 
 class ShmClient {
@@ -147,8 +148,31 @@ class ShmClient {
   [[nodiscard]] CallStatus check_engine() const noexcept;
   void ring_engine() noexcept;
   // Waits (bounded by timeout_, in mode_) until the exchange's pending call is answered or
-  // corrupt. Reads the clock only once the first kPollsBeforeDeadline polls came up empty.
+  // corrupt. Reads the clock only once the first kCallPollsBeforeDeadline polls came up empty.
   [[nodiscard]] CallStatus await_exchange() noexcept;
+  // Polls `poll` (a few thousand times at once unless blocking, then in slices of one heartbeat,
+  // sleeping on `ring` between them) until it says something other than empty or the timeout
+  // runs out; a slice that ends empty checks the engine (engine_gone, engine_hung, timeout).
+  template <class Poll, class Ring>
+  [[nodiscard]] CallStatus wait_polling(Poll poll, Ring& ring) noexcept {
+    if (mode_ != WaitMode::block) {
+      for (std::uint32_t i = 0; i < kCallPollsBeforeDeadline; ++i) {
+        const CallStatus got = poll();
+        if (got != CallStatus::empty) return got;
+        cpu_relax();
+      }
+    }
+    const auto deadline = WaitClock::now() + timeout_;
+    for (;;) {
+      const CallStatus got = poll();
+      if (got != CallStatus::empty) return got;
+      const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+      if (wait_readable(ring, mode_, slice_end) == WaitStatus::ready) continue;
+      const CallStatus engine = check_engine();
+      if (engine == CallStatus::engine_gone) return engine;
+      if (WaitClock::now() >= deadline) return engine;
+    }
+  }
   // The rest of a call once its answer is in (or the line turned corrupt).
   [[nodiscard]] CallStatus finish_call(std::uint64_t seq, ResponseSlot& response) noexcept;
   // A call that finds the line still owed to an earlier call: settles that first.
