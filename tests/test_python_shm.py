@@ -307,7 +307,7 @@ def main():
     import ipcfloor
     from ipcfloor import socket as ipcfloor_socket
 
-    check(ipcfloor.version() == "0.1.0", f"version {ipcfloor.version()}")
+    check(ipcfloor.version() == "0.2.0", f"version {ipcfloor.version()}")
     check(ipcfloor_socket.SocketClient is not None, "ipcfloor.socket lives in the same package")
 
     name = f"ipcfloor-pytest-{os.getpid()}"

@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #define IPCFLOOR_VERSION_MAJOR 0
-#define IPCFLOOR_VERSION_MINOR 1
+#define IPCFLOOR_VERSION_MINOR 2
 #define IPCFLOOR_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, as ipcfloor_version() returns it. */
 #define IPCFLOOR_VERSION \
