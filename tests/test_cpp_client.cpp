@@ -364,6 +364,15 @@ TEST_CASE("ipcfloor::Client on an engine of two series: the table, zero-copy bar
   const std::string b_key = "ipcfloor-cpptest-" + std::to_string(getpid()) + "-NQ";
   const std::string a_path = "/tmp/" + a_key + ".f64";
   const std::string b_path = "/tmp/" + b_key + ".f64";
+  // Removed however the test case ends (a FAIL throws past its last lines).
+  struct Remove {
+    const std::string& a;
+    const std::string& b;
+    ~Remove() {
+      std::remove(a.c_str());
+      std::remove(b.c_str());
+    }
+  } remove_files{a_path, b_path};
   const std::vector<double> a_close = generated(1200, 31, a_path, true);
   const std::vector<double> b_close = generated(1800, 32, b_path, true);
   const auto a_rows = reference_rows("--data " + a_path + " --grid 6:200:15");
@@ -432,6 +441,4 @@ TEST_CASE("ipcfloor::Client on an engine of two series: the table, zero-copy bar
   CHECK(same_bits(client.backtest(grid[0], 1).pnl, b_rows[0].pnl));
 
   engine.stop();
-  std::remove(a_path.c_str());
-  std::remove(b_path.c_str());
 }
