@@ -54,13 +54,15 @@ int code_for(std::uint16_t status) noexcept {
     case Status::bad_price: return IPCFLOOR_E_BAD_PRICE;
     case Status::not_the_writer: return IPCFLOOR_E_NOT_WRITER;
     case Status::no_room: return IPCFLOOR_E_NO_ROOM;
+    case Status::no_such_series: return IPCFLOOR_E_NO_SUCH_SERIES;
     default: return IPCFLOOR_E_REJECTED;
   }
 }
 
-RequestSlot request_for(Opcode opcode, const std::int64_t params[6]) noexcept {
+RequestSlot request_for(Opcode opcode, const std::int64_t params[6], std::uint32_t series = 0) noexcept {
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(opcode);
+  request.flags = series_flags(series);  // checked against the table first, so it fits the byte
   static_assert(sizeof request.params == 6 * sizeof(std::int64_t), "a combo is six int64 windows");
   std::memcpy(&request.params, params, sizeof request.params);
   return request;
@@ -141,6 +143,23 @@ AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
   capacity_bars_ = header.capacity_bars;  // checked at attach: within the mapping, >= the bars
   engine_pid_ = header.engine_pid;
   series_name_.assign(header.series_name, strnlen(header.series_name, sizeof header.series_name));
+  // The table as attach checked it (1..kMaxSeries entries, each within the mapping).
+  const Attachment& segment = client_.segment();
+  series_count_ = std::clamp<std::uint32_t>(segment.series_count(), 1, kMaxSeries);
+  static_assert(kMaxSeries - 1 <= kSeriesIndexMask, "every series index fits a request's series byte");
+  for (std::uint32_t i = 0; i < series_count_; ++i) {
+    table_[i] = i == 0 ? segment.series() : segment.series_at(i);
+    keys_[i] = std::string(segment.series_key(i));
+  }
+}
+
+int AttachedEngine::check_series(std::uint32_t index) noexcept {
+  if (index < series_count_) return IPCFLOOR_OK;
+  write_message_to(message_,
+                   "engine {} (pid {}) holds no series {} (lane {}): it holds {} series, indices 0 to {} (serve "
+                   "--data FILE preloads one per file)",
+                   engine_name(), engine_pid_, index, client_.lane(), series_count_, series_count_ - 1);
+  return IPCFLOOR_E_NO_SUCH_SERIES;
 }
 
 int AttachedEngine::wait_mode() const noexcept {
@@ -165,19 +184,34 @@ int AttachedEngine::lane_failure(CallStatus status) noexcept {
 }
 
 int AttachedEngine::combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
-                                  std::size_t of) noexcept {
+                                  std::size_t of, std::uint32_t series) noexcept {
   const int code = code_for(status);
-  char which[64] = "the combo";
-  if (of > 1) write_message_to(which, "combo {} of {}", index, of);
+  char which[64 + kSeriesKeyBytes] = "the combo";
+  const char* key = series_key(series);
+  if (key == nullptr) key = "not in its table";
+  if (of > 1 && series != 0) {
+    write_message_to(which, "combo {} of {} on series {} ({})", index, of, series, key);
+  } else if (of > 1) {
+    write_message_to(which, "combo {} of {}", index, of);
+  } else if (series != 0) {
+    write_message_to(which, "the combo on series {} ({})", series, key);
+  }
   if (code == IPCFLOOR_E_WINDOW) {
-    // Live, the engine judges a backtest on the bars published so far (the preloaded ones otherwise).
-    const std::uint64_t bars = client_.segment().published_series().size();
+    // Live, the engine judges a backtest on the main series on the bars published so far (the
+    // preloaded ones otherwise); another series holds its preloaded bars.
+    const std::uint64_t bars = series == 0 ? client_.segment().published_series().size() : series_at(series).size();
     const std::size_t k = first_bad_window(params, bars);
     write_message_to(message_,
                      "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: window {} (position {}) is {}, "
                      "outside [1, {}] (the bars of its series)",
                      engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
                      params[5], client_.lane(), kWindowNames[k], k, params[k], bars);
+  } else if (code == IPCFLOOR_E_NO_SUCH_SERIES) {
+    // Checked before sending, so only an engine that disagrees with its own table says this.
+    write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: it holds no series {} "
+                     "(status no_such_series; its table lists {})",
+                     engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
+                     params[5], client_.lane(), series, series_count_);
   } else {
     write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: {} (status {})",
                      engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
@@ -194,20 +228,29 @@ int AttachedEngine::drain() noexcept {
   return IPCFLOOR_OK;
 }
 
-int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades) noexcept {
+int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades,
+                             std::uint32_t series) noexcept {
+  if (const int held = check_series(series); held != IPCFLOOR_OK) return held;
   if (client_.outstanding() != 0)
     if (const int drained = drain(); drained != IPCFLOOR_OK) return drained;
   ResponseSlot response{};
-  if (const CallStatus got = client_.call(request_for(Opcode::backtest, params), response); got != CallStatus::ok)
+  if (const CallStatus got = client_.call(request_for(Opcode::backtest, params, series), response);
+      got != CallStatus::ok)
     return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(params, response.status, 0, 1);
+  if (response.status != static_cast<std::uint16_t>(Status::ok))
+    return combo_refused(params, response.status, 0, 1, series);
   pnl = response.pnl;
   trades = response.trades;
   return IPCFLOOR_OK;
 }
 
-int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out) noexcept {
+int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
+                          std::uint32_t series) noexcept {
   constexpr double kNoAnswer = std::numeric_limits<double>::quiet_NaN();
+  if (const int held = check_series(series); held != IPCFLOOR_OK) {
+    for (std::size_t i = 0; i < n; ++i) out.set(i, kNoAnswer, 0, held);
+    return held;
+  }
   if (client_.outstanding() != 0) {
     if (const int drained = drain(); drained != IPCFLOOR_OK) {
       for (std::size_t i = 0; i < n; ++i) out.set(i, kNoAnswer, 0, drained);
@@ -226,7 +269,7 @@ int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const 
     // Keep the ring full: the engine never waits for the next combo.
     while (sent < n && client_.outstanding() < client_.capacity()) {
       std::uint64_t seq = 0;
-      if (const CallStatus got = client_.submit(request_for(Opcode::backtest, params[sent]), seq); got != CallStatus::ok)
+      if (const CallStatus got = client_.submit(request_for(Opcode::backtest, params[sent], series), seq); got != CallStatus::ok)
         return lane_failed(got);
       ++sent;
     }
@@ -238,7 +281,7 @@ int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const 
       continue;
     }
     // Only the first refusal is put into words: formatting every one would cost a bad grid time.
-    const int code = refused == 0 ? combo_refused(params[i], response.status, i, n) : code_for(response.status);
+    const int code = refused == 0 ? combo_refused(params[i], response.status, i, n, series) : code_for(response.status);
     ++refused;
     out.set(i, kNoAnswer, 0, code);
   }
@@ -251,7 +294,7 @@ int AttachedEngine::echo(const std::int64_t in[6], std::int64_t out[6]) noexcept
   ResponseSlot response{};
   if (const CallStatus got = client_.call(request_for(Opcode::echo, in), response); got != CallStatus::ok)
     return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, response.status, 0, 1);
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, response.status, 0, 1, 0);
   const Combo echoed = response.echo();
   std::memcpy(out, &echoed, sizeof echoed);
   return IPCFLOOR_OK;

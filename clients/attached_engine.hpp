@@ -5,8 +5,13 @@
 // include/ipcfloor/ipcfloor.h, so both front ends report the same thing the same way.
 //
 // Built only on ShmClient's public API (connect, submit, wait_response, the live calls append,
-// subscribe, snapshot, poll_signal and wait_signal, segment().series() and published_series(),
-// and the header's series fields), so the segment's internals can change underneath.
+// subscribe, snapshot, poll_signal and wait_signal, segment().series(), published_series(),
+// series_count(), series_at() and series_key(), and the header's series fields), so the
+// segment's internals can change underneath.
+//
+// Several series: an engine started with `serve --data a --data b ...` holds a table of them
+// (index 0 is the main one, the one live mode appends to). backtest and sweep take the index of
+// the series to run on; an index past the table is IPCFLOOR_E_NO_SUCH_SERIES without a request.
 //
 // Threads: requests (backtest, sweep, echo, and live: append, subscribe, snapshot, reading
 // signals) from one thread at a time; the accessors from any.
@@ -14,6 +19,7 @@
 // message through ShmClient::describe, which does), never throw and never abort. poll_signal
 // makes no system call.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -57,9 +63,13 @@ class AttachedEngine {
   AttachedEngine(const AttachedEngine&) = delete;
   AttachedEngine& operator=(const AttachedEngine&) = delete;
 
-  // The ipcfloor_backtest / ipcfloor_sweep / ipcfloor_echo contracts (include/ipcfloor/ipcfloor.h).
-  [[nodiscard]] int backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades) noexcept;
-  [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out) noexcept;
+  // The ipcfloor_backtest_on / ipcfloor_sweep_on / ipcfloor_echo contracts
+  // (include/ipcfloor/ipcfloor.h); series 0 is ipcfloor_backtest / ipcfloor_sweep. A sweep on a
+  // series the engine does not hold marks every combo IPCFLOOR_E_NO_SUCH_SERIES and returns it.
+  [[nodiscard]] int backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades,
+                             std::uint32_t series = 0) noexcept;
+  [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
+                          std::uint32_t series = 0) noexcept;
   [[nodiscard]] int echo(const std::int64_t in[6], std::int64_t out[6]) noexcept;
 
   // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
@@ -72,6 +82,17 @@ class AttachedEngine {
   [[nodiscard]] int wait_signal(ipcfloor_signal& out) noexcept;
 
   [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
+  // The series table, copied at attach: how many series (1..kMaxSeries), series `index`'s
+  // preloaded bars (zero-copy; empty past the table) and its name (nullptr past the table).
+  [[nodiscard]] std::uint32_t series_count() const noexcept { return series_count_; }
+  [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept {
+    return index < series_count_ ? table_[index] : std::span<const double>{};
+  }
+  [[nodiscard]] const char* series_key(std::uint32_t index) const noexcept {
+    return index < series_count_ ? keys_[index].c_str() : nullptr;
+  }
+  // IPCFLOOR_OK when the engine holds series `index`; else IPCFLOOR_E_NO_SUCH_SERIES with its sentence.
+  [[nodiscard]] int check_series(std::uint32_t index) noexcept;
   [[nodiscard]] double fee() const noexcept { return fee_; }
   [[nodiscard]] std::uint64_t checksum() const noexcept { return checksum_; }
   [[nodiscard]] const std::string& series_name() const noexcept { return series_name_; }
@@ -95,7 +116,7 @@ class AttachedEngine {
   [[nodiscard]] int drain() noexcept;
   [[nodiscard]] int lane_failure(CallStatus status) noexcept;
   [[nodiscard]] int combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
-                                  std::size_t of) noexcept;
+                                  std::size_t of, std::uint32_t series) noexcept;
   // A refused SUBSCRIBE: its windows are judged against the capacity, its cost against the bound.
   [[nodiscard]] int subscription_refused(const std::int64_t params[6], std::uint16_t status) noexcept;
   [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
@@ -113,6 +134,9 @@ class AttachedEngine {
   std::chrono::nanoseconds timeout_{};
   std::int32_t engine_pid_ = 0;
   std::string series_name_;
+  std::uint32_t series_count_ = 1;
+  std::array<std::span<const double>, kMaxSeries> table_{};
+  std::array<std::string, kMaxSeries> keys_{};
   char message_[kMessageBytes] = {};
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <span>
 #include <string>
 
 #include "clients/attached_engine.hpp"
@@ -72,6 +73,7 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_BAD_PRICE: return "bad price";
     case IPCFLOOR_E_NOT_WRITER: return "not the series' writer";
     case IPCFLOOR_E_NO_ROOM: return "no room for another subscription";
+    case IPCFLOOR_E_NO_SUCH_SERIES: return "no such series";
     case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
@@ -150,6 +152,16 @@ int32_t ipcfloor_wait_mode(const ipcfloor_client* c) { return c == nullptr ? 0 :
 int ipcfloor_is_live(const ipcfloor_client* c) { return c != nullptr && c->engine->live() ? 1 : 0; }
 uint64_t ipcfloor_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->capacity_bars(); }
 uint64_t ipcfloor_signals_dropped(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->signals_dropped(); }
+uint32_t ipcfloor_series_count(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->series_count(); }
+const char* ipcfloor_series_key(const ipcfloor_client* c, uint32_t index) {
+  return c == nullptr ? nullptr : c->engine->series_key(index);
+}
+
+size_t ipcfloor_series_at(const ipcfloor_client* c, uint32_t index, const double** close) {
+  const auto series = c == nullptr ? std::span<const double>{} : c->engine->series_at(index);
+  if (close != nullptr) *close = series.empty() ? nullptr : series.data();
+  return series.size();
+}
 
 size_t ipcfloor_published_series(const ipcfloor_client* c, const double** close) {
   if (c == nullptr) {
@@ -162,21 +174,30 @@ size_t ipcfloor_published_series(const ipcfloor_client* c, const double** close)
 }
 
 int ipcfloor_backtest(ipcfloor_client* c, const int64_t params[6], double* pnl, int64_t* trades) {
+  return ipcfloor_backtest_on(c, 0, params, pnl, trades);
+}
+
+int ipcfloor_backtest_on(ipcfloor_client* c, uint32_t series, const int64_t params[6], double* pnl, int64_t* trades) {
   if (c == nullptr || params == nullptr || pnl == nullptr || trades == nullptr) return IPCFLOOR_E_INVALID;
-  return c->engine->backtest(params, *pnl, *trades);
+  return c->engine->backtest(params, *pnl, *trades, series);
 }
 
 int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, double* pnl, int64_t* trades,
                    int* status) {
+  return ipcfloor_sweep_on(c, 0, params, n, pnl, trades, status);
+}
+
+int ipcfloor_sweep_on(ipcfloor_client* c, uint32_t series, const int64_t (*params)[6], size_t n, double* pnl,
+                      int64_t* trades, int* status) {
   if (c == nullptr) return IPCFLOOR_E_INVALID;
-  if (n == 0) return 0;
+  if (n == 0) return c->engine->check_series(series);  // IPCFLOOR_OK (0 combos refused) or no such series
   if (params == nullptr || pnl == nullptr || trades == nullptr || n > static_cast<size_t>(INT_MAX))
     return IPCFLOOR_E_INVALID;
   ipcfloor::SweepOutput out;
   out.pnl = pnl;
   out.trades = trades;
   out.status = status;
-  return c->engine->sweep(params, n, out);
+  return c->engine->sweep(params, n, out, series);
 }
 
 int ipcfloor_echo(ipcfloor_client* c, const int64_t in[6], int64_t out[6]) {

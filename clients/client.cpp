@@ -59,18 +59,30 @@ bool Client::live() const noexcept { return impl_->engine->live(); }
 std::uint64_t Client::capacity() const noexcept { return impl_->engine->capacity_bars(); }
 std::span<const double> Client::published_series() const noexcept { return impl_->engine->published_series(); }
 std::uint64_t Client::signals_dropped() const noexcept { return impl_->engine->signals_dropped(); }
+std::uint32_t Client::series_count() const noexcept { return impl_->engine->series_count(); }
+std::span<const double> Client::series_at(std::uint32_t index) const noexcept { return impl_->engine->series_at(index); }
 
-Result Client::backtest(const Params& params) {
+std::string_view Client::series_key(std::uint32_t index) const noexcept {
+  const char* key = impl_->engine->series_key(index);
+  return key == nullptr ? std::string_view() : std::string_view(key);
+}
+
+Result Client::backtest(const Params& params) { return backtest(params, 0); }
+
+Result Client::backtest(const Params& params, std::uint32_t series) {
   Result result;
-  if (const int code = impl_->engine->backtest(params.data(), result.pnl, result.trades); code != IPCFLOOR_OK)
+  if (const int code = impl_->engine->backtest(params.data(), result.pnl, result.trades, series); code != IPCFLOOR_OK)
     fail(code);
   return result;
 }
 
-std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out) {
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out) { return sweep(params, out, 0); }
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series) {
   if (out.size() != params.size())
     throw ClientError(IPCFLOOR_E_INVALID, "sweep: " + std::to_string(out.size()) + " results for " +
                                         std::to_string(params.size()) + " combos; give one Result per combo");
+  if (const int held = impl_->engine->check_series(series); held != IPCFLOOR_OK) fail(held);
   if (params.empty()) return 0;
   SweepOutput output;
   output.pnl = &out[0].pnl;
@@ -78,7 +90,7 @@ std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out)
   output.status = &out[0].status;
   output.pnl_stride = output.trades_stride = output.status_stride = sizeof(Result);
   const int refused = impl_->engine->sweep(reinterpret_cast<const std::int64_t(*)[6]>(params.data()), params.size(),
-                                           output);
+                                           output, series);
   if (refused < 0) fail(refused);
   return static_cast<std::size_t>(refused);
 }

@@ -8,7 +8,11 @@
  * series preloaded in part, the rest appended by one client while another's subscriptions
  * stream signals whose last pnl and trades equal `sweep --inproc` on the whole series bit for
  * bit; capacity full, bad price, not the writer, not live, no room, and a poll with nothing
- * pending, each by its code and its message.
+ * pending, each by its code and its message. Then an engine of two series (serve --data A
+ * --data B): the series table (count, names, zero-copy bars equal to the files), backtests and a
+ * sweep on series 1 equal to `sweep --inproc --data B` bit for bit (and on series 0 to --data A),
+ * windows judged against the named series, and a series index past the table refused by
+ * IPCFLOOR_E_NO_SUCH_SERIES with a sentence naming it.
  *
  * Usage: test_c_abi IPCFLOOR_BINARY */
 #define _POSIX_C_SOURCE 200809L
@@ -131,7 +135,7 @@ static void check_codes(void) {
            IPCFLOOR_VERSION_PATCH);
   CHECK(strcmp(ipcfloor_version_string(), expected) == 0, "%s", ipcfloor_version_string());
   /* Every code, the live ones and IPCFLOOR_NO_SIGNAL included, has a name of its own. */
-  for (int code = IPCFLOOR_E_NO_ROOM; code <= IPCFLOOR_NO_SIGNAL; ++code) {
+  for (int code = IPCFLOOR_E_NO_SUCH_SERIES; code <= IPCFLOOR_NO_SIGNAL; ++code) {
     CHECK(strcmp(ipcfloor_strerror(code), "unknown error") != 0, "code %d has no name", code);
     for (int other = code + 1; other <= IPCFLOOR_NO_SIGNAL; ++other)
       CHECK(strcmp(ipcfloor_strerror(code), ipcfloor_strerror(other)) != 0, "codes %d and %d share a name", code,
@@ -167,6 +171,14 @@ static void check_codes(void) {
         "live accessors of NULL");
   close = (const double *)1;
   CHECK(ipcfloor_published_series(NULL, &close) == 0 && close == NULL, "published series of NULL");
+  close = (const double *)1;
+  CHECK(ipcfloor_series_count(NULL) == 0 && ipcfloor_series_key(NULL, 0) == NULL &&
+            ipcfloor_series_at(NULL, 0, &close) == 0 && close == NULL,
+        "series table of NULL");
+  CHECK(ipcfloor_backtest_on(NULL, 0, six, &pnl, &trades) == IPCFLOOR_E_INVALID, "backtest_on on NULL");
+  CHECK(ipcfloor_sweep_on(NULL, 0, NULL, 0, NULL, NULL, NULL) == IPCFLOOR_E_INVALID, "sweep_on on NULL");
+  CHECK(strcmp(ipcfloor_strerror(IPCFLOOR_E_NO_SUCH_SERIES), "no such series") == 0, "%s",
+        ipcfloor_strerror(IPCFLOOR_E_NO_SUCH_SERIES));
 }
 
 static void check_attach_errors(void) {
@@ -261,6 +273,16 @@ static void check_series(ipcfloor_client *c) {
     fclose(file);
   }
   remove(path);
+
+  /* One series: the table holds it alone, named "default" (generated), the same bars. */
+  const double *first = NULL;
+  CHECK(ipcfloor_series_count(c) == 1, "series count %u", (unsigned)ipcfloor_series_count(c));
+  CHECK(ipcfloor_series_key(c, 0) != NULL && strcmp(ipcfloor_series_key(c, 0), "default") == 0, "series 0 is %s",
+        ipcfloor_series_key(c, 0));
+  CHECK(ipcfloor_series_key(c, 1) == NULL, "no name past the table");
+  CHECK(ipcfloor_series_at(c, 0, &first) == n && first == close, "series_at(0) is ipcfloor_series");
+  first = close;
+  CHECK(ipcfloor_series_at(c, 1, &first) == 0 && first == NULL, "no bars past the table");
 }
 
 /* Live calls on an engine started without --live: IPCFLOOR_E_NOT_LIVE, saying how to start one. */
@@ -479,6 +501,150 @@ static void check_live(void) {
   remove(preload);
 }
 
+#define SERIES_A_BARS 1500
+#define SERIES_B_BARS 2200
+#define SERIES_GRID "6:200:20"
+
+/* Writes `gen --bars BARS --seed SEED` to path and reads it back into close[bars]. */
+static int generate(const char *path, int bars, int seed, double *close) {
+  char command[1024];
+  snprintf(command, sizeof command, "'%s' gen --bars %d --seed %d -o '%s' >/dev/null 2>&1", binary, bars, seed, path);
+  CHECK(system(command) == 0, "%s", command);
+  FILE *file = fopen(path, "rb");
+  const int ok = file != NULL && fread(close, sizeof close[0], (size_t)bars, file) == (size_t)bars;
+  CHECK(ok, "read %s", path);
+  if (file != NULL) fclose(file);
+  return ok;
+}
+
+/* An engine of two series, serve --data A --data B: the table, each series' bars, requests on the
+ * series they name, and an index past the table. */
+static void check_two_series(void) {
+  static double a_close[SERIES_A_BARS], b_close[SERIES_B_BARS];
+  char a_path[256], b_path[256], a_key[128], b_key[128], args[600];
+  snprintf(a_key, sizeof a_key, "ipcfloor-ctest-%d-ES", (int)getpid());
+  snprintf(b_key, sizeof b_key, "ipcfloor-ctest-%d-NQ", (int)getpid());
+  snprintf(a_path, sizeof a_path, "/tmp/%s.f64", a_key);
+  snprintf(b_path, sizeof b_path, "/tmp/%s.f64", b_key);
+  if (!generate(a_path, SERIES_A_BARS, 21, a_close) || !generate(b_path, SERIES_B_BARS, 22, b_close)) return;
+
+  /* The batch kernel on each file alone. */
+  static struct reference_row a_rows[MAX_COMBOS], b_rows[MAX_COMBOS];
+  snprintf(args, sizeof args, "--data '%s' --grid %s", a_path, SERIES_GRID);
+  const size_t n = read_rows(args, a_rows, MAX_COMBOS);
+  snprintf(args, sizeof args, "--data '%s' --grid %s", b_path, SERIES_GRID);
+  const size_t n_b = read_rows(args, b_rows, MAX_COMBOS);
+  CHECK(n == 20 && n_b == 20, "reference rows %zu %zu", n, n_b);
+  if (n != 20 || n_b != 20) return;
+  int differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += !same_double(a_rows[i].pnl, b_rows[i].pnl);
+  CHECK(differ > 0, "the two series give different answers (else this test could not tell them apart)");
+
+  char name[128];
+  snprintf(name, sizeof name, "ipcfloor-ctest-two-%d", (int)getpid());
+  char *argv[] = {(char *)binary, "serve", "--name", name, "--data", a_path, "--data", b_path,
+                  "--wait", "backoff", "--lanes", "1", "--quiet", NULL};
+  ipcfloor_client *c = spawn_and_attach(argv, name);
+  CHECK(c != NULL, "attach to a two-series engine");
+  if (c == NULL) return;
+
+  /* The table: two series named after their files, each the file's bars, zero-copy. */
+  CHECK(ipcfloor_series_count(c) == 2, "series count %u", (unsigned)ipcfloor_series_count(c));
+  CHECK(ipcfloor_series_key(c, 0) != NULL && strcmp(ipcfloor_series_key(c, 0), a_key) == 0, "series 0 is %s",
+        ipcfloor_series_key(c, 0));
+  CHECK(ipcfloor_series_key(c, 1) != NULL && strcmp(ipcfloor_series_key(c, 1), b_key) == 0, "series 1 is %s",
+        ipcfloor_series_key(c, 1));
+  CHECK(ipcfloor_series_key(c, 2) == NULL, "no series 2");
+  const double *main_close = NULL, *bars = NULL;
+  CHECK(ipcfloor_series(c, &main_close) == SERIES_A_BARS, "the main series is A");
+  CHECK(ipcfloor_series_at(c, 0, &bars) == SERIES_A_BARS && bars == main_close &&
+            memcmp(bars, a_close, sizeof a_close) == 0,
+        "series 0 holds A bit for bit, where ipcfloor_series shows it");
+  bars = NULL;
+  CHECK(ipcfloor_series_at(c, 1, &bars) == SERIES_B_BARS && bars != NULL && memcmp(bars, b_close, sizeof b_close) == 0,
+        "series 1 holds B bit for bit");
+  bars = b_close;
+  CHECK(ipcfloor_series_at(c, 2, &bars) == 0 && bars == NULL, "series 2: no bars");
+  CHECK(ipcfloor_series_at(c, 1, NULL) == SERIES_B_BARS, "close may be NULL");
+
+  /* A sweep and backtests on series 1 equal sweep --inproc --data B; on series 0, --data A. */
+  static int64_t grid[MAX_COMBOS][6];
+  static double pnl[MAX_COMBOS];
+  static int64_t trades[MAX_COMBOS];
+  static int status[MAX_COMBOS];
+  for (size_t i = 0; i < n; ++i) memcpy(grid[i], b_rows[i].params, sizeof grid[i]);
+  const int64_t(*const_grid)[6] = (const int64_t(*)[6])grid;
+  int refused = ipcfloor_sweep_on(c, 1, const_grid, n, pnl, trades, status);
+  CHECK(refused == 0, "sweep on series 1: %d (%s)", refused, ipcfloor_last_error(c));
+  for (size_t i = 0; i < n; ++i)
+    CHECK(status[i] == IPCFLOOR_OK && same_double(pnl[i], b_rows[i].pnl) && trades[i] == b_rows[i].trades,
+          "series 1, combo %zu (L=%" PRId64 "): pnl %.17g trades %" PRId64 ", want %.17g %" PRId64, i,
+          b_rows[i].length, pnl[i], trades[i], b_rows[i].pnl, b_rows[i].trades);
+  refused = ipcfloor_sweep_on(c, 0, const_grid, n, pnl, trades, status);
+  CHECK(refused == 0, "sweep on series 0: %d", refused);
+  for (size_t i = 0; i < n; ++i)
+    CHECK(same_double(pnl[i], a_rows[i].pnl) && trades[i] == a_rows[i].trades, "series 0, combo %zu", i);
+  for (size_t i = 0; i < n; i += 3) {
+    double one_pnl = 0.0;
+    int64_t one_trades = -1;
+    CHECK(ipcfloor_backtest_on(c, 1, grid[i], &one_pnl, &one_trades) == IPCFLOOR_OK &&
+              same_double(one_pnl, b_rows[i].pnl) && one_trades == b_rows[i].trades,
+          "backtest_on series 1, combo %zu: %s", i, ipcfloor_last_error(c));
+    CHECK(ipcfloor_backtest_on(c, 0, grid[i], &one_pnl, &one_trades) == IPCFLOOR_OK &&
+              same_double(one_pnl, a_rows[i].pnl) && one_trades == a_rows[i].trades,
+          "backtest_on series 0, combo %zu", i);
+    CHECK(ipcfloor_backtest(c, grid[i], &one_pnl, &one_trades) == IPCFLOOR_OK && same_double(one_pnl, a_rows[i].pnl),
+          "ipcfloor_backtest runs on series 0, combo %zu", i);
+  }
+
+  /* Windows are judged against the series named: L = 2000 fits B (2200 bars), not A (1500). */
+  const int64_t long_window[6] = {3, 2000, 2, 1, 2, 3};
+  double one_pnl = 0.0;
+  int64_t one_trades = -1;
+  CHECK(ipcfloor_backtest_on(c, 1, long_window, &one_pnl, &one_trades) == IPCFLOOR_OK, "L=2000 on series 1: %s",
+        ipcfloor_last_error(c));
+  CHECK(ipcfloor_backtest_on(c, 0, long_window, &one_pnl, &one_trades) == IPCFLOOR_E_WINDOW, "L=2000 on series 0");
+  CHECK(contains(ipcfloor_last_error(c), "window L (position 1) is 2000, outside [1, 1500]"), "%s",
+        ipcfloor_last_error(c));
+  const int64_t too_long[6] = {3, SERIES_B_BARS + 1, 2, 1, 2, 3};
+  CHECK(ipcfloor_backtest_on(c, 1, too_long, &one_pnl, &one_trades) == IPCFLOOR_E_WINDOW, "L=2201 on series 1");
+  CHECK(contains(ipcfloor_last_error(c), "on series 1 (") && contains(ipcfloor_last_error(c), b_key) &&
+            contains(ipcfloor_last_error(c), "is 2201, outside [1, 2200]"),
+        "%s", ipcfloor_last_error(c));
+
+  /* An index past the table: refused without a request, by its code and a sentence naming it. */
+  one_pnl = 42.0;
+  one_trades = 42;
+  CHECK(ipcfloor_backtest_on(c, 2, grid[0], &one_pnl, &one_trades) == IPCFLOOR_E_NO_SUCH_SERIES &&
+            one_pnl == 42.0 && one_trades == 42,
+        "backtest on series 2");
+  CHECK(contains(ipcfloor_last_error(c), name) && contains(ipcfloor_last_error(c), "holds no series 2") &&
+            contains(ipcfloor_last_error(c), "it holds 2 series, indices 0 to 1"),
+        "%s", ipcfloor_last_error(c));
+  /* 256 would be series 0 if only the request's series byte were kept. */
+  CHECK(ipcfloor_backtest_on(c, 256, grid[0], &one_pnl, &one_trades) == IPCFLOOR_E_NO_SUCH_SERIES,
+        "backtest on series 256");
+  CHECK(contains(ipcfloor_last_error(c), "holds no series 256"), "%s", ipcfloor_last_error(c));
+  refused = ipcfloor_sweep_on(c, 2, const_grid, n, pnl, trades, status);
+  CHECK(refused == IPCFLOOR_E_NO_SUCH_SERIES, "sweep on series 2: %d", refused);
+  CHECK(status[0] == IPCFLOOR_E_NO_SUCH_SERIES && status[n - 1] == IPCFLOOR_E_NO_SUCH_SERIES && isnan(pnl[0]) &&
+            trades[n - 1] == 0,
+        "every combo of a sweep on series 2 carries the code");
+  CHECK(ipcfloor_sweep_on(c, 2, const_grid, 0, NULL, NULL, NULL) == IPCFLOOR_E_NO_SUCH_SERIES,
+        "an empty sweep on series 2");
+  CHECK(ipcfloor_sweep_on(c, 1, const_grid, 0, NULL, NULL, NULL) == 0, "an empty sweep on series 1");
+  CHECK(ipcfloor_backtest_on(c, 1, grid[0], &one_pnl, &one_trades) == IPCFLOOR_OK &&
+            same_double(one_pnl, b_rows[0].pnl),
+        "the client stays usable: %s", ipcfloor_last_error(c));
+
+  ipcfloor_detach(c);
+  const int stopped = stop_engine();
+  CHECK(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0, "the two-series engine exits 0 on SIGINT (status %d)",
+        stopped);
+  remove(a_path);
+  remove(b_path);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_c_abi IPCFLOOR_BINARY\n");
@@ -601,12 +767,13 @@ int main(int argc, char **argv) {
   CHECK(ipcfloor_attach(name, &err) == NULL && err == IPCFLOOR_E_NO_ENGINE, "attach after stop: %d", err);
 
   check_live();
+  check_two_series();
 
   if (failures != 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
   }
   printf("C ABI: %zu combos through %s match sweep --inproc --json bit for bit; live signals match it after every "
-         "append; error paths hold\n", n, name);
+         "append; two series each match sweep --inproc on their file; error paths hold\n", n, name);
   return 0;
 }

@@ -50,9 +50,9 @@ struct Row {
   std::int64_t trades;
 };
 
-std::vector<Row> reference(const std::string& lengths, int bars = kBars) {
-  const std::string command = std::string(IPCFLOOR_BINARY) + " sweep --inproc --json --quiet --bars " +
-                              std::to_string(bars) + " --seed 3 --lengths " + lengths;
+// `ipcfloor sweep --inproc --json --quiet ARGS`: one row per combo.
+std::vector<Row> reference_rows(const std::string& args) {
+  const std::string command = std::string(IPCFLOOR_BINARY) + " sweep --inproc --json --quiet " + args;
   std::vector<Row> rows;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -73,13 +73,18 @@ std::vector<Row> reference(const std::string& lengths, int bars = kBars) {
   return rows;
 }
 
+std::vector<Row> reference(const std::string& lengths, int bars = kBars) {
+  return reference_rows("--bars " + std::to_string(bars) + " --seed 3 --lengths " + lengths);
+}
+
 // `ipcfloor serve` for the length of a test case; SIGINT and a bounded reap on the way out.
+// bars 0: no generated series (extra names the --data files).
 class Engine {
  public:
   explicit Engine(std::string name, int bars = kBars, const std::vector<std::string>& extra = {})
       : name_(std::move(name)) {
-    std::vector<std::string> args = {IPCFLOOR_BINARY, "serve", "--name", name_, "--bars", std::to_string(bars),
-                                     "--seed", "3", "--wait", "backoff", "--quiet"};
+    std::vector<std::string> args = {IPCFLOOR_BINARY, "serve", "--name", name_, "--wait", "backoff", "--quiet"};
+    if (bars > 0) args.insert(args.end(), {"--bars", std::to_string(bars), "--seed", "3"});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
@@ -138,6 +143,10 @@ TEST_CASE("ipcfloor::Client: series, backtest and sweep equal `sweep --inproc` b
   CHECK(client.series_name().find("gbm") != std::string_view::npos);
   CHECK(client.engine_name() == engine.name());
   CHECK(client.engine_pid() == engine.pid());
+  CHECK(client.series_count() == 1);
+  CHECK(client.series_key(0) == "default");
+  CHECK(client.series_at(0).data() == client.series().data());
+  CHECK(client.series_at(0).size() == kBars);
   CHECK(ipcfloor::params_from_length(6) == ipcfloor::Params{3, 6, 2, 1, 2, 3});
 
   std::vector<ipcfloor::Params> grid;
@@ -217,18 +226,19 @@ namespace {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// `ipcfloor gen --bars N --seed 3`: the closes a live engine preloads in part.
-std::vector<double> generated(int bars) {
-  const std::string path = "/tmp/ipcfloor-cpptest-" + std::to_string(getpid()) + ".f64";
-  const std::string command = std::string(IPCFLOOR_BINARY) + " gen --bars " + std::to_string(bars) +
-                              " --seed 3 -o " + path + " >/dev/null 2>&1";
+// `ipcfloor gen --bars N --seed SEED -o PATH`, read back (PATH removed unless keep).
+std::vector<double> generated(int bars, int seed = 3, const std::string& path_given = "", bool keep = false) {
+  const std::string path =
+      path_given.empty() ? "/tmp/ipcfloor-cpptest-" + std::to_string(getpid()) + ".f64" : path_given;
+  const std::string command = std::string(IPCFLOOR_BINARY) + " gen --bars " + std::to_string(bars) + " --seed " +
+                              std::to_string(seed) + " -o " + path + " >/dev/null 2>&1";
   REQUIRE(std::system(command.c_str()) == 0);
   std::vector<double> close(static_cast<std::size_t>(bars));
   FILE* file = std::fopen(path.c_str(), "rb");
   REQUIRE(file != nullptr);
   const std::size_t read = std::fread(close.data(), sizeof(double), close.size(), file);
   std::fclose(file);
-  std::remove(path.c_str());
+  if (!keep) std::remove(path.c_str());
   REQUIRE(read == close.size());
   return close;
 }
@@ -345,4 +355,90 @@ TEST_CASE("ipcfloor::Client live: appended bars stream signals whose pnl and tra
     CHECK(says(error, "is not live"));
     CHECK(says(error, "ipcfloor serve --name " + plain.name() + " --live"));
   }
+}
+
+TEST_CASE("ipcfloor::Client on an engine of two series: the table, zero-copy bars equal to the files, backtest and "
+          "sweep on series 1 equal `sweep --inproc --data B` bit for bit, windows judged against the series named, "
+          "and an index past the table is IPCFLOOR_E_NO_SUCH_SERIES") {
+  const std::string a_key = "ipcfloor-cpptest-" + std::to_string(getpid()) + "-ES";
+  const std::string b_key = "ipcfloor-cpptest-" + std::to_string(getpid()) + "-NQ";
+  const std::string a_path = "/tmp/" + a_key + ".f64";
+  const std::string b_path = "/tmp/" + b_key + ".f64";
+  // Removed however the test case ends (a FAIL throws past its last lines).
+  struct Remove {
+    const std::string& a;
+    const std::string& b;
+    ~Remove() {
+      std::remove(a.c_str());
+      std::remove(b.c_str());
+    }
+  } remove_files{a_path, b_path};
+  const std::vector<double> a_close = generated(1200, 31, a_path, true);
+  const std::vector<double> b_close = generated(1800, 32, b_path, true);
+  const auto a_rows = reference_rows("--data " + a_path + " --grid 6:200:15");
+  const auto b_rows = reference_rows("--data " + b_path + " --grid 6:200:15");
+  REQUIRE(a_rows.size() == 15);
+  REQUIRE(b_rows.size() == 15);
+
+  Engine engine("ipcfloor-cpptest-two-" + std::to_string(getpid()), 0,
+                {"--data", a_path, "--data", b_path, "--lanes", "1"});
+  ipcfloor::Client client = engine.attach();
+  REQUIRE(client.series_count() == 2);
+  CHECK(client.series_key(0) == a_key);
+  CHECK(client.series_key(1) == b_key);
+  CHECK(client.series_key(2).empty());
+  CHECK(client.series_at(0).data() == client.series().data());
+  REQUIRE(client.series_at(0).size() == a_close.size());
+  REQUIRE(client.series_at(1).size() == b_close.size());
+  CHECK(std::memcmp(client.series_at(0).data(), a_close.data(), a_close.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(client.series_at(1).data(), b_close.data(), b_close.size() * sizeof(double)) == 0);
+  CHECK(client.series_at(2).empty());
+
+  std::vector<ipcfloor::Params> grid;
+  for (const Row& row : b_rows) grid.push_back(row.params);
+  std::vector<ipcfloor::Result> results(grid.size());
+  const auto allocations = g_allocations.load(std::memory_order_relaxed);
+  CHECK(client.sweep(grid, results, 1) == 0);
+  CHECK(g_allocations.load(std::memory_order_relaxed) == allocations);
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    CAPTURE(i);
+    CHECK(results[i].status == IPCFLOOR_OK);
+    CHECK(same_bits(results[i].pnl, b_rows[i].pnl));
+    CHECK(results[i].trades == b_rows[i].trades);
+    const ipcfloor::Result one = client.backtest(grid[i], 1);
+    CHECK(same_bits(one.pnl, b_rows[i].pnl));
+    CHECK(one.trades == b_rows[i].trades);
+    const ipcfloor::Result main = client.backtest(grid[i]);
+    CHECK(same_bits(main.pnl, a_rows[i].pnl));
+    CHECK(main.trades == a_rows[i].trades);
+  }
+  CHECK(client.sweep(grid, results, 0) == 0);
+  for (std::size_t i = 0; i < grid.size(); ++i) CHECK(same_bits(results[i].pnl, a_rows[i].pnl));
+
+  // L = 1500 fits series 1 (1800 bars), not series 0 (1200).
+  const ipcfloor::Params long_window{3, 1500, 2, 1, 2, 3};
+  (void)client.backtest(long_window, 1);
+  auto error = thrown_by([&] { (void)client.backtest(long_window); });
+  CHECK(error.code() == IPCFLOOR_E_WINDOW);
+  CHECK(says(error, "window L (position 1) is 1500, outside [1, 1200]"));
+  error = thrown_by([&] { (void)client.backtest({3, 1801, 2, 1, 2, 3}, 1); });
+  CHECK(error.code() == IPCFLOOR_E_WINDOW);
+  CHECK(says(error, "on series 1 (" + b_key + ")"));
+  CHECK(says(error, "is 1801, outside [1, 1800]"));
+
+  error = thrown_by([&] { (void)client.backtest(grid[0], 2); });
+  CHECK(error.code() == IPCFLOOR_E_NO_SUCH_SERIES);
+  CHECK(says(error, "holds no series 2"));
+  CHECK(says(error, "it holds 2 series, indices 0 to 1"));
+  CHECK(says(error, engine.name()));
+  error = thrown_by([&] { (void)client.sweep(grid, results, 2); });
+  CHECK(error.code() == IPCFLOOR_E_NO_SUCH_SERIES);
+  error = thrown_by([&] { (void)client.sweep({}, {}, 2); });
+  CHECK(error.code() == IPCFLOOR_E_NO_SUCH_SERIES);
+  error = thrown_by([&] { (void)client.backtest(grid[0], 256); });
+  CHECK(error.code() == IPCFLOOR_E_NO_SUCH_SERIES);
+  CHECK(says(error, "holds no series 256"));
+  CHECK(same_bits(client.backtest(grid[0], 1).pnl, b_rows[0].pnl));
+
+  engine.stop();
 }

@@ -9,6 +9,10 @@ series view keeps the lane, and the engine stopping under an attached client. Th
 against `ipcfloor serve --live`: bars appended by one Engine, signals of two subscriptions on
 another equal to `sweep --inproc` on the whole series bit for bit, snapshot, and every refusal
 (capacity full, bad price, not the writer, no room, window, not live) by class and message.
+Then an engine of two series (serve --data ES.npy --data NQ.npy): series_names, zero-copy
+series_at by index and by name, backtest and sweep with series= (index or name) equal to
+`sweep --inproc --data NQ.npy` bit for bit, windows judged against the series named, and
+NoSuchSeries / InvalidArgument for an index past the table and an unknown name.
 
 Usage: test_python_shm.py IPCFLOOR_BINARY PACKAGE_ROOT
 """
@@ -210,6 +214,91 @@ def check_live(binary, ipcfloor, tmp):
     check(code == 0, f"serve --live exits 0 on SIGINT, got {code}")
 
 
+def check_two_series(binary, ipcfloor, tmp):
+    """serve --data ES.npy --data NQ.npy: the series table and requests on each series."""
+    paths = {}
+    for key, bars, seed in (("ES", 1300, 41), ("NQ", 1900, 42)):
+        paths[key] = os.path.join(tmp, f"{key}.npy")
+        subprocess.run([binary, "gen", "--bars", str(bars), "--seed", str(seed), "-o", paths[key]], check=True,
+                       capture_output=True)
+    close = {key: np.load(path) for key, path in paths.items()}
+
+    def rows(path):
+        done = subprocess.run([binary, "sweep", "--inproc", "--json", "--quiet", "--data", path, "--grid", "6:200:12"],
+                              check=True, capture_output=True, text=True)
+        return [json.loads(line) for line in done.stdout.splitlines()]
+    es_rows, nq_rows = rows(paths["ES"]), rows(paths["NQ"])
+    check(len(es_rows) == 12 and len(nq_rows) == 12, f"reference rows {len(es_rows)} {len(nq_rows)}")
+    check(any(a["pnl"] != b["pnl"] for a, b in zip(es_rows, nq_rows)), "the two series give different answers")
+    grid = np.array([row["params"] for row in nq_rows], dtype=np.int64)
+    nq_pnl = np.array([row["pnl"] for row in nq_rows])
+    es_pnl = np.array([row["pnl"] for row in es_rows])
+
+    name = f"ipcfloor-pytest-two-{os.getpid()}"
+    server, engine = start(binary, name, ["--data", paths["ES"], "--data", paths["NQ"], "--lanes", "1"], ipcfloor)
+    try:
+        check(engine.series_names == ["ES", "NQ"], f"series_names {engine.series_names}")
+        engine.series_names.append("XX")
+        check(engine.series_names == ["ES", "NQ"], "series_names is a copy")
+        for which, key in ((0, "ES"), ("ES", "ES"), (1, "NQ"), ("NQ", "NQ"), (np.int64(1), "NQ")):
+            view = engine.series_at(which)
+            check(view.dtype == np.float64 and not view.flags.writeable and not view.flags.owndata and
+                  np.array_equal(view, close[key]), f"series_at({which!r}) is {key}, zero-copy, read-only")
+        check(engine.series_at("NQ") is engine.series_at(1), "one view per series")
+        check(np.array_equal(engine.series, close["ES"]), "the main series is ES")
+
+        result = engine.sweep(grid, series=1)
+        check(result.refused == 0 and np.array_equal(result.pnl.view(np.int64), nq_pnl.view(np.int64)) and
+              result.trades.tolist() == [row["trades"] for row in nq_rows],
+              f"sweep on series 1 equals sweep --inproc --data NQ.npy: {result}")
+        result = engine.sweep(grid, series="NQ")
+        check(np.array_equal(result.pnl.view(np.int64), nq_pnl.view(np.int64)), "sweep on series 'NQ'")
+        result = engine.sweep(grid)
+        check(np.array_equal(result.pnl.view(np.int64), es_pnl.view(np.int64)), "sweep on the main series is ES")
+        for i in range(0, len(grid), 3):
+            check(engine.backtest(grid[i], series=1) == (nq_rows[i]["pnl"], nq_rows[i]["trades"]),
+                  f"backtest {i} on series 1")
+            check(engine.backtest(grid[i], series="NQ") == (nq_rows[i]["pnl"], nq_rows[i]["trades"]),
+                  f"backtest {i} on series 'NQ'")
+            check(engine.backtest(grid[i]) == (es_rows[i]["pnl"], es_rows[i]["trades"]), f"backtest {i} on ES")
+
+        # L = 1500 fits NQ (1900 bars), not ES (1300).
+        engine.backtest([3, 1500, 2, 1, 2, 3], series="NQ")
+        error = expect(ipcfloor.WindowOutOfRange, "L=1500 on ES", lambda: engine.backtest([3, 1500, 2, 1, 2, 3]))
+        check(error is not None and "is 1500, outside [1, 1300]" in str(error), f"WindowOutOfRange: {error}")
+        error = expect(ipcfloor.WindowOutOfRange, "L=1901 on NQ",
+                       lambda: engine.backtest([3, 1901, 2, 1, 2, 3], series=1))
+        check(error is not None and "on series 1 (NQ)" in str(error) and "outside [1, 1900]" in str(error),
+              f"WindowOutOfRange on NQ: {error}")
+
+        for what, call in [("backtest", lambda: engine.backtest(grid[0], series=2)),
+                           ("sweep", lambda: engine.sweep(grid, series=2)),
+                           ("an empty sweep", lambda: engine.sweep(grid[:0], series=2)),
+                           ("series_at", lambda: engine.series_at(2))]:
+            error = expect(ipcfloor.NoSuchSeries, f"{what} on series 2", call)
+            check(error is not None and error.code == -21 and isinstance(error, IndexError) and
+                  "holds no series 2" in str(error) and "it holds 2 series, indices 0 to 1" in str(error) and
+                  name in str(error), f"NoSuchSeries names the index and the count: {error}")
+        expect(ipcfloor.NoSuchSeries, "series -1", lambda: engine.backtest(grid[0], series=-1))
+        expect(ipcfloor.NoSuchSeries, "series 256", lambda: engine.backtest(grid[0], series=256))
+        expect(ipcfloor.NoSuchSeries, "series 2**32", lambda: engine.sweep(grid, series=1 << 32))
+        for what, call in [("backtest", lambda: engine.backtest(grid[0], series="YM")),
+                           ("sweep", lambda: engine.sweep(grid, series="YM")),
+                           ("series_at", lambda: engine.series_at("YM"))]:
+            error = expect(ipcfloor.InvalidArgument, f"{what} on series 'YM'", call)
+            check(error is not None and "no series named 'YM'" in str(error) and "ES, NQ" in str(error),
+                  f"InvalidArgument names the known series: {error}")
+        expect(ipcfloor.InvalidArgument, "series=True", lambda: engine.backtest(grid[0], series=True))
+        expect(ipcfloor.InvalidArgument, "series=1.0", lambda: engine.sweep(grid, series=1.0))
+        check(engine.backtest(grid[0], series=1) == (nq_rows[0]["pnl"], nq_rows[0]["trades"]), "usable after refusals")
+        engine.close()
+        expect(ipcfloor.Closed, "series_at after close", lambda: engine.series_at(1))
+        expect(ipcfloor.Closed, "backtest on series 1 after close", lambda: engine.backtest(grid[0], series=1))
+    finally:
+        code = stop(server)
+    check(code == 0, f"the two-series engine exits 0 on SIGINT, got {code}")
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit("usage: test_python_shm.py IPCFLOOR_BINARY PACKAGE_ROOT")
@@ -218,7 +307,7 @@ def main():
     import ipcfloor
     from ipcfloor import socket as ipcfloor_socket
 
-    check(ipcfloor.version() == "0.1.0", f"version {ipcfloor.version()}")
+    check(ipcfloor.version() == "0.2.0", f"version {ipcfloor.version()}")
     check(ipcfloor_socket.SocketClient is not None, "ipcfloor.socket lives in the same package")
 
     name = f"ipcfloor-pytest-{os.getpid()}"
@@ -259,6 +348,7 @@ def main():
                 check(engine.bars == BARS and engine.fee == 0.09 and engine.pid == server.pid, repr(engine))
                 check(engine.name.startswith(f"gbm(bars={BARS}, seed={SEED}"), engine.name)
                 check(engine.engine == name and engine.wait == "backoff" and engine.ring_capacity >= 2, repr(engine))
+                check(engine.series_names == ["default"], f"one generated series: {engine.series_names}")
 
                 series = engine.series
                 check(series.dtype == np.float64 and series.shape == (BARS,), f"{series.dtype} {series.shape}")
@@ -336,12 +426,14 @@ def main():
                     server.kill()
                     server.wait()
         check_live(binary, ipcfloor, tmp)
+        check_two_series(binary, ipcfloor, tmp)
 
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
     print(f"python over the segment: {len(LENGTHS)} combos match sweep --inproc bit for bit; read-only zero-copy "
-          "series; per-combo statuses and error classes hold; live signals match sweep --inproc after every append")
+          "series; per-combo statuses and error classes hold; live signals match sweep --inproc after every append; "
+          "two series each match sweep --inproc on their file")
     return 0
 
 

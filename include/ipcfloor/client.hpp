@@ -6,6 +6,13 @@
 //   ipcfloor::Result r = engine.backtest({3, 6, 2, 1, 2, 3});    // h, L, s, p3, p2, p
 //   engine.sweep(grid, results);                                 // pipelined through the ring
 //
+// Several series (`ipcfloor serve --data ES.f64 --data NQ.csv`): series_count(), series_key(i)
+// ("ES", "NQ"), series_at(i) (zero-copy), and backtest / sweep with a series index (0: the main one):
+//
+//   for (std::uint32_t i = 0; i < engine.series_count(); ++i)
+//     std::printf("%s: %zu bars\n", engine.series_key(i).data(), engine.series_at(i).size());
+//   ipcfloor::Result on_nq = engine.backtest({3, 6, 2, 1, 2, 3}, 1); // IPCFLOOR_E_NO_SUCH_SERIES past the table
+//
 // Link ipcfloor::client (CMake: find_package(ipcfloor CONFIG)). The class owns one lane of the
 // engine; it is move-only and belongs to one thread at a time for requests. series() and the
 // metadata accessors never change after attach and may be read from any thread.
@@ -120,14 +127,28 @@ class IPCFLOOR_CXX_API Client {
   // Signals this lane lost to a full signal ring since the engine started. Any thread.
   [[nodiscard]] std::uint64_t signals_dropped() const noexcept;
 
+  // The engine's series table (`serve --data a --data b ...`: one per file, up to 16), fixed at
+  // attach; any thread. Index 0 is the main series, the one series() shows.
+  [[nodiscard]] std::uint32_t series_count() const noexcept;
+  // Series `index`'s name: its file's name without the extension, or "default" for a generated
+  // series (NUL-terminated; "" past the table). series_name() is the main series' description.
+  [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept;
+  // Series `index`'s preloaded closes, zero-copy and read-only; empty past the table.
+  [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept;
+
   // One backtest. Throws ClientError when the engine refuses the combo (IPCFLOOR_E_WINDOW, ...) or the
   // lane fails (IPCFLOOR_E_ENGINE_GONE, _TIMEOUT, ...). No allocation on success.
   [[nodiscard]] Result backtest(const Params& params);
+  // The same on series `series` of the table (windows judged against its bars); ClientError
+  // IPCFLOOR_E_NO_SUCH_SERIES, naming the index and how many series the engine holds, past it.
+  [[nodiscard]] Result backtest(const Params& params, std::uint32_t series);
 
   // params.size() backtests, pipelined; out[i] answers params[i] (out.size() == params.size(),
   // else ClientError IPCFLOOR_E_INVALID). A refused combo gets its code in out[i].status, pnl NaN.
   // Returns how many combos were refused; throws ClientError when the lane fails.
   std::size_t sweep(std::span<const Params> params, std::span<Result> out);
+  // The same on series `series`; ClientError IPCFLOOR_E_NO_SUCH_SERIES (nothing sent) past the table.
+  std::size_t sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series);
 
   // The 48 bytes travel to the engine and back untouched: the transport alone.
   [[nodiscard]] Params echo(const Params& params);

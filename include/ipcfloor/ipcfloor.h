@@ -12,6 +12,11 @@
  *     fprintf(stderr, "%s\n", ipcfloor_last_error(c));
  *   ipcfloor_detach(c);
  *
+ * Several series. An engine started with `ipcfloor serve --data ES.f64 --data NQ.csv ...` holds
+ * up to 16 series, one per file, in a table: index 0 is the main one (ipcfloor_series, the one
+ * live mode appends to), each has a name (ipcfloor_series_key: "ES", "NQ") and its bars
+ * (ipcfloor_series_at), and ipcfloor_backtest_on / ipcfloor_sweep_on run on the one they name.
+ *
  * Link with -lipcfloor (pkg-config ipcfloor, or CMake's ipcfloor::c). The library exports only
  * ipcfloor_* symbols; its SONAME is libipcfloor.so.<IPCFLOOR_VERSION_MAJOR>.
  *
@@ -25,15 +30,16 @@
  * read one ipcfloor_signal per subscribed combo per new bar (ipcfloor_poll_signal, _wait_signal).
  *
  * Threads. A client is one claimed lane: one thread at a time may use it for requests
- * (backtest, sweep, echo, append, subscribe, snapshot) and for reading its signals. The series
- * and the metadata accessors only read memory that never changes after attach (or, for the
- * published bars and the drop counter, only grows), so any thread may call them concurrently.
+ * (backtest, sweep, their _on forms, echo, append, subscribe, snapshot) and for reading its
+ * signals. The series (each one of the table) and the metadata accessors only read memory that
+ * never changes after attach (or, for the published bars and the drop counter, only grows), so
+ * any thread may call them concurrently.
  * Attach one client per thread to run requests in parallel (the engine has --lanes of them).
  *
- * Memory. Attach allocates; backtest, sweep, echo and the live calls never allocate on success
- * and, when the client waits in spin mode, make no system call unless an answer is late by a
- * whole engine heartbeat (ipcfloor_poll_signal never waits at all). The series memory belongs to
- * the engine: never write to it (it may be mapped read-only). */
+ * Memory. Attach allocates; backtest, sweep (on any series), echo and the live calls never
+ * allocate on success and, when the client waits in spin mode, make no system call unless an
+ * answer is late by a whole engine heartbeat (ipcfloor_poll_signal never waits at all). The
+ * series memory belongs to the engine: never write to it (it may be mapped read-only). */
 #ifndef IPCFLOOR_IPCFLOOR_H
 #define IPCFLOOR_IPCFLOOR_H
 
@@ -41,7 +47,7 @@
 #include <stdint.h>
 
 #define IPCFLOOR_VERSION_MAJOR 0
-#define IPCFLOOR_VERSION_MINOR 1
+#define IPCFLOOR_VERSION_MINOR 2
 #define IPCFLOOR_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, as ipcfloor_version() returns it. */
 #define IPCFLOOR_VERSION \
@@ -104,6 +110,9 @@ extern "C" {
 /* Subscribe: this client's lane holds as many combos as the engine allows (serve
  * --subscriptions), or their memory is used up. */
 #define IPCFLOOR_E_NO_ROOM (-20)
+/* Backtest/sweep on a series: the engine holds no series of that index (ipcfloor_series_count
+ * says how many it holds). The client stays usable. */
+#define IPCFLOOR_E_NO_SUCH_SERIES (-21)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -186,6 +195,18 @@ IPCFLOOR_API uint64_t ipcfloor_capacity(const ipcfloor_client *c);
  * every bar the count covers is complete. The count only grows, up to ipcfloor_capacity; call
  * again for the newer bars. Read-only; valid until ipcfloor_detach. */
 IPCFLOOR_API size_t ipcfloor_published_series(const ipcfloor_client *c, const double **close);
+/* How many series the engine holds, 1..16: one per `serve --data` file (1 for a generated
+ * series). Index 0 is the main series, the one ipcfloor_series shows. */
+IPCFLOOR_API uint32_t ipcfloor_series_count(const ipcfloor_client *c);
+/* Series `index`'s name in the table: its file's name without the extension ("ES" for
+ * /data/ES.f64, as `ipcfloor sweep --series` names it), or "default" for a generated series.
+ * NUL-terminated, valid until detach; NULL when index >= ipcfloor_series_count. (The description
+ * of the main series' source is ipcfloor_series_name.) */
+IPCFLOOR_API const char *ipcfloor_series_key(const ipcfloor_client *c, uint32_t index);
+/* Series `index`'s preloaded closes, zero-copy: stores its first bar in *close (when close is
+ * not NULL) and returns its bars; index 0 is what ipcfloor_series returns. Past the table: 0 and
+ * *close NULL (a series holds at least one bar). Read-only; valid until ipcfloor_detach. */
+IPCFLOOR_API size_t ipcfloor_series_at(const ipcfloor_client *c, uint32_t index, const double **close);
 /* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
  * that fell behind): compare with the `dropped` its signals reported, and ask for a snapshot
  * when they differ. Any thread; one relaxed read of shared memory. */
@@ -208,6 +229,18 @@ IPCFLOOR_API int ipcfloor_backtest(ipcfloor_client *c, const int64_t params[6], 
  * code when the lane itself failed; then every combo not answered carries that code. */
 IPCFLOOR_API int ipcfloor_sweep(ipcfloor_client *c, const int64_t (*params)[6], size_t n, double *pnl,
                                 int64_t *trades, int *status);
+
+/* ipcfloor_backtest and ipcfloor_sweep on series `series` of the engine's table (0: the main
+ * series, the same as the calls above). Windows are judged against that series' bars: each in
+ * [1, ipcfloor_series_at(c, series, NULL)] (series 0 of a live engine: the bars published so
+ * far). When the engine holds no such series, nothing is sent: the call returns
+ * IPCFLOOR_E_NO_SUCH_SERIES, whose sentence names the index and how many series the engine
+ * holds, and a sweep marks every combo with it (pnl NaN, trades 0; also when n is 0); the client
+ * stays usable. The client's thread; never allocate. */
+IPCFLOOR_API int ipcfloor_backtest_on(ipcfloor_client *c, uint32_t series, const int64_t params[6], double *pnl,
+                                      int64_t *trades);
+IPCFLOOR_API int ipcfloor_sweep_on(ipcfloor_client *c, uint32_t series, const int64_t (*params)[6], size_t n,
+                                   double *pnl, int64_t *trades, int *status);
 
 /* The 48 bytes of `in` travel to the engine and back into `out` untouched (the ECHO opcode):
  * the transport alone, to measure what a request costs before any work. */

@@ -6,6 +6,14 @@
         pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3])   # h, L, s, p3, p2, p
         result = engine.sweep(grid)                  # (n, 6) int64 -> pnl, trades, status arrays
 
+Several series (an engine started with `ipcfloor serve --data ES.f64 --data NQ.csv`): backtest
+and sweep take series=, an index (0, the default, is the main series) or a name:
+
+    engine.series_names                                  # ["ES", "NQ"]: the files' names
+    nq = engine.series_at("NQ")                          # numpy, zero-copy, read-only
+    pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3], series="NQ")
+    result = engine.sweep(grid, series=1)
+
 Live mode (an engine started with `ipcfloor serve --live --capacity N`): one Engine appends
 closes, others subscribe combos and read one Signal per subscribed combo per new bar:
 
@@ -39,6 +47,7 @@ __all__ = [
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
+    "NoSuchSeries",
 ]
 
 
@@ -135,6 +144,10 @@ class NoRoom(Error):
     """subscribe: this lane holds as many combos as the engine allows (serve --subscriptions)."""
 
 
+class NoSuchSeries(Error, IndexError):
+    """A series index the engine does not hold (its table has len(series_names) entries)."""
+
+
 _ERRORS = {
     _native.E_INVALID: InvalidArgument,
     _native.E_NO_ENGINE: NoEngine,
@@ -156,6 +169,7 @@ _ERRORS = {
     _native.E_BAD_PRICE: BadPrice,
     _native.E_NOT_WRITER: NotTheWriter,
     _native.E_NO_ROOM: NoRoom,
+    _native.E_NO_SUCH_SERIES: NoSuchSeries,
 }
 
 
@@ -191,6 +205,7 @@ class Signal(collections.namedtuple("Signal", "bar subscription hma hma3 pnl tra
 
 
 _U64_END = 1 << 64
+_U32_END = 1 << 32
 
 
 def _signal_of(s):
@@ -241,6 +256,7 @@ class Engine:
         self._pnl_ref = ctypes.byref(self._pnl)
         self._trades_ref = ctypes.byref(self._trades)
         self._backtest = lib.ipcfloor_backtest
+        self._backtest_on = lib.ipcfloor_backtest_on
         # Live mode, the same way: one signal buffer and one counter, reused.
         self._signal = _native.SignalStruct()
         self._signal_ref = ctypes.byref(self._signal)
@@ -260,6 +276,10 @@ class Engine:
         self.lane = int(lib.ipcfloor_lane(self._ptr))
         self.ring_capacity = int(lib.ipcfloor_ring_capacity(self._ptr))
         self.wait = _native.WAIT_NAMES.get(lib.ipcfloor_wait_mode(self._ptr), "engine")
+        # The series table, fixed at attach: one name per series, index 0 the main one.
+        self._series_names = tuple(lib.ipcfloor_series_key(self._ptr, i).decode("utf-8", errors="replace")
+                                   for i in range(lib.ipcfloor_series_count(self._ptr)))
+        self._series_views = {}
 
     def __repr__(self):
         state = "closed" if self._closed else f"lane {self.lane}, {self.wait}"
@@ -279,11 +299,18 @@ class Engine:
         self._closed = True
         self._ptr = ctypes.c_void_p(None)
         self._series = None
+        self._series_views = {}
         self._handle = None
 
     @property
     def closed(self):
         return self._closed
+
+    def _view(self, first, n):
+        """n doubles from `first` as a read-only numpy array that keeps the mapping alive."""
+        memory = (ctypes.c_double * n).from_address(ctypes.addressof(first.contents)) if n else (ctypes.c_double * 0)()
+        memory._ipcfloor_handle = self._handle  # the view keeps the mapping alive
+        return np.frombuffer(memoryview(memory).toreadonly(), dtype=np.float64)
 
     @property
     def series(self):
@@ -292,27 +319,55 @@ class Engine:
         if self._series is None:
             first = ctypes.POINTER(ctypes.c_double)()
             n = self._lib.ipcfloor_series(self._ptr, ctypes.byref(first))
-            memory = (ctypes.c_double * n).from_address(ctypes.addressof(first.contents)) if n else (ctypes.c_double * 0)()
-            memory._ipcfloor_handle = self._handle  # the view keeps the mapping alive
-            self._series = np.frombuffer(memoryview(memory).toreadonly(), dtype=np.float64)
+            self._series = self._view(first, n)
         return self._series
 
-    def backtest(self, params):
-        """One combo (six windows h, L, s, p3, p2, p): returns (pnl, trades). Raises
-        WindowOutOfRange or Rejected when the engine refuses it, EngineGone, Timeout, ... when the
-        lane fails."""
+    @property
+    def series_names(self):
+        """The names of the engine's series, in index order (index 0 is the main series): a
+        --data file's name without its extension, or "default" for a generated series."""
+        return list(self._series_names)
+
+    def series_at(self, series):
+        """Series `series` of the engine's table, an index or a name from series_names, as a
+        read-only float64 numpy array of its preloaded closes, without a copy (series_at(0) holds
+        what `series` holds). Raises NoSuchSeries for an index past the table, InvalidArgument for
+        a name the engine does not hold."""
+        self._check_open()
+        index = self._series_index(series)
+        if index >= len(self._series_names):
+            raise NoSuchSeries(_native.E_NO_SUCH_SERIES, self._no_such_series(index))
+        view = self._series_views.get(index)
+        if view is None:
+            first = ctypes.POINTER(ctypes.c_double)()
+            n = self._lib.ipcfloor_series_at(self._ptr, index, ctypes.byref(first))
+            view = self._series_views[index] = self._view(first, n)
+        return view
+
+    def backtest(self, params, series=0):
+        """One combo (six windows h, L, s, p3, p2, p): returns (pnl, trades). series: the index
+        (0, the main series) or the name of the series to run on; its bars bound the windows.
+        Raises WindowOutOfRange or Rejected when the engine refuses it, NoSuchSeries for an index
+        the engine does not hold, InvalidArgument for an unknown name, EngineGone, Timeout, ...
+        when the lane fails."""
         p = self._params
         p[0], p[1], p[2], p[3], p[4], p[5] = params
-        code = self._backtest(self._ptr, p, self._pnl_ref, self._trades_ref)
+        if type(series) is int and series == 0:
+            code = self._backtest(self._ptr, p, self._pnl_ref, self._trades_ref)
+        else:
+            code = self._backtest_on(self._ptr, self._series_index(series), p, self._pnl_ref, self._trades_ref)
         if code:
             self._raise(code)
         return self._pnl.value, self._trades.value
 
-    def sweep(self, params):
-        """Every combo of an (n, 6) int64 array, pipelined through the ring in one C call.
+    def sweep(self, params, series=0):
+        """Every combo of an (n, 6) int64 array, pipelined through the ring in one C call, on
+        series `series` (an index, 0 the main series, or a name).
         Returns SweepResult(pnl float64[n], trades int64[n], status int32[n], refused). A refused
-        combo does not stop the others; a failing lane raises."""
+        combo does not stop the others; a failing lane raises, and so does a series the engine
+        does not hold (NoSuchSeries, or InvalidArgument for an unknown name)."""
         self._check_open()
+        index = self._series_index(series)
         combos = np.ascontiguousarray(params, dtype=np.int64)
         if combos.ndim != 2 or combos.shape[1] != 6:
             raise InvalidArgument(_native.E_INVALID,
@@ -322,10 +377,9 @@ class Engine:
         pnl = np.empty(n, dtype=np.float64)
         trades = np.empty(n, dtype=np.int64)
         status = np.empty(n, dtype=np.intc)
-        if n == 0:
-            return SweepResult(pnl, trades, status, 0)
-        refused = self._lib.ipcfloor_sweep(self._ptr, combos.ctypes.data, n, pnl.ctypes.data, trades.ctypes.data,
-                                           status.ctypes.data)
+        # n == 0 still asks the library: an empty sweep on a series it does not hold is refused.
+        refused = self._lib.ipcfloor_sweep_on(self._ptr, index, combos.ctypes.data, n, pnl.ctypes.data,
+                                              trades.ctypes.data, status.ctypes.data)
         if refused < 0:
             self._raise(refused)
         return SweepResult(pnl, trades, status, refused)
@@ -348,9 +402,7 @@ class Engine:
         self._check_open()
         first = ctypes.POINTER(ctypes.c_double)()
         n = self._lib.ipcfloor_published_series(self._ptr, ctypes.byref(first))
-        memory = (ctypes.c_double * n).from_address(ctypes.addressof(first.contents)) if n else (ctypes.c_double * 0)()
-        memory._ipcfloor_handle = self._handle  # the view keeps the mapping alive
-        return np.frombuffer(memoryview(memory).toreadonly(), dtype=np.float64)
+        return self._view(first, n)
 
     @property
     def signals_dropped(self):
@@ -430,6 +482,28 @@ class Engine:
         if self._closed:
             return ""
         return self._lib.ipcfloor_last_error(self._ptr).decode("utf-8", errors="replace")
+
+    def _series_index(self, series):
+        """The index `series` names: an int as it is (the library judges it against the table),
+        a str looked up in series_names."""
+        if isinstance(series, str):
+            try:
+                return self._series_names.index(series)
+            except ValueError:
+                raise InvalidArgument(_native.E_INVALID, f"engine {self.engine} holds no series named {series!r}; it "
+                                                         f"holds: {', '.join(self._series_names)}") from None
+        if isinstance(series, numbers.Integral) and not isinstance(series, bool):
+            index = int(series)
+            if 0 <= index < _U32_END:  # ctypes would wrap it silently
+                return index
+            raise NoSuchSeries(_native.E_NO_SUCH_SERIES, self._no_such_series(index))
+        raise InvalidArgument(_native.E_INVALID, f"series is an index (int) or a name (str) of engine {self.engine}'s "
+                                                 f"series {list(self._series_names)}; got {series!r}")
+
+    def _no_such_series(self, index):
+        count = len(self._series_names)
+        return (f"engine {self.engine} (pid {self.pid}) holds no series {index} (lane {self.lane}): it holds {count} "
+                f"series, indices 0 to {count - 1} ({', '.join(self._series_names)})")
 
     def _check_open(self):
         if self._closed:

@@ -36,6 +36,7 @@ E_CAPACITY_FULL = -17
 E_BAD_PRICE = -18
 E_NOT_WRITER = -19
 E_NO_ROOM = -20
+E_NO_SUCH_SERIES = -21
 NO_SIGNAL = 1  # ipcfloor_poll_signal: nothing waiting (not an error)
 
 SIGNAL_GAP = 1
@@ -89,6 +90,11 @@ _SIGNATURES = {
     "ipcfloor_capacity": (ctypes.c_uint64, [_c_p]),
     "ipcfloor_published_series": (ctypes.c_size_t, [_c_p, ctypes.POINTER(_f64_p)]),
     "ipcfloor_signals_dropped": (ctypes.c_uint64, [_c_p]),
+    "ipcfloor_series_count": (ctypes.c_uint32, [_c_p]),
+    "ipcfloor_series_key": (ctypes.c_char_p, [_c_p, ctypes.c_uint32]),
+    "ipcfloor_series_at": (ctypes.c_size_t, [_c_p, ctypes.c_uint32, ctypes.POINTER(_f64_p)]),
+    "ipcfloor_backtest_on": (ctypes.c_int, [_c_p, ctypes.c_uint32, _i64_p, _f64_p, _i64_p]),
+    "ipcfloor_sweep_on": (ctypes.c_int, [_c_p, ctypes.c_uint32, _c_p, ctypes.c_size_t, _c_p, _c_p, _c_p]),
     "ipcfloor_append": (ctypes.c_int, [_c_p, ctypes.c_double, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]),
     "ipcfloor_subscribe": (ctypes.c_int, [_c_p, _i64_p, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(SignalStruct)]),
     "ipcfloor_snapshot": (ctypes.c_int, [_c_p]),
