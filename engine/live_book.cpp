@@ -1,5 +1,7 @@
 #include "engine/live_book.hpp"
 
+#include <algorithm>
+
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 
@@ -21,7 +23,10 @@ Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<con
                            std::uint32_t& id, LiveBar& state) noexcept {
   if (validate_combo(combo, limits_.capacity_bars) != KernelStatus::ok) return Status::window_out_of_range;
   // The replay costs what a BACKTEST of the history would: the same bound applies.
-  if (limits_.max_catch_up_cost != 0 && backtest_cost(combo, history.size()) > limits_.max_catch_up_cost)
+  // One bar of this combo costs the sum of its windows, added to every APPEND from now on.
+  const std::uint64_t per_bar = backtest_cost(combo, 1);
+  if (limits_.max_catch_up_cost != 0 && (backtest_cost(combo, history.size()) > limits_.max_catch_up_cost ||
+                                         per_bar > limits_.max_catch_up_cost - std::min(cost_per_bar_, limits_.max_catch_up_cost)))
     return Status::too_costly;
   LaneBook& book = lanes_[lane];
   const std::size_t need = LiveSignal::storage_doubles(combo);
@@ -31,6 +36,8 @@ Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<con
   slot.emplace(combo, limits_.fee, std::span<double>(book.arena).subspan(book.arena_used, need));
   book.arena_used += need;
   ++book.count;
+  book.cost_per_bar += per_bar;
+  cost_per_bar_ += per_bar;
   for (std::size_t i = 0; i < history.size(); ++i) (void)slot->on_bar(history.first(i + 1));
   state = slot->last();
   lanes_with_subscriptions_ |= std::uint64_t{1} << lane;
@@ -42,6 +49,8 @@ void LiveBook::clear_lane(std::uint32_t lane) noexcept {
   for (std::uint32_t id = 0; id < book.count; ++id) book.subscriptions[id].reset();
   book.count = 0;
   book.arena_used = 0;
+  cost_per_bar_ -= book.cost_per_bar;
+  book.cost_per_bar = 0;
   lanes_with_subscriptions_ &= ~(std::uint64_t{1} << lane);
 }
 

@@ -36,7 +36,9 @@ class LiveBook {
   // Adds `combo` to `lane` and replays `history` through it, so its state is the one after the
   // last published bar. Returns ok and the subscription's id and state, or why not:
   // window_out_of_range (a window outside [1, capacity_bars]), too_costly (the replay would cost
-  // more than max_catch_up_cost), no_room (the lane's subscriptions or arena are used up).
+  // more than max_catch_up_cost, or every subscription together would make one APPEND cost more:
+  // each bar costs each subscription the sum of its windows), no_room (the lane's subscriptions
+  // or arena are used up).
   Status subscribe(std::uint32_t lane, const Combo& combo, std::span<const double> history, std::uint32_t& id,
                    LiveBar& state) noexcept;
 
@@ -64,18 +66,23 @@ class LiveBook {
   // Forgets every subscription of `lane` (its client left).
   void clear_lane(std::uint32_t lane) noexcept;
 
+  // What one new bar costs all subscriptions together (backtest_cost units): the work of an APPEND.
+  [[nodiscard]] std::uint64_t cost_per_bar() const noexcept { return cost_per_bar_; }
+
  private:
   struct LaneBook {
     std::vector<std::optional<LiveBacktest>> subscriptions;  // sized once; the first `count` are live
     std::vector<double> arena;                               // their histories
     std::uint32_t count = 0;
     std::size_t arena_used = 0;
+    std::uint64_t cost_per_bar = 0;  // of this lane's subscriptions
   };
   explicit LiveBook(const LiveBookLimits& limits) : limits_(limits) {}
 
   LiveBookLimits limits_;
   std::vector<LaneBook> lanes_;
   std::uint64_t lanes_with_subscriptions_ = 0;  // bit per lane
+  std::uint64_t cost_per_bar_ = 0;              // of every lane's subscriptions
 };
 
 }  // namespace ipcfloor

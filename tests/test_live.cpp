@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
+#include "kernel/cost.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/live_signal.hpp"
@@ -356,4 +358,42 @@ TEST_CASE("a writer SIGKILLed mid-stream leaves a consistent series: the subscri
   }
   CHECK(appended);
   CHECK(answer.trades == static_cast<std::int64_t>(series.size() + 1));
+}
+
+TEST_CASE("subscriptions are refused too_costly once one APPEND would cost them more than the bound per frame, so "
+          "no client can make every bar hold the serving thread") {
+  const std::string name = unique_name("costly");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "2", "--bars", "2", "--live",
+                                             "--capacity", "1000000", "--max-frame-ms", "1"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(name, backoff_client());
+  REQUIRE(client.has_value());
+  const std::uint64_t bound = client->segment().header().max_frame_cost;
+  REQUIRE(bound > 0);
+  // Long windows where nothing is stored (h, L, p3, p2), short ones where history is (s, p).
+  const std::int64_t w = std::clamp<std::int64_t>(static_cast<std::int64_t>(bound / 12), 1, 1'000'000);
+  const Combo heavy{w, w, 1, w, w, 1};
+  const std::uint64_t per_bar = backtest_cost(heavy, 1);
+  REQUIRE(2 * per_bar <= bound);  // its replay of the 2 preloaded bars fits
+  std::uint64_t accepted = 0;
+  ResponseSlot answer{};
+  for (int i = 0; i < 64; ++i) {
+    REQUIRE(client->subscribe(heavy, answer) == CallStatus::ok);
+    if (status_of(answer) != Status::ok) break;
+    ++accepted;
+  }
+  CHECK(status_of(answer) == Status::too_costly);
+  CHECK(accepted >= 1);
+  CHECK(accepted * per_bar <= bound);
+  CHECK((accepted + 1) * per_bar > bound);
+  // The subscriptions it holds still get their signals.
+  REQUIRE(client->append(100.0, 7, answer) == CallStatus::ok);
+  REQUIRE(status_of(answer) == Status::ok);
+  SignalSlot signal{};
+  std::uint64_t signals = 0;
+  while (client->poll_signal(signal) == CallStatus::ok) {
+    CHECK(signal.tick == 7);
+    ++signals;
+  }
+  CHECK(signals == accepted);
 }
