@@ -109,7 +109,9 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
   }
   const std::vector<Planned> original = plan;
   for (const std::uint32_t series_index : chosen) {
-    const std::size_t n_bars = client->segment().series_at(series_index).size();
+    // The engine judges windows against the bars it has: for a live main series, those published.
+    const std::size_t n_bars = series_index == 0 ? client->segment().published_series().size()
+                                                 : client->segment().series_at(series_index).size();
     plan = original;
     if (!options.series.empty())
       for (Planned& p : plan) p.row.series = std::string(client->segment().series_key(series_index));

@@ -59,15 +59,14 @@ std::vector<double> one_bar_compute(const TscClock& clock, std::size_t samples) 
   LiveBacktest backtest(combo_from_length(6), kDefaultFee, storage);
   std::vector<double> ns;
   ns.reserve(samples);
-  double sink = 0.0;
+  volatile double sink = 0.0;  // keeps each bar's work observable
   for (std::size_t i = 0; i < close.size(); ++i) {
     const std::uint64_t t0 = TscClock::now();
     const LiveBar bar = backtest.on_bar(std::span<const double>(close.data(), i + 1));
     const std::uint64_t t1 = TscClock::now();
-    sink += bar.pnl;
+    sink = bar.pnl;
     if (i >= 1000) ns.push_back(clock.to_ns(t1 - t0));
   }
-  if (sink == 12345.678) ns.push_back(0.0);  // keeps the loop's work observable
   return ns;
 }
 

@@ -64,6 +64,17 @@ constexpr DataSet kDataSets[] = {{150'000, 42, 0.05, 0.30}, {60'000, 7, 0.10, 0.
 
 Status status_of(const ResponseSlot& response) { return static_cast<Status>(response.status); }
 
+// `count` clients of engine `name`, each on its own lane, every one attached (REQUIREd).
+std::vector<ShmClient> connect_clients(const std::string& name, int count) {
+  std::vector<ShmClient> clients;
+  for (int i = 0; i < count; ++i) {
+    auto client = ShmClient::connect(name, backoff_client());
+    REQUIRE_MESSAGE(client.has_value(), (client ? "" : client.error().message));
+    clients.push_back(std::move(*client));
+  }
+  return clients;
+}
+
 }  // namespace
 
 TEST_CASE("a series replayed through feed gives every subscribed combo exactly the batch kernel's trades and pnl, "
@@ -202,12 +213,10 @@ TEST_CASE("a slow subscriber loses frames, counted and flagged, never stalls the
   EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "4", "--bars", "2000", "--live",
                                              "--capacity", "12000", "--signal-capacity", "64"});
   REQUIRE(engine.up());
-  auto writer = ShmClient::connect(name, backoff_client());
-  auto slow = ShmClient::connect(name, backoff_client());
-  auto idle = ShmClient::connect(name, backoff_client());
-  REQUIRE(writer.has_value());
-  REQUIRE(slow.has_value());
-  REQUIRE(idle.has_value());
+  auto clients = connect_clients(name, 3);
+  ShmClient* writer = &clients[0];
+  ShmClient* slow = &clients[1];
+  ShmClient* idle = &clients[2];
   ResponseSlot answer{};
   REQUIRE(slow->subscribe(combo_from_length(6), answer) == CallStatus::ok);
   REQUIRE(status_of(answer) == Status::ok);
@@ -256,12 +265,10 @@ TEST_CASE("a subscriber that writes an impossible position on its signal ring is
   EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
                                              "--capacity", "2000", "--signal-capacity", "64"});
   REQUIRE(engine.up());
-  auto writer = ShmClient::connect(name, backoff_client());
-  auto hostile = ShmClient::connect(name, backoff_client());
-  auto good = ShmClient::connect(name, backoff_client());
-  REQUIRE(writer.has_value());
-  REQUIRE(hostile.has_value());
-  REQUIRE(good.has_value());
+  auto clients = connect_clients(name, 3);
+  ShmClient* writer = &clients[0];
+  ShmClient* hostile = &clients[1];
+  ShmClient* good = &clients[2];
   ResponseSlot answer{};
   REQUIRE(hostile->subscribe(combo_from_length(6), answer) == CallStatus::ok);
   REQUIRE(good->subscribe(combo_from_length(8), answer) == CallStatus::ok);

@@ -418,13 +418,7 @@ def main():
                 expect(ipcfloor.EngineGone, "sweep after the engine stopped", lambda: engine.sweep(grid))
             check(engine.closed, "the with block closed the engine")
         finally:
-            if server.poll() is None:
-                server.send_signal(signal.SIGINT)
-                try:
-                    server.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+            stop(server)
         check_live(binary, ipcfloor, tmp)
         check_two_series(binary, ipcfloor, tmp)
 
