@@ -6,6 +6,7 @@
 // Threads: make() is setup (allocates everything up front); every other call belongs to the
 // serving thread and is noexcept, allocation-free and syscall-free.
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -47,7 +48,7 @@ class LiveBook {
   template <class Publish, class LaneDone>
   void on_bar(std::span<const double> history, Publish&& publish, LaneDone&& lane_done) noexcept {
     for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {
-      const auto lane = static_cast<std::uint32_t>(__builtin_ctzll(pending));
+      const auto lane = static_cast<std::uint32_t>(std::countr_zero(pending));
       LaneBook& book = lanes_[lane];
       for (std::uint32_t id = 0; id < book.count; ++id) publish(lane, id, book.subscriptions[id]->on_bar(history));
       lane_done(lane);
