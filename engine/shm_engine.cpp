@@ -203,7 +203,12 @@ void ShmEngine::accept_connections() noexcept {
       const int error = errno;
       if (error == EINTR || error == ECONNABORTED) continue;
       if (error == EAGAIN || error == EWOULDBLOCK) return;
-      if ((error == EMFILE || error == ENFILE) && shed_connection(error)) continue;
+      if (error == EMFILE || error == ENFILE) {
+        // accept4 fails so before it looks at the backlog: shed a peer if one waits, else nothing
+        // was lost and there is nothing to say.
+        if (shed_connection(error)) continue;
+        return;
+      }
       warn_at_most_once_a_second(fmt::format("accept failed: {}", std::strerror(error)));
       return;
     }
@@ -243,7 +248,12 @@ void ShmEngine::accept_connections() noexcept {
 bool ShmEngine::shed_connection(int error) noexcept {
   // The listener stays readable while a peer waits in its backlog: without a descriptor to
   // accept it with, the keeper would wake at once, forever. The reserve is that descriptor.
-  if (!reserve_fd_) return false;
+  if (!reserve_fd_) {
+    reserve_fd_ = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));  // a descriptor freed since?
+    warn_at_most_once_a_second(fmt::format("out of file descriptors ({}) and no reserve left: new connections "
+                                           "wait in the backlog", std::strerror(error)));
+    return false;
+  }
   reserve_fd_.reset();
   Connection connection;
   connection.fd = UniqueFd(::accept4(segment_.listen_fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));

@@ -129,8 +129,8 @@ class ShmEngine {
   [[nodiscard]] static EngineEvent from_telemetry(const TelemetryEvent& event);
   void accept_connections() noexcept;
   // accept4 failed with EMFILE/ENFILE: accepts the waiting peer on the reserve descriptor, tells
-  // it why and closes it. False when nobody was waiting or there is no reserve (the keeper then stops trying
-  // until its next service()).
+  // it why and closes it. False when nobody was waiting (nothing to say) or there is no reserve
+  // (said once a second); the keeper then stops trying until its next service().
   bool shed_connection(int error) noexcept;
   void warn_at_most_once_a_second(std::string text) noexcept;
   void handle_readable(int fd) noexcept;
