@@ -16,6 +16,10 @@ namespace ipcfloor {
 const std::vector<Transport>& all_transports() {
   static const std::vector<Transport> transports = {
       {"physical-floor", "one cache line bounced between the two pinned cores (no software)", run_physical_floor},
+      {"physical-floor-again",
+       "physical-floor again in the same round, on another line: its ratio to physical-floor is the noise of a "
+       "per-round ratio",
+       run_physical_floor_again},
       {"physical-floor-2line", "request on one cache line, answer on another, between the two pinned cores (no software)",
        run_physical_floor_two_lines},
       {"physical-floor-ring",
@@ -126,7 +130,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   };
   if (const auto floor = rung_named("physical-floor"); floor != rungs.end()) {
     for (const char* name :
-         {"physical-floor-2line", "physical-floor-ring", "shm-call-spin", "shm-ring-spin", "shm-call-backoff",
+         {"physical-floor-again", "physical-floor-2line", "physical-floor-ring", "shm-call-spin", "shm-ring-spin", "shm-call-backoff",
           "moodycamel-thread"}) {
       const auto rung = rung_named(name);
       if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;

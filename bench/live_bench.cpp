@@ -59,7 +59,7 @@ std::vector<double> one_bar_compute(const TscClock& clock, std::size_t samples) 
   LiveBacktest backtest(combo_from_length(6), kDefaultFee, storage);
   std::vector<double> ns;
   ns.reserve(samples);
-  volatile double sink = 0.0;  // keeps each bar's work observable
+  [[maybe_unused]] volatile double sink = 0.0;  // keeps each bar's work observable
   for (std::size_t i = 0; i < close.size(); ++i) {
     const std::uint64_t t0 = TscClock::now();
     const LiveBar bar = backtest.on_bar(std::span<const double>(close.data(), i + 1));

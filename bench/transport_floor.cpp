@@ -2,6 +2,11 @@
 // path: a store, the coherence traffic that carries it to the other core, and a store back.
 // Every transport above it on the ladder pays this plus its own overhead.
 //
+// physical-floor-again: physical-floor once more in the same round, on another line. Nothing
+// differs but the moment and the address, so its ratio to physical-floor is what a per-round ratio
+// drifts by when nothing at all changed: the noise any "within x of the floor in every round" claim
+// has to fit inside.
+//
 // physical-floor-2line: the same with the request and the answer on two separate lines, as any
 // request/response pair of rings has them (docs/SPEC.md §2: a request ring and a response ring per
 // lane). Still no software; the difference to physical-floor is what the hardware charges for
@@ -42,21 +47,26 @@ static_assert(sizeof(BounceLine) == 64, "a bounce line is one cache line, like a
 // pair them (count 1, reply_offset 2); or two arrays of `count` lines (reply_offset = count).
 class BounceLines {
  public:
-  // Setup path: allocates. `count` >= 1.
-  BounceLines(std::size_t count, std::size_t reply_offset)
-      : count_(count), storage_(std::make_unique<BounceLine[]>(count + reply_offset)), reply_offset_(reply_offset) {}
+  // Setup path: allocates. `count` >= 1. `skip` unused lines come first, so that a second
+  // bounce started right after a first one does not get the same line back from the allocator.
+  BounceLines(std::size_t count, std::size_t reply_offset, std::size_t skip = 0)
+      : count_(count),
+        storage_(std::make_unique<BounceLine[]>(skip + count + reply_offset)),
+        first_(storage_.get() + skip),
+        reply_offset_(reply_offset) {}
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
   // `slot` < count(); each side walks it with next() so that no division lands in the timed path.
-  [[nodiscard]] std::atomic<std::uint64_t>& request(std::size_t slot) noexcept { return storage_[slot].value; }
+  [[nodiscard]] std::atomic<std::uint64_t>& request(std::size_t slot) noexcept { return first_[slot].value; }
   [[nodiscard]] std::atomic<std::uint64_t>& reply(std::size_t slot) noexcept {
-    return storage_[reply_offset_ + slot].value;
+    return first_[reply_offset_ + slot].value;
   }
   [[nodiscard]] std::size_t next(std::size_t slot) const noexcept { return slot + 1 == count_ ? 0 : slot + 1; }
 
  private:
   std::size_t count_;
   std::unique_ptr<BounceLine[]> storage_;
+  BounceLine* first_;
   std::size_t reply_offset_;
 };
 
@@ -125,6 +135,11 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
 
 Expected<std::vector<double>> run_physical_floor(const TransportContext& context) {
   BounceLines lines(1, 0);
+  return bounce(context, lines);
+}
+
+Expected<std::vector<double>> run_physical_floor_again(const TransportContext& context) {
+  BounceLines lines(1, 0, 8);  // 512 bytes on: another line, outside the first one's prefetch pair
   return bounce(context, lines);
 }
 

@@ -83,6 +83,7 @@ inline void unpin_current_thread() noexcept {
 
 // Implementations.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
+[[nodiscard]] Expected<std::vector<double>> run_physical_floor_again(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context);
 // The bounce on two arrays of context.ring_capacity lines, one line of each per round trip.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_ring(const TransportContext& context);

@@ -103,13 +103,14 @@ TEST_CASE("ladder transports: the expected rungs are registered, in ladder order
   std::vector<std::string> names;
   for (const Transport& t : all_transports()) names.push_back(t.name);
   for (const char* name :
-       {"physical-floor", "physical-floor-2line", "physical-floor-ring", "inproc-call", "moodycamel-thread",
-        "boost-message-queue", "spawn", "zeromq-ipc", "iceoryx"}) {
+       {"physical-floor", "physical-floor-again", "physical-floor-2line", "physical-floor-ring", "inproc-call",
+        "moodycamel-thread", "boost-message-queue", "spawn", "zeromq-ipc", "iceoryx"}) {
     CAPTURE(name);
     CHECK(std::count(names.begin(), names.end(), name) == 1);
   }
   const auto at = [&](const char* name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
-  CHECK(at("physical-floor") < at("inproc-call"));
+  CHECK(at("physical-floor") < at("physical-floor-again"));
+  CHECK(at("physical-floor-again") < at("inproc-call"));
   CHECK(at("physical-floor-2line") < at("physical-floor-ring"));
   CHECK(at("physical-floor-ring") < at("inproc-call"));
   CHECK(at("inproc-call") < at("moodycamel-thread"));
