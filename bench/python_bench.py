@@ -9,7 +9,10 @@ moments of the host:
   backtest   RTT of one combo (L = --length) as the Python caller sees it: engine.backtest(p)
              over the segment, client.backtest(p) over the socket (opcode 3 on the server's
              preloaded series, adopted once with opcode 5): no series crosses either way;
-  echo       the transport alone: engine.echo(p) against the socket's echo_params.
+  echo       the transport alone: engine.echo(p) against the socket's echo_params;
+  call-floor Python's own share of engine.backtest: the same parameter copy and the same ctypes
+             call into libipcfloor.so, on a null handle the library refuses before it does
+             anything. No transport, no compute: no call through any transport can cost less.
 
 Every call is timed on its own with time.perf_counter_ns (never a batch divided by its size);
 the report gives percentiles. Then sweep throughput: the --grid combos through the ring in one
@@ -55,6 +58,30 @@ def time_calls(call, argument, count, clock=time.perf_counter_ns):
         call(argument)
         samples[i] = clock() - start
     return samples
+
+
+def python_call_floor(ipcfloor):
+    """A callable that does what Engine.backtest does in Python (copy six windows into a reused
+    ctypes array, one ctypes call with four arguments, read pnl and trades back), against a null
+    handle: libipcfloor refuses it at once with E_INVALID."""
+    import ctypes
+    from ipcfloor import _native
+
+    lib = _native.library()
+    params = (ctypes.c_int64 * 6)()
+    pnl, trades = ctypes.c_double(), ctypes.c_int64()
+    pnl_ref, trades_ref = ctypes.byref(pnl), ctypes.byref(trades)
+    backtest = lib.ipcfloor_backtest
+    null = ctypes.c_void_p(None)
+
+    def call(p):
+        params[0], params[1], params[2], params[3], params[4], params[5] = p
+        code = backtest(null, params, pnl_ref, trades_ref)
+        if code != _native.E_INVALID:
+            raise SystemExit(f"python_bench: a null handle gave {code}, not E_INVALID")
+        return pnl.value, trades.value
+
+    return call
 
 
 def start_engine(binary, name, socket_path, bars, server_cpu):
@@ -141,6 +168,7 @@ def main():
                 "backtest-uds": (sock.backtest, combo),
                 "echo-shm": (engine.echo, combo),
                 "echo-uds": (sock.echo_params, combo),
+                "call-floor-py": (python_call_floor(ipcfloor), combo),
             }
             per_round = -(-args.samples // args.rounds)
             samples = {key: [] for key in paths}
@@ -203,6 +231,13 @@ def main():
         "parity": {"backtest": list(shm_answer), "sweep_combos": len(grid), "holds": True},
         "goal": {"what": "backtest RTT p50, Unix socket / segment", "target": 20.0, "ratio": ratio,
                  "met": ratio >= 20.0},
+        # What 20x would leave a call through the segment, against what Python itself spends on one
+        # call (call-floor-py) and what the backtest computes (segment backtest minus segment echo).
+        "bound": {"allowed_shm_p50": by_name["backtest-uds"]["p50"] / 20.0,
+                  "python_call_floor_p50": by_name["call-floor-py"]["p50"],
+                  "compute_p50_estimate": by_name["backtest-shm"]["p50"] - by_name["echo-shm"]["p50"],
+                  "best_ratio_with_zero_transport_and_compute": by_name["backtest-uds"]["p50"] /
+                  by_name["call-floor-py"]["p50"]},
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -221,6 +256,11 @@ def print_report(report):
     ratios = report["ratios"]
     print(f"  backtest: socket/segment p50 {ratios['backtest uds/shm p50']:.1f}x (goal 20x: "
           f"{'met' if report['goal']['met'] else 'not met'}); echo {ratios['echo uds/shm p50']:.1f}x")
+    bound = report["bound"]
+    print(f"  20x would leave {bound['allowed_shm_p50']:.0f} ns per call; Python's own share of one call is "
+          f"{bound['python_call_floor_p50']} ns (call-floor-py) and the backtest computes about "
+          f"{bound['compute_p50_estimate']} ns: with no transport and no compute at all the ratio would be "
+          f"{bound['best_ratio_with_zero_transport_and_compute']:.1f}x")
     sweep = report["sweep"]
     print(f"  sweep of {config['combos']} combos: segment {sweep['shm_combos_per_s']:.0f} combos/s, socket "
           f"{sweep['uds_combos_per_s']:.0f} combos/s ({sweep['uds/shm']:.2f}x)")

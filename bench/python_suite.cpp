@@ -64,6 +64,14 @@ void print_python_bench(const nlohmann::json& report) {
   fmt::print("  backtest: Unix socket / segment at p50 {:.1f}x (goal {:.0f}x: {}); echo alone {:.1f}x\n",
              ratios["backtest uds/shm p50"].get<double>(), goal["target"].get<double>(),
              goal["met"].get<bool>() ? "met" : "not met", ratios["echo uds/shm p50"].get<double>());
+  if (report.contains("bound")) {
+    const auto& bound = report["bound"];
+    fmt::print("  20x would leave {:.0f} ns per call; Python's own share of one call is {} ns (call-floor-py) and the "
+               "backtest computes about {} ns: with no transport and no compute at all the ratio would be {:.1f}x\n",
+               bound["allowed_shm_p50"].get<double>(), bound["python_call_floor_p50"].get<std::int64_t>(),
+               bound["compute_p50_estimate"].get<std::int64_t>(),
+               bound["best_ratio_with_zero_transport_and_compute"].get<double>());
+  }
   const auto& sweep = report["sweep"];
   fmt::print("  sweep of {} combos: segment {:.0f} combos/s, Unix socket {:.0f} combos/s ({:.2f}x)\n",
              config["combos"].get<std::size_t>(), sweep["shm_combos_per_s"].get<double>(),
