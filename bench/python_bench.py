@@ -62,8 +62,9 @@ def time_calls(call, argument, count, clock=time.perf_counter_ns):
 
 def python_call_floor(ipcfloor):
     """A callable that does what Engine.backtest does in Python (copy six windows into a reused
-    ctypes array, one ctypes call with four arguments, read pnl and trades back), against a null
-    handle: libipcfloor refuses it at once with E_INVALID."""
+    ctypes array, one ctypes call with four ctypes-object arguments through a handle without
+    argtypes, read pnl and trades back), against a null handle: libipcfloor refuses it at once
+    with E_INVALID."""
     import ctypes
     from ipcfloor import _native
 
@@ -71,11 +72,11 @@ def python_call_floor(ipcfloor):
     params = (ctypes.c_int64 * 6)()
     pnl, trades = ctypes.c_double(), ctypes.c_int64()
     pnl_ref, trades_ref = ctypes.byref(pnl), ctypes.byref(trades)
-    backtest = lib.ipcfloor_backtest
+    backtest = _native.untyped(lib, "ipcfloor_backtest")
     null = ctypes.c_void_p(None)
 
     def call(p):
-        params[0], params[1], params[2], params[3], params[4], params[5] = p
+        params[:] = p
         code = backtest(null, params, pnl_ref, trades_ref)
         if code != _native.E_INVALID:
             raise SystemExit(f"python_bench: a null handle gave {code}, not E_INVALID")

@@ -255,8 +255,12 @@ class Engine:
         self._trades = ctypes.c_int64()
         self._pnl_ref = ctypes.byref(self._pnl)
         self._trades_ref = ctypes.byref(self._trades)
-        self._backtest = lib.ipcfloor_backtest
-        self._backtest_on = lib.ipcfloor_backtest_on
+        # The per-request calls, without argtypes (see _native.untyped): every argument below is
+        # a ctypes object built here, the series index too.
+        self._backtest = _native.untyped(lib, "ipcfloor_backtest")
+        self._backtest_on = _native.untyped(lib, "ipcfloor_backtest_on")
+        self._echo = _native.untyped(lib, "ipcfloor_echo")
+        self._series_arg = ctypes.c_uint32()
         # Live mode, the same way: one signal buffer and one counter, reused.
         self._signal = _native.SignalStruct()
         self._signal_ref = ctypes.byref(self._signal)
@@ -264,7 +268,7 @@ class Engine:
         self._bars_now_ref = ctypes.byref(self._bars_now)
         self._subscription = ctypes.c_uint32()
         self._append = lib.ipcfloor_append
-        self._poll_signal = lib.ipcfloor_poll_signal
+        self._poll_signal = _native.untyped(lib, "ipcfloor_poll_signal")
         self.live = bool(lib.ipcfloor_is_live(self._ptr))
         self.capacity = int(lib.ipcfloor_capacity(self._ptr))
         self.bars = int(lib.ipcfloor_series(self._ptr, None))
@@ -351,11 +355,12 @@ class Engine:
         the engine does not hold, InvalidArgument for an unknown name, EngineGone, Timeout, ...
         when the lane fails."""
         p = self._params
-        p[0], p[1], p[2], p[3], p[4], p[5] = params
+        p[:] = params  # six ints, or ValueError / TypeError
         if type(series) is int and series == 0:
             code = self._backtest(self._ptr, p, self._pnl_ref, self._trades_ref)
         else:
-            code = self._backtest_on(self._ptr, self._series_index(series), p, self._pnl_ref, self._trades_ref)
+            self._series_arg.value = self._series_index(series)
+            code = self._backtest_on(self._ptr, self._series_arg, p, self._pnl_ref, self._trades_ref)
         if code:
             self._raise(code)
         return self._pnl.value, self._trades.value
@@ -387,8 +392,8 @@ class Engine:
     def echo(self, params):
         """Six int64 values to the engine and back untouched (the transport alone)."""
         p = self._params
-        p[0], p[1], p[2], p[3], p[4], p[5] = params
-        code = self._lib.ipcfloor_echo(self._ptr, p, self._echoed)
+        p[:] = params
+        code = self._echo(self._ptr, p, self._echoed)
         if code:
             self._raise(code)
         return tuple(self._echoed)

@@ -127,6 +127,19 @@ def _candidates():
     yield SONAME, "the dynamic loader's search path"
 
 
+def untyped(lib, name):
+    """A second handle on function `name` of `lib` with no argtypes, returning a C int. Converting
+    through argtypes costs ctypes a Python-level check per argument on every call, more than the
+    round trip to the engine (`ipcfloor bench python`, docs/RESULTS.md); a handle without them
+    passes ctypes objects (c_void_p, ctypes arrays, byref) as the pointers they hold. Only for
+    per-request calls whose every argument the package builds itself as such an object: a plain
+    Python int would go as a 32-bit C int, so none is ever passed to one."""
+    function = lib[name]  # indexing makes a new function object; the declared one keeps its argtypes
+    function.restype = ctypes.c_int
+    function.argtypes = None
+    return function
+
+
 def library():
     """The loaded library, with every signature declared. Raises LibraryNotFound."""
     global _lib
