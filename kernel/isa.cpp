@@ -5,19 +5,18 @@
 
 #include <fmt/format.h>
 
-#include "kernel/wma_paths.hpp"
-#include "kernel/wma_dispatch.hpp"
+#include "kernel/path.hpp"
 
 namespace ipcfloor {
 namespace {
 
-wma::Path path_of(KernelIsa isa) noexcept {
+const kernel_path::Path& path_of(KernelIsa isa) noexcept {
   switch (isa) {
-    case KernelIsa::avx512: return &wma::avx512;
-    case KernelIsa::avx2: return &wma::avx2;
+    case KernelIsa::avx512: return kernel_path::kAvx512;
+    case KernelIsa::avx2: return kernel_path::kAvx2;
     case KernelIsa::scalar: break;
   }
-  return &wma::scalar;
+  return kernel_path::kScalar;
 }
 
 KernelIsa best_supported() noexcept {
@@ -26,27 +25,39 @@ KernelIsa best_supported() noexcept {
   return KernelIsa::scalar;
 }
 
-void resolve_then_run(const double* x, std::size_t len, std::size_t n, double* out) noexcept;
-
-// Until something selects a path, the kernel's first call picks the best the CPU supports
-// (resolve_then_run), so the kernel is never without a path the CPU can run, with no static
-// initialiser to order and no guard on the hot path. kUnresolved: nothing picked yet.
+// Until something selects a path, the kernel's first call of any function picks the best the CPU
+// supports (the kResolving stubs), so the kernel is never without a path the CPU can run, with no
+// static initialiser to order and no guard on the hot path. kUnresolved: nothing picked yet.
 constexpr int kUnresolved = -1;
 constinit std::atomic<int> g_isa{kUnresolved};
-constinit std::atomic<wma::Path> g_path{&resolve_then_run};
+extern const kernel_path::Path kResolving;
+constinit std::atomic<const kernel_path::Path*> g_path{&kResolving};
 
 void store_active(KernelIsa isa) noexcept {
   // relaxed, both: set during setup, before the threads that run the kernel start (creating them
   // orders these stores before their loads), or by the first call, where every racing thread
   // stores the same values.
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-  g_path.store(path_of(isa), std::memory_order_relaxed);
+  g_path.store(&path_of(isa), std::memory_order_relaxed);
 }
 
-void resolve_then_run(const double* x, std::size_t len, std::size_t n, double* out) noexcept {
+const kernel_path::Path& resolve() noexcept {
   store_active(best_supported());
-  path_of(best_supported())(x, len, n, out);
+  return path_of(best_supported());
 }
+
+constinit const kernel_path::Path kResolving{
+    [](const double* x, std::size_t len, std::size_t n, double* out) noexcept { resolve().wma(x, len, n, out); },
+    [](const double* fast, const double* slow, std::size_t len, double* out) noexcept {
+      resolve().hma_input(fast, slow, len, out);
+    },
+    [](const double* a, const double* b, const double* c, std::size_t len, double* out) noexcept {
+      resolve().hma3_input(a, b, c, len, out);
+    },
+    [](const double* close, const double* hma, const double* hma3, std::size_t len, double fee) noexcept {
+      return resolve().stop_and_reverse(close, hma, hma3, len, fee);
+    },
+};
 
 std::string supported_text() {
   std::string text;
@@ -122,12 +133,12 @@ Expected<KernelIsa> select_kernel_isa() {
               name, supported_text());
 }
 
-namespace wma {
+namespace kernel_path {
 
-Path active_path() noexcept {
+const Path& active_path() noexcept {
   // relaxed: pairs with the relaxed store in store_active, ordered by thread creation.
-  return g_path.load(std::memory_order_relaxed);
+  return *g_path.load(std::memory_order_relaxed);
 }
 
-}  // namespace wma
+}  // namespace kernel_path
 }  // namespace ipcfloor

@@ -7,7 +7,7 @@
 #include <limits>
 #include <thread>
 
-#include "kernel/wma_dispatch.hpp"
+#include "kernel/path.hpp"
 
 namespace ipcfloor {
 
@@ -23,7 +23,7 @@ KernelWorkspace::KernelWorkspace(std::size_t n_bars)
 
 void weighted_moving_average(std::span<const double> x, std::size_t n,
                              std::span<double> out) noexcept {
-  wma::active_path()(x.data(), x.size(), n, out.data());
+  kernel_path::active_path().wma(x.data(), x.size(), n, out.data());
 }
 
 KernelStatus run_backtest(std::span<const double> close, const Combo& combo, double fee,
@@ -40,48 +40,29 @@ KernelStatus run_backtest(std::span<const double> close, const Combo& combo, dou
   const std::span<double> hma{workspace.hma_.data(), n};
   const std::span<double> hma3{workspace.hma3_.data(), n};
 
+  // One path for the whole backtest: a path chosen between two of its calls could not change
+  // a result (every path gives the same bits), only mix instruction sets.
+  const kernel_path::Path& path = kernel_path::active_path();
+  const auto wma = [&](std::span<const double> x, std::int64_t w, std::span<double> into) {
+    path.wma(x.data(), n, window(w), into.data());
+  };
+
   // hma = WMA(2*WMA(close,h) - WMA(close,L), s)
-  weighted_moving_average(close, window(combo.h), c);
-  weighted_moving_average(close, window(combo.L), b);
-  for (std::size_t i = 0; i < n; ++i) a[i] = 2.0 * c[i] - b[i];
-  weighted_moving_average(a, window(combo.s), hma);
+  wma(close, combo.h, c);
+  wma(close, combo.L, b);
+  path.hma_input(c.data(), b.data(), n, a.data());
+  wma(a, combo.s, hma);
 
   // hma3 = WMA(3*WMA(close,p3) - WMA(close,p2) - WMA(close,p), p). Clients build p == h, so
   // WMA(close,h) still in `c` is WMA(close,p): the same numbers, one pass fewer.
-  if (combo.p != combo.h) weighted_moving_average(close, window(combo.p), c);
-  weighted_moving_average(close, window(combo.p3), a);
-  weighted_moving_average(close, window(combo.p2), b);
-  for (std::size_t i = 0; i < n; ++i) a[i] = 3.0 * a[i] - b[i] - c[i];
-  weighted_moving_average(a, window(combo.p), hma3);
+  if (combo.p != combo.h) wma(close, combo.p, c);
+  wma(close, combo.p3, a);
+  wma(close, combo.p2, b);
+  path.hma3_input(a.data(), b.data(), c.data(), n, a.data());
+  wma(a, combo.p, hma3);
 
   // Stop-and-reverse on crossings; every comparison with NaN is false, as in the reference.
-  int position = 0;
-  double entry = 0.0;
-  double pnl = 0.0;
-  std::int64_t trades = 0;
-  for (std::size_t i = 1; i < n; ++i) {
-    const double price = close[i];
-    if (hma3[i - 1] <= hma[i - 1] && hma3[i] > hma[i]) {
-      if (position == -1) {
-        pnl += (entry / price - 1.0) * 100.0 - fee;
-        ++trades;
-      }
-      if (position != 1) {
-        position = 1;
-        entry = price;
-      }
-    } else if (hma3[i - 1] >= hma[i - 1] && hma3[i] < hma[i]) {
-      if (position == 1) {
-        pnl += (price / entry - 1.0) * 100.0 - fee;
-        ++trades;
-      }
-      if (position != -1) {
-        position = -1;
-        entry = price;
-      }
-    }
-  }
-  out = BacktestResult{pnl, trades};
+  out = path.stop_and_reverse(close.data(), hma.data(), hma3.data(), n, fee);
   return KernelStatus::ok;
 }
 

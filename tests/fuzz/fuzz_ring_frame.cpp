@@ -1,4 +1,5 @@
-// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/wma_scalar.cpp kernel/wma_avx2.cpp kernel/wma_avx512.cpp
+// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
+// fuzz-sources: kernel/path_avx2.cpp:-mavx2 kernel/path_avx512.cpp:-mavx512f
 //
 // libFuzzer harness for the ring frame validator (docs/SPEC.md §3, §8): the input is what a corrupt or
 // hostile peer can leave in one lane of the shared segment. It sets both ring positions, the
@@ -9,8 +10,10 @@
 //
 // Build (tools/fuzz does this for every tests/fuzz/fuzz_*.cpp), from the repository root:
 //   clang++-19 -std=c++23 -O1 -g -I. -fsanitize=fuzzer,address,undefined
-//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/wma_*.cpp
-//     -o fuzz_ring_frame
+//     tests/fuzz/fuzz_ring_frame.cpp engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
+//     path_avx2.o path_avx512.o -o fuzz_ring_frame
+//   where each path_<isa>.o is its source compiled alone with -fsanitize=fuzzer-no-link and its
+//   target flag (-mavx2, -mavx512f), as kernel/CMakeLists.txt does
 //   ./fuzz_ring_frame -runs=10000000
 // fmt is compiled into this file (FMT_HEADER_ONLY below), so no -lfmt is needed: the error
 // messages of the setup paths (ring make(), run_sweep in kernel.cpp) link against it.
