@@ -19,6 +19,8 @@
 
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
+#include "bench/latency.hpp"
+#include "common/tsc_clock.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/isa.hpp"
 #include "kernel/series_io.hpp"
@@ -76,6 +78,28 @@ Expected<PathTimes> time_path(std::span<const double> close, std::span<const Com
     if (!swept) return std::unexpected(swept.error());
   }
   return times;
+}
+
+// What one BACKTEST costs the engine's serving thread on a short series, the case a caller that
+// asks one combo at a time meets: `run_backtest` of the smallest grid combo on the series' first
+// kShortBars bars, each call timed on its own. Returns ns per call.
+constexpr std::size_t kShortBars = 1000;
+constexpr std::size_t kShortCalls = 20'000;
+
+std::vector<double> time_short_backtests(std::span<const double> close, double fee, const TscClock& clock) {
+  const std::span<const double> bars = close.first(std::min(kShortBars, close.size()));
+  const Combo combo = combo_from_length(kFingerprintLength);
+  KernelWorkspace workspace(bars.size());
+  BacktestResult result;
+  std::vector<double> ns;
+  ns.reserve(kShortCalls);
+  for (std::size_t i = 0; i < kShortCalls + kShortCalls / 10; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    (void)run_backtest(bars, combo, fee, workspace, result);
+    const std::uint64_t t1 = TscClock::now();
+    if (i >= kShortCalls / 10) ns.push_back(clock.to_ns(t1 - t0));  // the first tenth warms up
+  }
+  return ns;
 }
 
 // The bytes both sides compute on, in a private temporary directory removed on scope exit.
@@ -153,10 +177,13 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
 
   nlohmann::json paths = nlohmann::json::array();
   std::string parity_failure;
+  const TscClock clock = TscClock::calibrate();
   for (const KernelIsa isa : isas) {
     if (auto set = set_kernel_isa(isa); !set) return std::unexpected(set.error());
     auto times = time_path(series->close, combos, options);
     if (!times) return std::unexpected(times.error());
+    std::vector<double> short_ns = time_short_backtests(series->close, options.fee, clock);
+    const LatencySummary short_call = summarize("one backtest", "call", short_ns, clock.step_ns());
     // Parity: trades equal and pnl bit-identical, combo by combo.
     double max_abs_dpnl = 0.0;
     std::size_t mismatches = 0;
@@ -180,6 +207,9 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
         {"speedup_single_thread_vs_numba", numba / median(times->single_thread_seconds)},
         {"parity", {{"combos", combos.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
                     {"bit_identical", mismatches == 0}, {"holds", mismatches == 0}}},
+        {"short_backtest", {{"bars", std::min(kShortBars, series->close.size())},
+                            {"length", kFingerprintLength},
+                            {"ns", to_json(short_call)}}},
     };
     if (options.bars == GbmParams{}.bars && options.seed == GbmParams{}.seed && !times->results.empty() &&
         lengths->front() == kFingerprintLength) {
@@ -243,6 +273,14 @@ void print_compute_report(const nlohmann::json& report) {
   fmt::print("  {:<34} {:>10.4f}\n",
              fmt::format("numba {} @njit, 1 thread", report["numba_version"].get<std::string>()),
              report["numba_median_s"].get<double>());
+  for (const auto& path : report["paths"]) {
+    if (!path.contains("short_backtest")) continue;
+    const auto& one = path["short_backtest"];
+    const auto& ns = one["ns"];
+    fmt::print("  one backtest, L={} on {} bars, {} path: p50 {:.0f} ns, p99 {:.0f} ns per call ({} calls)\n",
+               one["length"].get<std::int64_t>(), one["bars"].get<std::size_t>(), path["isa"].get<std::string>(),
+               ns["p50"].get<double>(), ns["p99"].get<double>(), ns["samples"].get<std::size_t>());
+  }
   if (report.contains("fingerprint"))
     fmt::print("  fingerprint L=6: pnl {:.17g}, trades {} ({})\n", report["fingerprint"]["pnl"].get<double>(),
                report["fingerprint"]["trades"].get<std::int64_t>(),
