@@ -115,9 +115,22 @@ std::string compute_section(const nlohmann::json& c) {
   md += fmt::format("| numba {} @njit | | {:.4f} | 1x | 1x | reference |\n", c["numba_version"].get<std::string>(),
                     c["numba_median_s"].get<double>());
   if (c.contains("fingerprint"))
-    md += fmt::format("\nFingerprint L=6: pnl {:.17g}, trades {}.", c["fingerprint"]["pnl"].get<double>(),
+    md += fmt::format("\nFingerprint L=6: pnl {:.17g}, trades {}.\n", c["fingerprint"]["pnl"].get<double>(),
                       c["fingerprint"]["trades"].get<std::int64_t>());
-  return md + "\n\n";
+  bool header = false;
+  for (const auto& path : c["paths"]) {
+    if (!path.contains("short_backtest")) continue;
+    const auto& one = path["short_backtest"];
+    if (!header) {
+      md += fmt::format("\nOne backtest at a time, L={} on {} bars, each call timed on its own (ns):\n\n"
+                        "| path | p50 | p99 | calls |\n|---|---:|---:|---:|\n",
+                        one["length"].get<std::int64_t>(), one["bars"].get<std::size_t>());
+      header = true;
+    }
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {} |\n", path["isa"].get<std::string>(), one["ns"]["p50"].get<double>(),
+                      one["ns"]["p99"].get<double>(), one["ns"]["samples"].get<std::size_t>());
+  }
+  return md + "\n";
 }
 
 std::string live_section(const nlohmann::json& l) {
