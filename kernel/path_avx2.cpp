@@ -21,14 +21,8 @@ struct CrossMasks {
   }
 };
 
-void wma(const double* x, std::size_t len, std::size_t n, double* out) noexcept { body<4, 8>(x, len, n, out); }
-
-BacktestResult trade(const double* close, const double* hma, const double* hma3, std::size_t len, double fee) noexcept {
-  return stop_and_reverse<CrossMasks>(close, hma, hma3, len, fee);
-}
-
 }  // namespace
 
-constinit const Path kAvx2{&wma, &hma_input, &hma3_input, &trade};
+constinit const Path kAvx2 = PathOf<4, 8, CrossMasks>::kPath;
 
 }  // namespace ipcfloor::kernel_path

@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "common/backtest_result.hpp"
+#include "kernel/path.hpp"
 
 namespace ipcfloor::kernel_path {
 namespace {
@@ -149,6 +150,22 @@ inline BacktestResult stop_and_reverse(const double* close, const double* hma, c
   }
   return book.result();
 }
+
+// The Path of one instruction set: kLanes doubles per register, kVectors registers summed side by
+// side in the WMA, CrossMasks comparing kLanes bars at once. Each path_<isa>.cpp defines its
+// CrossMasks with its own intrinsics and takes its Path from here.
+template <std::size_t kLanes, std::size_t kVectors, class CrossMasks>
+struct PathOf {
+  static_assert(CrossMasks::kLanes == kLanes, "the crossing masks cover one register of bars");
+  static void wma(const double* x, std::size_t len, std::size_t n, double* out) noexcept {
+    body<kLanes, kVectors>(x, len, n, out);
+  }
+  static BacktestResult trade(const double* close, const double* hma, const double* hma3, std::size_t len,
+                              double fee) noexcept {
+    return stop_and_reverse<CrossMasks>(close, hma, hma3, len, fee);
+  }
+  static constexpr Path kPath{&wma, &hma_input, &hma3_input, &trade};
+};
 
 }  // namespace
 }  // namespace ipcfloor::kernel_path
