@@ -81,9 +81,10 @@ PlainAverages plain_averages(const std::vector<double>& close, const Combo& c) {
   return averages;
 }
 
-// The docs/SPEC.md §1 backtest: its trading loop over plain_averages.
-BacktestResult plain_backtest(const std::vector<double>& close, const Combo& c, double fee) {
-  const auto [hma, hma3] = plain_averages(close, c);
+// The docs/SPEC.md §1 trading loop over given averages.
+BacktestResult plain_trades(const std::vector<double>& close, const PlainAverages& averages, double fee) {
+  const std::vector<double>& hma = averages.hma;
+  const std::vector<double>& hma3 = averages.hma3;
   BacktestResult r;
   int pos = 0;
   double entry = 0.0;
@@ -97,6 +98,11 @@ BacktestResult plain_backtest(const std::vector<double>& close, const Combo& c, 
     }
   }
   return r;
+}
+
+// The docs/SPEC.md §1 backtest, plainly: plain_trades over plain_averages.
+BacktestResult plain_backtest(const std::vector<double>& close, const Combo& c, double fee) {
+  return plain_trades(close, plain_averages(close, c), fee);
 }
 
 bool same_bits_or_both_nan(double a, double b) {
@@ -218,14 +224,14 @@ TEST_CASE("the crossing walk equals the plain loop at every length and block pos
         KernelWorkspace workspace(bars);
         BacktestResult fast;
         REQUIRE(run_backtest(close, combo, kDefaultFee, workspace, fast) == KernelStatus::ok);
-        const BacktestResult plain = plain_backtest(close, combo, kDefaultFee);
+        const PlainAverages averages = plain_averages(close, combo);
+        const BacktestResult plain = plain_trades(close, averages, kDefaultFee);
         CAPTURE(bars);
         CAPTURE(variant);
         CHECK(fast.trades == plain.trades);
         CHECK(same_bits_or_both_nan(fast.pnl, plain.pnl));
         trades += plain.trades;
-        const auto [hma, hma3] = plain_averages(close, combo);
-        for (std::size_t i = 0; i < bars; ++i) tied += hma[i] == hma3[i];
+        for (std::size_t i = 0; i < bars; ++i) tied += averages.hma[i] == averages.hma3[i];
       }
     }
     // The cases must cross and tie often, or they would not test the walk.
