@@ -13,6 +13,7 @@
 
 #include "app/cli_common.hpp"
 #include "app/sweep_report.hpp"
+#include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "clients/socket_client.hpp"
 #include "common/checksum.hpp"
@@ -76,6 +77,36 @@ Expected<void> run_inproc(const SweepOptions& options, const LoadedSeries& serie
   return {};
 }
 
+// One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
+// answers arrive; rows that never ran (bad windows found here) are emitted in their place.
+Expected<void> sweep_series(ShmClient& client, std::uint32_t series_index, std::size_t n_bars, const std::string& name,
+                            std::vector<Planned>& plan, const Emit& emit) {
+  std::vector<std::size_t> runnable;  // plan indices, in order
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (plan[i].runnable) runnable.push_back(i);
+  std::size_t emitted = 0;
+  const auto request = [&](std::size_t k) {
+    return SweepRequest{Opcode::backtest, series_flags(series_index), payload_of(plan[runnable[k]].row.params)};
+  };
+  const auto take = [&](std::size_t k, const ResponseSlot& answer) {
+    SweepRow& row = plan[runnable[k]].row;
+    const auto status = static_cast<Status>(answer.status);
+    if (status == Status::ok) {
+      row.result = {answer.pnl, answer.trades};
+    } else {
+      row.error = status == Status::window_out_of_range ? window_error(row.params, n_bars)
+                  : status == Status::too_costly
+                      ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-cost)", name)
+                      : std::string(to_string(status));
+    }
+    while (emitted <= runnable[k]) emit(plan[emitted++].row);
+  };
+  const SweepEnd end = pipelined_sweep(client, runnable.size(), request, take);
+  if (end.status != CallStatus::ok) return std::unexpected(client.error_for(end.status));
+  while (emitted < plan.size()) emit(plan[emitted++].row);
+  return {};
+}
+
 Expected<void> run_through_segment(const SweepOptions& options, std::vector<Planned>& plan, const Emit& emit,
                                    std::string& where, bool& is_default, double& fee) {
   ShmClientOptions client_options;
@@ -118,47 +149,7 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
     where = fmt::format("through shm segment {} (lane {}, {} mode), series {} ({} bars)", options.name, client->lane(),
                         to_string(client->wait_mode()), client->segment().series_key(series_index), n_bars);
     is_default = series_index == 0 && is_default_series(header.series_checksum);
-    const auto describe = [&](CallStatus status) { return fail(status == CallStatus::engine_gone ? ErrorCode::peer_gone : ErrorCode::timeout, "{}", client->describe(status)); };
-    // Keep the ring full; answers come back in order, so the plan index of each one is known.
-    std::vector<std::size_t> in_flight;  // plan indices, oldest first
-    std::size_t next = 0;
-    std::size_t emitted = 0;
-    while (emitted < plan.size()) {
-      while (next < plan.size() && client->outstanding() < client->capacity()) {
-        if (!plan[next].runnable) {
-          ++next;
-          continue;
-        }
-        RequestSlot request{};
-        request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
-        request.flags = series_flags(series_index);
-        request.params = plan[next].row.params;
-        std::uint64_t seq = 0;
-        if (const CallStatus status = client->submit(request, seq); status != CallStatus::ok) return describe(status);
-        in_flight.push_back(next++);
-      }
-      if (!in_flight.empty()) {
-        ResponseSlot answer{};
-        if (const CallStatus status = client->wait_response(answer); status != CallStatus::ok) return describe(status);
-        Planned& p = plan[in_flight.front()];
-        in_flight.erase(in_flight.begin());
-        if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
-          p.row.result = {answer.pnl, answer.trades};
-        } else {
-          const auto status = static_cast<Status>(answer.status);
-          p.row.error = status == Status::window_out_of_range ? window_error(p.row.params, n_bars)
-                        : status == Status::too_costly
-                            ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-ms)",
-                                          options.name)
-                            : std::string(to_string(status));
-        }
-        p.runnable = false;  // done: the emit loop below may pass it
-      }
-      // Emit every finished row in order: rows that never ran, and rows whose answer came.
-      while (emitted < plan.size() && (in_flight.empty() || emitted < in_flight.front()) &&
-             (emitted < next || !plan[emitted].runnable))
-        emit(plan[emitted++].row);
-    }
+    if (auto swept = sweep_series(*client, series_index, n_bars, options.name, plan, emit); !swept) return swept;
   }
   return {};
 }

@@ -19,6 +19,7 @@
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
+#include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
@@ -395,7 +396,7 @@ Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
     inproc_ms.push_back(inproc);
 
     std::uint64_t t0 = TscClock::now();
-    auto answers = grid_client->run_all(combos, Opcode::backtest);
+    auto answers = run_all(*grid_client, combos, Opcode::backtest);
     shm_ms.push_back(ms_since(t0));
     if (!answers) return std::unexpected(answers.error());
     std::vector<BacktestResult> through_shm;

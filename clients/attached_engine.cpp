@@ -1,5 +1,7 @@
 #include "clients/attached_engine.hpp"
 
+#include "clients/pipelined_sweep.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -57,15 +59,6 @@ int code_for(std::uint16_t status) noexcept {
     case Status::no_such_series: return IPCFLOOR_E_NO_SUCH_SERIES;
     default: return IPCFLOOR_E_REJECTED;
   }
-}
-
-RequestSlot request_for(Opcode opcode, const std::int64_t params[6], std::uint32_t series = 0) noexcept {
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(opcode);
-  request.flags = series_flags(series);  // checked against the table first, so it fits the byte
-  static_assert(sizeof request.params == 6 * sizeof(std::int64_t), "a combo is six int64 windows");
-  std::memcpy(&request.params, params, sizeof request.params);
-  return request;
 }
 
 // The first of the six windows outside [1, limit] (5 when only the last one is left).
@@ -231,72 +224,57 @@ int AttachedEngine::drain() noexcept {
 int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades,
                              std::uint32_t series) noexcept {
   if (const int held = check_series(series); held != IPCFLOOR_OK) return held;
-  if (client_.outstanding() != 0)
-    if (const int drained = drain(); drained != IPCFLOOR_OK) return drained;
-  ResponseSlot response{};
-  if (const CallStatus got = client_.call(request_for(Opcode::backtest, params, series), response);
+  if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
+  // Packed once, straight from the caller's array into the exchange line; answered in that line.
+  if (const CallStatus got = client_.call(Opcode::backtest, series_flags(series), payload_of(params));
       got != CallStatus::ok)
     return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok))
-    return combo_refused(params, response.status, 0, 1, series);
-  pnl = response.pnl;
-  trades = response.trades;
+  const ResponseSlot& answer = client_.answer();
+  if (answer.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(params, answer.status, 0, 1, series);
+  pnl = answer.pnl;
+  trades = answer.trades;
   return IPCFLOOR_OK;
 }
 
 int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
                           std::uint32_t series) noexcept {
   constexpr double kNoAnswer = std::numeric_limits<double>::quiet_NaN();
-  if (const int held = check_series(series); held != IPCFLOOR_OK) {
+  int held = check_series(series);
+  if (held == IPCFLOOR_OK) held = settle();
+  if (held != IPCFLOOR_OK) {
     for (std::size_t i = 0; i < n; ++i) out.set(i, kNoAnswer, 0, held);
     return held;
   }
-  if (client_.outstanding() != 0) {
-    if (const int drained = drain(); drained != IPCFLOOR_OK) {
-      for (std::size_t i = 0; i < n; ++i) out.set(i, kNoAnswer, 0, drained);
-      return drained;
-    }
-  }
   int refused = 0;
-  std::size_t sent = 0;
-  std::size_t answered = 0;
-  const auto lane_failed = [&](CallStatus got) noexcept {
-    const int code = lane_failure(got);
-    for (std::size_t i = answered; i < n; ++i) out.set(i, kNoAnswer, 0, code);
-    return code;
+  const auto request = [&](std::size_t i) noexcept {
+    return SweepRequest{Opcode::backtest, series_flags(series), payload_of(params[i])};
   };
-  while (answered < n) {
-    // Keep the ring full: the engine never waits for the next combo.
-    while (sent < n && client_.outstanding() < client_.capacity()) {
-      std::uint64_t seq = 0;
-      if (const CallStatus got = client_.submit(request_for(Opcode::backtest, params[sent], series), seq); got != CallStatus::ok)
-        return lane_failed(got);
-      ++sent;
-    }
-    ResponseSlot response{};
-    if (const CallStatus got = client_.wait_response(response); got != CallStatus::ok) return lane_failed(got);
-    const std::size_t i = answered++;
-    if (response.status == static_cast<std::uint16_t>(Status::ok)) {
-      out.set(i, response.pnl, response.trades, IPCFLOOR_OK);
-      continue;
+  const auto take = [&](std::size_t i, const ResponseSlot& answer) noexcept {
+    if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
+      out.set(i, answer.pnl, answer.trades, IPCFLOOR_OK);
+      return;
     }
     // Only the first refusal is put into words: formatting every one would cost a bad grid time.
-    const int code = refused == 0 ? combo_refused(params[i], response.status, i, n, series) : code_for(response.status);
+    const int code = refused == 0 ? combo_refused(params[i], answer.status, i, n, series) : code_for(answer.status);
     ++refused;
     out.set(i, kNoAnswer, 0, code);
-  }
-  return refused;
+  };
+  const SweepEnd end = pipelined_sweep(client_, n, request, take);
+  if (end.status == CallStatus::ok) return refused;
+  const int code = lane_failure(end.status);
+  for (std::size_t i = end.answered; i < n; ++i) out.set(i, kNoAnswer, 0, code);
+  return code;
 }
 
 int AttachedEngine::echo(const std::int64_t in[6], std::int64_t out[6]) noexcept {
-  if (client_.outstanding() != 0)
-    if (const int drained = drain(); drained != IPCFLOOR_OK) return drained;
-  ResponseSlot response{};
-  if (const CallStatus got = client_.call(request_for(Opcode::echo, in), response); got != CallStatus::ok)
+  if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
+  if (const CallStatus got = client_.call(Opcode::echo, 0, payload_of(in)); got != CallStatus::ok)
     return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, response.status, 0, 1, 0);
-  const Combo echoed = response.echo();
-  std::memcpy(out, &echoed, sizeof echoed);
+  const ResponseSlot& answer = client_.answer();
+  if (answer.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, answer.status, 0, 1, 0);
+  // The answer's 48 bytes from pnl on are the request's, verbatim.
+  static_assert(sizeof(ResponseSlot) - offsetof(ResponseSlot, pnl) == 6 * sizeof(std::int64_t));
+  std::memcpy(out, &answer.pnl, 6 * sizeof(std::int64_t));
   return IPCFLOOR_OK;
 }
 
@@ -381,11 +359,9 @@ int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars
 
 int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state) noexcept {
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
-  Combo combo;
-  static_assert(sizeof combo == 6 * sizeof(std::int64_t), "a combo is six int64 windows");
-  std::memcpy(&combo, params, sizeof combo);
-  ResponseSlot response{};
-  if (const CallStatus got = client_.subscribe(combo, response); got != CallStatus::ok) return lane_failure(got);
+  if (const CallStatus got = client_.call(Opcode::subscribe, 0, payload_of(params)); got != CallStatus::ok)
+    return lane_failure(got);
+  const ResponseSlot& response = client_.answer();
   if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response.status);
   ++subscriptions_;
   id = static_cast<std::uint32_t>(response.extra[0]);

@@ -70,24 +70,31 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
   return client;
 }
 
+CallStatus ShmClient::call(const RequestSlot& request, ResponseSlot& response) noexcept {
+  const CallStatus got = call(static_cast<Opcode>(request.opcode), request.flags, payload_of(request.params));
+  if (got == CallStatus::ok) copy_slot_payload(response, answer());
+  response.stamp = 0;
+  return got;
+}
+
 CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response) noexcept {
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::append);
-  request.params = LiveAppend{close, tick, {}}.as_params();
-  return call(request, response);
+  const LiveAppend bar{close, tick, {}};
+  const CallStatus got = call(Opcode::append, 0, payload_of(bar));
+  if (got == CallStatus::ok) copy_slot_payload(response, answer());
+  return got;
 }
 
 CallStatus ShmClient::subscribe(const Combo& combo, ResponseSlot& response) noexcept {
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::subscribe);
-  request.params = combo;
-  return call(request, response);
+  const CallStatus got = call(Opcode::subscribe, 0, payload_of(combo));
+  if (got == CallStatus::ok) copy_slot_payload(response, answer());
+  return got;
 }
 
 CallStatus ShmClient::snapshot(ResponseSlot& response) noexcept {
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::snapshot);
-  return call(request, response);
+  const Combo nothing{};
+  const CallStatus got = call(Opcode::snapshot, 0, payload_of(nothing));
+  if (got == CallStatus::ok) copy_slot_payload(response, answer());
+  return got;
 }
 
 CallStatus ShmClient::poll_signal(SignalSlot& signal) noexcept {
@@ -162,7 +169,7 @@ CallStatus ShmClient::settle_owed_call() noexcept {
   return exchange_.state() == ExchangeState::corrupt ? CallStatus::corrupt : CallStatus::ok;
 }
 
-CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
+CallStatus ShmClient::submit(Opcode opcode, std::uint16_t flags, FramePayload payload, std::uint64_t& seq) noexcept {
   if (!requests_.writable()) {
     const auto deadline = WaitClock::now() + timeout_;
     while (!requests_.writable()) {
@@ -177,9 +184,10 @@ CallStatus ShmClient::submit(RequestSlot request, std::uint64_t& seq) noexcept {
       if (WaitClock::now() >= deadline) return engine;
     }
   }
-  request.seq = next_seq_++;
-  seq = request.seq;
-  (void)requests_.try_push(request);  // writable() said there is a slot; only we fill it
+  seq = next_seq_++;
+  RequestSlot* const slot = requests_.try_claim();  // writable() said there is one; only we fill it
+  pack_request(*slot, seq, opcode, flags, payload);
+  requests_.commit();
   ring_engine();  // a block-mode engine sleeps on the lane's doorbell, not on this ring
   return CallStatus::ok;
 }
@@ -210,16 +218,17 @@ CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::by
   }
   if (!in.empty()) std::memcpy(region.data(), in.data(), in.size());
   const BulkEcho echo{.in_offset = 0, .out_offset = half, .bytes = in.size(), .unused = {}};
-  RequestSlot request{};
-  request.opcode = static_cast<std::uint16_t>(Opcode::echo_bulk);
-  request.params = echo.as_params();
   // The exchange's release publication carries the bytes above along with the request; the
   // engine's copy is published by its answer stamp, which call() acquires.
-  const CallStatus got = call(request, response);
-  if (got == CallStatus::ok && response.status == static_cast<std::uint16_t>(Status::ok) && !out.empty())
+  const CallStatus got = call(Opcode::echo_bulk, 0, payload_of(echo));
+  if (got != CallStatus::ok) return got;
+  copy_slot_payload(response, answer());
+  if (response.status == static_cast<std::uint16_t>(Status::ok) && !out.empty())
     std::memcpy(out.data(), region.data() + half, out.size());
   return got;
 }
+
+Error ShmClient::error_for(CallStatus status) const { return Error{error_code(status), describe(status)}; }
 
 std::string ShmClient::describe(CallStatus status) const {
   const DataHeader& header = attachment_.header();
@@ -246,29 +255,6 @@ std::string ShmClient::describe(CallStatus status) const {
     case CallStatus::empty: break;
   }
   return std::string(to_string(status));
-}
-
-Expected<std::vector<ResponseSlot>> ShmClient::run_all(std::span<const Combo> combos, Opcode opcode) {
-  std::vector<ResponseSlot> answers;
-  answers.reserve(combos.size());
-  std::size_t sent = 0;
-  while (answers.size() < combos.size()) {
-    // Keep the ring full: the engine never waits for the next request.
-    while (sent < combos.size() && outstanding() < capacity()) {
-      RequestSlot request{};
-      request.opcode = static_cast<std::uint16_t>(opcode);
-      request.params = combos[sent];
-      std::uint64_t seq = 0;
-      if (const CallStatus status = submit(request, seq); status != CallStatus::ok)
-        return fail(error_code(status), "{}", describe(status));
-      ++sent;
-    }
-    ResponseSlot answer{};
-    if (const CallStatus status = wait_response(answer); status != CallStatus::ok)
-      return fail(error_code(status), "{}", describe(status));
-    answers.push_back(answer);
-  }
-  return answers;
 }
 
 }  // namespace ipcfloor

@@ -14,7 +14,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/combo.hpp"
 #include "common/error.hpp"
@@ -72,17 +71,28 @@ class ShmClient {
   ShmClient& operator=(const ShmClient&) = delete;
   ~ShmClient() = default;  // the attachment hands the lane back
 
-  // One request, one answer, through the lane's exchange line. Fills `response` on ok (seq,
-  // status, opcode and the 48 answer bytes). Sets request.seq itself. A call that timed out
-  // leaves its answer owed: the next call first waits (bounded) for it and drops it, so it can
-  // never return an earlier call's answer.
+  // One request through the lane's exchange line, packed straight into it (pack_request). On ok,
+  // answer() holds the engine's answer (seq, opcode, status and the 48 answer bytes) until the
+  // next call on this client; other statuses leave it undefined. A call that timed out leaves its
+  // answer owed: the next call first waits (bounded) for it and drops it, so it can never return
+  // an earlier call's answer.
+  [[nodiscard]] CallStatus call(Opcode opcode, std::uint16_t flags, FramePayload payload) noexcept;
+  // The answer of the last call that returned ok: the exchange line itself (no copy).
+  [[nodiscard]] const ResponseSlot& answer() const noexcept { return exchange_.answer(); }
+  // The same call for a request built beforehand, its answer copied into `response`: a
+  // convenience for tests and tools (one more copy each way than the form above).
   [[nodiscard]] CallStatus call(const RequestSlot& request, ResponseSlot& response) noexcept;
 
-  // Pipelining through the rings. submit() waits (bounded) for ring space, publishes the
-  // request and returns its seq through `seq`; answers come back in submission order through
-  // poll()/wait_response(). While it waits for space it also notices a response ring the engine
-  // poisoned (corrupt).
-  [[nodiscard]] CallStatus submit(RequestSlot request, std::uint64_t& seq) noexcept;
+  // Pipelining through the rings. submit() waits (bounded) for ring space, packs the request
+  // straight into the ring slot, publishes it and returns its seq through `seq`; answers come
+  // back in submission order through poll()/wait_response(). While it waits for space it also
+  // notices a response ring the engine poisoned (corrupt). pipelined_sweep
+  // (clients/pipelined_sweep.hpp) is the loop that keeps the ring full.
+  [[nodiscard]] CallStatus submit(Opcode opcode, std::uint16_t flags, FramePayload payload, std::uint64_t& seq) noexcept;
+  // The same for a request built beforehand (tests and tools): its seq is set here.
+  [[nodiscard]] CallStatus submit(const RequestSlot& request, std::uint64_t& seq) noexcept {
+    return submit(static_cast<Opcode>(request.opcode), request.flags, payload_of(request.params), seq);
+  }
   [[nodiscard]] CallStatus poll(ResponseSlot& response) noexcept;           // never waits
   [[nodiscard]] CallStatus wait_response(ResponseSlot& response) noexcept;  // bounded wait
 
@@ -136,10 +146,9 @@ class ShmClient {
 
   // A sentence for a non-ok status, naming the engine, its pid and the lane. Allocates.
   [[nodiscard]] std::string describe(CallStatus status) const;
-
-  // Convenience for scripts and the CLI: runs every combo through the rings, pipelined up to the
-  // ring capacity, and returns the answers in order. Setup-style errors (allocates).
-  [[nodiscard]] Expected<std::vector<ResponseSlot>> run_all(std::span<const Combo> combos, Opcode opcode);
+  // The same as a setup-path Error: peer_gone for engine_gone, protocol for corrupt or
+  // out_of_order, timeout otherwise. Allocates.
+  [[nodiscard]] Error error_for(CallStatus status) const;
 
  private:
   ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseconds timeout,
@@ -173,8 +182,9 @@ class ShmClient {
       if (WaitClock::now() >= deadline) return engine;
     }
   }
-  // The rest of a call once its answer is in (or the line turned corrupt).
-  [[nodiscard]] CallStatus finish_call(std::uint64_t seq, ResponseSlot& response) noexcept;
+  // The rest of a call once its answer is in (or the line turned corrupt): ok when the answer is
+  // call `seq`'s.
+  [[nodiscard]] CallStatus finish_call(std::uint64_t seq) noexcept;
   // A call that finds the line still owed to an earlier call: settles that first.
   [[nodiscard]] CallStatus settle_owed_call() noexcept;
 
@@ -195,39 +205,28 @@ class ShmClient {
 
 // Inline: a blocking call is the round trip the ladder holds against the bare cache-line bounce,
 // so its common path (the line is ours, the answer comes within the first polls) stays in the
-// caller's code, without a call, a copy of the 64-byte request or a clock read.
-inline CallStatus ShmClient::call(const RequestSlot& request, ResponseSlot& response) noexcept {
+// caller's code, without a call, a copy of the request beyond its packing, or a clock read.
+inline CallStatus ShmClient::call(Opcode opcode, std::uint16_t flags, FramePayload payload) noexcept {
   if (exchange_.pending()) {
     if (const CallStatus owed = settle_owed_call(); owed != CallStatus::ok) return owed;
   }
-  CallSlot& slot = exchange_.request();
   const std::uint64_t seq = next_call_seq_++;
-  slot.opcode = request.opcode;
-  slot.code = request.flags;
-  slot.seq = seq;
-  slot.payload = request.params;
+  pack_request(exchange_.request(), seq, opcode, flags, payload);
   exchange_.publish();
   ring_engine();
   if (mode_ != WaitMode::block) {
     for (std::uint32_t i = 0; i < kCallPollsBeforeDeadline; ++i) {
-      if (exchange_.answered()) return finish_call(seq, response);
+      if (exchange_.answered()) return finish_call(seq);
       cpu_relax();
     }
   }
   if (const CallStatus got = await_exchange(); got != CallStatus::ok) return got;
-  return finish_call(seq, response);
+  return finish_call(seq);
 }
 
-inline CallStatus ShmClient::finish_call(std::uint64_t seq, ResponseSlot& response) noexcept {
+inline CallStatus ShmClient::finish_call(std::uint64_t seq) noexcept {
   if (exchange_.state() == ExchangeState::corrupt) return CallStatus::corrupt;
-  const CallSlot& answer = exchange_.answer();
-  if (answer.seq != seq) return CallStatus::out_of_order;
-  response.seq = answer.seq;
-  response.opcode = answer.opcode;
-  response.status = answer.code;
-  response.stamp = 0;
-  response.set_echo(answer.payload);  // pnl, trades and extra, as the engine wrote them
-  return CallStatus::ok;
+  return exchange_.answer().seq == seq ? CallStatus::ok : CallStatus::out_of_order;
 }
 
 inline void ShmClient::ring_engine() noexcept {

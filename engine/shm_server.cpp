@@ -30,25 +30,6 @@ void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-// The exchange line's request as the dispatcher takes it, and its answer back into the line.
-RequestSlot to_request(const CallSlot& call) noexcept {
-  RequestSlot request{};
-  request.seq = call.seq;
-  request.opcode = call.opcode;
-  request.flags = call.code;
-  request.params = call.payload;
-  return request;
-}
-
-CallSlot to_answer(const ResponseSlot& response) noexcept {
-  CallSlot answer{};
-  answer.opcode = response.opcode;
-  answer.code = response.status;
-  answer.seq = response.seq;
-  answer.payload = response.echo();  // the 48 bytes from pnl on, whatever they hold
-  return answer;
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, WaitMode mode,
@@ -216,13 +197,14 @@ std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane) noexcept {
     return 1;
   }
   const std::uint64_t t0 = TscClock::now();
-  const CallSlot call = exchange.copy_of();  // private: the client may scribble on the line
-  ResponseSlot response;
-  const Status status = serve_request(index, to_request(call), response);
-  exchange.answer(to_answer(response));
+  // The engine's one copy of the request (the client may scribble on the line); the answer is
+  // written into the line itself, which is the engine's until publish_answer().
+  const RequestSlot request = exchange.copy_request();
+  const Status status = serve_request(index, request, exchange.answer_slot());
+  exchange.publish_answer();
   exchange.notify(mode_);
   record_service(index, TscClock::now() - t0);
-  count_request(index, status, call.seq);
+  count_request(index, status, request.seq);
   return 1;
 }
 

@@ -26,19 +26,23 @@ Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, 
   return set;
 }
 
-Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector) const {
+Expected<std::vector<std::size_t>> select_series(std::span<const std::string> names, const std::string& selector) {
   std::vector<std::size_t> chosen;
-  if (selector == "all" || (selector.empty() && names_.size() == 1)) {
-    for (std::size_t i = 0; i < names_.size(); ++i) chosen.push_back(i);
+  if (selector == "all" || (selector.empty() && names.size() == 1)) {
+    for (std::size_t i = 0; i < names.size(); ++i) chosen.push_back(i);
     return chosen;
   }
   if (selector.empty())
     return fail(ErrorCode::invalid_argument, "{} series given ({}): pick one with --series NAME, or --series all",
-                names_.size(), fmt::join(names_, ", "));
-  for (std::size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == selector) return std::vector<std::size_t>{i};
+                names.size(), fmt::join(names, ", "));
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == selector) return std::vector<std::size_t>{i};
   return fail(ErrorCode::invalid_argument, "--series '{}' is not one of the series given ({}), nor 'all'", selector,
-              fmt::join(names_, ", "));
+              fmt::join(names, ", "));
+}
+
+Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector) const {
+  return select_series(names_, selector);
 }
 
 Expected<LoadedSeries> SeriesSet::load(std::size_t index) const {

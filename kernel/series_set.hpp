@@ -4,6 +4,7 @@
 // A sweep picks one by name or all of them (--series NAME|all). Setup path: allocates.
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "kernel/series_source.hpp"
 
 namespace ipcfloor {
+
+// The indices of `names` that `selector` names: "all"; a name; or "" when there is exactly one.
+// invalid_argument naming the known names otherwise. Pure apart from the error's allocation.
+[[nodiscard]] Expected<std::vector<std::size_t>> select_series(std::span<const std::string> names,
+                                                               const std::string& selector);
 
 // The series a sweep may run on: one per --data path in order, or the generator when there is
 // none. Names only; nothing is loaded.
@@ -22,8 +28,7 @@ class SeriesSet {
   [[nodiscard]] std::size_t size() const noexcept { return names_.size(); }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
 
-  // The indices `selector` names: "all"; a name; or "" when there is exactly one series.
-  // invalid_argument naming the known names otherwise.
+  // select_series over this set's names.
   [[nodiscard]] Expected<std::vector<std::size_t>> select(const std::string& selector) const;
 
   // Loads (or generates) series `index`; the error names the file and the bad bar.

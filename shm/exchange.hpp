@@ -15,7 +15,7 @@
 //
 // The engine keeps the number it answered last in private memory, so it accepts exactly one
 // stamp as a new request (request(last + 1)) and one as idle (answer(last)). Anything else was
-// written by a corrupt or hostile client: ExchangeServer::poll says corrupt and reads nothing,
+// written by a corrupt or hostile client: ExchangeServer::peek says corrupt and reads nothing,
 // and the engine quarantines the lane. The client likewise accepts only answer(pending); the
 // engine marks a line it gave up on with kPoisonStamp, which no call number produces.
 //
@@ -42,33 +42,28 @@
 
 namespace ipcfloor {
 
-// The exchange's one line. `stamp` belongs to the protocol; the rest to whoever owns the line.
-struct alignas(64) CallSlot {
-  std::uint32_t stamp;   // request(n) or answer(n); see exchange_stamp
-  std::uint16_t opcode;  // request: an Opcode value, raw; answer: the request's, echoed
-  std::uint16_t code;    // request: flags (none defined: 0); answer: the Status
-  std::uint64_t seq;     // the caller's correlation id, echoed
-  // Request: the six windows (BACKTEST, ECHO) or a BulkEcho (ECHO_BULK). Answer: the 48 bytes a
-  // ResponseSlot carries from `pnl` on (pnl, trades, extra), at the same offsets.
-  Combo payload;
+// The exchange's one line. The client packs a request there (pack_request, shm/frames.hpp) and
+// the engine writes the answer over it: the two ring frames, whose heads share one layout (seq,
+// opcode, flags or status, the stamp at offset 12) and whose 48 payload bytes sit at offset 16 in
+// both, so neither side converts one shape into another. The stamp belongs to the protocol
+// below; everything else to whoever the stamp names. `request.stamp` and `answer.stamp` are the
+// same four bytes (a common initial sequence); the protocol always reaches them as request.stamp.
+union alignas(64) CallLine {
+  RequestSlot request;  // what the client publishes with request(n): opcode, flags (the series), seq, params
+  ResponseSlot answer;  // what the engine publishes with answer(n): the request's seq and opcode, the status, payload
 };
 
 // The exchange's 128 bytes inside a lane: the line, then the block strategy's wait line.
 struct alignas(kRingLineBytes) CallArea {
-  CallSlot slot;
+  CallLine slot;
   alignas(64) std::atomic<std::uint32_t> answer_word;   // futex: bumped when an answer lands
   std::atomic<std::uint32_t> client_sleeping;           // 1 while the client may sleep on it
 };
 
-static_assert(std::is_trivially_copyable_v<CallSlot>, "CallSlot is copied as raw bytes");
-static_assert(std::is_standard_layout_v<CallSlot>, "CallSlot offsets must be well defined");
-static_assert(sizeof(CallSlot) == 64 && alignof(CallSlot) == 64, "CallSlot is exactly one cache line");
-static_assert(offsetof(CallSlot, stamp) == 0, "CallSlot.stamp opens the line");
-static_assert(offsetof(CallSlot, opcode) == 4, "CallSlot.opcode offset");
-static_assert(offsetof(CallSlot, code) == 6, "CallSlot.code offset");
-static_assert(offsetof(CallSlot, seq) == 8, "CallSlot.seq offset");
-static_assert(offsetof(CallSlot, payload) == offsetof(ResponseSlot, pnl),
-              "CallSlot's payload sits where ResponseSlot's answer does");
+static_assert(std::is_trivially_copyable_v<CallLine>, "CallLine is shared memory of plain bytes");
+static_assert(sizeof(CallLine) == 64 && alignof(CallLine) == 64, "CallLine is exactly one cache line");
+static_assert(offsetof(RequestSlot, stamp) == offsetof(ResponseSlot, stamp),
+              "the request and its answer keep the stamp in the same four bytes");
 static_assert(std::is_standard_layout_v<CallArea>, "CallArea offsets must be well defined");
 static_assert(offsetof(CallArea, answer_word) == 64, "the wait words sit on the line after the call slot");
 static_assert(sizeof(CallArea) == kRingLineBytes, "CallArea is one 128-byte prefetch pair");
@@ -102,29 +97,12 @@ class ExchangeServer {
   // `answered`: the call number the line is idle at (0 for a fresh line).
   explicit ExchangeServer(CallArea* area, std::uint32_t answered = 0) noexcept : area_(area), answered_(answered) {}
 
-  // Looks for request(answered + 1). On `request`, `out` holds a private copy of the line: the
-  // client may scribble on the shared one, but it cannot change what is served. Latches corrupt.
-  [[nodiscard]] ExchangePoll poll(CallSlot& out) noexcept {
-    if (corrupt_) return ExchangePoll::corrupt;
-    // acquire: pairs with the client's release store of the request stamp in
-    // ExchangeClient::publish, so the request's fields are visible before they are copied.
-    const std::uint32_t stamp = std::atomic_ref<std::uint32_t>(area_->slot.stamp).load(std::memory_order_acquire);
-    if (stamp == answer_stamp(answered_)) return ExchangePoll::idle;
-    if (stamp != request_stamp(answered_ + 1)) {
-      corrupt_ = true;
-      return ExchangePoll::corrupt;
-    }
-    copy_fields(out, area_->slot);
-    return ExchangePoll::request;
-  }
-
-  // Looks for request(answered + 1) without copying it: on `request`, the line's fields are
-  // visible and still the client's to change. For a request answered from the line itself (an
-  // ECHO is its own answer); anything the engine computes from must be copied first (copy_of).
+  // Looks for request(answered + 1). On `request`, the line's fields are visible and the line is
+  // the engine's until publish_answer() or answer_in_place(); the client may still scribble on
+  // it, so decide nothing on what it reads now: serve from copy_request(). Latches corrupt.
   [[nodiscard]] ExchangePoll peek() noexcept {
     if (corrupt_) return ExchangePoll::corrupt;
-    // acquire: as in poll.
-    const std::uint32_t stamp = std::atomic_ref<std::uint32_t>(area_->slot.stamp).load(std::memory_order_acquire);
+    const std::uint32_t stamp = load_stamp();
     if (stamp == answer_stamp(answered_)) return ExchangePoll::idle;
     if (stamp != request_stamp(answered_ + 1)) {
       corrupt_ = true;
@@ -133,46 +111,47 @@ class ExchangeServer {
     return ExchangePoll::request;
   }
 
-  // The request peek() found, as a private copy.
-  [[nodiscard]] CallSlot copy_of() const noexcept {
-    CallSlot out;
-    copy_fields(out, area_->slot);
+  // The request peek() found, as a private copy: the engine's one copy of it. Every field but the
+  // stamp, which the protocol owns.
+  [[nodiscard]] RequestSlot copy_request() const noexcept {
+    const RequestSlot& line = area_->slot.request;
+    RequestSlot out;
+    out.seq = line.seq;
+    out.opcode = line.opcode;
+    out.flags = line.flags;
+    out.stamp = 0;
+    out.params = line.params;
     return out;
   }
   // The request's opcode and flags as they read now (the client may still change them: decide
-  // nothing on them that copy_of() would not confirm).
-  [[nodiscard]] std::uint16_t opcode_now() const noexcept { return area_->slot.opcode; }
-  [[nodiscard]] std::uint16_t flags_now() const noexcept { return area_->slot.code; }
+  // nothing on them that copy_request() would not confirm).
+  [[nodiscard]] std::uint16_t opcode_now() const noexcept { return area_->slot.request.opcode; }
+  [[nodiscard]] std::uint16_t flags_now() const noexcept { return area_->slot.request.flags; }
 
   // Answers the request peek() found with the line as it is, setting only the status: the
-  // request's seq, opcode and 48 bytes become the answer's. One store on a line this thread just
-  // read, then the stamp.
+  // request's seq, opcode and 48 bytes become the answer's (an ECHO is its own answer). One store
+  // on a line this thread just read, then the stamp.
   void answer_in_place(std::uint16_t status) noexcept {
-    area_->slot.code = status;
+    area_->slot.answer.status = status;
+    publish_answer();
+  }
+
+  // Where the answer to the request peek() found is written: the line itself, the engine's until
+  // publish_answer(). Write every field but the stamp (dispatch_request does).
+  [[nodiscard]] ResponseSlot& answer_slot() noexcept { return area_->slot.answer; }
+
+  // Publishes the answer written into answer_slot(): answer(answered + 1).
+  void publish_answer() noexcept {
     ++answered_;
-    // release: publishes the status; pairs with the client's acquire load of the stamp in
-    // ExchangeClient::answered.
-    std::atomic_ref<std::uint32_t>(area_->slot.stamp).store(answer_stamp(answered_), std::memory_order_release);
+    // release: publishes the answer's fields; pairs with the client's acquire load of the stamp
+    // in ExchangeClient::state.
+    stamp_ref().store(answer_stamp(answered_), std::memory_order_release);
   }
 
   // Cheap readiness test for the wait strategies: a new request or a corrupt stamp.
-  [[nodiscard]] bool readable() noexcept {
-    // acquire: as in poll.
-    const std::uint32_t stamp = std::atomic_ref<std::uint32_t>(area_->slot.stamp).load(std::memory_order_acquire);
-    return stamp != answer_stamp(answered_);
-  }
+  [[nodiscard]] bool readable() noexcept { return load_stamp() != answer_stamp(answered_); }
 
-  // Answers the request poll() returned: copies `answer`'s opcode, code, seq and payload into the
-  // line, then publishes answer(answered + 1).
-  void answer(const CallSlot& answer) noexcept {
-    copy_fields(area_->slot, answer);
-    ++answered_;
-    // release: publishes the answer's fields; pairs with the client's acquire load of the stamp
-    // in ExchangeClient::answered.
-    std::atomic_ref<std::uint32_t>(area_->slot.stamp).store(answer_stamp(answered_), std::memory_order_release);
-  }
-
-  // Block mode only, after answer(): wakes a client sleeping on the wait line.
+  // Block mode only, after an answer: wakes a client sleeping on the wait line.
   void notify(WaitMode mode) noexcept {
     if (mode != WaitMode::block) return;
     detail::notify_channel({area_->answer_word, area_->client_sleeping});
@@ -181,20 +160,22 @@ class ExchangeServer {
   // Marks the line so that its client's wait ends with "corrupt" (kPoisonStamp).
   void poison() noexcept {
     corrupt_ = true;
-    // release: orders nothing the client reads but the stamp itself; pairs with its acquire load.
-    std::atomic_ref<std::uint32_t>(area_->slot.stamp).store(kPoisonStamp, std::memory_order_release);
+    // release: orders nothing the client reads but the stamp itself; pairs with its acquire load
+    // in ExchangeClient::state.
+    stamp_ref().store(kPoisonStamp, std::memory_order_release);
   }
 
   [[nodiscard]] bool corrupt() const noexcept { return corrupt_; }
   [[nodiscard]] std::uint32_t answered() const noexcept { return answered_; }
 
  private:
-  // Every field but the stamp: the other side polls the stamp atomically right now.
-  static void copy_fields(CallSlot& dst, const CallSlot& src) noexcept {
-    dst.opcode = src.opcode;
-    dst.code = src.code;
-    dst.seq = src.seq;
-    dst.payload = src.payload;
+  [[nodiscard]] std::atomic_ref<std::uint32_t> stamp_ref() const noexcept {
+    return std::atomic_ref<std::uint32_t>(area_->slot.request.stamp);
+  }
+  [[nodiscard]] std::uint32_t load_stamp() const noexcept {
+    // acquire: pairs with the client's release store of the request stamp in
+    // ExchangeClient::publish, so the request's fields are visible before they are read.
+    return stamp_ref().load(std::memory_order_acquire);
   }
 
   CallArea* area_;
@@ -214,26 +195,25 @@ class ExchangeClient {
   // `answered`: the call number the line is idle at (0 for a fresh line).
   explicit ExchangeClient(CallArea* area, std::uint32_t answered = 0) noexcept : area_(area), last_(answered) {}
 
-  // Where to write the next request. Only while state() is idle. Write opcode, code (flags),
-  // seq and payload; never the stamp.
-  [[nodiscard]] CallSlot& request() noexcept { return area_->slot; }
+  // Where the next request is packed (pack_request). Only while state() is idle; never the stamp.
+  [[nodiscard]] RequestSlot& request() noexcept { return area_->slot.request; }
 
-  // Publishes the request written into request(). Precondition: state() was idle.
+  // Publishes the request packed into request(). Precondition: state() was idle.
   void publish() noexcept {
     pending_ = true;
     ++last_;
     // release: publishes the request's fields; pairs with the engine's acquire load of the stamp
-    // in ExchangeServer::poll.
-    std::atomic_ref<std::uint32_t>(area_->slot.stamp).store(request_stamp(last_), std::memory_order_release);
+    // in ExchangeServer::peek (through its load_stamp).
+    stamp_ref().store(request_stamp(last_), std::memory_order_release);
   }
 
-  // Where the pending call stands. Turns idle (the answer is in request()'s fields, to be read
-  // before the next publish) once answer(last) is stored; the wait strategies poll this.
+  // Where the pending call stands. Turns idle (the answer is in answer(), to be read before the
+  // next publish) once answer(last) is stored; the wait strategies poll this.
   [[nodiscard]] ExchangeState state() noexcept {
     if (!pending_) return ExchangeState::idle;
     // acquire: pairs with the engine's release store of the answer stamp in
-    // ExchangeServer::answer, so the answer's fields are visible before they are read.
-    const std::uint32_t stamp = std::atomic_ref<std::uint32_t>(area_->slot.stamp).load(std::memory_order_acquire);
+    // ExchangeServer::publish_answer, so the answer's fields are visible before they are read.
+    const std::uint32_t stamp = stamp_ref().load(std::memory_order_acquire);
     if (stamp == answer_stamp(last_)) {
       pending_ = false;
       return ExchangeState::idle;
@@ -244,8 +224,8 @@ class ExchangeClient {
   // True when the answer of the pending call has arrived (or the line is corrupt).
   [[nodiscard]] bool answered() noexcept { return state() != ExchangeState::pending; }
 
-  // The answer of the call that just turned idle.
-  [[nodiscard]] const CallSlot& answer() const noexcept { return area_->slot; }
+  // The answer of the call that just turned idle: the line itself, valid until the next publish.
+  [[nodiscard]] const ResponseSlot& answer() const noexcept { return area_->slot.answer; }
 
   // Waits, as `mode` says, until answered() or `deadline`. Client thread only. Spin and backoff
   // make no syscall; block sleeps on the line's answer word, which ExchangeServer::notify wakes.
@@ -258,6 +238,10 @@ class ExchangeClient {
   [[nodiscard]] std::uint32_t last_call() const noexcept { return last_; }
 
  private:
+  [[nodiscard]] std::atomic_ref<std::uint32_t> stamp_ref() const noexcept {
+    return std::atomic_ref<std::uint32_t>(area_->slot.request.stamp);
+  }
+
   CallArea* area_;
   std::uint32_t last_;   // the call number published last
   bool pending_ = false;  // last_ has not been answered yet

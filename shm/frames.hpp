@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -99,6 +100,31 @@ struct alignas(64) RequestSlot {
   Combo params;          // the six windows (BACKTEST, ECHO) or a BulkEcho (ECHO_BULK), 48 bytes
 };
 
+// A request's 48 payload bytes as the client hands them over: the six windows of a Combo or of a
+// C caller's int64_t[6], a BulkEcho, a LiveAppend. A view, so packing copies them once.
+using FramePayload = std::span<const std::byte, sizeof(Combo)>;
+template <class Payload>
+  requires(sizeof(Payload) == sizeof(Combo) && std::is_trivially_copyable_v<Payload>)
+[[nodiscard]] FramePayload payload_of(const Payload& payload) noexcept {
+  return std::as_bytes(std::span<const Payload, 1>(&payload, 1));
+}
+// `windows` must point at six int64 values (the C ABI's `const int64_t params[6]`).
+[[nodiscard]] inline FramePayload payload_of(const std::int64_t* windows) noexcept {
+  return std::as_bytes(std::span<const std::int64_t, 6>(windows, 6));
+}
+
+// Packs one request into `slot`: a ring slot the client claimed, or its exchange line. The one
+// place where a client turns a request into a frame. Field by field and never the stamp, which
+// belongs to the ring or the exchange (the engine may be polling it right now). Hot path:
+// noexcept, no allocation.
+inline void pack_request(RequestSlot& slot, std::uint64_t seq, Opcode opcode, std::uint16_t flags,
+                         FramePayload payload) noexcept {
+  slot.seq = seq;
+  slot.opcode = static_cast<std::uint16_t>(opcode);
+  slot.flags = flags;
+  std::memcpy(&slot.params, payload.data(), sizeof slot.params);
+}
+
 // The 48-byte payload of an ECHO_BULK request, in place of the Combo: copy `bytes` bytes from
 // `in_offset` to `out_offset`, both relative to the start of the client's lane bulk region.
 // The engine checks both ranges against the region's size and rejects overlapping ones.
@@ -123,13 +149,15 @@ static_assert(sizeof(BulkEcho) == sizeof(Combo), "BulkEcho fills exactly the 48-
 static_assert(std::is_trivially_copyable_v<BulkEcho>, "BulkEcho travels by memcpy as the payload");
 
 // Engine -> client. `seq` and `opcode` repeat the request's, so a pipelining client can match
-// answers without keeping the request. The 48 bytes from `pnl` to the end are the payload:
-// pnl/trades for BACKTEST, the request's params verbatim for ECHO, trades = bytes copied for
-// ECHO_BULK, `extra` left for future ops.
+// answers without keeping the request. The head (seq, opcode, a 16-bit code, the ring's stamp)
+// has RequestSlot's layout, with the status where the request has its flags, so the exchange
+// line (shm/exchange.hpp) holds a request and then its answer in one shape. The 48 bytes from
+// `pnl` to the end are the payload: pnl/trades for BACKTEST, the request's params verbatim for
+// ECHO, trades = bytes copied for ECHO_BULK, `extra` for the live opcodes' answers.
 struct alignas(64) ResponseSlot {
   std::uint64_t seq;
-  std::uint16_t status;  // a Status value
   std::uint16_t opcode;  // the request's opcode, raw
+  std::uint16_t status;  // a Status value
   std::uint32_t stamp;   // ring-owned, as in RequestSlot
   double pnl;
   std::int64_t trades;
@@ -216,8 +244,10 @@ static_assert(std::is_standard_layout_v<ResponseSlot>, "ResponseSlot offsets mus
 static_assert(sizeof(ResponseSlot) == 64, "ResponseSlot is exactly one cache line");
 static_assert(alignof(ResponseSlot) == 64, "ResponseSlot starts on a cache line");
 static_assert(offsetof(ResponseSlot, seq) == 0, "ResponseSlot.seq offset");
-static_assert(offsetof(ResponseSlot, status) == 8, "ResponseSlot.status offset");
-static_assert(offsetof(ResponseSlot, opcode) == 10, "ResponseSlot.opcode offset");
+static_assert(offsetof(ResponseSlot, opcode) == offsetof(RequestSlot, opcode), "an answer's opcode sits where its request's does");
+static_assert(offsetof(ResponseSlot, status) == offsetof(RequestSlot, flags), "an answer's status sits where its request's flags do");
+static_assert(offsetof(ResponseSlot, stamp) == offsetof(RequestSlot, stamp), "both frames keep the stamp at one offset");
+static_assert(offsetof(ResponseSlot, pnl) == offsetof(RequestSlot, params), "an answer's payload sits where its request's does");
 static_assert(offsetof(ResponseSlot, stamp) == 12, "ResponseSlot.stamp offset");
 static_assert(offsetof(ResponseSlot, pnl) == 16, "ResponseSlot.pnl offset");
 static_assert(offsetof(ResponseSlot, trades) == 24, "ResponseSlot.trades offset");

@@ -1,6 +1,6 @@
 #pragma once
-// The engine's shared memory, layout version 3: one read-only data object for everyone, one
-// object per lane for that lane's client alone. Both are sealed memfds the engine hands over on
+// The engine's shared memory, layout version kLayoutVersion (below): one read-only data object
+// for everyone, one object per lane for that lane's client alone. Both are sealed memfds the engine hands over on
 // its Unix socket (shm/handoff.hpp); no client can resize either, and none can write the data.
 // Every offset is fixed at creation and recorded in the data header, so each side finds every
 // region without pointers, allocators or locks. Each side checks sizes against what it was
@@ -61,7 +61,9 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 // 3: a read-only data object and one sealed object per lane, handed over on a Unix socket; the
 //    single-flight exchange in each lane; per-lane status in the data object.
 // 4: live mode: room for capacity_bars with a published count, and a signal ring in each lane.
-inline constexpr std::uint32_t kLayoutVersion = 4;
+// 5: one frame shape: an answer's head (seq, opcode, status, stamp) has its request's layout, and the
+//    exchange line holds the request and then its answer in it.
+inline constexpr std::uint32_t kLayoutVersion = 5;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kLaneStatusBytes = 1024;

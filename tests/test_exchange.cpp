@@ -64,6 +64,18 @@ Combo answer_payload(const Combo& request) {
   return Combo{request.p, request.p2, request.p3, request.s, request.L, request.h};
 }
 
+// The test engine's answer to `request`: its seq and opcode, `status`, answer_payload over the 48
+// bytes. Field by field, as the engine's dispatcher writes the line: never the stamp.
+void answer_with(ResponseSlot& line, const RequestSlot& request, Status status) {
+  line.seq = request.seq;
+  line.opcode = request.opcode;
+  line.status = static_cast<std::uint16_t>(status);
+  line.set_echo(answer_payload(request.params));
+}
+
+std::uint32_t stamp_of(CallArea& area) { return std::atomic_ref<std::uint32_t>(area.slot.request.stamp).load(); }
+void store_stamp(CallArea& area, std::uint32_t stamp) { std::atomic_ref<std::uint32_t>(area.slot.request.stamp).store(stamp); }
+
 // Anonymous MAP_SHARED memory: visible to a forked child, like a lane object is to a client.
 class SharedArea {
  public:
@@ -88,9 +100,8 @@ enum Outcome : int { kOk = 0, kWrongSeq = 10, kWrongPayload = 11, kTimedOut = 12
 int serve(CallArea& area, WaitMode mode, std::uint64_t calls, WaitDeadline deadline, std::uint32_t start = 0) {
   ExchangeServer server(&area, start);
   for (std::uint64_t n = 1; n <= calls; ++n) {
-    CallSlot request{};
     for (;;) {
-      const ExchangePoll polled = server.poll(request);
+      const ExchangePoll polled = server.peek();
       if (polled == ExchangePoll::request) break;
       if (polled == ExchangePoll::corrupt) return kCorrupt;
       // The test engine waits like a client of its own line would: spin or back off (a real
@@ -100,12 +111,11 @@ int serve(CallArea& area, WaitMode mode, std::uint64_t calls, WaitDeadline deadl
                              deadline) == WaitStatus::timeout)
         return kTimedOut;
     }
+    const RequestSlot request = server.copy_request();
     if (request.seq != n) return kWrongSeq;
-    if (!(request.payload == request_payload(n))) return kWrongPayload;
-    CallSlot answer = request;
-    answer.code = static_cast<std::uint16_t>(Status::ok);
-    answer.payload = answer_payload(request.payload);
-    server.answer(answer);
+    if (!(request.params == request_payload(n))) return kWrongPayload;
+    answer_with(server.answer_slot(), request, Status::ok);
+    server.publish_answer();
     server.notify(mode);
   }
   return kOk;
@@ -116,17 +126,14 @@ int call(CallArea& area, WaitMode mode, std::uint64_t calls, WaitDeadline deadli
   ExchangeClient client(&area, start);
   for (std::uint64_t n = 1; n <= calls; ++n) {
     if (client.state() != ExchangeState::idle) return kCorrupt;
-    CallSlot& request = client.request();
-    request.opcode = static_cast<std::uint16_t>(Opcode::echo);
-    request.code = 0;
-    request.seq = n;
-    request.payload = request_payload(n);
+    const Combo payload = request_payload(n);
+    pack_request(client.request(), n, Opcode::echo, 0, payload_of(payload));
     client.publish();
     if (client.wait_answer(mode, deadline) == WaitStatus::timeout) return kTimedOut;
     if (client.state() == ExchangeState::corrupt) return kCorrupt;
-    const CallSlot& answer = client.answer();
+    const ResponseSlot& answer = client.answer();
     if (answer.seq != n) return kWrongSeq;
-    if (!(answer.payload == answer_payload(request_payload(n)))) return kWrongPayload;
+    if (!(answer.echo() == answer_payload(request_payload(n)))) return kWrongPayload;
   }
   return kOk;
 }
@@ -138,38 +145,55 @@ TEST_CASE("exchange: a call is published by its request stamp and answered in th
   CallArea& area = shared.area();
   ExchangeServer server(&area);
   ExchangeClient client(&area);
-  CallSlot seen{};
-  CHECK(server.poll(seen) == ExchangePoll::idle);
+  CHECK(server.peek() == ExchangePoll::idle);
   CHECK(client.state() == ExchangeState::idle);
 
-  CallSlot& request = client.request();
-  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
-  request.seq = 41;
-  request.payload = request_payload(41);
+  const Combo payload = request_payload(41);
+  pack_request(client.request(), 41, Opcode::backtest, series_flags(3), payload_of(payload));
   client.publish();
-  CHECK(area.slot.stamp == request_stamp(1));
+  CHECK(stamp_of(area) == request_stamp(1));
   CHECK(client.state() == ExchangeState::pending);
   CHECK_FALSE(client.answered());
 
-  REQUIRE(server.poll(seen) == ExchangePoll::request);
+  REQUIRE(server.peek() == ExchangePoll::request);
+  const RequestSlot seen = server.copy_request();
   CHECK(seen.seq == 41);
-  CHECK(seen.payload == request_payload(41));
+  CHECK(seen.opcode == static_cast<std::uint16_t>(Opcode::backtest));
+  CHECK(seen.flags == 3);  // the series byte travels in the flags
+  CHECK(seen.params == request_payload(41));
   // The private copy is the engine's: a client writing the shared line now changes nothing served.
-  area.slot.payload.h = -999;
-  CHECK(seen.payload == request_payload(41));
+  area.slot.request.params.h = -999;
+  CHECK(seen.params == request_payload(41));
 
-  CallSlot answer = seen;
-  answer.code = static_cast<std::uint16_t>(Status::window_out_of_range);
-  answer.payload = answer_payload(seen.payload);
-  server.answer(answer);
-  CHECK(area.slot.stamp == answer_stamp(1));
+  answer_with(server.answer_slot(), seen, Status::window_out_of_range);
+  server.publish_answer();
+  CHECK(stamp_of(area) == answer_stamp(1));
   CHECK(server.answered() == 1);
   CHECK(client.answered());
   CHECK(client.state() == ExchangeState::idle);
   CHECK(client.answer().seq == 41);
-  CHECK(client.answer().code == static_cast<std::uint16_t>(Status::window_out_of_range));
-  CHECK(client.answer().payload == answer_payload(request_payload(41)));
-  CHECK(server.poll(seen) == ExchangePoll::idle);
+  CHECK(client.answer().opcode == static_cast<std::uint16_t>(Opcode::backtest));
+  CHECK(client.answer().status == static_cast<std::uint16_t>(Status::window_out_of_range));
+  CHECK(client.answer().echo() == answer_payload(request_payload(41)));
+  CHECK(server.peek() == ExchangePoll::idle);
+}
+
+TEST_CASE("exchange: an ECHO answered in place returns its own payload under the request's seq") {
+  SharedArea shared;
+  CallArea& area = shared.area();
+  ExchangeServer server(&area);
+  ExchangeClient client(&area);
+  const Combo payload = request_payload(9);
+  pack_request(client.request(), 9, Opcode::echo, 0, payload_of(payload));
+  client.publish();
+  REQUIRE(server.peek() == ExchangePoll::request);
+  CHECK(server.opcode_now() == static_cast<std::uint16_t>(Opcode::echo));
+  CHECK(server.flags_now() == 0);
+  server.answer_in_place(static_cast<std::uint16_t>(Status::ok));
+  REQUIRE(client.state() == ExchangeState::idle);
+  CHECK(client.answer().seq == 9);
+  CHECK(client.answer().status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(client.answer().echo() == payload);
 }
 
 TEST_CASE("exchange: the engine accepts only the next request stamp and latches anything else as corrupt") {
@@ -178,15 +202,12 @@ TEST_CASE("exchange: the engine accepts only the next request stamp and latches 
     SharedArea shared;
     CallArea& area = shared.area();
     ExchangeServer server(&area);
-    std::atomic_ref<std::uint32_t>(area.slot.stamp).store(hostile);
-    CallSlot seen{};
-    seen.seq = 7;
-    CHECK(server.poll(seen) == ExchangePoll::corrupt);
-    CHECK(seen.seq == 7);  // nothing was read
+    store_stamp(area, hostile);
+    CHECK(server.peek() == ExchangePoll::corrupt);
     CHECK(server.corrupt());
     // Latched: a later, well-formed stamp does not revive the line.
-    std::atomic_ref<std::uint32_t>(area.slot.stamp).store(request_stamp(1));
-    CHECK(server.poll(seen) == ExchangePoll::corrupt);
+    store_stamp(area, request_stamp(1));
+    CHECK(server.peek() == ExchangePoll::corrupt);
   }
 }
 
@@ -211,19 +232,17 @@ TEST_CASE("exchange: a late answer is owed to the call it belongs to, never to t
   client.publish();
   // The client's wait "times out" here: it did not look. The line stays the engine's.
   CHECK(client.state() == ExchangeState::pending);
-  CallSlot seen{};
-  REQUIRE(server.poll(seen) == ExchangePoll::request);
-  CallSlot answer = seen;
-  answer.payload = answer_payload(seen.payload);
-  server.answer(answer);
+  REQUIRE(server.peek() == ExchangePoll::request);
+  answer_with(server.answer_slot(), server.copy_request(), Status::ok);
+  server.publish_answer();
   // The next call may start only once the late answer arrived; it is that call's (seq 100) ...
   CHECK(client.state() == ExchangeState::idle);
   CHECK(client.answer().seq == 100);
   // ... and the next request is a new call number, which the engine accepts.
   client.request().seq = 101;
   client.publish();
-  REQUIRE(server.poll(seen) == ExchangePoll::request);
-  CHECK(seen.seq == 101);
+  REQUIRE(server.peek() == ExchangePoll::request);
+  CHECK(server.copy_request().seq == 101);
 }
 
 TEST_CASE("exchange: call numbers wrap at 2^31 from a non-zero start") {
@@ -231,26 +250,25 @@ TEST_CASE("exchange: call numbers wrap at 2^31 from a non-zero start") {
   CallArea& area = shared.area();
   // Both ends start at a line idle at call 2^31 - 3; 10 calls cross the wrap.
   const std::uint32_t start = (1U << 31) - 3;
-  std::atomic_ref<std::uint32_t>(area.slot.stamp).store(answer_stamp(start));
+  store_stamp(area, answer_stamp(start));
   ExchangeServer server(&area, start);
   ExchangeClient client(&area, start);
   for (std::uint64_t n = 1; n <= 10; ++n) {
     CAPTURE(n);
     REQUIRE(client.state() == ExchangeState::idle);
-    client.request().seq = n;
-    client.request().payload = request_payload(n);
+    const Combo payload = request_payload(n);
+    pack_request(client.request(), n, Opcode::echo, 0, payload_of(payload));
     client.publish();
-    CallSlot seen{};
-    REQUIRE(server.poll(seen) == ExchangePoll::request);
+    REQUIRE(server.peek() == ExchangePoll::request);
+    const RequestSlot seen = server.copy_request();
     CHECK(seen.seq == n);
-    CallSlot answer = seen;
-    answer.payload = answer_payload(seen.payload);
-    server.answer(answer);
+    answer_with(server.answer_slot(), seen, Status::ok);
+    server.publish_answer();
     REQUIRE(client.state() == ExchangeState::idle);
-    CHECK(client.answer().payload == answer_payload(request_payload(n)));
+    CHECK(client.answer().echo() == answer_payload(request_payload(n)));
   }
   CHECK(server.answered() == start + 10);
-  CHECK(area.slot.stamp == answer_stamp(start + 10));  // the counter wrapped modulo 2^31
+  CHECK(stamp_of(area) == answer_stamp(start + 10));  // the counter wrapped modulo 2^31
   CHECK(answer_stamp(start + 10) == answer_stamp(7));
 }
 
@@ -281,7 +299,7 @@ TEST_CASE("exchange stress: round trips between two processes, starting just bel
     CAPTURE(to_string(mode));
     SharedArea shared;
     const std::uint32_t start = (1U << 31) - 1000;
-    std::atomic_ref<std::uint32_t>(shared.area().slot.stamp).store(answer_stamp(start));
+    store_stamp(shared.area(), answer_stamp(start));
     const std::uint64_t calls = stress_calls(mode);
     const WaitDeadline deadline = WaitClock::now() + kTestBudget;
     const pid_t child = fork();

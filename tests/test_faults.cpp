@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include "bench/engine_child.hpp"
+#include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "clients/socket_client.hpp"
 #include "engine/dispatch.hpp"
@@ -933,7 +934,7 @@ TEST_CASE("a client reports CallStatus::corrupt when its response ring holds imp
     CHECK(fresh->wait_response(answer) == CallStatus::corrupt);
     CHECK(fault::ms_since(start_ns) < 100);  // at once, not at the timeout
     CHECK(fresh->poll(answer) == CallStatus::corrupt);  // and it stays so
-    auto error = fresh->run_all(std::vector<Combo>{Combo{1, 1, 1, 1, 1, 1}}, Opcode::echo);
+    auto error = run_all(*fresh, std::vector<Combo>{Combo{1, 1, 1, 1, 1, 1}}, Opcode::echo);
     REQUIRE_FALSE(error.has_value());
     CHECK(error.error().code == ErrorCode::protocol);
   }
@@ -966,12 +967,12 @@ TEST_CASE("a lane whose exchange line holds an impossible stamp is counted and q
     REQUIRE(eventually([&] { return counter(watch->lane_status(lane).requests) == served; }));
     CallArea& line = *buggy->segment().lane().view().call;
     // release: as a client's own publication would be; the engine's acquire load checks it.
-    std::atomic_ref<std::uint32_t>(line.slot.stamp).store(stamp, std::memory_order_release);
+    std::atomic_ref<std::uint32_t>(line.slot.request.stamp).store(stamp, std::memory_order_release);
     REQUIRE(eventually([&] { return counter(header.lanes_corrupt) == corrupt + 1; }));
     ++corrupt;
     CHECK(lane_state(*watch, lane) == static_cast<std::uint32_t>(LaneState::quarantined));
     // The engine poisoned the line rather than leave its client to time out, and served nothing.
-    CHECK(eventually([&] { return std::atomic_ref<std::uint32_t>(line.slot.stamp).load() == kPoisonStamp; }));
+    CHECK(eventually([&] { return std::atomic_ref<std::uint32_t>(line.slot.request.stamp).load() == kPoisonStamp; }));
     CHECK(counter(watch->lane_status(lane).requests) == served);
     // Its client hears it on its rings at once (they carry the same poison), not at its timeout.
     ResponseSlot answer{};
@@ -1007,7 +1008,7 @@ TEST_CASE("a client whose lane was quarantined for its exchange stamp hears corr
   REQUIRE(buggy.has_value());
   check_serves(*buggy, 1);
   CallArea& line = *buggy->segment().lane().view().call;
-  std::atomic_ref<std::uint32_t>(line.slot.stamp).store(request_stamp(9), std::memory_order_release);  // release: as a publication
+  std::atomic_ref<std::uint32_t>(line.slot.request.stamp).store(request_stamp(9), std::memory_order_release);  // release: as a publication
   REQUIRE(eventually([&] { return counter(watch->header().lanes_corrupt) == 1; }));
   ResponseSlot answer{};
   const std::uint64_t start_ns = monotonic_ns();
@@ -1195,7 +1196,7 @@ TEST_CASE("a client killed after publishing a ring frame's stamp but not its pos
     ExchangeClient exchange(view.call);
     exchange.request().opcode = static_cast<std::uint16_t>(Opcode::echo);
     exchange.request().seq = 0xbad;
-    exchange.request().payload = Combo{77, 77, 77, 77, 77, 77};
+    exchange.request().params = Combo{77, 77, 77, 77, 77, 77};
     exchange.publish();
     fault::tell(fd, fmt::format("P {}", attached->lane().generation()));
     ::raise(SIGSTOP);  // stopped here until the parent kills it
@@ -1219,8 +1220,8 @@ TEST_CASE("a client killed after publishing a ring frame's stamp but not its pos
   const LaneObject& lane = next->segment().lane();
   CHECK(lane.generation() > victim_generation);
   const LaneView& view = lane.view();
-  CHECK(std::atomic_ref<std::uint32_t>(view.call->slot.stamp).load() == 0);
-  CHECK(view.call->slot.seq == 0);
+  CHECK(std::atomic_ref<std::uint32_t>(view.call->slot.request.stamp).load() == 0);
+  CHECK(view.call->slot.request.seq == 0);
   CHECK(view.request_ring->produced.load() == 0);
   CHECK(view.request_ring->consumed.load() == 0);
   CHECK(view.response_ring->produced.load() == 0);

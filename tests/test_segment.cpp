@@ -227,7 +227,7 @@ TEST_CASE("create publishes a complete data object that an observer and a lane c
   CHECK(view.header->magic == kLaneMagic);
   CHECK(view.header->ring_capacity == 16);
   CHECK(client->lane().bulk().size() == 64 * 1024);
-  CHECK(view.call->slot.stamp == 0);  // an idle exchange line at call 0
+  CHECK(view.call->slot.request.stamp == 0);  // an idle exchange line at call 0
   CHECK(view.request_ring->produced.load() == 0);
 }
 

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
@@ -103,7 +104,7 @@ TEST_CASE("a second process streams the default grid through the ring and gets t
 
   std::vector<Combo> combos;
   for (const auto length : grid_lengths(6, 200, 80)) combos.push_back(combo_from_length(length));
-  auto answers = client->run_all(combos, Opcode::backtest);
+  auto answers = run_all(*client, combos, Opcode::backtest);
   REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
 
   auto series = load_series_source(SeriesSource{});
@@ -422,7 +423,7 @@ TEST_CASE("each wait mode serves call() through the exchange line and pipelined 
       }
       if (burst % 5 == 4) std::this_thread::sleep_for(std::chrono::milliseconds(60));  // > the idle sleep bound
     }
-    auto answers = client->run_all(std::vector<Combo>(40, combo_from_length(6)), Opcode::backtest);
+    auto answers = run_all(*client, std::vector<Combo>(40, combo_from_length(6)), Opcode::backtest);
     REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
     for (const ResponseSlot& answer : *answers) CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
   }
@@ -478,7 +479,7 @@ TEST_CASE("call() through the exchange line and the rings give the in-process re
   for (const std::int64_t length : grid_lengths(6, 200, 12)) combos.push_back(combo_from_length(length));
   auto expected = run_sweep(series->close, combos, kDefaultFee, 1);
   REQUIRE(expected.has_value());
-  auto piped = client->run_all(combos, Opcode::backtest);
+  auto piped = run_all(*client, combos, Opcode::backtest);
   REQUIRE(piped.has_value());
   for (std::size_t i = 0; i < combos.size(); ++i) {
     ResponseSlot answer{};

@@ -1,0 +1,73 @@
+#pragma once
+// The one loop that streams requests through a lane's rings. It keeps the request ring full, so
+// the engine never waits for the next frame, and hands every answer back in submission order.
+// The CLI's `sweep --name`, the C ABI's ipcfloor_sweep (and through it the C++ facade and the
+// Python package), ipcfloor-mpi and the benchmarks all run on it; none of them keeps a loop of
+// its own.
+//
+// Threads: the client's thread (a ShmClient belongs to one thread at a time). Memory: allocates
+// nothing; noexcept unless a callback throws. Waits are bounded by the client's timeout.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "clients/shm_client.hpp"
+#include "shm/frames.hpp"
+
+namespace ipcfloor {
+
+// One request of a sweep, as pipelined_sweep packs it into the ring slot.
+struct SweepRequest {
+  Opcode opcode = Opcode::backtest;
+  std::uint16_t flags = 0;  // the series index for a BACKTEST (series_flags)
+  FramePayload payload;     // the six windows; must stay valid until the call returns
+};
+
+// How a sweep ended.
+struct SweepEnd {
+  CallStatus status = CallStatus::ok;  // ok, or why the lane failed (answers from `answered` on never came)
+  std::size_t answered = 0;            // answers handed to `take`, in order
+};
+
+// Sends request(i) for every i in [0, count) and calls take(i, answer) for each answer, in order
+// of i. At most client.capacity() requests are in flight; the client must have none outstanding
+// when it starts (ShmClient::outstanding). On a lane failure it stops at once: requests it sent
+// may still be in flight, and the client must read or drop them before its next ring request.
+//   request: SweepRequest(std::size_t i)
+//   take:    void(std::size_t i, const ResponseSlot& answer)
+template <class Request, class Take>
+[[nodiscard]] SweepEnd pipelined_sweep(ShmClient& client, std::size_t count, Request&& request, Take&& take) {
+  std::size_t sent = 0;
+  std::size_t answered = 0;
+  ResponseSlot answer{};
+  while (answered < count) {
+    // Keep the ring full: the answer just read freed a slot for the next request.
+    while (sent < count && client.outstanding() < client.capacity()) {
+      const SweepRequest next = request(sent);
+      std::uint64_t seq = 0;
+      if (const CallStatus got = client.submit(next.opcode, next.flags, next.payload, seq); got != CallStatus::ok)
+        return {got, answered};
+      ++sent;
+    }
+    if (const CallStatus got = client.wait_response(answer); got != CallStatus::ok) return {got, answered};
+    take(answered++, answer);
+  }
+  return {CallStatus::ok, answered};
+}
+
+// For tests, tools and benchmarks: every combo through the rings as `opcode`, the answers in
+// order. Setup-style: allocates, and a lane failure is an Error (ShmClient::error_for).
+[[nodiscard]] inline Expected<std::vector<ResponseSlot>> run_all(ShmClient& client, std::span<const Combo> combos,
+                                                                 Opcode opcode) {
+  std::vector<ResponseSlot> answers(combos.size());
+  const SweepEnd end = pipelined_sweep(
+      client, combos.size(),
+      [&](std::size_t i) { return SweepRequest{opcode, 0, payload_of(combos[i])}; },
+      [&](std::size_t i, const ResponseSlot& answer) { answers[i] = answer; });
+  if (end.status != CallStatus::ok) return std::unexpected(client.error_for(end.status));
+  return answers;
+}
+
+}  // namespace ipcfloor

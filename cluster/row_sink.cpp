@@ -1,0 +1,68 @@
+#include "cluster/row_sink.hpp"
+
+#include <utility>
+
+#include "kernel/kernel.hpp"
+#include "shm/frames.hpp"
+
+namespace ipcfloor::mpi {
+
+std::string error_text(const ResultWire& result, const Combo& combo, std::size_t n_bars) {
+  if (result.engine == 0) {
+    const auto status = static_cast<KernelStatus>(result.status);
+    return status == KernelStatus::window_out_of_range ? window_error(combo, n_bars) : std::string(to_string(status));
+  }
+  const auto status = static_cast<Status>(result.status);
+  if (status == Status::window_out_of_range) return window_error(combo, n_bars);
+  return std::string(to_string(status));
+}
+
+RowSink::RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
+                 std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer)
+    : plan_(std::move(plan)),
+      names_(std::move(names)),
+      selected_(std::move(selected)),
+      n_bars_(std::move(n_bars)),
+      items_(items),
+      writer_(writer) {
+  // Row k of selected series p is item_of_[p * plan.size() + k] (or kNone when it cannot run).
+  item_of_.assign(selected_.size() * plan_.size(), kNone);
+  std::vector<std::size_t> position_of(names_.size(), 0);  // a series' place among the selected
+  for (std::size_t p = 0; p < selected_.size(); ++p) position_of[selected_[p]] = p;
+  for (std::size_t i = 0; i < items_.size(); ++i)
+    item_of_[position_of[items_[i].series] * plan_.size() + items_[i].row] = i;
+  results_.resize(items_.size());
+  have_.assign(items_.size(), false);
+}
+
+void RowSink::take(std::span<const ResultWire> batch) {
+  for (const ResultWire& r : batch) {
+    if (r.item >= results_.size()) continue;
+    results_[r.item] = r;
+    have_[r.item] = true;
+  }
+  flush();
+}
+
+void RowSink::flush() {
+  while (cursor_ < item_of_.size()) {
+    const std::size_t item = item_of_[cursor_];
+    if (item != kNone && !have_[item]) return;
+    const std::size_t s = cursor_ / plan_.size();
+    const std::size_t k = cursor_ % plan_.size();
+    SweepRow row = plan_[k].row;
+    row.series = names_[selected_[s]];
+    if (item == kNone) {
+      if (row.error.empty()) row.error = window_error(row.params, n_bars_[s]);
+    } else if (results_[item].status != 0) {
+      row.error = error_text(results_[item], row.params, n_bars_[s]);
+    } else {
+      row.result = BacktestResult{results_[item].pnl, results_[item].trades};
+    }
+    if (!row.error.empty()) ++failed_;
+    writer_.row(row);
+    ++cursor_;
+  }
+}
+
+}  // namespace ipcfloor::mpi
