@@ -133,6 +133,46 @@ std::string cpu_list(const std::vector<int>& cpus) {
   return text;
 }
 
+// The workers' cpus: --worker-cpus as given (each allowed, none twice, not the serving cpu), or
+// the first --workers of the default ones (every allowed cpu but the serving one), or all of them.
+Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int serving_cpu) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (!options.worker_cpus.empty()) {
+    std::vector<int> seen;
+    for (const int cpu : options.worker_cpus) {
+      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
+        return fail(ErrorCode::invalid_argument, "--worker-cpus: cpu {} is not one this process may use ({})", cpu,
+                    cpu_list(allowed));
+      if (cpu == serving_cpu)
+        return fail(ErrorCode::invalid_argument,
+                    "--worker-cpus: cpu {} is the serving cpu (--cpu): the serving core must stay free", cpu);
+      if (std::find(seen.begin(), seen.end(), cpu) != seen.end())
+        return fail(ErrorCode::invalid_argument, "--worker-cpus: cpu {} is listed twice", cpu);
+      seen.push_back(cpu);
+    }
+    if (options.workers && *options.workers != seen.size())
+      return fail(ErrorCode::invalid_argument, "--workers {} disagrees with the {} cpus of --worker-cpus",
+                  *options.workers, seen.size());
+    return seen;
+  }
+  std::vector<int> cpus = default_worker_cpus(serving_cpu);
+  if (options.workers && *options.workers > cpus.size())
+    return fail(ErrorCode::invalid_argument,
+                "--workers {}: this process may use {} cpus besides the serving cpu {} ({}); a worker needs a cpu of "
+                "its own",
+                *options.workers, cpus.size(), serving_cpu, cpus.empty() ? "none" : cpu_list(cpus));
+  if (options.workers) cpus.resize(*options.workers);
+  return cpus;
+}
+
+// Slots per ring: --ring-capacity as given, else 8, or the power of two at or above twice the
+// workers when that is more, so that one client's pipeline can keep every worker busy.
+std::uint32_t serve_ring_capacity(const ServeOptions& options, std::size_t workers) {
+  if (options.ring_capacity_given) return options.ring_capacity;
+  const auto wanted = static_cast<std::uint32_t>(std::bit_ceil(std::max<std::size_t>(2 * workers, 1)));
+  return std::max(options.ring_capacity, std::min(wanted, kMaxRingCapacity));
+}
+
 }  // namespace
 
 int run_serve(const ServeOptions& options) {
@@ -183,6 +223,7 @@ int run_serve(const ServeOptions& options) {
   // The socket sweeps run on the socket threads, but a combo that holds one for minutes still
   // delays every connection of that thread and shutdown: the same bound per combo as the
   // segment's, measured on the series served (or a default-length generated one).
+  if (socket_options) socket_options->max_combo_cost = options.max_frame_cost;
   if (socket_options && options.max_frame_time.count() > 0) {
     std::vector<double> generated;
     std::span<const double> calibration;
@@ -217,7 +258,10 @@ int run_serve(const ServeOptions& options) {
     ShmEngineConfig config;
     config.segment.name = options.name;
     config.segment.lanes = options.lanes;
-    config.segment.ring_capacity = options.ring_capacity;
+    auto worker_cpus = choose_worker_cpus(options, cpu);
+    if (!worker_cpus) return report_error(worker_cpus.error());
+    config.worker_cpus = *worker_cpus;
+    config.segment.ring_capacity = serve_ring_capacity(options, worker_cpus->size());
     config.segment.bulk_bytes = options.bulk_bytes;
     config.segment.hugepages = options.hugepages;
     config.segment.mlock = options.mlock;
@@ -246,7 +290,10 @@ int run_serve(const ServeOptions& options) {
     config.cpu = cpu;
     config.fifo = options.fifo;
     config.fifo_priority = options.fifo_priority;
+    config.max_frame_cost = options.max_frame_cost;
     config.max_frame_time = options.max_frame_time;
+    config.inline_cost = options.inline_cost;
+    config.max_bar_cost = options.max_bar_cost;
     auto started = ShmEngine::start(std::move(config));
     if (!started) return report_error(started.error());  // ~SocketServer removes the socket file
     shm = std::move(*started);
@@ -269,10 +316,16 @@ int run_serve(const ServeOptions& options) {
           "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
           header.capacity_bars, header.capacity_bars - header.n_bars, header.signal_capacity,
           options.subscriptions_per_lane, segment.name(), segment.name());
-    if (shm->max_frame_cost() != 0)
-      log(LogLevel::info, "serve: one BACKTEST may cost at most {:.3g} (about {} ms at the {:.3g} per us measured "
-          "here); costlier ones get too_costly", static_cast<double>(shm->max_frame_cost()),
+    if (shm->max_frame_cost() != 0 && options.max_frame_time.count() > 0)
+      log(LogLevel::info, "serve: one BACKTEST may cost at most {} units (--max-frame-ms {} at the {:.3g} units per us "
+          "measured here, fixed from now on); costlier ones get too_costly", shm->max_frame_cost(),
           options.max_frame_time.count(), shm->measured_cost_per_us());
+    else if (shm->max_frame_cost() != 0)
+      log(LogLevel::info, "serve: one BACKTEST may cost at most {} units (--max-frame-cost); costlier ones get "
+          "too_costly", shm->max_frame_cost());
+    log(LogLevel::info, "serve: {} workers on cpu {}; BACKTESTs under {} units are computed on the serving thread",
+        shm->worker_cpus().size(), shm->worker_cpus().empty() ? "(none)" : cpu_list(shm->worker_cpus()),
+        options.inline_cost);
     log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", cpu,
         to_string(options.wait), getpid());
   }
@@ -295,7 +348,7 @@ int run_serve(const ServeOptions& options) {
     doctor.cpu = cpu;
     doctor.bars = series->close.size();
     doctor.lanes = options.lanes;
-    doctor.ring_capacity = options.ring_capacity;
+    doctor.ring_capacity = shm->segment().ring_capacity();
     doctor.bulk_bytes = options.bulk_bytes;
     doctor.socket_dir = options.socket_dir;
     doctor.sample_seconds = 0.05;
@@ -312,6 +365,8 @@ int run_serve(const ServeOptions& options) {
     facts["lanes"] = shm->segment().lane_count();
     facts["wait"] = to_string(options.wait);
     facts["cpu"] = cpu;
+    facts["workers"] = shm->worker_cpus().size();
+    facts["worker_cpus"] = shm->worker_cpus();
     facts["bars"] = series->close.size();
     facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
     if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
@@ -368,9 +423,22 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   serve->add_option("--name", o.name, "engine name: clients attach to it through the socket DIR/NAME")
       ->capture_default_str();
   serve->add_option("--socket-dir", o.socket_dir, "DIR for the engine's socket and lock file")->capture_default_str();
+  serve->add_option("--max-frame-cost", o.max_frame_cost,
+                    "bound on one BACKTEST's work in units (about n_bars x the sum of its windows); 0: none")
+      ->capture_default_str();
   serve->add_option("--max-frame-ms", cli.max_frame_ms,
-                    "refuse a BACKTEST that would hold the serving thread longer than this (measured at start; 0: "
-                    "no bound)")
+                    "opt-in instead of --max-frame-cost: a bound in ms, turned into units once at start by timing "
+                    "this host's kernel (the verdicts then depend on the host)");
+  serve->add_option("--workers", cli.workers,
+                    "compute workers, pinned one per cpu (default: every allowed cpu but the serving one; 0: the "
+                    "serving thread computes everything)")
+      ->check(CLI::Range(0, static_cast<int>(kMaxWorkers)));
+  serve->add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)");
+  serve->add_option("--inline-cost", o.inline_cost,
+                    "BACKTESTs cheaper than this many units are computed on the serving thread")
+      ->capture_default_str();
+  serve->add_option("--max-bar-cost", o.max_bar_cost,
+                    "live: bound on one bar's work over every subscription, in units; 0: none")
       ->capture_default_str();
   serve->add_flag("--live", o.live,
                   "live mode: clients append bars (ipcfloor feed) and subscribe combos to per-bar signals "
@@ -395,7 +463,9 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
   serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
   serve->add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve->add_option("--lanes", o.lanes, "client lanes")->capture_default_str();
-  serve->add_option("--ring-capacity", o.ring_capacity, "slots per ring (power of two)")->capture_default_str();
+  serve->add_option("--ring-capacity", o.ring_capacity,
+                    "slots per ring (power of two; default 8, or twice the workers when that is more)")
+      ->each([&o](const std::string&) { o.ring_capacity_given = true; });
   serve->add_option("--bulk-bytes", o.bulk_bytes,
                     "bytes of each lane's bulk region for ECHO_BULK (rounded up to 4 KiB; 0 for none)")
       ->capture_default_str();
@@ -463,6 +533,13 @@ int run_serve_command(ServeCli& cli) {
   if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
+  if (cli.workers >= 0) options.workers = static_cast<std::uint32_t>(cli.workers);
+  if (!cli.worker_cpus.empty()) {
+    options.worker_cpus = parse_cpu_list(cli.worker_cpus);
+    if (options.worker_cpus.empty())
+      return report_error(Error{ErrorCode::invalid_argument,
+                                fmt::format("--worker-cpus '{}' is not a cpu list such as 0-6,8", cli.worker_cpus)});
+  }
   options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
   if (!options.live && (options.capacity_bars != 0))
     return report_error(Error{ErrorCode::invalid_argument, "--capacity needs --live"});

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
@@ -19,15 +20,6 @@
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
-
-// The default bound on one frame's work, in ms of this build's own kernel (measured at start). A
-// sanitizer build runs the kernel about 7x slower (measured), so its default is scaled to keep
-// the same work servable: the default grid's largest combo takes about 3 ms in a release build.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr unsigned kDefaultMaxFrameMs = 100;
-#else
-inline constexpr unsigned kDefaultMaxFrameMs = 10;
-#endif
 
 struct ServeOptions {
   std::string name = "ipcfloor";
@@ -45,8 +37,18 @@ struct ServeOptions {
   std::chrono::milliseconds heartbeat{10};
   // Where the engine's socket DIR/NAME and lock DIR/NAME.lock live (--socket-dir).
   std::string socket_dir = std::string(kDefaultSocketDir);
-  // One BACKTEST may hold the serving thread about this long (--max-frame-ms; 0: no bound).
-  std::chrono::milliseconds max_frame_time{kDefaultMaxFrameMs};
+  // The bound on one BACKTEST's work, in backtest_cost units (--max-frame-cost; 0: none): fixed,
+  // so a request gets the same verdict on every host.
+  std::uint64_t max_frame_cost = kDefaultMaxFrameCost;
+  // Opt-in instead: a bound in time (--max-frame-ms), turned into units at start by timing this
+  // host's kernel. Zero: not used.
+  std::chrono::milliseconds max_frame_time{0};
+  // Compute workers (--workers, --worker-cpus): unset, every allowed cpu but the serving one.
+  std::optional<std::uint32_t> workers;
+  std::vector<int> worker_cpus;
+  std::uint64_t inline_cost = kDefaultInlineCost;   // --inline-cost: cheaper BACKTESTs stay on the serving thread
+  std::uint64_t max_bar_cost = kDefaultMaxBarCost;  // --max-bar-cost: live, one bar's work over every subscription
+  bool ring_capacity_given = false;                 // else sized for the workers (serve_ring_capacity)
   // Live mode (--live): room for `capacity_bars` bars in all (--capacity), a signal ring of
   // `signal_capacity` slots per lane, up to `subscriptions_per_lane` combos per lane.
   bool live = false;
@@ -89,7 +91,9 @@ struct ServeCli {
   int socket_cpu = -1;  // -1: the default cores
   unsigned heartbeat_ms = 10;
   unsigned frame_timeout_ms = 5000;
-  unsigned max_frame_ms = kDefaultMaxFrameMs;
+  unsigned max_frame_ms = 0;
+  int workers = -1;         // -1: the default
+  std::string worker_cpus;  // a cpu list such as "0-6,8"; empty: the default
   unsigned idle_timeout_s = 60;
   std::uint64_t max_loaded_mb = 1024;
   std::string log_level;  // empty: info, or warn with --quiet

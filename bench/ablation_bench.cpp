@@ -69,7 +69,10 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
     // The shm ring: an engine preloaded with the same series.
     {
       EngineChild engine(binary, unique_segment_name("ablation"),
-                         {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--bars", std::to_string(bars)});
+                         // The serving thread computes each combo itself: this measures what the
+                         // transport adds to one backtest, not a hand-off to a worker.
+                         {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--bars", std::to_string(bars),
+                          "--workers", "0"});
       if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
       ShmClientOptions client_options;
       client_options.wait = WaitMode::spin;

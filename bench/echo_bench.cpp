@@ -109,7 +109,7 @@ Expected<nlohmann::json> run_echo(const EchoOptions& options) {
     // The segment: the client copies the payload into its lane's bulk region, one 64-byte frame
     // asks the engine to copy it across, the client copies the answer out. Both copies are in
     // the timed call, as the socket's kernel copies are in its.
-    EngineChild engine(binary, unique_segment_name("echo"), {"--wait", "spin", "--cpu", std::to_string(server_cpu)});
+    EngineChild engine(binary, unique_segment_name("echo"), {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--workers", "0"});
     if (!engine.up()) return fail(ErrorCode::io, "echo: the engine did not come up");
     ShmClientOptions client_options;
     client_options.wait = WaitMode::spin;

@@ -111,7 +111,7 @@ Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
   EngineChild engine(binary, unique_segment_name("bench-live"),
                      {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--lanes", "2", "--bars",
                       std::to_string(options.preload_bars), "--live", "--capacity", std::to_string(total_bars),
-                      "--signal-capacity", "8192", "--subscriptions", "128", "--max-frame-ms", "0"});
+                      "--signal-capacity", "8192", "--subscriptions", "128", "--max-bar-cost", "0"});
   if (!engine.up()) return fail(ErrorCode::io, "the live engine did not come up");
   if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
   ShmClientOptions client_options;

@@ -24,7 +24,7 @@ Expected<std::vector<double>> run_shm(const TransportContext& context, const cha
   const char* what = path == ShmPath::call ? "ladder-call-" : "ladder-ring-";
   EngineChild engine(context.binary, unique_segment_name(std::string(what) + wait_mode),
                      {"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000", "--ring-capacity",
-                      std::to_string(context.ring_capacity)});
+                      std::to_string(context.ring_capacity), "--workers", "0"});  // ECHO only: no compute
   if (!engine.up())
     return fail(ErrorCode::io, "the engine ({} serve --wait {}) did not come up", context.binary, wait_mode);
   ShmClientOptions options;

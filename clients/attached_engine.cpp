@@ -332,8 +332,9 @@ int AttachedEngine::subscription_refused(const std::int64_t params[6], std::uint
     }
     case Status::too_costly:
       write_message_to(message_,
-                       "{}: replaying the {} bars so far would hold the engine longer than its bound per frame "
-                       "(serve --max-frame-ms; status too_costly)",
+                       "{}: replaying the {} bars so far would cost more than the engine's bound per frame, or "
+                       "every bar would cost its subscriptions more than its bound per bar (serve --max-frame-cost, "
+                       "--max-bar-cost; status too_costly)",
                        who, client_.segment().published_series().size());
       break;
     case Status::no_room:

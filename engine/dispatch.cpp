@@ -16,17 +16,36 @@ bool valid_bulk_echo(const BulkEcho& bulk, std::size_t region_bytes) noexcept {
   return bulk.bytes == 0 || high - low >= bulk.bytes;
 }
 
-Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
-                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
-                        std::uint64_t max_frame_cost) noexcept {
-  // Field by field, never the whole struct: `response` may be a claimed ring slot, whose stamp
-  // belongs to the ring and is being read by the consumer right now.
+Status answer_status(ResponseSlot& response, const RequestSlot& request, Status status) noexcept {
+  response.seq = request.seq;
+  response.opcode = request.opcode;
+  response.status = static_cast<std::uint16_t>(status);
   response.pnl = 0.0;
   response.trades = 0;
   for (std::int64_t& word : response.extra) word = 0;
-  response.seq = request.seq;
-  response.opcode = request.opcode;
-  Status status = Status::ok;
+  return status;
+}
+
+Status admit_backtest(const Combo& params, std::size_t n_bars, std::uint64_t max_frame_cost) noexcept {
+  if (validate_combo(params, n_bars) != KernelStatus::ok) return Status::window_out_of_range;
+  if (max_frame_cost != 0 && backtest_cost(params, n_bars) > max_frame_cost) return Status::too_costly;
+  return Status::ok;
+}
+
+Status status_of(KernelStatus status) noexcept {
+  switch (status) {
+    case KernelStatus::ok: return Status::ok;
+    case KernelStatus::window_out_of_range: return Status::window_out_of_range;
+    case KernelStatus::too_few_bars:
+    case KernelStatus::workspace_too_small: break;
+  }
+  return Status::engine_error;
+}
+
+Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
+                        KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
+                        std::uint64_t max_frame_cost) noexcept {
+  Status status = answer_status(response, request, Status::ok);
   if (request.flags != 0) {
     status = Status::reserved_bits_set;
   } else if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) {
@@ -41,20 +60,13 @@ Status dispatch_request(const RequestSlot& request, std::span<const double> clos
     } else {
       status = Status::bulk_out_of_range;
     }
-  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest) && max_frame_cost != 0 &&
-             validate_combo(request.params, close.size()) == KernelStatus::ok &&
-             backtest_cost(request.params, close.size()) > max_frame_cost) {
-    status = Status::too_costly;
   } else if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest)) {
+    status = admit_backtest(request.params, close.size(), max_frame_cost);
     BacktestResult result;
-    switch (run_backtest(close, request.params, fee, workspace, result)) {
-      case KernelStatus::ok:
-        response.pnl = result.pnl;
-        response.trades = result.trades;
-        break;
-      case KernelStatus::window_out_of_range: status = Status::window_out_of_range; break;
-      case KernelStatus::too_few_bars:
-      case KernelStatus::workspace_too_small: status = Status::engine_error; break;
+    if (status == Status::ok) status = status_of(run_backtest(close, request.params, fee, workspace, result));
+    if (status == Status::ok) {
+      response.pnl = result.pnl;
+      response.trades = result.trades;
     }
   } else {
     status = Status::unknown_opcode;

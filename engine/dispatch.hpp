@@ -4,6 +4,7 @@
 
 #include <span>
 
+#include "common/combo.hpp"
 #include "kernel/kernel.hpp"
 #include "shm/frames.hpp"
 
@@ -25,6 +26,20 @@ inline Status dispatch_request(const RequestSlot& request, std::span<const doubl
                                KernelWorkspace& workspace, ResponseSlot& response) noexcept {
   return dispatch_request(request, close, fee, workspace, response, {});
 }
+
+// Fills `response` as the answer to `request` with `status` and a zero payload (seq and opcode
+// echoed), field by field: `response` may be a claimed ring slot or the exchange line, whose stamp
+// is not ours. Returns `status`.
+Status answer_status(ResponseSlot& response, const RequestSlot& request, Status status) noexcept;
+
+// The verdict on a BACKTEST before it runs: ok, window_out_of_range (a window outside
+// [1, n_bars]) or too_costly (its backtest_cost exceeds `max_frame_cost`; 0: unbounded). A pure
+// function of the combo, the bars and the bound: the same on every host, whoever computes it.
+[[nodiscard]] Status admit_backtest(const Combo& params, std::size_t n_bars, std::uint64_t max_frame_cost) noexcept;
+
+// The answer's status for what the kernel said (the engine validated the combo first, so anything
+// but ok or window_out_of_range is engine_error).
+[[nodiscard]] Status status_of(KernelStatus status) noexcept;
 
 // Checks an ECHO_BULK payload against a bulk region of `region_bytes`: both ranges inside it,
 // not overlapping, unused words zero. Pure; for the engine and for tests.

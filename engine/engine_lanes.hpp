@@ -21,7 +21,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include "shm/doorbell.hpp"
 #include "shm/layout.hpp"
+#include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
 
@@ -35,7 +37,9 @@ struct alignas(kRingLineBytes) EngineLane {
 
 struct EngineLanes {
   std::array<EngineLane, kMaxLanes> lanes;
-  // Bumped by the keeper to wake a block-mode serving thread (shm/doorbell.hpp).
+  // Bumped by the keeper after every phase change it makes (announce_lane_change), and by the
+  // workers when an answer is ready in block mode: the serving thread scans the lane table when it
+  // moves, and a block-mode serving thread sleeps on it (shm/doorbell.hpp).
   alignas(kRingLineBytes) std::atomic<std::uint32_t> keeper_word{0};
 };
 
@@ -44,6 +48,18 @@ struct EngineLanes {
   // view and generation the keeper installed, and one seen drained with the serving thread's
   // last access to its memory behind it.
   return static_cast<LanePhase>(lane.phase.load(std::memory_order_acquire));
+}
+
+// Keeper, after set_phase(active) or set_phase(draining): makes the serving thread scan the lane
+// table on its next pass, whatever it is doing (in block mode, wakes it).
+inline void announce_lane_change(EngineLanes& lanes, WaitMode mode) noexcept {
+  if (mode == WaitMode::block) {
+    wake_serving_thread(lanes.keeper_word);
+    return;
+  }
+  // release: orders the phase change before the bump; pairs with the acquire load in
+  // ShmServer::lanes_changed.
+  lanes.keeper_word.fetch_add(1, std::memory_order_release);
 }
 
 inline void set_phase(EngineLane& lane, LanePhase phase) noexcept {

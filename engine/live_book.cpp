@@ -25,8 +25,9 @@ Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<con
   // The replay costs what a BACKTEST of the history would: the same bound applies.
   // One bar of this combo costs the sum of its windows, added to every APPEND from now on.
   const std::uint64_t per_bar = backtest_cost(combo, 1);
-  if (limits_.max_catch_up_cost != 0 && (backtest_cost(combo, history.size()) > limits_.max_catch_up_cost ||
-                                         per_bar > limits_.max_catch_up_cost - std::min(cost_per_bar_, limits_.max_catch_up_cost)))
+  if (limits_.max_catch_up_cost != 0 && backtest_cost(combo, history.size()) > limits_.max_catch_up_cost)
+    return Status::too_costly;
+  if (limits_.max_bar_cost != 0 && per_bar > limits_.max_bar_cost - std::min(cost_per_bar_, limits_.max_bar_cost))
     return Status::too_costly;
   LaneBook& book = lanes_[lane];
   const std::size_t need = LiveSignal::storage_doubles(combo);

@@ -28,6 +28,9 @@ struct LiveBookLimits {
   std::size_t capacity_bars = 0;  // windows must fit the series' room
   double fee = 0.0;
   std::uint64_t max_catch_up_cost = 0;  // bound on a SUBSCRIBE's replay of the history (0: none)
+  // Bound on what one new bar costs every subscription together (backtest_cost units): the work
+  // an APPEND does on the serving thread. 0: none.
+  std::uint64_t max_bar_cost = 0;
 };
 
 class LiveBook {
@@ -37,9 +40,10 @@ class LiveBook {
   // Adds `combo` to `lane` and replays `history` through it, so its state is the one after the
   // last published bar. Returns ok and the subscription's id and state, or why not:
   // window_out_of_range (a window outside [1, capacity_bars]), too_costly (the replay would cost
-  // more than max_catch_up_cost, or every subscription together would make one APPEND cost more:
-  // each bar costs each subscription the sum of its windows), no_room (the lane's subscriptions
-  // or arena are used up).
+  // more than max_catch_up_cost, or every subscription together would make one APPEND cost more
+  // than max_bar_cost: each bar costs each subscription the sum of its windows), no_room (the
+  // lane's subscriptions or arena are used up). A pure function of the combo, the bars and the
+  // subscriptions so far: the same verdict on every host.
   Status subscribe(std::uint32_t lane, const Combo& combo, std::span<const double> history, std::uint32_t& id,
                    LiveBar& state) noexcept;
 

@@ -33,10 +33,6 @@ constexpr std::chrono::milliseconds kHandoffPatience{1000};
 constexpr std::size_t kMaxExtraConnections = 64;
 // How soon service() runs again while a lane waits for its fresh object.
 constexpr std::chrono::milliseconds kReplaceRetry{1};
-void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
-  // relaxed: a counter only the keeper writes; readers tolerate staleness.
-  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
 
 }  // namespace
 
@@ -47,8 +43,9 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // its descriptors through /proc/PID/fd, which would hand it every lane object. Only root can.
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   double rate = 0.0;
-  std::uint64_t max_cost = 0;
+  std::uint64_t max_cost = config.max_frame_cost;
   if (config.max_frame_time.count() > 0) {
+    // The opt-in time bound: this host's kernel speed, measured once, fixes the units for good.
     rate = measure_cost_rate(config.segment.series);
     max_cost = max_cost_for(rate, config.max_frame_time);
   }
@@ -90,14 +87,20 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
                                             unlocked_lanes, e.segment_.lane_count()));
 
   const TscClock clock = TscClock::calibrate(20);
-  std::optional<LiveBookLimits> live;
+  ShmServerConfig server_config;
+  server_config.mode = config.wait;
+  server_config.max_frame_cost = max_cost;
+  server_config.inline_cost = config.inline_cost;
+  server_config.ns_per_tick = clock.ns_per_tick();
   if (config.segment.live) {
-    live.emplace();
-    live->subscriptions_per_lane = config.subscriptions_per_lane;
+    server_config.live.emplace();
+    server_config.live->subscriptions_per_lane = config.subscriptions_per_lane;
+    server_config.live->max_bar_cost = config.max_bar_cost;
   }
-  auto server = ShmServer::make(e.segment_, e.lanes_, config.wait, e.telemetry_, max_cost, clock.ns_per_tick(), live);
+  auto server = ShmServer::make(e.segment_, e.lanes_, e.telemetry_, server_config);
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
+  if (auto workers = e.start_workers(config); !workers) return std::unexpected(workers.error());
 
   // The serving thread pins itself before its first poll; setup results come back through
   // these, published by the release store of `started`.
@@ -131,6 +134,51 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   e.next_beat_ = std::chrono::steady_clock::now();
   e.service();
   return engine;
+}
+
+std::vector<int> default_worker_cpus(int serving_cpu) {
+  std::vector<int> cpus = allowed_cpus();
+  std::erase(cpus, serving_cpu);
+  return cpus;
+}
+
+Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
+  for (const int cpu : config.worker_cpus)
+    if (cpu == config.cpu)
+      return fail(ErrorCode::invalid_argument,
+                  "worker cpu {} is the serving cpu (--cpu {}): the serving core must stay free to move frames", cpu,
+                  config.cpu);
+  worker_cpus_ = config.worker_cpus;
+  DataHeader& header = segment_.header();
+  // relaxed: for people; the keeper writes these before any client can have attached.
+  header.inline_cost.store(config.inline_cost, std::memory_order_relaxed);
+  header.max_bar_cost.store(config.segment.live ? config.max_bar_cost : 0, std::memory_order_relaxed);
+  header.workers.store(static_cast<std::uint32_t>(worker_cpus_.size()), std::memory_order_relaxed);
+  for (std::size_t i = 0; i < worker_cpus_.size() && i < kMaxWorkerCpus; ++i)
+    header.worker_cpus[i] = static_cast<std::uint16_t>(worker_cpus_[i]);
+  if (worker_cpus_.empty()) return {};
+  WorkerPoolConfig pool_config = server_->workers_config(worker_cpus_);
+  pool_config.stall_worker_for_test = config.stall_worker_for_test;
+  auto pool = WorkerPool::make(pool_config);
+  if (!pool) return std::unexpected(pool.error());
+  pool_ = std::move(*pool);
+  server_->attach_workers(pool_.get());
+  return {};
+}
+
+void ShmEngine::watch_workers() noexcept {
+  if (!pool_) return;
+  const std::uint32_t stalled = pool_->health(TscClock::now());
+  if (stalled > workers_stalled_)
+    note({EngineEvent::Kind::warning, 0, 0, 0, 0,
+          fmt::format("{} of {} workers are stuck on a job far past its cost's limit; their jobs were answered "
+                      "engine_error and they get no more work until they return",
+                      stalled, pool_->size())});
+  workers_stalled_ = stalled;
+  DataHeader& header = segment_.header();
+  // relaxed: for people.
+  header.workers_stalled.store(stalled, std::memory_order_relaxed);
+  header.worker_jobs.store(pool_->jobs_done(), std::memory_order_relaxed);
 }
 
 ShmEngine::~ShmEngine() {
@@ -193,6 +241,7 @@ void ShmEngine::service() noexcept {
     // relaxed: a timestamp whose age clients compare; nothing is published through it.
     segment_.header().heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
     next_beat_ = now + std::chrono::nanoseconds(segment_.header().heartbeat_interval_ns);
+    watch_workers();
   }
 }
 
@@ -367,7 +416,7 @@ void ShmEngine::handle_request(Connection& connection) noexcept {
     connection.role = Connection::Role::lane;
     connection.lane = i;
     set_phase(lane, LanePhase::active);
-    if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+    announce_lane_change(lanes_, wait_);
     reply(connection, HandoffStatus::ok, "", fds, i, object.generation());
     note({EngineEvent::Kind::lane_claimed, 0, i, connection.pid, 0, {}});
     return;
@@ -408,7 +457,7 @@ void ShmEngine::close_connection(int fd) noexcept {
     // relaxed: a report for people.
     segment_.lane_status(i).state.store(static_cast<std::uint32_t>(LaneState::draining), std::memory_order_relaxed);
     set_phase(lanes_.lanes[i], LanePhase::draining);
-    if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
+    announce_lane_change(lanes_, wait_);
     note({found->released ? EngineEvent::Kind::lane_released : EngineEvent::Kind::lane_reclaimed, 0, i, found->pid, 0,
           {}});
   }
@@ -470,6 +519,8 @@ void ShmEngine::stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag; join() orders the rest
   if (wait_ == WaitMode::block) wake_serving_thread(lanes_.keeper_word);
   if (serving_.joinable()) serving_.join();
+  // After the serving thread: nothing hands out work any more; each worker ends its combo.
+  if (pool_) pool_->stop();
 }
 
 }  // namespace ipcfloor

@@ -27,6 +27,8 @@
 #include "engine/engine_lanes.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
+#include "engine/worker_pool.hpp"
+#include "kernel/cost.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -40,10 +42,23 @@ struct ShmEngineConfig {
   int cpu = 0;            // the serving thread's core
   bool fifo = false;      // SCHED_FIFO for the serving thread
   int fifo_priority = 50;
-  // One BACKTEST may hold the serving thread at most about this long; the engine measures its own
-  // kernel at start and turns it into a bound on backtest_cost. Zero: no bound.
-  std::chrono::milliseconds max_frame_time{10};
+  // Compute workers, one pinned to each of these cpus (engine/worker_pool.hpp). Empty: the
+  // serving thread computes every BACKTEST itself (serve --workers 0). default_worker_cpus()
+  // gives serve's default.
+  std::vector<int> worker_cpus;
+  // The bound on one BACKTEST's work (backtest_cost units): dearer frames are refused too_costly.
+  // A fixed number, so a request gets the same verdict on every host. 0: unbounded.
+  std::uint64_t max_frame_cost = kDefaultMaxFrameCost;
+  // Opt-in instead (serve --max-frame-ms): a bound in time, turned into work units at start by
+  // timing this host's kernel, and then fixed for the engine's life. Zero: not used.
+  std::chrono::milliseconds max_frame_time{0};
+  std::uint64_t inline_cost = kDefaultInlineCost;  // cheaper BACKTESTs are computed by the serving thread
+  std::uint64_t max_bar_cost = kDefaultMaxBarCost;  // live: one bar's work over every subscription
+  int stall_worker_for_test = -1;  // fault tests only: this worker never finishes its first job
 };
+
+// serve's default workers: every cpu this process may run on except the serving cpu.
+[[nodiscard]] std::vector<int> default_worker_cpus(int serving_cpu);
 
 // Something the keeper or the serving thread has to say, for the caller to log.
 struct EngineEvent {
@@ -102,17 +117,21 @@ class ShmEngine {
   }
 
   // Keeper: tells clients the engine is stopping, stops the serving thread (after the frame it is
-  // serving, which max_frame_time bounds) and joins it. Idempotent.
+  // serving) and then the workers (after the combo each computes, which max_frame_cost bounds),
+  // and joins them. Idempotent.
   void stop() noexcept;
 
   [[nodiscard]] const Segment& segment() const noexcept { return segment_; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   [[nodiscard]] WaitMode wait_mode() const noexcept { return wait_; }
   [[nodiscard]] int cpu() const noexcept { return cpu_; }
-  // The bound on backtest_cost derived from max_frame_time (0: none), and the kernel speed it
-  // came from (cost units per microsecond, measured at start).
+  // The bound on backtest_cost (0: none), and, when it came from --max-frame-ms, the kernel speed
+  // measured at start that turned the time into units (0 otherwise).
   [[nodiscard]] std::uint64_t max_frame_cost() const noexcept { return max_frame_cost_; }
   [[nodiscard]] double measured_cost_per_us() const noexcept { return cost_per_us_; }
+  // The compute workers' cpus (empty: none), and how many of them are stalled now.
+  [[nodiscard]] const std::vector<int>& worker_cpus() const noexcept { return worker_cpus_; }
+  [[nodiscard]] std::uint32_t workers_stalled() const noexcept { return workers_stalled_; }
 
  private:
   struct Connection {
@@ -143,6 +162,10 @@ class ShmEngine {
   void replace_drained_lanes() noexcept;
   [[nodiscard]] bool prepare_lane(std::uint32_t lane) noexcept;
   void note(EngineEvent event) noexcept;
+  // Starts the workers and records them in the header. Setup path.
+  [[nodiscard]] Expected<void> start_workers(const ShmEngineConfig& config);
+  // Once a heartbeat: stalled workers are reported and counted in the header.
+  void watch_workers() noexcept;
 
   Segment segment_;
   WaitMode wait_;
@@ -153,6 +176,9 @@ class ShmEngine {
   TelemetryQueue telemetry_{kTelemetryQueueCapacity};
   std::deque<EngineEvent> events_;  // the keeper's own reports; keeper thread only
   std::unique_ptr<ShmServer> server_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::vector<int> worker_cpus_;
+  std::uint32_t workers_stalled_ = 0;
   std::atomic<bool> stop_{false};
   std::thread serving_;
   UniqueFd epoll_;

@@ -9,6 +9,7 @@
 
 #include "common/tsc_clock.hpp"
 #include "engine/dispatch.hpp"
+#include "kernel/cost.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -18,60 +19,82 @@ namespace {
 constexpr std::uint32_t kIdlePassesBeforeWait = 4096;
 // A sleeping engine wakes at least this often to look at the stop flag.
 constexpr std::chrono::milliseconds kIdleSleepBound{50};
-// Passes between two scans of the lane table (a pass over one active lane takes tens of ns, so
-// a scan happens every few microseconds).
+// Passes between two scans of the lane table besides those the keeper's lane changes trigger
+// (lanes_changed): they sample the rings' fill for `status`.
 constexpr std::uint32_t kPassesPerScan = 128;
 // Scans between two samples of each ring's fill for `status`: loading the client's position
 // line more often would make it travel beside the slots it publishes.
 constexpr std::uint32_t kScansPerFillSample = 256;
 
-void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
-  // relaxed: a counter only the serving thread writes; readers (status) tolerate staleness.
-  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
 }  // namespace
 
-Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, WaitMode mode,
-                                                     TelemetryQueue& telemetry, std::uint64_t max_frame_cost,
-                                                     double ns_per_tick, std::optional<LiveBookLimits> live) {
+Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, TelemetryQueue& telemetry,
+                                                     const ShmServerConfig& config) {
   const std::size_t room = segment.series_room().size();
   // The workspace holds the longest series a BACKTEST may run on.
-  std::size_t longest = live ? room : segment.series().size();
+  std::size_t longest = config.live ? room : segment.series().size();
   for (std::uint32_t i = 1; i < segment.series_count(); ++i) longest = std::max(longest, segment.series_at(i).size());
-  std::unique_ptr<ShmServer> server(
-      new ShmServer(segment, lanes, mode, telemetry, max_frame_cost, ns_per_tick, longest));
+  std::unique_ptr<ShmServer> server(new ShmServer(segment, lanes, telemetry, config, longest));
   server->series_count_ = segment.series_count();
   server->series_[0] = server->close_;
   for (std::uint32_t i = 1; i < server->series_count_; ++i) server->series_[i] = segment.series_at(i);
-  if (live) {
-    live->lanes = segment.lane_count();
-    live->capacity_bars = room;
-    live->fee = segment.header().fee;
-    live->max_catch_up_cost = max_frame_cost;
-    auto book = LiveBook::make(*live);
+  // The answer windows: ring capacity is a power of two, so the window is one as well.
+  server->window_size_ = std::min(server->capacity_, kMaxAnswerWindow);
+  server->window_.resize(std::size_t{server->lane_count_} * server->window_size_);
+  server->window_done_.resize(server->window_.size());
+  if (config.live) {
+    LiveBookLimits live = *config.live;
+    live.lanes = segment.lane_count();
+    live.capacity_bars = room;
+    live.fee = segment.header().fee;
+    live.max_catch_up_cost = config.max_frame_cost;
+    auto book = LiveBook::make(live);
     if (!book) return std::unexpected(std::move(book.error()));
     server->live_ = std::move(*book);
   }
   return server;
 }
 
-ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, WaitMode mode, TelemetryQueue& telemetry,
-                     std::uint64_t max_frame_cost, double ns_per_tick, std::size_t workspace_bars)
+ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, TelemetryQueue& telemetry, const ShmServerConfig& config,
+                     std::size_t workspace_bars)
     : segment_(segment),
       header_(segment.header()),
       shared_(lanes),
-      mode_(mode),
+      mode_(config.mode),
       telemetry_(telemetry),
       close_(segment.series()),
       fee_(segment.header().fee),
       room_(segment.series_room()),
       published_(segment.series().size()),
-      max_frame_cost_(max_frame_cost),
-      ns_per_tick_(ns_per_tick),
+      max_frame_cost_(config.max_frame_cost),
+      inline_cost_(config.inline_cost),
+      ns_per_tick_(config.ns_per_tick),
+      workspace_bars_(workspace_bars),
       workspace_(workspace_bars),
       lane_count_(segment.lane_count()),
       capacity_(segment.ring_capacity()) {}
+
+WorkerPoolConfig ShmServer::workers_config(std::vector<int> cpus) noexcept {
+  WorkerPoolConfig config;
+  config.cpus = std::move(cpus);
+  config.wait = mode_;
+  config.workspace_bars = workspace_bars_;
+  config.runner = &ShmServer::run_job;
+  config.context = this;
+  config.ns_per_tick = ns_per_tick_;
+  config.engine_word = &shared_.keeper_word;
+  return config;
+}
+
+void ShmServer::run_job(void* context, const WorkerJob& job, KernelWorkspace& workspace, WorkerDone& done) noexcept {
+  const ShmServer& server = *static_cast<const ShmServer*>(context);
+  // Admitted by the serving thread (route) before it was handed over: only the kernel runs here.
+  BacktestResult result;
+  const Status status = status_of(run_backtest(job.series(), job.params, server.fee_, workspace, result));
+  done.status = static_cast<std::uint16_t>(status);
+  done.pnl = status == Status::ok ? result.pnl : 0.0;
+  done.trades = status == Status::ok ? result.trades : 0;
+}
 
 void ShmServer::report(const TelemetryEvent& event) noexcept {
   // try_enqueue never allocates; a full queue drops the event (the shared counters still count).
@@ -98,7 +121,19 @@ bool ShmServer::take_up(std::uint32_t index, Lane& lane, const EngineLane& share
   }
   lane.signals_dropped = 0;
   lane.exchange.emplace(view.call);
+  lane.taken = lane.requests->position();
+  lane.published = lane.responses->position();
+  lane.call_at_worker = false;
   quarantined_ &= ~(std::uint64_t{1} << index);
+  return true;
+}
+
+bool ShmServer::lanes_changed() noexcept {
+  // acquire: pairs with the release bump in announce_lane_change, so the phase the keeper stored
+  // before it is seen by the scan that follows.
+  const std::uint32_t now = shared_.keeper_word.load(std::memory_order_acquire);
+  if (now == keeper_seen_) return false;
+  keeper_seen_ = now;
   return true;
 }
 
@@ -180,7 +215,8 @@ void ShmServer::quarantine_lane(std::uint32_t index, Lane& lane) noexcept {
   lane.exchange->notify(mode_);
 }
 
-std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane) noexcept {
+std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane, bool& heavy_allowed) noexcept {
+  if (lane.call_at_worker) return 0;
   ExchangeServer& exchange = *lane.exchange;
   switch (exchange.peek()) {
     case ExchangePoll::idle: return 0;
@@ -200,40 +236,73 @@ std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane) noexcept {
   // The engine's one copy of the request (the client may scribble on the line); the answer is
   // written into the line itself, which is the engine's until publish_answer().
   const RequestSlot request = exchange.copy_request();
+  const Routed routed = route(request);
+  if (routed.heavy) {
+    if (!heavy_allowed || !heavy_may_start()) return 0;  // still in the line: asked again next round
+    heavy_allowed = false;
+    round_start_ = index + 1;
+    if (pool_ != nullptr) {
+      hand_to_worker({JobTicket::Kind::call, index, lane.generation, 0, request.seq, request.opcode, t0}, request, routed);
+      lane.call_at_worker = true;
+      return 1;
+    }
+  }
   const Status status = serve_request(index, request, exchange.answer_slot());
   exchange.publish_answer();
   exchange.notify(mode_);
   record_service(index, TscClock::now() - t0);
   count_request(index, status, request.seq);
+  if (routed.heavy) between_heavy_frames(index);
   return 1;
 }
 
-std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
+std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane, bool& heavy_allowed) noexcept {
+  const std::uint64_t bit = std::uint64_t{1} << index;
   std::size_t served = 0;
-  // Bounded per pass so one busy lane cannot starve the others.
-  for (std::uint32_t burst = 0; burst < capacity_; ++burst) {
+  // Bounded per visit so one busy lane cannot starve the others.
+  for (std::uint32_t burst = 0; burst < capacity_ && lane.taken - lane.published < window_size_; ++burst) {
     const RequestSlot* shared = lane.requests->try_peek();
     if (shared == nullptr) {
       if (lane.requests->corrupt()) quarantine_lane(index, lane);
       break;
     }
-    ResponseSlot* out = lane.responses->try_claim();
-    if (out == nullptr) {
-      // Full: the client is not reading its answers, so serve the others. Or the client wrote
-      // an impossible `consumed`: the lane can never move again.
-      if (lane.responses->corrupt()) quarantine_lane(index, lane);
-      break;
-    }
     const RequestSlot request = *shared;  // private copy: the client may still scribble on it
+    const Routed routed = route(request);
     // An ECHO is answered in a few ns, under the histogram's first bound: no clock read for it.
     const bool timed = request.opcode != static_cast<std::uint16_t>(Opcode::echo);
     const std::uint64_t t0 = timed ? TscClock::now() : 0;
-    const Status status = serve_request(index, request, *out);
-    lane.responses->commit();
-    notify_readable(*lane.responses, mode_);
-    lane.requests->release();
-    // A block-mode client may sleep waiting for request space.
-    notify_writable(*lane.requests, mode_);
+    if (routed.heavy) {
+      if (!heavy_allowed || !heavy_may_start()) break;  // stays in the ring until its turn
+      heavy_allowed = false;
+      round_start_ = index + 1;
+      if (pool_ != nullptr) {
+        hand_to_worker({JobTicket::Kind::ring, index, lane.generation, lane.taken, request.seq, request.opcode, t0},
+                       request, routed);
+        done_at(index, lane.taken) = 0;
+        take_request(lane);
+        ++served;
+        continue;  // cheap requests behind it are answered now, into the window
+      }
+    }
+    Status status = Status::ok;
+    if (lane.taken == lane.published) {
+      // Nothing waits before it: straight into the response ring.
+      ResponseSlot* out = lane.responses->try_claim();
+      if (out == nullptr) {
+        // Full: the client is not reading its answers, so serve the others. Or the client wrote
+        // an impossible `consumed`: the lane can never move again.
+        if (lane.responses->corrupt()) quarantine_lane(index, lane);
+        break;
+      }
+      status = serve_request(index, request, *out);
+      lane.responses->commit();
+      notify_readable(*lane.responses, mode_);
+      ++lane.published;
+    } else {
+      status = serve_request(index, request, window_at(index, lane.taken));
+      done_at(index, lane.taken) = 1;
+    }
+    take_request(lane);
     if (timed) {
       record_service(index, TscClock::now() - t0);
     } else {
@@ -241,22 +310,118 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane) noexcept {
     }
     ++served;
     count_request(index, status, request.seq);
+    if (routed.heavy) {
+      between_heavy_frames(index);
+      if ((active_ & bit) == 0) return served;  // its client left, or it was quarantined, meanwhile
+    }
   }
   return served;
 }
 
-namespace {
-// Starts the answer to a live request: echoes its seq and opcode, zeroes the payload.
-Status answer(ResponseSlot& response, const RequestSlot& request, Status status) noexcept {
-  response.seq = request.seq;
-  response.opcode = request.opcode;
-  response.status = static_cast<std::uint16_t>(status);
-  response.pnl = 0.0;
-  response.trades = 0;
-  for (std::int64_t& word : response.extra) word = 0;
-  return status;
+void ShmServer::take_request(Lane& lane) noexcept {
+  lane.requests->release();
+  // A block-mode client may sleep waiting for request space.
+  notify_writable(*lane.requests, mode_);
+  ++lane.taken;
 }
-}  // namespace
+
+void ShmServer::flush_answers(std::uint32_t index, Lane& lane) noexcept {
+  bool published = false;
+  while (lane.published < lane.taken && done_at(index, lane.published) != 0) {
+    ResponseSlot* out = lane.responses->try_claim();
+    if (out == nullptr) {
+      if (lane.responses->corrupt()) quarantine_lane(index, lane);
+      break;
+    }
+    copy_slot_payload(*out, window_at(index, lane.published));
+    lane.responses->commit();
+    ++lane.published;
+    published = true;
+  }
+  if (published) notify_readable(*lane.responses, mode_);
+}
+
+void ShmServer::between_heavy_frames(std::uint32_t index) noexcept {
+  if (between_ || pool_ != nullptr) return;
+  between_ = true;
+  if (lanes_changed()) scan_lanes();
+  for (std::uint64_t pending = active_ & ~(std::uint64_t{1} << index); pending != 0; pending &= pending - 1) {
+    const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+    bool heavy_allowed = true;
+    (void)serve_call(i, lanes_[i], heavy_allowed);
+  }
+  between_ = false;
+}
+
+bool ShmServer::heavy_may_start() const noexcept { return pool_ == nullptr || pool_->idle_count() != 0; }
+
+ShmServer::Routed ShmServer::route(const RequestSlot& request) const noexcept {
+  Routed routed;
+  if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return routed;
+  const std::uint32_t series = request.flags & kSeriesIndexMask;
+  // Frames refused for their flags, their series or their windows are answered here, at once.
+  if ((request.flags & ~kSeriesIndexMask) != 0 || series >= series_count_) return routed;
+  routed.close = series_[series];
+  if (admit_backtest(request.params, routed.close.size(), max_frame_cost_) != Status::ok) return routed;
+  routed.cost = backtest_cost(request.params, routed.close.size());
+  routed.heavy = routed.cost >= inline_cost_;
+  return routed;
+}
+
+void ShmServer::hand_to_worker(const JobTicket& ticket, const RequestSlot& request, const Routed& routed) noexcept {
+  WorkerJob job;
+  job.ticket = ticket;
+  job.params = request.params;
+  job.close = routed.close.data();
+  job.bars = routed.close.size();
+  job.cost = routed.cost;
+  // heavy_may_start() said one is idle; spreading the start point spreads the work over the cores.
+  const std::uint32_t worker = pool_->next_idle(next_worker_);
+  pool_->hand(worker, job);
+  next_worker_ = worker + 1 == pool_->size() ? 0 : worker + 1;
+}
+
+std::size_t ShmServer::collect_from_workers() noexcept {
+  std::size_t got = pool_->collect([this](const WorkerDone& done) noexcept { finish_job(done); });
+  // A worker the keeper declared stalled: its job is answered now, engine_error; what it returns
+  // later is dropped.
+  got += pool_->abandon_stalled([this](const WorkerJob& job) noexcept {
+    WorkerDone failed;
+    failed.ticket = job.ticket;
+    failed.status = static_cast<std::uint16_t>(Status::engine_error);
+    finish_job(failed);
+  });
+  return got;
+}
+
+void ShmServer::finish_job(const WorkerDone& done) noexcept {
+  const JobTicket& ticket = done.ticket;
+  Lane& lane = lanes_[ticket.lane];
+  // The lane's client left, or was quarantined, since: the answer is nobody's.
+  if ((active_ & (std::uint64_t{1} << ticket.lane)) == 0 || lane.generation != ticket.generation) return;
+  ResponseSlot* answer = nullptr;
+  if (ticket.kind == JobTicket::Kind::call) {
+    lane.call_at_worker = false;
+    answer = &lane.exchange->answer_slot();
+  } else {
+    answer = &window_at(ticket.lane, ticket.position);
+  }
+  answer->seq = ticket.seq;
+  answer->opcode = ticket.opcode;
+  answer->status = done.status;
+  answer->pnl = done.pnl;
+  answer->trades = done.trades;
+  for (std::int64_t& word : answer->extra) word = 0;
+  if (ticket.kind == JobTicket::Kind::call) {
+    lane.exchange->publish_answer();
+    lane.exchange->notify(mode_);
+  } else {
+    done_at(ticket.lane, ticket.position) = 1;
+    flush_answers(ticket.lane, lane);
+  }
+  record_service(ticket.lane, TscClock::now() - ticket.started);
+  count_request(ticket.lane, static_cast<Status>(done.status), ticket.seq);
+}
 
 Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   switch (static_cast<Opcode>(request.opcode)) {
@@ -273,8 +438,8 @@ Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request,
                             max_frame_cost_);
   }
   if ((request.flags & ~kSeriesIndexMask) != 0 || request.opcode != static_cast<std::uint16_t>(Opcode::backtest))
-    return answer(response, request, Status::reserved_bits_set);
-  if (series >= series_count_) return answer(response, request, Status::no_such_series);
+    return answer_status(response, request, Status::reserved_bits_set);
+  if (series >= series_count_) return answer_status(response, request, Status::no_such_series);
   RequestSlot on_series = request;
   on_series.flags = 0;
   return dispatch_request(on_series, series_[series], fee_, workspace_, response, {lane.view.bulk, lane.view.bulk_bytes},
@@ -282,114 +447,38 @@ Status ShmServer::serve_request(std::uint32_t index, const RequestSlot& request,
 }
 
 
-Status ShmServer::append_bar(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
-  if (!live_) return answer(response, request, Status::not_live);
-  const LiveAppend bar = LiveAppend::from_params(request.params);
-  if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
-    return answer(response, request, Status::reserved_bits_set);
-  // One writer: the first lane that appends keeps the series until its client leaves.
-  if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return answer(response, request, Status::not_the_writer);
-  if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return answer(response, request, Status::bad_price);
-  if (published_ >= room_.size()) return answer(response, request, Status::capacity_full);
-  writer_lane_ = static_cast<int>(index);
-  room_[published_] = bar.close;
-  ++published_;
-  // release: the bar is written before the count that covers it; pairs with the acquire load in
-  // Attachment::published_series.
-  header_.bars_published.store(published_, std::memory_order_release);
-  close_ = std::span<const double>(room_.data(), published_);
-  series_[0] = close_;
-  const std::uint64_t tick = bar.tick;
-  live_->on_bar(
-      close_,
-      [this, tick](std::uint32_t lane, std::uint32_t id, const LiveBar& state) noexcept {
-        push_signal(lane, id, state, tick, 0);
-      },
-      [this](std::uint32_t lane) noexcept {
-        if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
-      });
-  // relaxed: counters only this thread writes; readers tolerate staleness.
-  header_.signals_sent.store(signals_sent_, std::memory_order_relaxed);
-  header_.signals_dropped.store(signals_dropped_, std::memory_order_relaxed);
-  answer(response, request, Status::ok);
-  response.pnl = bar.close;
-  response.trades = static_cast<std::int64_t>(published_);
-  return Status::ok;
-}
 
-Status ShmServer::subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
-  if (!live_) return answer(response, request, Status::not_live);
-  if (request.flags != 0) return answer(response, request, Status::reserved_bits_set);
-  if (!lanes_[index].signals) return answer(response, request, Status::not_live);
-  std::uint32_t id = 0;
-  LiveBar state{};
-  const Status status = live_->subscribe(index, request.params, close_, id, state);
-  answer(response, request, status);
-  if (status != Status::ok) return status;
-  response.pnl = state.pnl;
-  response.trades = state.trades;
-  response.extra[0] = id;
-  response.extra[1] = static_cast<std::int64_t>(published_);
-  response.extra[2] = state.position;
-  return Status::ok;
-}
-
-Status ShmServer::snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
-  if (!live_) return answer(response, request, Status::not_live);
-  if (request.flags != 0) return answer(response, request, Status::reserved_bits_set);
-  Lane& lane = lanes_[index];
-  if (!lane.signals) return answer(response, request, Status::not_live);
-  live_->for_each(index, [this, index](std::uint32_t id, const LiveBar& state) noexcept {
-    push_signal(index, id, state, 0, kSignalSnapshot);
-  });
-  notify_readable(*lane.signals, mode_);
-  answer(response, request, Status::ok);
-  response.trades = live_->count(index);
-  response.extra[1] = static_cast<std::int64_t>(published_);
-  return Status::ok;
-}
-
-void ShmServer::push_signal(std::uint32_t index, std::uint32_t subscription, const LiveBar& state,
-                            std::uint64_t tick, std::uint16_t flags) noexcept {
-  Lane& lane = lanes_[index];
-  if (!lane.signals || (quarantined_ & (std::uint64_t{1} << index)) != 0) return;
-  SignalSlot* slot = lane.signals->try_claim();
-  if (slot == nullptr) {
-    // A slow subscriber loses frames, never stalls the engine: counted, and flagged on the next
-    // frame it gets. An impossible `consumed` is the client's own doing: quarantine.
-    if (lane.signals->corrupt()) {
-      quarantine_lane(index, lane);
-      return;
+std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
+  std::size_t served = 0;
+  const std::uint32_t start = round_start_ >= lane_count_ ? 0 : round_start_;
+  // The active lanes from `start` up, then those below it: each visited once.
+  const std::uint64_t from_start = active_ & (~std::uint64_t{0} << start);
+  for (const std::uint64_t part : {from_start, active_ & ~from_start}) {
+    for (std::uint64_t pending = part; pending != 0; pending &= pending - 1) {
+      const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+      const std::uint64_t bit = std::uint64_t{1} << i;
+      if ((active_ & bit) == 0) continue;  // let go of during this round
+      Lane& lane = lanes_[i];
+      bool heavy_allowed = true;  // one heavy start per lane per round
+      served += serve_call(i, lane, heavy_allowed);
+      if ((active_ & bit) != 0) served += serve_ring(i, lane, heavy_allowed);
+      if ((active_ & bit) != 0 && lane.published != lane.taken) flush_answers(i, lane);
+      started_heavy |= !heavy_allowed;
     }
-    ++lane.signals_dropped;
-    ++signals_dropped_;
-    relaxed_increment(segment_.lane_status(index).signals_dropped);
-    return;
   }
-  slot->bar = published_ - 1;
-  slot->subscription = subscription;
-  slot->hma = state.signal.hma;
-  slot->hma3 = state.signal.hma3;
-  slot->pnl = state.pnl;
-  slot->trades = state.trades;
-  slot->tick = tick;
-  slot->dropped = static_cast<std::uint32_t>(std::min<std::uint64_t>(lane.signals_dropped, 0xFFFFFFFFU));
-  slot->cross = static_cast<std::int8_t>(state.signal.cross);
-  slot->position = static_cast<std::int8_t>(state.position);
-  slot->flags = static_cast<std::uint16_t>(flags | (lane.signals_dropped != 0 ? kSignalGap : 0));
-  lane.signals->commit();
-  lane.signals_dropped = 0;
-  ++signals_sent_;
+  return served;
 }
 
 std::size_t ShmServer::poll_once() noexcept {
-  if (++passes_since_scan_ >= kPassesPerScan) scan_lanes();
-  std::size_t served = 0;
-  for (std::uint64_t pending = active_; pending != 0; pending &= pending - 1) {
-    const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
-    Lane& lane = lanes_[i];
-    served += serve_call(i, lane);
-    if ((active_ & (std::uint64_t{1} << i)) != 0) served += serve_ring(i, lane);
+  if (lanes_changed() || ++passes_since_scan_ >= kPassesPerScan) scan_lanes();
+  std::size_t served = pool_ != nullptr ? collect_from_workers() : 0;
+  // Rounds while heavy work was started and workers are still free, so that lanes with more heavy
+  // requests get them, one per lane per round; without workers, one round per pass.
+  const std::uint32_t rounds = pool_ != nullptr ? pool_->size() + 1 : 1;
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    bool started_heavy = false;
+    served += serve_round(started_heavy);
+    if (!started_heavy || !heavy_may_start() || pool_ == nullptr) break;
   }
   // relaxed: only this thread writes it.
   if (served != 0) header_.requests.store(requests_, std::memory_order_relaxed);
@@ -406,9 +495,9 @@ bool ShmServer::has_work() noexcept {
     if (lane.generation != shared.generation) return true;  // a new client to take up
     // A quarantined lane's corrupt ring always reads "readable": it must not keep us awake.
     if ((quarantined_ & (std::uint64_t{1} << i)) != 0) continue;
-    if (lane.exchange->readable() || lane.requests->readable()) return true;
+    if ((!lane.call_at_worker && lane.exchange->readable()) || lane.requests->readable()) return true;
   }
-  return false;
+  return pool_ != nullptr && pool_->answers_ready();
 }
 
 void ShmServer::run(const std::atomic<bool>& stop) noexcept {
@@ -422,6 +511,13 @@ void ShmServer::run(const std::atomic<bool>& stop) noexcept {
     }
     if (mode_ == WaitMode::spin || ++idle < kIdlePassesBeforeWait) {
       cpu_relax();
+      continue;
+    }
+    // A backoff engine keeps polling while workers compute (a nap would leave a worker idle until
+    // it ended), yielding between passes so that it never keeps a thread of a small host off its
+    // cpu. A block-mode engine sleeps; a worker's answer wakes it.
+    if (mode_ == WaitMode::backoff && pool_ != nullptr && pool_->busy_count() != 0) {
+      detail::yield_thread();
       continue;
     }
     scan_lanes();  // sleep on the doorbells of the lanes as they are now

@@ -3,6 +3,7 @@
 // pre-sized moodycamel ReaderWriterQueue (single producer: the serving thread; single consumer:
 // the keeper thread), so the hot thread never does I/O or allocates to report something.
 
+#include <atomic>
 #include <cstdint>
 
 #include "engine/rw_queue.hpp"
@@ -23,6 +24,13 @@ struct TelemetryEvent {
 };
 
 inline constexpr std::size_t kTelemetryQueueCapacity = 4096;
+
+// Adds one to a counter only the calling thread writes (the segment's counters, for people): a
+// load and a store, no locked instruction on the hot path.
+inline void relaxed_increment(std::atomic<std::uint64_t>& counter) noexcept {
+  // relaxed: one writer; readers (status, tests) tolerate staleness and publish nothing through it.
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 using TelemetryQueue = moodycamel::ReaderWriterQueue<TelemetryEvent>;
 
 }  // namespace ipcfloor

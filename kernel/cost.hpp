@@ -1,7 +1,8 @@
 #pragma once
-// What one backtest costs, before running it: the engine refuses a frame whose work would hold
-// its one serving thread for longer than it promised (serve --max-frame-ms), because every other
-// lane waits behind that frame and shutdown waits for it.
+// What one backtest costs, before running it, in work units (multiply-adds): the engine and the
+// socket server refuse a frame whose work exceeds their bound (serve --max-frame-cost), because
+// the frame holds a worker (or, without workers, every other lane) and shutdown waits for it.
+// Counting work instead of timing it makes the verdict the same on every host.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,17 @@
 #include "common/combo.hpp"
 
 namespace ipcfloor {
+
+// The default bound on one frame's work: every combo of the default grid on the default data,
+// and of `--grid 6:2000:200` on 1,000,000 bars (the largest, L = 2000, costs 5,878,000,000), fits.
+inline constexpr std::uint64_t kDefaultMaxFrameCost = 8'000'000'000ULL;
+// The default bound on what one new bar costs every live subscription together (an APPEND's work
+// on the serving thread): 2,000,000 units, a few thousand subscriptions of L = 200.
+inline constexpr std::uint64_t kDefaultMaxBarCost = 2'000'000ULL;
+// A BACKTEST cheaper than this is answered by the serving thread itself; dearer ones go to the
+// workers. Below it, handing the combo over and back costs more than computing it
+// (docs/RESULTS.md, "Workers").
+inline constexpr std::uint64_t kDefaultInlineCost = 65'536ULL;
 
 // Multiply-adds of the seven weighted-moving-average passes: each costs about n_bars x its window
 // (HMA3's full window p is summed twice, once in the difference and once as the smoothing pass).

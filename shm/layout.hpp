@@ -82,6 +82,8 @@ inline constexpr std::size_t kSeriesNameBytes = 96;
 // Series one segment may hold (serve --data a --data b ...); a frame names one by index.
 inline constexpr std::uint32_t kMaxSeries = 16;
 inline constexpr std::size_t kSeriesKeyBytes = 64;
+// Workers whose cpu the header records (a larger pool records its first ones).
+inline constexpr std::size_t kMaxWorkerCpus = 256;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
 inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
@@ -159,6 +161,14 @@ struct alignas(kRingLineBytes) DataHeader {
   alignas(kRingLineBytes) std::atomic<std::uint64_t> bars_published;
   std::atomic<std::uint64_t> signals_sent;     // SignalSlots delivered, all lanes
   std::atomic<std::uint64_t> signals_dropped;  // SignalSlots dropped on full signal rings
+  // --- workers line: the keeper writes it at start (count, cpus, inline limit) and every
+  // heartbeat (stalled, jobs); relaxed, for people (status, doctor) ---
+  alignas(kRingLineBytes) std::atomic<std::uint32_t> workers;  // compute workers (serve --workers)
+  std::atomic<std::uint32_t> workers_stalled;                 // of them, stuck on a job now
+  std::atomic<std::uint64_t> worker_jobs;                     // jobs the workers finished
+  std::atomic<std::uint64_t> inline_cost;    // a BACKTEST cheaper than this is computed by the serving thread
+  std::atomic<std::uint64_t> max_bar_cost;   // live: bound on one bar's work over every subscription
+  std::uint16_t worker_cpus[kMaxWorkerCpus];  // the first `workers` entries: each worker's cpu
 };
 
 // One lane as the engine reports it. Only the engine writes it; `status` reads it.
