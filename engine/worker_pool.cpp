@@ -37,23 +37,26 @@ Expected<std::unique_ptr<WorkerPool>> WorkerPool::make(const WorkerPoolConfig& c
   if (!config.cpus.empty() && config.runner == nullptr)
     return fail(ErrorCode::invalid_argument, "workers need a job runner");
   std::unique_ptr<WorkerPool> pool(new WorkerPool(config));
-  for (std::size_t i = 0; i < config.cpus.size(); ++i) pool->workers_.push_back(std::make_unique<Worker>());
+  for (std::size_t i = 0; i < config.cpus.size(); ++i) pool->workers_.push_back(std::make_unique<Worker>(config));
   // Each worker pins itself and sizes its workspace on its own thread (the memory then lives
   // near its core), and reports back through `ready`: 1 ready, -1 failed.
   std::vector<std::atomic<int>> ready(config.cpus.size());
   std::vector<Error> errors(config.cpus.size(), Error{ErrorCode::io, ""});
   for (std::uint32_t i = 0; i < pool->size(); ++i) {
-    pool->workers_[i]->thread = std::thread([&pool = *pool, &ready, &errors, i] {
+    Worker& worker = *pool->workers_[i];
+    worker.thread = std::thread([&worker, cpu = config.cpus[i], &ready, &errors, i] {
       pthread_setname_np(pthread_self(), "ipcf-worker");
-      if (auto pinned = pin_current_thread(pool.cpus_[i]); !pinned) {
+      if (auto pinned = pin_current_thread(cpu); !pinned) {
         errors[i] = pinned.error();
+        worker.exited.store(true, std::memory_order_release);  // release: pairs with the acquire in stop()
         ready[i].store(-1, std::memory_order_release);  // release: publishes errors[i]; pairs with the acquire below
         return;
       }
       // Naps of microseconds need a timer slack of about that much, not the default 50 us.
       (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
       ready[i].store(1, std::memory_order_release);  // release: as above
-      pool.run_worker(i);
+      run_worker(worker, i);
+      worker.exited.store(true, std::memory_order_release);  // release: as above
     });
   }
   Expected<void> outcome;
@@ -105,9 +108,9 @@ void WorkerPool::hand(std::uint32_t worker, const WorkerJob& job) noexcept {
 bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_point last_job) noexcept {
   const auto ready = [&]() noexcept {
     // relaxed: a plain flag; nothing is published through it.
-    return worker.in.peek() != nullptr || stop_.load(std::memory_order_relaxed);
+    return worker.in.peek() != nullptr || worker.stop.load(std::memory_order_relaxed);
   };
-  const auto spin_for = config_.wait == WaitMode::spin ? std::chrono::nanoseconds(kSpinAfterJob)
+  const auto spin_for = worker.config.wait == WaitMode::spin ? std::chrono::nanoseconds(kSpinAfterJob)
                                                        : std::chrono::nanoseconds(kBriefSpin);
   while (!ready()) {
     for (int i = 0; i < 1024 && !ready(); ++i) cpu_relax();
@@ -120,7 +123,7 @@ bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_po
       detail::yield_thread();
       continue;
     }
-    if (config_.wait == WaitMode::block) {
+    if (worker.config.wait == WaitMode::block) {
       auto check = ready;
       (void)detail::block_until(check, {worker.wake_word, worker.sleeping}, WaitClock::now() + kBlockWaitBound);
     } else {
@@ -128,13 +131,13 @@ bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_po
     }
   }
   // relaxed: as above.
-  return !stop_.load(std::memory_order_relaxed);
+  return !worker.stop.load(std::memory_order_relaxed);
 }
 
-void WorkerPool::run_worker(std::uint32_t index) noexcept {
-  Worker& worker = *workers_[index];
-  KernelWorkspace workspace(config_.workspace_bars);
-  bool stall_next = static_cast<int>(index) == config_.stall_worker_for_test;
+void WorkerPool::run_worker(Worker& worker, std::uint32_t index) noexcept {
+  const WorkerPoolConfig& config = worker.config;
+  KernelWorkspace workspace(config.workspace_bars);
+  bool stall_next = static_cast<int>(index) == config.stall_worker_for_test;
   // A worker that has had no job yet waits like one idle for long: it costs an idle engine nothing.
   auto last_job = std::chrono::steady_clock::now() - kShortNapsFor;
   while (wait_for_job(worker, last_job)) {
@@ -143,11 +146,11 @@ void WorkerPool::run_worker(std::uint32_t index) noexcept {
       // The fault tests' stuck worker: holds its first job until the pool stops.
       stall_next = false;
       // relaxed: a plain flag.
-      while (!stop_.load(std::memory_order_relaxed)) detail::sleep_for(std::chrono::milliseconds(5));
+      while (!worker.stop.load(std::memory_order_relaxed)) detail::sleep_for(std::chrono::milliseconds(5));
       return;
     }
     WorkerDone done{};
-    config_.runner(config_.context, *job, workspace, done);
+    config.runner(config.context, *job, workspace, done);
     done.ticket = job->ticket;
     done.worker = index;
     (void)worker.in.pop();
@@ -158,13 +161,14 @@ void WorkerPool::run_worker(std::uint32_t index) noexcept {
     // Cannot fail: the serving thread takes each answer before it hands out the next job.
     (void)worker.out.try_enqueue(done);
     last_job = std::chrono::steady_clock::now();
-    if (config_.wait == WaitMode::block && config_.engine_word != nullptr) wake_serving_thread(*config_.engine_word);
+    if (config.wait == WaitMode::block && config.engine_word != nullptr) wake_serving_thread(*config.engine_word);
   }
 }
 
 std::uint32_t WorkerPool::health(std::uint64_t now_ticks) noexcept {
   std::uint32_t stalled = 0;
   for (auto& worker : workers_) {
+    if (!worker) continue;  // left behind at stop()
     HealthLine& line = worker->line;
     // acquire: pairs with the release store in WorkerPool::hand, so handed_cost is the job's.
     const std::uint64_t tick = line.handed_tick.load(std::memory_order_acquire);
@@ -183,24 +187,33 @@ std::uint32_t WorkerPool::health(std::uint64_t now_ticks) noexcept {
 std::uint64_t WorkerPool::jobs_done() const noexcept {
   std::uint64_t total = 0;
   // relaxed: a counter for people.
-  for (const auto& worker : workers_) total += worker->line.finished.load(std::memory_order_relaxed);
+  for (const auto& worker : workers_)
+    if (worker) total += worker->line.finished.load(std::memory_order_relaxed);
   return total;
 }
 
 void WorkerPool::stop() noexcept {
   if (stopped_) return;
   stopped_ = true;
-  // relaxed: a plain flag; each worker reads it between jobs.
-  stop_.store(true, std::memory_order_relaxed);
   for (auto& worker : workers_) {
+    // relaxed: a plain flag; each worker reads it between jobs.
+    worker->stop.store(true, std::memory_order_relaxed);
     if (config_.wait == WaitMode::block) detail::notify_channel({worker->wake_word, worker->sleeping});
+  }
+  for (auto& worker : workers_) {
     if (!worker->thread.joinable()) continue;
-    // acquire: pairs with the worker's release clear in run_worker. A job still out after its
-    // limit belongs to a stuck worker: leave it behind rather than wait on it forever.
+    // acquire: pairs with the worker's release clear in run_worker. A job still out past its
+    // limit belongs to a stuck worker: give it a moment to see the flag, then leave it behind
+    // with its Worker (never freed), rather than wait on it forever.
     const std::uint64_t tick = worker->line.handed_tick.load(std::memory_order_acquire);
     // relaxed: as in health().
-    if (tick != 0 && worker->line.stalled_tick.load(std::memory_order_relaxed) == tick) {
+    const bool stuck = tick != 0 && worker->line.stalled_tick.load(std::memory_order_relaxed) == tick;
+    // acquire: pairs with the release store of `exited` when the thread returns.
+    for (int i = 0; stuck && i < 100 && !worker->exited.load(std::memory_order_acquire); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (stuck && !worker->exited.load(std::memory_order_acquire)) {  // acquire: as above
       worker->thread.detach();
+      (void)worker.release();  // the thread may still touch it: it stays allocated
       continue;
     }
     worker->thread.join();

@@ -177,10 +177,15 @@ class WorkerPool {
     std::atomic<std::uint64_t> stalled_tick{0};  // the keeper's verdict: the job of this tick is stalled
     std::atomic<std::uint64_t> finished{0};      // jobs this worker finished
   };
+  // Everything a worker thread touches lives here, so that a thread left behind at stop() (a
+  // stuck one) can be left its Worker, never a freed pool.
   struct Worker {
-    Worker() : in(4), out(4) {}
+    explicit Worker(const WorkerPoolConfig& pool_config) : in(4), out(4), config(pool_config) {}
     moodycamel::ReaderWriterQueue<WorkerJob> in;    // serving thread -> worker
     moodycamel::ReaderWriterQueue<WorkerDone> out;  // worker -> serving thread
+    WorkerPoolConfig config;
+    std::atomic<bool> stop{false};    // stop after the current job
+    std::atomic<bool> exited{false};  // the thread has returned
     HealthLine line;
     alignas(kRingLineBytes) std::atomic<std::uint32_t> wake_word{0};  // block mode: the futex
     std::atomic<std::uint32_t> sleeping{0};
@@ -193,16 +198,15 @@ class WorkerPool {
   };
 
   explicit WorkerPool(const WorkerPoolConfig& config);
-  void run_worker(std::uint32_t index) noexcept;
-  // Waits for a job the way config_.wait says (`last_job`: when the worker finished its last);
-  // returns false when told to stop.
-  bool wait_for_job(Worker& worker, std::chrono::steady_clock::time_point last_job) noexcept;
+  static void run_worker(Worker& worker, std::uint32_t index) noexcept;
+  // Waits for a job the way worker.config.wait says (`last_job`: when the worker finished its
+  // last); returns false when told to stop.
+  static bool wait_for_job(Worker& worker, std::chrono::steady_clock::time_point last_job) noexcept;
 
   WorkerPoolConfig config_;
   std::vector<int> cpus_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::uint32_t idle_count_ = 0;  // the serving thread's count of workers holding no job
-  std::atomic<bool> stop_{false};
   bool stopped_ = false;
 };
 

@@ -1,0 +1,601 @@
+// The engine's compute workers (engine/worker_pool.hpp) and the serving loop around them
+// (engine/shm_server.hpp): the pool on its own (one job, a stress stream, the queues wrapping, a
+// stalled worker), and the engine with 0, 1 and 3 workers: parity with the in-process sweep, the
+// order of each lane's answers, two clients at once, a lane that floods the engine, a client
+// killed while its combos are at the workers, shutdown with work queued, a new client attaching
+// while another streams, and the default bound admitting the default grid.
+//
+// Timing bounds here are derived from one combo's measured compute on this host (a verdict of the
+// engine never depends on timing; these bounds check how long a client waits).
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "bench/engine_child.hpp"
+#include "clients/pipelined_sweep.hpp"
+#include "clients/shm_client.hpp"
+#include "common/affinity.hpp"
+#include "common/tsc_clock.hpp"
+#include "engine/dispatch.hpp"
+#include "engine/shm_engine.hpp"
+#include "engine/worker_pool.hpp"
+#include "kernel/cost.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/grid.hpp"
+#include "kernel/kernel.hpp"
+
+namespace ipcfloor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// ---- the pool alone -------------------------------------------------------------------------
+
+// A runner that needs no series: the answer is a function of the job, so a lost, repeated or
+// misdelivered answer shows.
+void arithmetic_runner(void*, const WorkerJob& job, KernelWorkspace&, WorkerDone& done) noexcept {
+  done.status = 0;
+  done.pnl = static_cast<double>(job.params.h) * 0.5;
+  done.trades = job.params.L * 3 + static_cast<std::int64_t>(job.ticket.seq);
+}
+
+WorkerPoolConfig arithmetic_pool(std::vector<int> cpus) {
+  WorkerPoolConfig config;
+  config.cpus = std::move(cpus);
+  config.wait = WaitMode::backoff;
+  config.workspace_bars = 16;
+  config.runner = &arithmetic_runner;
+  config.ns_per_tick = TscClock::calibrate(5).ns_per_tick();
+  return config;
+}
+
+WorkerJob arithmetic_job(std::uint64_t n) {
+  WorkerJob job;
+  job.ticket.seq = n;
+  job.ticket.position = n;
+  job.params = Combo{static_cast<std::int64_t>(n), static_cast<std::int64_t>(n % 977), 1, 1, 1, 1};
+  return job;
+}
+
+bool answers_job(const WorkerDone& done, std::uint64_t n) {
+  return done.ticket.seq == n && done.pnl == static_cast<double>(n) * 0.5 &&
+         done.trades == static_cast<std::int64_t>(n % 977) * 3 + static_cast<std::int64_t>(n);
+}
+
+// Collects until `want` answers came or a deadline passed.
+template <class Sink>
+bool collect_until(WorkerPool& pool, std::size_t want, Sink&& sink, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  const auto deadline = Clock::now() + limit;
+  std::size_t got = 0;
+  while (got < want && Clock::now() < deadline) {
+    const std::size_t now = pool.collect(sink);
+    got += now;
+    if (now == 0) std::this_thread::yield();
+  }
+  return got == want;
+}
+
+std::vector<int> some_cpus(std::size_t count) {
+  const std::vector<int> allowed = allowed_cpus();
+  std::vector<int> cpus;
+  for (std::size_t i = 0; i < count; ++i) cpus.push_back(allowed[i % allowed.size()]);
+  return cpus;
+}
+
+}  // namespace
+
+TEST_CASE("a worker takes one job and gives its answer back under the job's ticket") {
+  auto pool = WorkerPool::make(arithmetic_pool(some_cpus(1)));
+  REQUIRE_MESSAGE(pool.has_value(), (pool ? "" : pool.error().message));
+  WorkerPool& workers = **pool;
+  REQUIRE(workers.size() == 1);
+  CHECK(workers.idle_count() == 1);
+  CHECK(workers.next_idle(0) == 0);
+  workers.hand(0, arithmetic_job(41));
+  CHECK(workers.idle_count() == 0);
+  CHECK(workers.next_idle(0) == workers.size());  // none idle
+  WorkerDone seen{};
+  REQUIRE(collect_until(workers, 1, [&](const WorkerDone& done) { seen = done; }));
+  CHECK(answers_job(seen, 41));
+  CHECK(seen.worker == 0);
+  CHECK(workers.idle_count() == 1);
+  CHECK(workers.jobs_done() == 1);
+}
+
+TEST_CASE("worker pool stress: 200,000 jobs over three workers, each answered once with its own result") {
+  auto pool = WorkerPool::make(arithmetic_pool(some_cpus(3)));
+  REQUIRE(pool.has_value());
+  WorkerPool& workers = **pool;
+  constexpr std::uint64_t kJobs = 200'000;
+  std::vector<std::uint8_t> answered(kJobs, 0);
+  std::uint64_t next = 0;
+  std::uint64_t got = 0;
+  bool all_right = true;
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (got < kJobs && Clock::now() < deadline) {
+    for (std::uint32_t w = workers.next_idle(0); next < kJobs && w < workers.size(); w = workers.next_idle(w))
+      workers.hand(w, arithmetic_job(next++));
+    got += workers.collect([&](const WorkerDone& done) {
+      const std::uint64_t n = done.ticket.seq;
+      all_right = all_right && n < kJobs && answered[n] == 0 && answers_job(done, n);
+      if (n < kJobs) ++answered[n];
+    });
+  }
+  CHECK(got == kJobs);
+  CHECK(all_right);
+  CHECK(workers.jobs_done() == kJobs);
+}
+
+TEST_CASE("a worker's queues wrap thousands of times and keep every job in order") {
+  auto pool = WorkerPool::make(arithmetic_pool(some_cpus(1)));
+  REQUIRE(pool.has_value());
+  WorkerPool& workers = **pool;
+  // The queues hold four jobs; 10,000 in a row wrap them 2,500 times.
+  bool in_order = true;
+  for (std::uint64_t n = 0; n < 10'000; ++n) {
+    workers.hand(0, arithmetic_job(n));
+    REQUIRE(collect_until(workers, 1, [&](const WorkerDone& done) { in_order = in_order && answers_job(done, n); }));
+  }
+  CHECK(in_order);
+}
+
+TEST_CASE("a stalled worker is seen by the keeper, its job is given up, and the pool still stops") {
+  WorkerPoolConfig config = arithmetic_pool(some_cpus(2));
+  config.stall_worker_for_test = 0;
+  auto pool = WorkerPool::make(config);
+  REQUIRE(pool.has_value());
+  WorkerPool& workers = **pool;
+  WorkerJob job = arithmetic_job(7);
+  job.cost = 1'000;
+  workers.hand(0, job);
+  CHECK(workers.health(TscClock::now()) == 0);  // just handed: not stalled
+  // The keeper looks again long after the limit (2 s plus 2 ns per unit).
+  const double ticks_per_ns = 1.0 / config.ns_per_tick;
+  const auto later = TscClock::now() + static_cast<std::uint64_t>(static_cast<double>(stall_limit_ns(1'000) + 1'000'000) * ticks_per_ns);
+  CHECK(workers.health(later) == 1);
+  std::vector<std::uint64_t> given_up;
+  CHECK(workers.abandon_stalled([&](const WorkerJob& stuck) { given_up.push_back(stuck.ticket.seq); }) == 1);
+  CHECK(given_up == std::vector<std::uint64_t>{7});
+  CHECK(workers.abandon_stalled([&](const WorkerJob&) { given_up.push_back(0); }) == 0);  // once only
+  CHECK(workers.idle_count() == 1);  // the stuck worker gets no more work ...
+  CHECK(workers.next_idle(0) == 1);  // ... the other one does
+  workers.hand(1, arithmetic_job(8));
+  WorkerDone seen{};
+  REQUIRE(collect_until(workers, 1, [&](const WorkerDone& done) { seen = done; }));
+  CHECK(answers_job(seen, 8));
+  workers.stop();  // returns: the stuck worker is told to stop too
+}
+
+namespace {
+
+// ---- the engine around the workers -------------------------------------------------------------
+
+// An engine in this process, with its keeper on a thread: for worker counts the command line
+// would refuse on a small host (three workers sharing one cpu).
+class InProcessEngine {
+ public:
+  InProcessEngine(std::span<const double> series, std::vector<int> worker_cpus, int stall_worker = -1) {
+    ShmEngineConfig config;
+    config.segment.name = unique_segment_name("workers");
+    config.segment.series = series;
+    config.segment.fee = kDefaultFee;
+    config.segment.hugepages = HugePagesMode::off;
+    config.segment.mlock = MlockMode::off;
+    config.segment.lanes = 4;
+    config.segment.ring_capacity = 16;
+    config.wait = WaitMode::backoff;
+    config.cpu = allowed_cpus().back();
+    config.worker_cpus = std::move(worker_cpus);
+    config.stall_worker_for_test = stall_worker;
+    auto started = ShmEngine::start(std::move(config));
+    REQUIRE_MESSAGE(started.has_value(), (started ? "" : started.error().message));
+    engine_ = std::move(*started);
+    keeper_ = std::thread([this] {
+      // relaxed: a plain flag.
+      while (!stop_.load(std::memory_order_relaxed)) {
+        engine_->service();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  ~InProcessEngine() {
+    stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag
+    keeper_.join();
+    engine_->stop();
+  }
+  InProcessEngine(const InProcessEngine&) = delete;
+  InProcessEngine& operator=(const InProcessEngine&) = delete;
+  [[nodiscard]] const std::string& name() const { return engine_->segment().name(); }
+  [[nodiscard]] const ShmEngine& engine() const { return *engine_; }
+
+ private:
+  std::unique_ptr<ShmEngine> engine_;
+  std::atomic<bool> stop_{false};
+  std::thread keeper_;
+};
+
+ShmClientOptions patient_client(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  ShmClientOptions options;
+  options.wait = WaitMode::backoff;
+  options.timeout = timeout;
+  return options;
+}
+
+std::vector<double> series_of(std::size_t bars, std::uint64_t seed) {
+  GbmParams params;
+  params.bars = bars;
+  params.seed = seed;
+  auto close = generate_gbm(params);
+  REQUIRE(close.has_value());
+  return std::move(*close);
+}
+
+std::vector<Combo> combos_of(std::span<const std::int64_t> lengths) {
+  std::vector<Combo> combos;
+  for (const std::int64_t length : lengths) combos.push_back(combo_from_length(length));
+  return combos;
+}
+
+// Every answer equals the in-process kernel's, bit for bit.
+void check_parity(std::span<const ResponseSlot> answers, std::span<const BacktestResult> expected) {
+  REQUIRE(answers.size() == expected.size());
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    CAPTURE(i);
+    CHECK(answers[i].status == static_cast<std::uint16_t>(Status::ok));
+    CHECK(answers[i].pnl == expected[i].pnl);
+    CHECK(answers[i].trades == expected[i].trades);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("with 0, 1 and 3 workers, and two clients sweeping at once, every combo is bit-identical to the "
+          "in-process sweep") {
+  const std::vector<double> series = series_of(20'000, 7);
+  std::vector<std::int64_t> lengths;
+  for (std::int64_t l = 2; l <= 400; l += 5) lengths.push_back(l);  // cheap ones stay inline, dear ones go out
+  const std::vector<Combo> combos = combos_of(lengths);
+  auto expected = run_sweep(series, combos, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  const int serving = allowed_cpus().back();
+  const int other = allowed_cpus().front();
+  for (const std::size_t workers : {0u, 1u, 3u}) {
+    CAPTURE(workers);
+    InProcessEngine engine(series, std::vector<int>(workers, other == serving ? allowed_cpus().front() : other));
+    CHECK(engine.engine().worker_cpus().size() == workers);
+    std::vector<ResponseSlot> first;
+    std::vector<ResponseSlot> second;
+    std::thread other_client([&] {
+      auto client = ShmClient::connect(engine.name(), patient_client());
+      REQUIRE(client.has_value());
+      auto answers = run_all(*client, combos, Opcode::backtest);
+      REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+      second = std::move(*answers);
+    });
+    auto client = ShmClient::connect(engine.name(), patient_client());
+    REQUIRE(client.has_value());
+    auto answers = run_all(*client, combos, Opcode::backtest);
+    REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+    first = std::move(*answers);
+    other_client.join();
+    check_parity(first, *expected);
+    check_parity(second, *expected);
+    // A blocking call, through the exchange line, on a dear combo and on a cheap one.
+    for (const std::size_t i : {std::size_t{0}, combos.size() - 1}) {
+      ResponseSlot answer{};
+      RequestSlot request{};
+      request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+      request.params = combos[i];
+      REQUIRE(client->call(request, answer) == CallStatus::ok);
+      CHECK(answer.pnl == (*expected)[i].pnl);
+      CHECK(answer.trades == (*expected)[i].trades);
+    }
+  }
+}
+
+TEST_CASE("a lane's answers come back in the order of its requests, dear and cheap mixed, each under its own seq") {
+  const std::vector<double> series = series_of(30'000, 11);
+  InProcessEngine engine(series, std::vector<int>(3, allowed_cpus().front()));
+  auto client = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(client.has_value());
+  // Dear combos of decreasing cost (so later ones finish first at the workers), ECHOs and bad
+  // frames between them, all answered on the serving thread at once.
+  std::vector<SweepRequest> requests;
+  std::vector<Combo> payloads;
+  payloads.reserve(300);
+  for (int i = 0; i < 300; ++i) {
+    const int kind = i % 3;
+    payloads.push_back(kind == 0   ? combo_from_length(600 - i)
+                       : kind == 1 ? Combo{i, i + 1, i + 2, i + 3, i + 4, i + 5}
+                                   : Combo{0, 1, 1, 1, 1, 1});  // a window of 0: refused
+  }
+  for (int i = 0; i < 300; ++i)
+    requests.push_back(SweepRequest{i % 3 == 1 ? Opcode::echo : Opcode::backtest, 0, payload_of(payloads[static_cast<std::size_t>(i)])});
+  KernelWorkspace workspace(series.size());
+  bool right = true;
+  const SweepEnd end = pipelined_sweep(
+      *client, requests.size(), [&](std::size_t i) { return requests[i]; },
+      [&](std::size_t i, const ResponseSlot& answer) {
+        CAPTURE(i);
+        right = right && answer.seq == i + 1;  // the lane's own numbering, in order
+        if (i % 3 == 1) {
+          right = right && answer.opcode == static_cast<std::uint16_t>(Opcode::echo) && answer.echo() == payloads[i];
+        } else if (i % 3 == 2) {
+          right = right && answer.status == static_cast<std::uint16_t>(Status::window_out_of_range);
+        } else {
+          BacktestResult result;
+          REQUIRE(run_backtest(series, payloads[i], kDefaultFee, workspace, result) == KernelStatus::ok);
+          right = right && answer.status == 0 && answer.pnl == result.pnl && answer.trades == result.trades;
+        }
+      });
+  CHECK(end.status == CallStatus::ok);  // an answer out of order would end it: out_of_order
+  CHECK(end.answered == requests.size());
+  CHECK(right);
+}
+
+TEST_CASE("a stalled worker's job is answered engine_error after its limit, and the other workers go on serving") {
+  const std::vector<double> series = series_of(20'000, 3);
+  InProcessEngine engine(series, std::vector<int>(2, allowed_cpus().front()), /*stall_worker=*/0);
+  auto client = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(client.has_value());
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = combo_from_length(300);
+  ResponseSlot answer{};
+  const auto start = Clock::now();
+  REQUIRE(client->call(request, answer) == CallStatus::ok);  // worker 0 takes it, and never returns
+  const double waited_ms = ms_since(start);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::engine_error));
+  MESSAGE("the stuck job was answered engine_error after " << waited_ms << " ms");
+  CHECK(waited_ms >= 2000.0);  // not before its limit
+  CHECK(waited_ms < 10'000.0);
+  CHECK(client->segment().header().workers_stalled.load() == 1);
+  CHECK(engine.engine().workers_stalled() == 1);
+  // The other worker serves the next ones.
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(client->call(request, answer) == CallStatus::ok);
+    CHECK(answer.status == 0);
+  }
+}
+
+namespace {
+
+// A dear combo for a series of `bars`: about `target_ms` of compute on this host, measured.
+struct Measured {
+  Combo combo;
+  double ms;
+};
+
+Measured dear_combo(std::span<const double> series, double target_ms) {
+  KernelWorkspace workspace(series.size());
+  BacktestResult result;
+  std::int64_t length = 100;
+  double ms = 0.0;
+  for (int round = 0; round < 12; ++round) {
+    const auto start = Clock::now();
+    REQUIRE(run_backtest(series, combo_from_length(length), kDefaultFee, workspace, result) == KernelStatus::ok);
+    ms = ms_since(start);
+    if (ms >= target_ms || length * 2 > static_cast<std::int64_t>(series.size()) / 2) break;
+    length *= 2;
+  }
+  return {combo_from_length(length), ms};
+}
+
+}  // namespace
+
+TEST_CASE("a lane flooding the engine delays another lane's blocking calls by at most one combo") {
+  const std::vector<double> series = series_of(200'000, 5);
+  const Measured dear = dear_combo(series, 15.0);
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("flood"), {"--wait", "backoff", "--bars", "200000",
+                                                                      "--seed", "5", "--workers", "1"});
+  REQUIRE(engine.up());
+  std::atomic<bool> flooding{true};
+  std::thread flood([&] {
+    auto client = ShmClient::connect(engine.name(), patient_client());
+    REQUIRE(client.has_value());
+    const std::vector<Combo> combos(400, dear.combo);
+    std::size_t done = 0;
+    // relaxed: a plain flag.
+    const SweepEnd end = pipelined_sweep(
+        *client, combos.size(),
+        [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
+        [&](std::size_t, const ResponseSlot&) { ++done; });
+    (void)end;
+    flooding.store(false, std::memory_order_relaxed);
+  });
+  auto client = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(client.has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the flood is under way
+  // The flood's combos, one at a time, as this host runs them now (the machine may be loaded).
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = dear.combo;
+  ResponseSlot answer{};
+  double worst_dear = 0.0;
+  double worst_echo = 0.0;
+  for (int i = 0; i < 5 && flooding.load(std::memory_order_relaxed); ++i) {  // relaxed: a plain flag
+    auto start = Clock::now();
+    REQUIRE(client->call(request, answer) == CallStatus::ok);
+    CHECK(answer.status == 0);
+    worst_dear = std::max(worst_dear, ms_since(start));
+    RequestSlot echo{};
+    echo.opcode = static_cast<std::uint16_t>(Opcode::echo);
+    start = Clock::now();
+    REQUIRE(client->call(echo, answer) == CallStatus::ok);
+    worst_echo = std::max(worst_echo, ms_since(start));
+  }
+  const bool still_flooding = flooding.load(std::memory_order_relaxed);  // relaxed: a plain flag
+  engine.stop(SIGTERM);
+  flood.join();
+  MESSAGE("one dear combo alone: " << dear.ms << " ms; under the flood, a dear blocking call took at most "
+                                    << worst_dear << " ms and an ECHO " << worst_echo << " ms");
+  CHECK(still_flooding);  // measured while the other lane streamed
+  // Its own combo plus at most one of the flood's, with room for a loaded host; the flood holds
+  // 400 combos, so waiting behind it would take seconds.
+  CHECK(worst_dear < 2.0 * dear.ms * 3.0 + 100.0);
+  // An ECHO is answered by the serving thread, which never computes a dear combo.
+  CHECK(worst_echo < dear.ms + 50.0);
+}
+
+TEST_CASE("a client that attaches while another streams is served within one combo, with and without workers") {
+  const std::vector<double> series = series_of(200'000, 6);
+  const Measured dear = dear_combo(series, 15.0);
+  for (const char* workers : {"0", "1"}) {
+    CAPTURE(workers);
+    EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("pickup"),
+                       {"--wait", "backoff", "--bars", "200000", "--seed", "6", "--workers", workers});
+    REQUIRE(engine.up());
+    std::atomic<bool> streaming{true};
+    std::thread stream([&] {
+      auto client = ShmClient::connect(engine.name(), patient_client());
+      REQUIRE(client.has_value());
+      const std::vector<Combo> combos(300, dear.combo);
+      (void)pipelined_sweep(
+          *client, combos.size(),
+          [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
+          [&](std::size_t, const ResponseSlot&) {});
+      streaming.store(false, std::memory_order_relaxed);  // relaxed: a plain flag
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the stream is under way
+    const auto start = Clock::now();
+    auto late = ShmClient::connect(engine.name(), patient_client());
+    REQUIRE(late.has_value());
+    RequestSlot echo{};
+    echo.opcode = static_cast<std::uint16_t>(Opcode::echo);
+    ResponseSlot answer{};
+    REQUIRE(late->call(echo, answer) == CallStatus::ok);
+    const double first_ms = ms_since(start);
+    const bool still_streaming = streaming.load(std::memory_order_relaxed);  // relaxed: a plain flag
+    engine.stop(SIGTERM);
+    stream.join();
+    MESSAGE("workers " << std::string(workers) << ": attach and first answer in " << first_ms << " ms; one combo takes "
+                       << dear.ms << " ms; the stream holds 300");
+    CHECK(still_streaming);
+    // At most one combo of the other lane (three times over for a loaded host), never the stream.
+    CHECK(first_ms < 3.0 * dear.ms + 100.0);
+  }
+}
+
+TEST_CASE("a client killed while its combos sit at the workers: its answers are dropped, its lane is reclaimed, and "
+          "nothing lands in the lane's next owner") {
+  const std::vector<double> series = series_of(200'000, 8);
+  const Measured dear = dear_combo(series, 20.0);
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("killed"),
+                     {"--wait", "backoff", "--bars", "200000", "--seed", "8", "--lanes", "1", "--workers", "1",
+                      "--ring-capacity", "8"});
+  REQUIRE(engine.up());
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t victim = ::fork();
+  REQUIRE(victim >= 0);
+  if (victim == 0) {
+    ::close(ready[0]);
+    auto client = ShmClient::connect(engine.name(), patient_client());
+    if (!client) ::_exit(3);
+    RequestSlot request{};
+    request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+    request.params = dear.combo;
+    std::uint64_t seq = 0;
+    for (int i = 0; i < 8; ++i)
+      if (client->submit(request, seq) != CallStatus::ok) ::_exit(4);
+    (void)!::write(ready[1], "s", 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // its first combo is at the worker
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(victim, &status, 0) == victim);
+  // The only lane comes back to the next client; its requests are answered, each its own.
+  auto next = ShmClient::connect(engine.name(), patient_client(std::chrono::seconds(30)));
+  REQUIRE_MESSAGE(next.has_value(), (next ? "" : next.error().message));
+  std::vector<Combo> mine;
+  for (int i = 0; i < 12; ++i) mine.push_back(Combo{100 + i, 2, 3, 4, 5, 6});
+  auto echoes = run_all(*next, mine, Opcode::echo);
+  REQUIRE_MESSAGE(echoes.has_value(), (echoes ? "" : echoes.error().message));
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    CHECK((*echoes)[i].seq == i + 1);
+    CHECK((*echoes)[i].echo() == mine[i]);
+  }
+  // Long enough for every combo the victim left behind to have come back from the worker: still
+  // nothing of it reaches this client, and dear combos of its own come back right.
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(dear.ms * 4)));
+  KernelWorkspace workspace(series.size());
+  BacktestResult expected;
+  REQUIRE(run_backtest(series, combo_from_length(50), kDefaultFee, workspace, expected) == KernelStatus::ok);
+  auto answers = run_all(*next, std::vector<Combo>(3, combo_from_length(50)), Opcode::backtest);
+  REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+  for (const ResponseSlot& answer : *answers) {
+    CHECK(answer.pnl == expected.pnl);
+    CHECK(answer.trades == expected.trades);
+  }
+  ResponseSlot stray{};
+  CHECK(next->poll(stray) == CallStatus::empty);
+}
+
+TEST_CASE("SIGTERM with combos queued at the workers ends the engine after the combo in progress, not the queue") {
+  const std::vector<double> series = series_of(200'000, 9);
+  const Measured dear = dear_combo(series, 40.0);
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("stop"),
+                     {"--wait", "backoff", "--bars", "200000", "--seed", "9", "--workers", "1",
+                      "--ring-capacity", "32"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(client.has_value());
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = dear.combo;
+  std::uint64_t seq = 0;
+  for (int i = 0; i < 32; ++i) REQUIRE(client->submit(request, seq) == CallStatus::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto start = Clock::now();
+  const int status = engine.stop(SIGTERM);
+  const double stop_ms = ms_since(start);
+  MESSAGE("SIGTERM to exit with 32 combos of " << dear.ms << " ms queued: " << stop_ms << " ms");
+  CHECK(WIFEXITED(status));
+  // One combo in progress, a heartbeat, the exit, and room for a loaded host; the queue alone
+  // would take 32 combos.
+  CHECK(stop_ms < 3.0 * dear.ms + 500.0);
+  CHECK(stop_ms < 16.0 * dear.ms);
+}
+
+TEST_CASE("the default bound admits every combo of the default grid and of 6:2000:200 on a million bars, on any host") {
+  // A pure function of the combo and the bars: the verdict cannot depend on the host.
+  auto grid = parse_grid("6:200:80");
+  REQUIRE(grid.has_value());
+  for (const std::int64_t length : *grid)
+    CHECK(admit_backtest(combo_from_length(length), 150'000, kDefaultMaxFrameCost) == Status::ok);
+  auto wide = parse_grid("6:2000:200");
+  REQUIRE(wide.has_value());
+  for (const std::int64_t length : *wide)
+    CHECK(admit_backtest(combo_from_length(length), 1'000'000, kDefaultMaxFrameCost) == Status::ok);
+  // End to end, an engine with every option at its default answers the whole default grid.
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("admit"), {"--wait", "backoff"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(client.has_value());
+  CHECK(client->segment().header().max_frame_cost == kDefaultMaxFrameCost);
+  auto answers = run_all(*client, combos_of(*grid), Opcode::backtest);
+  REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+  for (const ResponseSlot& answer : *answers) CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK((*answers)[0].pnl == -5165.577039790348);
+  CHECK((*answers)[0].trades == 57029);
+}
+
+}  // namespace ipcfloor
