@@ -37,6 +37,7 @@
 #include "shm/huge_pages.hpp"
 #include "shm/liveness.hpp"
 #include "shm/segment.hpp"
+#include "tests/fault_harness.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -268,7 +269,7 @@ TEST_CASE("several series in one segment: each is read back whole, by index and 
   CHECK_MESSAGE(contains(refused.error().message, "at most 16"), refused.error().message);
 }
 
-TEST_CASE("the socket and the lock file are 0600 and ours; the lock names the engine's pid") {
+TEST_CASE("the socket is 0600 and ours, the engine leaves no other file, and the socket goes with the engine") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);
   auto created = Segment::create(make_config(name, series));
@@ -278,20 +279,14 @@ TEST_CASE("the socket and the lock file are 0600 and ours; the lock names the en
   CHECK(S_ISSOCK(info.st_mode));
   CHECK((info.st_mode & 07777) == 0600);
   CHECK(info.st_uid == ::geteuid());
-  REQUIRE(::lstat((created->socket_path() + ".lock").c_str(), &info) == 0);
-  CHECK(S_ISREG(info.st_mode));
-  CHECK((info.st_mode & 07777) == 0600);
-  std::ifstream lock(created->socket_path() + ".lock");
-  int pid = 0;
-  lock >> pid;
-  CHECK(pid == ::getpid());
+  // The name is held by an abstract socket, not by a file anyone could delete.
+  CHECK_FALSE(path_exists(created->socket_path() + ".lock"));
   const std::string socket = created->socket_path();
-  created = std::unexpected(Error{ErrorCode::io, "destroyed"});  // the engine goes: both files go
+  created = std::unexpected(Error{ErrorCode::io, "destroyed"});  // the engine goes: its socket goes
   CHECK_FALSE(path_exists(socket));
-  CHECK_FALSE(path_exists(socket + ".lock"));
 }
 
-TEST_CASE("a name held by a live engine is refused with busy, naming the lock") {
+TEST_CASE("a name held by a live engine is refused with busy, naming its pid") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);
   auto created = Segment::create(make_config(name, series));
@@ -299,8 +294,7 @@ TEST_CASE("a name held by a live engine is refused with busy, naming the lock") 
   auto second = Segment::create(make_config(name, series));
   REQUIRE_FALSE(second.has_value());
   CHECK(second.error().code == ErrorCode::busy);
-  CHECK(contains(second.error().message, name + ".lock"));
-  CHECK(contains(second.error().message, fmt::format("pid {}", ::getpid())));
+  CHECK_MESSAGE(contains(second.error().message, fmt::format("is running (pid {})", ::getpid())), second.error().message);
   auto removed = Segment::remove_stale(name);
   REQUIRE_FALSE(removed.has_value());
   CHECK(removed.error().code == ErrorCode::busy);
@@ -320,7 +314,7 @@ TEST_CASE("the socket a dead engine left is replaced with a warning, and remove_
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
   REQUIRE(created->warnings().size() >= 1);
-  CHECK(contains(created->warnings().front(), "removed the stale socket"));
+  CHECK(contains(created->warnings().front(), "replacing the stale socket"));
   created = std::unexpected(Error{ErrorCode::io, "destroyed"});
 
   leave_dead_socket(path);
@@ -367,23 +361,21 @@ TEST_CASE("concurrent creators of one name: exactly one wins, also over a dead e
     CHECK(std::count(verdicts.begin(), verdicts.end(), 'B') == kCreators - 1);
   };
   SUBCASE("on a free name") { race(); }
-  SUBCASE("over the socket and lock file a SIGKILLed engine left") {
+  SUBCASE("over the socket a SIGKILLed engine left") {
     const pid_t dead = ::fork();
     REQUIRE(dead >= 0);
     if (dead == 0) {
       const std::vector<double> series = make_series(100);
       auto created = Segment::create(make_config(name, series));
       if (!created) ::_exit(1);
-      ::raise(SIGKILL);  // no destructor: socket and lock file stay behind
+      ::raise(SIGKILL);  // no destructor: the socket stays behind
     }
     ::waitpid(dead, nullptr, 0);
     REQUIRE(path_exists(path));
-    REQUIRE(path_exists(path + ".lock"));
     race();
   }
   // Every winner removed what it made; the stale socket went with the first winner's start.
   CHECK_FALSE(path_exists(path));
-  CHECK_FALSE(path_exists(path + ".lock"));
 }
 
 TEST_CASE("something at the name that is not an ipcfloor socket is refused and left untouched") {
@@ -403,7 +395,6 @@ TEST_CASE("something at the name that is not an ipcfloor socket is refused and l
   CHECK(attached.error().code == ErrorCode::permission);
   CHECK(path_exists(path));
   ::unlink(path.c_str());
-  ::unlink((path + ".lock").c_str());
 }
 
 TEST_CASE("attach refuses a socket with group or other permission bits, without talking to it") {
@@ -436,13 +427,12 @@ TEST_CASE("a FIFO or a directory at the name is refused at once and left untouch
     CHECK(attached.error().code == ErrorCode::permission);
     CHECK(contains(attached.error().message, "is not a socket"));
     CHECK(path_exists(path));
-    ::unlink((path + ".lock").c_str());
     ::rmdir(path.c_str());
     ::unlink(path.c_str());
   }
 }
 
-TEST_CASE("a socket or lock file owned by another uid is refused and left untouched") {
+TEST_CASE("a socket or a name claim of another uid is refused and left untouched") {
   if (::geteuid() != 0) {
     MESSAGE("skipped: only root can give a file away");
     return;
@@ -473,20 +463,45 @@ TEST_CASE("a socket or lock file owned by another uid is refused and left untouc
     CHECK(contains(created.error().message, "only replaces its own sockets"));
     CHECK(path_exists(path));  // not ours to remove
     ::unlink(path.c_str());
-    ::unlink((path + ".lock").c_str());
   }
-  SUBCASE("the lock file") {
+  SUBCASE("our claim address, bound first by a process of another uid") {
+    // Abstract socket addresses carry no permissions: another user can squat on ours. The
+    // engine must refuse, saying the name is held and how to find by whom, and take nothing over.
     const std::string name = unique_name();
-    const std::string lock = fmt::format("/dev/shm/{}.lock", name);
-    { std::ofstream planted(lock); }
-    REQUIRE(::chown(lock.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+    struct stat dir {};
+    REQUIRE(::stat("/dev/shm", &dir) == 0);
+    const std::string address = claim_address(::geteuid(), dir.st_dev, dir.st_ino, name);
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t squatter = ::fork();
+    REQUIRE(squatter >= 0);
+    if (squatter == 0) {
+      if (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(1);
+      const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      sockaddr_un bound{};
+      bound.sun_family = AF_UNIX;
+      std::memcpy(bound.sun_path + 1, address.data(), address.size());
+      const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + address.size());
+      const char verdict = ::bind(fd, reinterpret_cast<const sockaddr*>(&bound), length) == 0 ? 'B' : 'E';
+      (void)!::write(ready[1], &verdict, 1);
+      ::pause();  // holds the address until killed
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char verdict = 0;
+    REQUIRE(::read(ready[0], &verdict, 1) == 1);
+    ::close(ready[0]);
+    REQUIRE(verdict == 'B');
     auto created = Segment::create(make_config(name, series));
+    ::kill(squatter, SIGKILL);
+    ::waitpid(squatter, nullptr, 0);
     REQUIRE_FALSE(created.has_value());
-    CHECK(created.error().code == ErrorCode::permission);
-    CHECK(contains(created.error().message, lock));
+    CHECK(created.error().code == ErrorCode::busy);
+    CHECK_MESSAGE(contains(created.error().message, "@" + address), created.error().message);
     CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", name)));
-    CHECK(path_exists(lock));
-    ::unlink(lock.c_str());
+    // Killed, the squatter's address is free at once: the name is ours to take.
+    auto taken = Segment::create(make_config(name, series));
+    CHECK_MESSAGE(taken.has_value(), why(taken));
   }
 }
 
@@ -568,7 +583,14 @@ TEST_CASE("a client cannot write, shrink, grow or punch the data object it recei
     REQUIRE_MESSAGE(client.has_value(), why(client));
     const bool huge = client->backing() == Backing::memfd_huge_2m;
     CHECK(huge == (backing == HugePagesMode::required));
-    const int fd = client->data_fd();
+    // A hostile client keeps the descriptor it received (ipcfloor's own clients close it once
+    // mapped): ask for one by hand.
+    const UniqueFd connection = fault::connect_raw(created->socket_path());
+    REQUIRE(connection);
+    auto raw = fault::ask_raw(connection.get(), HandoffRole::observer);
+    REQUIRE(raw.has_value());
+    REQUIRE(raw->fds.size() == 1);
+    const int fd = raw->fds[0].get();
     const std::size_t bytes = client->size();
     const std::size_t page = huge ? kHugePageBytes : kSmallPageBytes;
     // Opening the object afresh for writing is allowed (it is a file open, not a write): the
@@ -621,17 +643,25 @@ TEST_CASE("a lane object is writable by its client but cannot be truncated or gr
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
   TestKeeper keeper(*created);
-  auto client = Attachment::attach(name, as(HandoffRole::lane));
-  REQUIRE_MESSAGE(client.has_value(), why(client));
-  const int fd = client->lane().fd();
+  // A hostile client keeps the lane object's descriptor: ask for a lane by hand.
+  const UniqueFd connection = fault::connect_raw(created->socket_path());
+  REQUIRE(connection);
+  auto raw = fault::ask_raw(connection.get(), HandoffRole::lane);
+  REQUIRE(raw.has_value());
+  REQUIRE(raw->fds.size() == 2);
+  const int fd = raw->fds[1].get();
+  const auto bytes = static_cast<std::size_t>(raw->reply.lane_bytes);
   errno = 0;
   CHECK(::ftruncate(fd, 4096) != 0);
   CHECK(errno == EPERM);
-  CHECK(::ftruncate(fd, static_cast<off_t>(client->lane().size() * 2)) != 0);
-  CHECK(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)) == client->lane().size());
-  std::byte* bulk = client->lane().bulk().data();
+  CHECK(::ftruncate(fd, static_cast<off_t>(bytes * 2)) != 0);
+  CHECK(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)) == bytes);
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  auto* bulk = static_cast<std::byte*>(mapped) + created->geometry().lane_bulk_offset;
   bulk[0] = std::byte{42};  // its own memory: writable
   CHECK(bulk[0] == std::byte{42});
+  ::munmap(mapped, bytes);
   // The seals cannot be lifted or added to: F_SEAL_SEAL is set.
   CHECK(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) != 0);
   CHECK((::fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
