@@ -324,14 +324,20 @@ Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole ro
 Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
                                   std::chrono::steady_clock::time_point deadline) {
   auto busy_pause = kBusyFirstRetry;
+  std::string why_retry;  // why the last attempt is being retried: the engine was busy
+  const auto still_busy = [&](pid_t engine_pid, int attempts) {
+    return fail(ErrorCode::busy, "engine {} (pid {}) is alive but busy: {} ({} tries until the timeout; it sheds "
+                "idle connections when it has too many open); try again", name, engine_pid, why_retry, attempts);
+  };
   for (int attempt = 1;; ++attempt) {
     if (auto trusted = check_socket_file(path, name); !trusted) return std::unexpected(std::move(trusted.error()));
     pid_t engine_pid = 0;
     auto connection = connect_engine(path, name, engine_pid);
     if (!connection) return std::unexpected(std::move(connection.error()));
     auto handoff = ask_once(std::move(*connection), engine_pid, role, deadline, path);
-    std::string why_retry;
     if (!handoff) {
+      // A busy engine that keeps this try waiting past the deadline is still a busy engine.
+      if (handoff.error().code == ErrorCode::timeout && !why_retry.empty()) return still_busy(engine_pid, attempt);
       if (handoff.error().code != ErrorCode::peer_gone) return std::unexpected(std::move(handoff.error()));
       // Ended without an answer. A live engine does that only to a connection it shed (at its
       // connection cap, or out of descriptors); a dead one stops listening.
@@ -355,10 +361,7 @@ Expected<Handoff> request_handoff(const std::string& path, std::string_view name
       }
       why_retry = handoff->reply.message;
     }
-    if (std::chrono::steady_clock::now() >= deadline)
-      return fail(ErrorCode::busy, "engine {} (pid {}) is alive but busy: {} on each of {} tries until the timeout "
-                  "(it sheds idle connections when it has too many open); try again", name, engine_pid, why_retry,
-                  attempt);
+    if (std::chrono::steady_clock::now() >= deadline) return still_busy(engine_pid, attempt);
     std::this_thread::sleep_for(busy_pause);
     busy_pause = std::min(busy_pause * 2, kBusyLastRetry);
   }

@@ -340,9 +340,7 @@ std::vector<MemoryNeed> segment_memory_needs(const SegmentConfig& config, bool d
 
 Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto valid = validate_config(config); !valid) return std::unexpected(std::move(valid.error()));
-  const std::vector<MemoryNeed> needs = segment_memory_needs(config, data_fits_huge_pages(config));
-  if (auto fits = check_memory_budget(needs, read_host_memory()); !fits)
-    return fail(ErrorCode::resource, "engine {}: {}", config.name, fits.error().message);
+  if (auto fits = check_memory(config); !fits) return std::unexpected(std::move(fits.error()));
   if (auto budget = check_mlock_budget(config); !budget) return std::unexpected(std::move(budget.error()));
   Segment segment;
   SegmentFacts& facts = segment.facts_;
@@ -375,6 +373,14 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (!listener) return std::unexpected(std::move(listener.error()));
   segment.listener_ = std::move(*listener);
   return segment;
+}
+
+Expected<void> Segment::check_memory(const SegmentConfig& config, std::span<const MemoryNeed> more) {
+  std::vector<MemoryNeed> needs = segment_memory_needs(config, data_fits_huge_pages(config));
+  needs.insert(needs.end(), more.begin(), more.end());
+  if (auto fits = check_memory_budget(needs, read_host_memory()); !fits)
+    return fail(ErrorCode::resource, "engine {}: {}", config.name, fits.error().message);
+  return {};
 }
 
 Expected<LaneObject> Segment::make_lane_object(std::uint32_t lane, std::uint64_t generation) const {

@@ -156,6 +156,12 @@ class Segment {
   // On success warnings() lists every fallback taken and every stale socket replaced.
   [[nodiscard]] static Expected<Segment> create(const SegmentConfig& config);
 
+  // Whether the host can back what create() makes for `config`, and `more` besides (what the
+  // caller will allocate around it), checked against its stated limits before anything is
+  // allocated: resource, naming the option to lower and the limit, when it cannot. create()
+  // checks its own part the same way. Reads /proc and /sys (read_host_memory).
+  [[nodiscard]] static Expected<void> check_memory(const SegmentConfig& config, std::span<const MemoryNeed> more = {});
+
   // Removes the socket a dead engine left at DIR/NAME. busy when a live engine holds the name;
   // success when nothing is there. Never removes a socket something listens on.
   [[nodiscard]] static Expected<void> remove_stale(std::string_view name,

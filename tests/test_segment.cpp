@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -36,6 +37,8 @@
 
 #include "shm/huge_pages.hpp"
 #include "shm/liveness.hpp"
+#include "shm/memory_budget.hpp"
+#include "shm/name_claim.hpp"
 #include "shm/segment.hpp"
 #include "tests/fault_harness.hpp"
 
@@ -759,6 +762,198 @@ TEST_CASE("rejects bad configurations and names") {
   config.socket_dir = "/nonexistent-ipcfloor-dir";
   CHECK(Segment::create(config).error().code == ErrorCode::invalid_argument);
   CHECK(valid_segment_name("ipcfloor-demo_1.2"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The name: held by the kernel, per uid, directory and name
+
+TEST_CASE("the claim address names the uid, the directory's identity and the name, and fits a socket address") {
+  const std::string short_name = claim_address(1000, 0x2a, 0x1234, "demo");
+  CHECK(short_name == "ipcfloor/1000/2a.1234/demo");
+  CHECK(claim_address(1000, 0x2a, 0x1235, "demo") != short_name);  // another directory
+  CHECK(claim_address(1001, 0x2a, 0x1234, "demo") != short_name);  // another user
+  const std::string long_name(kMaxSegmentNameBytes, 'n');
+  const std::string hashed = claim_address(4294967294U, ~dev_t{0}, ~ino_t{0}, long_name);
+  CHECK(hashed.size() + 1 <= sizeof(sockaddr_un::sun_path));  // + the NUL that makes it abstract
+  CHECK(hashed.find('#') != std::string::npos);
+  CHECK(hashed != claim_address(4294967294U, ~dev_t{0}, ~ino_t{0}, long_name.substr(1) + "m"));
+}
+
+TEST_CASE("removing the files of a live engine frees nothing: its name stays held, and its stop removes no one "
+          "else's socket") {
+  const std::vector<double> series = make_series(100);
+  const std::string name = unique_name();
+  auto first = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(first.has_value(), why(first));
+  const std::string path = first->socket_path();
+  REQUIRE(::unlink(path.c_str()) == 0);  // everything the engine has in the directory
+  auto second = Segment::create(make_config(name, series));
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == ErrorCode::busy);
+  CHECK_MESSAGE(contains(second.error().message, "removed by hand"), second.error().message);
+  CHECK_FALSE(path_exists(path));  // and it made nothing there
+  // A socket someone else puts at the path is not the first engine's to remove when it stops.
+  leave_dead_socket(path);
+  struct stat planted {};
+  REQUIRE(::lstat(path.c_str(), &planted) == 0);
+  first = std::unexpected(Error{ErrorCode::io, "stopped"});
+  struct stat after {};
+  REQUIRE(::lstat(path.c_str(), &after) == 0);
+  CHECK(after.st_ino == planted.st_ino);
+  // The name is free now: the next engine replaces that (dead) socket with its own.
+  auto third = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(third.has_value(), why(third));
+  REQUIRE(::lstat(path.c_str(), &after) == 0);
+  CHECK(after.st_ino != planted.st_ino);
+  CHECK(contains(third->warnings().front(), "replacing the stale socket"));
+}
+
+TEST_CASE("one name in two directories is two names; two spellings of one directory are one") {
+  const std::vector<double> series = make_series(100);
+  const std::string name = unique_name();
+  char first_template[] = "/tmp/ipcfloor-claim-XXXXXX";
+  char second_template[] = "/tmp/ipcfloor-claim-XXXXXX";
+  REQUIRE(::mkdtemp(first_template) != nullptr);
+  REQUIRE(::mkdtemp(second_template) != nullptr);
+  const std::string first_dir = first_template, second_dir = second_template;
+  const std::string alias = first_dir + "-alias";
+  REQUIRE(::symlink(first_dir.c_str(), alias.c_str()) == 0);
+  {
+    SegmentConfig config = make_config(name, series);
+    config.socket_dir = first_dir;
+    auto first = Segment::create(config);
+    REQUIRE_MESSAGE(first.has_value(), why(first));
+    config.socket_dir = second_dir;
+    auto second = Segment::create(config);
+    CHECK_MESSAGE(second.has_value(), why(second));
+    config.socket_dir = alias;
+    auto aliased = Segment::create(config);
+    REQUIRE_FALSE(aliased.has_value());
+    CHECK(aliased.error().code == ErrorCode::busy);
+  }
+  ::unlink(alias.c_str());
+  std::filesystem::remove_all(first_dir);
+  std::filesystem::remove_all(second_dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a client keeps
+
+namespace {
+
+// Descriptors of this process that are ipcfloor memfds.
+int ipcfloor_memfds() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (!error && target.starts_with("/memfd:ipcfloor:")) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("an attachment keeps no descriptor of the objects it mapped") {
+  const std::string name = unique_name();
+  const std::vector<double> series = make_series(1000);
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  TestKeeper keeper(*created);
+  const int before = ipcfloor_memfds();  // the engine's own data object
+  auto observer = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_MESSAGE(observer.has_value(), why(observer));
+  CHECK(ipcfloor_memfds() == before);
+  CHECK(observer->series()[0] == series[0]);  // mapped all the same
+  CHECK_FALSE(observer->engine_hung_up());    // told by the engine's pid, not by a connection
+  auto client = Attachment::attach(name, as(HandoffRole::lane));
+  REQUIRE_MESSAGE(client.has_value(), why(client));
+  // The keeper made one lane object (its own descriptor); the client kept neither it nor the data.
+  CHECK(ipcfloor_memfds() == before + 1);
+  CHECK(client->lane().fd() < 0);
+  CHECK(client->lane().view().header->magic == kLaneMagic);
+  CHECK_FALSE(client->engine_hung_up());  // its lease, the one descriptor it keeps
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: the verdict is a pure function of the sizes and the host's stated limits
+
+TEST_CASE("the memory check refuses what the tightest stated limit cannot back, naming the option and the limit") {
+  const std::vector<MemoryNeed> needs{{"the data object", 1ULL << 30, "--capacity 134217728"},
+                                      {"5 lane objects", 3ULL << 20, "--bulk-bytes 2621440 or --lanes 4"}};
+  HostMemory host;
+  CHECK(check_memory_budget(needs, host).has_value());  // no limit stated: nothing to refuse on
+  host.available = MemoryLimit{2ULL << 30, "MemAvailable in /proc/meminfo"};
+  CHECK(check_memory_budget(needs, host).has_value());
+  host.available->bytes = (1ULL << 30) + (3ULL << 20) - 1;  // one byte short
+  auto refused = check_memory_budget(needs, host);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::resource);
+  CHECK_MESSAGE(contains(refused.error().message, "MemAvailable in /proc/meminfo"), refused.error().message);
+  CHECK(contains(refused.error().message, "lower --capacity 134217728"));  // the largest need's option
+  CHECK(contains(refused.error().message, "1.0 GiB"));
+  // A cgroup that leaves less is the limit named.
+  host.cgroup = MemoryLimit{512ULL << 20, "the cgroup limit in /x/memory.max (512.0 MiB, 0 bytes of it in use)"};
+  refused = check_memory_budget(needs, host);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK_MESSAGE(contains(refused.error().message, "the cgroup limit in /x/memory.max"), refused.error().message);
+  CHECK(contains(refused.error().message, "allows 512.0 MiB more"));
+  // Sizes that would overflow a sum are refused, not wrapped into something small.
+  const std::vector<MemoryNeed> huge{{"a", ~0ULL, "--a"}, {"b", ~0ULL, "--b"}};
+  CHECK_FALSE(check_memory_budget(huge, host).has_value());
+}
+
+TEST_CASE("the tightest cgroup is the one with the least left, page cache it can drop counted as free") {
+  std::vector<CgroupLevel> levels{
+      {"/leaf/memory.max", std::nullopt, 100, 0},                // no limit
+      {"/mid/memory.max", 1000ULL << 20, 900ULL << 20, 600ULL << 20},  // 700 MiB left: cache can go
+      {"/top/memory.max", 800ULL << 20, 200ULL << 20, 0},        // 600 MiB left
+  };
+  const auto tightest = tightest_cgroup_limit(levels);
+  REQUIRE(tightest.has_value());
+  CHECK(tightest->bytes == 600ULL << 20);
+  CHECK(contains(tightest->source, "/top/memory.max"));
+  levels[2].usage = 900ULL << 20;  // over its limit already: nothing left
+  CHECK(tightest_cgroup_limit(levels)->bytes == 0);
+  CHECK_FALSE(tightest_cgroup_limit(std::vector<CgroupLevel>{{"/a", std::nullopt, 5, 0}}).has_value());
+  CHECK(parse_mem_available("MemTotal:  100 kB\nMemAvailable:    24113492 kB\n") == 24113492ULL * 1024);
+  CHECK_FALSE(parse_mem_available("MemTotal: 100 kB\n").has_value());
+  CHECK(bytes_text(100) == "100 bytes");
+  CHECK(bytes_text(3ULL << 30) == "3.0 GiB");
+  // This host states at least MemAvailable.
+  CHECK(read_host_memory().available.has_value());
+}
+
+TEST_CASE("a segment's memory needs name the option that sizes each part") {
+  const std::vector<double> series = make_series(1000);
+  SegmentConfig config = make_config(unique_name(), series);
+  config.lanes = 4;
+  config.bulk_bytes = std::size_t{1} << 30;
+  auto needs = segment_memory_needs(config, false);
+  REQUIRE(needs.size() == 2);
+  CHECK(needs[1].bytes >= 5 * (std::uint64_t{1} << 30));  // a lane more than --lanes: its replacement
+  CHECK(contains(needs[1].options, "--bulk-bytes 1073741824"));
+  CHECK(contains(needs[1].options, "--lanes 4"));
+  config.bulk_bytes = 0;
+  config.ring_capacity = 1U << 24;
+  needs = segment_memory_needs(config, false);
+  CHECK(contains(needs[1].options, "--ring-capacity 16777216"));
+  config.ring_capacity = 8;
+  config.live = true;
+  config.capacity_bars = 200'000'000;
+  needs = segment_memory_needs(config, false);
+  CHECK(needs[0].bytes >= 200'000'000ULL * sizeof(double));
+  CHECK(contains(needs[0].options, "--capacity 200000000"));
+  CHECK(segment_memory_needs(config, true).size() == 1);  // huge pages come from their own pool
+  // And create refuses them before anything is made, when the host says it cannot back them.
+  config.name = unique_name();
+  config.capacity_bars = std::size_t{1} << 50;  // 8 PiB of room
+  auto created = Segment::create(config);
+  REQUIRE_FALSE(created.has_value());
+  CHECK(created.error().code == ErrorCode::resource);
+  CHECK_MESSAGE(contains(created.error().message, fmt::format("--capacity {}", std::size_t{1} << 50)),
+                created.error().message);
+  CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", config.name)));
 }
 
 TEST_CASE("parses --hugepages and --mlock modes") {
