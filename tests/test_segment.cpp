@@ -177,6 +177,23 @@ std::string in_child(Body body) {
   return result;
 }
 
+// What a hostile client gets that keeps the descriptors it receives (ipcfloor's own clients close
+// them once mapped): a hand-off for `role` asked for by hand, with its descriptors.
+struct KeptHandoff {
+  UniqueFd connection;
+  fault::RawAnswer answer;
+};
+KeptHandoff ask_keeping_descriptors(const Segment& segment, HandoffRole role) {
+  KeptHandoff kept;
+  kept.connection = fault::connect_raw(segment.socket_path());
+  REQUIRE(kept.connection);
+  auto answer = fault::ask_raw(kept.connection.get(), role);
+  REQUIRE(answer.has_value());
+  REQUIRE(answer->fds.size() == (role == HandoffRole::lane ? 2U : 1U));
+  kept.answer = std::move(*answer);
+  return kept;
+}
+
 // A Unix socket file at `path` that nobody listens on: what a SIGKILLed engine leaves behind.
 void leave_dead_socket(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
@@ -586,14 +603,8 @@ TEST_CASE("a client cannot write, shrink, grow or punch the data object it recei
     REQUIRE_MESSAGE(client.has_value(), why(client));
     const bool huge = client->backing() == Backing::memfd_huge_2m;
     CHECK(huge == (backing == HugePagesMode::required));
-    // A hostile client keeps the descriptor it received (ipcfloor's own clients close it once
-    // mapped): ask for one by hand.
-    const UniqueFd connection = fault::connect_raw(created->socket_path());
-    REQUIRE(connection);
-    auto raw = fault::ask_raw(connection.get(), HandoffRole::observer);
-    REQUIRE(raw.has_value());
-    REQUIRE(raw->fds.size() == 1);
-    const int fd = raw->fds[0].get();
+    const KeptHandoff kept = ask_keeping_descriptors(*created, HandoffRole::observer);
+    const int fd = kept.answer.fds[0].get();
     const std::size_t bytes = client->size();
     const std::size_t page = huge ? kHugePageBytes : kSmallPageBytes;
     // Opening the object afresh for writing is allowed (it is a file open, not a write): the
@@ -646,14 +657,9 @@ TEST_CASE("a lane object is writable by its client but cannot be truncated or gr
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
   TestKeeper keeper(*created);
-  // A hostile client keeps the lane object's descriptor: ask for a lane by hand.
-  const UniqueFd connection = fault::connect_raw(created->socket_path());
-  REQUIRE(connection);
-  auto raw = fault::ask_raw(connection.get(), HandoffRole::lane);
-  REQUIRE(raw.has_value());
-  REQUIRE(raw->fds.size() == 2);
-  const int fd = raw->fds[1].get();
-  const auto bytes = static_cast<std::size_t>(raw->reply.lane_bytes);
+  const KeptHandoff kept = ask_keeping_descriptors(*created, HandoffRole::lane);
+  const int fd = kept.answer.fds[1].get();
+  const auto bytes = static_cast<std::size_t>(kept.answer.reply.lane_bytes);
   errno = 0;
   CHECK(::ftruncate(fd, 4096) != 0);
   CHECK(errno == EPERM);
