@@ -55,7 +55,7 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_OK: return "ok";
     case IPCFLOOR_E_INVALID: return "invalid argument";
     case IPCFLOOR_E_NO_ENGINE: return "no engine serves that name";
-    case IPCFLOOR_E_BUSY: return "no free lane";
+    case IPCFLOOR_E_BUSY: return "engine busy: no free lane, or too many connections";
     case IPCFLOOR_E_PERMISSION: return "permission denied";
     case IPCFLOOR_E_VERSION: return "segment layout version mismatch";
     case IPCFLOOR_E_BAD_SEGMENT: return "not a valid ipcfloor segment";

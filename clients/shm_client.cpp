@@ -243,9 +243,17 @@ std::string ShmClient::describe(CallStatus status) const {
     case CallStatus::timeout:
       return fmt::format("engine {} (pid {}) did not answer on lane {} within {} ms", name, pid, lane(),
                          std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
-    case CallStatus::corrupt:
-      return fmt::format("lane {} of {} holds impossible ring positions or stamps; the engine quarantined it", lane(),
-                         name);
+    case CallStatus::corrupt: {
+      // Say what happened, not what might have: the lane's state is the engine's own word.
+      // relaxed: a report, read once on a slow path.
+      const auto state = attachment_.lane_status(lane()).state.load(std::memory_order_relaxed);
+      if (state == static_cast<std::uint32_t>(LaneState::quarantined))
+        return fmt::format("the engine quarantined lane {} of {}: impossible ring positions or stamps were written "
+                           "into it", lane(), name);
+      return fmt::format("lane {} of {} holds a ring position or stamp that neither this client nor the engine wrote "
+                         "(the engine has not quarantined it): something else wrote into this client's lane memory",
+                         lane(), name);
+    }
     case CallStatus::out_of_order:
       return fmt::format("lane {} of {} returned an answer out of order", lane(), name);
     case CallStatus::too_large:

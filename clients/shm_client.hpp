@@ -43,8 +43,8 @@ enum class CallStatus : std::uint8_t {
   timeout,      // no answer (or no ring space) before the deadline; the engine looked alive
   engine_hung,  // the engine lives but its heartbeat stopped (e.g. SIGSTOP): no answer yet
   engine_gone,  // the engine process is dead or stopping
-  corrupt,      // this lane holds impossible positions or stamps (the engine quarantined it
-                // after this client wrote something impossible)
+  corrupt,      // this lane holds impossible positions or stamps (describe() says whether the
+                // engine quarantined it, or the client found them itself)
   out_of_order, // an answer's seq did not match the oldest outstanding request
   empty,        // poll only: nothing has arrived yet
   too_large,    // echo_bulk only: the payload does not fit half of the lane's bulk region

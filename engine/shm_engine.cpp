@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,19 +22,36 @@
 #include "kernel/cost.hpp"
 #include "kernel/cost_rate.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/live_signal.hpp"
 #include "shm/doorbell.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
 namespace {
 
-// A connection must send its hand-off request this soon after connecting, or it is dropped: an
-// idle connection would otherwise hold a slot for nothing.
+// A connection must send its hand-off request this soon after connecting, and an observer's
+// connection is closed this soon after its reply (it needs nothing more): an idle connection
+// would otherwise hold a slot for nothing.
 constexpr std::chrono::milliseconds kHandoffPatience{1000};
-// Connections beyond the lanes (observers and hand-offs in progress).
+// Connections that are not a lane's lease (observers and hand-offs in progress). At the cap the
+// longest idle of them is closed to make room: nginx's rule for idle keep-alive connections.
 constexpr std::size_t kMaxExtraConnections = 64;
 // How soon service() runs again while a lane waits for its fresh object.
 constexpr std::chrono::milliseconds kReplaceRetry{1};
+
+// Live mode's subscription book (engine/live_book.hpp), which LiveBook::make allocates whole at
+// start: every lane's subscription slots and history arena. Nothing when not live.
+std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
+  std::vector<MemoryNeed> needs;
+  if (!config.segment.live) return needs;
+  const std::uint64_t lanes = config.segment.lanes;
+  const std::uint64_t per_lane = std::uint64_t{config.subscriptions_per_lane} * sizeof(std::optional<LiveBacktest>) +
+                                 LiveBookLimits{}.arena_doubles_per_lane * sizeof(double);
+  needs.push_back({fmt::format("the live subscription book ({} lanes of {} subscriptions)", lanes,
+                               config.subscriptions_per_lane),
+                   lanes * per_lane, fmt::format("--subscriptions {} or --lanes {}", config.subscriptions_per_lane, lanes)});
+  return needs;
+}
 
 }  // namespace
 
@@ -42,6 +61,10 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // Not dumpable: another process of the same user can then neither ptrace the engine nor open
   // its descriptors through /proc/PID/fd, which would hand it every lane object. Only root can.
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Everything the engine will allocate, checked against what the host can back before any of it
+  // exists: the segment's objects and, live, the subscription book next to them.
+  if (auto fits = Segment::check_memory(config.segment, live_book_needs(config)); !fits)
+    return std::unexpected(fits.error());
   double rate = 0.0;
   std::uint64_t max_cost = config.max_frame_cost;
   if (config.max_frame_time.count() > 0) {
@@ -215,7 +238,7 @@ std::chrono::milliseconds ShmEngine::service_timeout() const noexcept {
     if (phase == LanePhase::draining || phase == LanePhase::drained) until = std::min(until, now + kReplaceRetry);
   }
   for (const Connection& connection : connections_)
-    if (connection.role == Connection::Role::pending) until = std::min(until, connection.deadline);
+    if (connection.role != Connection::Role::lane) until = std::min(until, connection.deadline);
   if (until <= now) return std::chrono::milliseconds(0);
   return std::chrono::ceil<std::chrono::milliseconds>(until - now);
 }
@@ -234,7 +257,7 @@ void ShmEngine::service() noexcept {
     }
     if (count < 32) break;
   }
-  expire_pending();
+  expire_idle();
   replace_drained_lanes();
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_beat_) {
@@ -264,7 +287,8 @@ void ShmEngine::accept_connections() noexcept {
     auto peer = peer_credentials(fd.get());
     Connection connection;
     connection.fd = std::move(fd);
-    connection.deadline = std::chrono::steady_clock::now() + kHandoffPatience;
+    connection.last_active = std::chrono::steady_clock::now();
+    connection.deadline = connection.last_active + kHandoffPatience;
     if (peer) {
       connection.pid = peer->pid;
       connection.uid = peer->uid;
@@ -276,12 +300,7 @@ void ShmEngine::accept_connections() noexcept {
             fmt::format("refused a connection from uid {} (pid {})", connection.uid, connection.pid)});
       continue;  // closed with `connection`
     }
-    if (connections_.size() >= segment_.lane_count() + kMaxExtraConnections) {
-      reply(connection, HandoffStatus::no_free_lane, "too many connections");
-      note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
-            fmt::format("refused pid {}: {} connections already open", connection.pid, connections_.size())});
-      continue;
-    }
+    make_room();
     epoll_event event{};
     event.events = EPOLLIN | EPOLLRDHUP;
     event.data.fd = connection.fd.get();
@@ -350,6 +369,7 @@ void ShmEngine::handle_readable(int fd) noexcept {
       close_connection(fd);
       return;
     }
+    connection.last_active = std::chrono::steady_clock::now();
     if (connection.role != Connection::Role::pending) {
       // A lane's client may say it leaves on purpose; anything else it sends is ignored.
       ReleaseNotice notice{};
@@ -372,6 +392,7 @@ void ShmEngine::handle_readable(int fd) noexcept {
     }
     if (request.role == static_cast<std::uint16_t>(HandoffRole::observer)) {
       connection.role = Connection::Role::observer;
+      connection.deadline = connection.last_active + kHandoffPatience;
       const int fds[] = {segment_.data_fd()};
       reply(connection, HandoffStatus::ok, "", fds);
       continue;
@@ -464,18 +485,71 @@ void ShmEngine::close_connection(int fd) noexcept {
   connections_.erase(found);  // closes the descriptor, which also leaves the epoll set
 }
 
-void ShmEngine::expire_pending() noexcept {
+void ShmEngine::expire_idle() noexcept {
   const auto now = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < connections_.size();) {
     Connection& connection = connections_[i];
-    if (connection.role == Connection::Role::pending && now >= connection.deadline) {
+    if (connection.role != Connection::Role::lane && now >= connection.deadline) {
       note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
-            fmt::format("dropped pid {}: no hand-off request within {} ms", connection.pid, kHandoffPatience.count())});
+            connection.role == Connection::Role::pending
+                ? fmt::format("dropped pid {}: no hand-off request within {} ms", connection.pid, kHandoffPatience.count())
+                : fmt::format("closed pid {}'s observer connection: idle for {} ms after its hand-off", connection.pid,
+                              kHandoffPatience.count())});
       close_connection(connection.fd.get());
       continue;
     }
     ++i;
   }
+}
+
+void ShmEngine::make_room() noexcept {
+  for (;;) {
+    std::size_t extra = 0;
+    const Connection* victim = nullptr;
+    for (const Connection& connection : connections_) {
+      if (connection.role == Connection::Role::lane) continue;
+      ++extra;
+      if (victim == nullptr || connection.last_active < victim->last_active) victim = &connection;
+    }
+    if (extra < kMaxExtraConnections || victim == nullptr) return;
+    const int fd = victim->fd.get();
+    if (victim->role == Connection::Role::pending) {
+      // A request that already arrived is not idle: serve it (it becomes a lease, an observer
+      // or closed) and look again.
+      std::byte peek[1];
+      if (::recv(fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        handle_readable(fd);
+        continue;
+      }
+      shed_idle(fd);
+    } else {
+      close_connection(fd);  // an observer has had its reply; it needs nothing more
+    }
+    ++shed_since_note_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_shed_note_) {
+      next_shed_note_ = now + std::chrono::seconds(1);
+      note({EngineEvent::Kind::refused, 0, 0, 0, 0,
+            fmt::format("at the cap of {} connections without a lane: closed {} idle one(s), the longest idle first, "
+                        "to make room for new ones", kMaxExtraConnections, std::exchange(shed_since_note_, 0))});
+    }
+  }
+}
+
+void ShmEngine::shed_idle(int fd) noexcept {
+  const auto found = std::find_if(connections_.begin(), connections_.end(),
+                                  [fd](const Connection& c) { return c.fd.get() == fd; });
+  if (found == connections_.end()) return;
+  reply(*found, HandoffStatus::busy,
+        fmt::format("engine {} has {} connections open that hold no lane and closed this one, the longest idle; ask again",
+                    segment_.name(), kMaxExtraConnections));
+  // As in shed_connection: a request that arrives between the reply and the close would reset
+  // the peer and lose the answer; stop its sends first, then drop what came.
+  (void)::shutdown(fd, SHUT_RDWR);
+  std::byte sink[sizeof(HandoffRequest)];
+  while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+  close_connection(fd);
 }
 
 bool ShmEngine::prepare_lane(std::uint32_t lane) noexcept {

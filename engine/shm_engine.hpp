@@ -141,7 +141,10 @@ class ShmEngine {
     bool released = false;  // a ReleaseNotice arrived before the connection ended
     pid_t pid = 0;
     uid_t uid = 0;
-    std::chrono::steady_clock::time_point deadline{};  // pending: the request must come by then
+    // Pending: the request must come by then. Observer: closed then (it has had its reply and
+    // needs nothing more). A lane's connection is its lease and never expires.
+    std::chrono::steady_clock::time_point deadline{};
+    std::chrono::steady_clock::time_point last_active{};  // accepted, or last message read
   };
 
   ShmEngine(Segment segment, WaitMode wait, int cpu);
@@ -157,7 +160,15 @@ class ShmEngine {
   void reply(Connection& connection, HandoffStatus status, std::string_view message,
              std::span<const int> fds = {}, std::uint32_t lane = 0, std::uint64_t generation = 0) noexcept;
   void close_connection(int fd) noexcept;
-  void expire_pending() noexcept;
+  // Closes pending and observer connections past their deadline.
+  void expire_idle() noexcept;
+  // At the connection cap: serves the pending connections whose request already arrived (they
+  // are not idle), then closes the longest-idle connection that is not a lane's lease, until
+  // a new connection fits. Never refuses the newcomer and never touches a lease.
+  void make_room() noexcept;
+  // Tells a connection that never sent its request that the engine is busy, and closes it
+  // without losing that answer to a reset.
+  void shed_idle(int fd) noexcept;
   // Lanes whose serving-thread side let go: unmap the old object, make a fresh one.
   void replace_drained_lanes() noexcept;
   [[nodiscard]] bool prepare_lane(std::uint32_t lane) noexcept;
@@ -187,6 +198,8 @@ class ShmEngine {
   // readable. Keeper thread only.
   UniqueFd reserve_fd_;
   std::chrono::steady_clock::time_point next_fd_warning_{};  // out-of-descriptor warnings: one a second
+  std::uint64_t shed_since_note_ = 0;  // idle connections closed at the cap since the last note
+  std::chrono::steady_clock::time_point next_shed_note_{};  // those notes: one a second
   std::vector<Connection> connections_;  // keeper thread only
   std::chrono::steady_clock::time_point next_beat_{};
   std::uint64_t max_frame_cost_ = 0;

@@ -1,22 +1,28 @@
 #pragma once
 // How a client gets hold of an engine's memory: the hand-off over a Unix-domain socket.
 //
-// The engine listens on a SOCK_SEQPACKET socket at DIR/NAME (mode 0600; DIR is /dev/shm unless
-// told otherwise) and holds an exclusive flock on DIR/NAME.lock for as long as it lives. A
-// client connects, sends one HandoffRequest, and receives one HandoffReply with the descriptors
-// of the sealed memfds attached (SCM_RIGHTS): the read-only data object, and for a lane client
-// its lane object. The connection then stays open and is the lane's lease:
+// The engine holds its name with a NameClaim (shm/name_claim.hpp) and listens on a
+// SOCK_SEQPACKET socket at DIR/NAME (mode 0600; DIR is /dev/shm unless told otherwise). A client
+// connects, sends one HandoffRequest, and receives one HandoffReply with the descriptors of the
+// sealed memfds attached (SCM_RIGHTS): the read-only data object, and for a lane client its lane
+// object. The client maps them and closes them (see Attachment). A lane client's connection then
+// stays open and is the lane's lease:
 //   - the kernel tells the engine (EOF) the moment the client's process is gone, however it died
 //     and whatever PID namespace it lives in; nothing a client writes into memory counts;
 //   - the engine's identity comes from SO_PEERCRED on the same socket, not from a pid field;
 //   - a client leaving on purpose sends a ReleaseNotice first, so the engine can tell a release
 //     from a death.
-// The lock file, not a pid, tells a live engine from a stale socket: the kernel drops the flock
-// when the engine dies, so a new engine in any namespace sees it free only then.
+// An observer needs nothing after its reply and closes its connection at once; the engine closes
+// any connection idle past its patience, and at its connection cap the longest idle one that is
+// not a lease (HandoffStatus::busy tells such a peer to ask again).
 //
-// All functions are setup-path calls: they make syscalls, may allocate, return Expected.
+// Roles in this unit: the wire structs; the engine's listening socket (HandoffListener); the
+// client's side of the handshake (request_handoff) and its lease (Lease).
+//
+// All functions are setup-path calls (syscalls, allocation, Expected) unless marked noexcept.
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <chrono>
 #include <cstddef>
@@ -53,6 +59,7 @@ enum class HandoffStatus : std::uint16_t {
   internal = 5,          // the engine failed to prepare the lane (message says why)
   bad_request = 6,       // the request was malformed
   lane_draining = 7,     // no lane is free yet, but one is being freed: retry shortly
+  busy = 8,              // the engine is at its connection cap and closed this idle connection: retry
 };
 
 struct HandoffRequest {
@@ -91,9 +98,20 @@ static_assert(std::is_trivially_copyable_v<ReleaseNotice> && sizeof(ReleaseNotic
 
 [[nodiscard]] std::string_view to_string(HandoffStatus status) noexcept;
 
-// DIR/NAME and DIR/NAME.lock.
+// DIR/NAME.
 [[nodiscard]] std::string handoff_socket_path(std::string_view dir, std::string_view name);
-[[nodiscard]] std::string handoff_lock_path(std::string_view dir, std::string_view name);
+
+// sockaddr_un for a socket file at `path`; invalid_argument when it does not fit (107 bytes).
+[[nodiscard]] Expected<sockaddr_un> unix_address(const std::string& path);
+
+// Whether anything listens on the socket file at `path`, found with one non-blocking connect
+// that is closed at once. `pid` is the listener's (SO_PEERCRED) when the connect went through,
+// else 0. Errors: io for anything but "nobody listens" (ECONNREFUSED, ENOENT) or "listening".
+struct SocketProbe {
+  bool listening = false;
+  pid_t pid = 0;
+};
+[[nodiscard]] Expected<SocketProbe> probe_socket(const std::string& path);
 
 struct PeerCredentials {
   pid_t pid = 0;
@@ -121,5 +139,87 @@ struct ReceivedHandoff {
 // True when the peer of a connected socket has hung up (EOF or error pending). One poll(2) with
 // a zero timeout: for slow paths only.
 [[nodiscard]] bool peer_hung_up(int socket_fd) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// The engine's side
+
+// The engine's listening socket at DIR/NAME. Move-only.
+class HandoffListener {
+ public:
+  // Binds a socket under a private name in DIR, makes it 0600, listens, then renames it over
+  // `path`: a client never finds DIR/NAME with the wrong mode or not yet listening, and a dead
+  // engine's socket there is replaced in one step. The caller holds the name (NameClaim) and has
+  // checked that nothing listens at `path`. Errors: invalid_argument (path too long), io.
+  [[nodiscard]] static Expected<HandoffListener> open(const std::string& path);
+
+  HandoffListener() = default;
+  HandoffListener(HandoffListener&& other) noexcept;
+  HandoffListener& operator=(HandoffListener&& other) noexcept;
+  HandoffListener(const HandoffListener&) = delete;
+  HandoffListener& operator=(const HandoffListener&) = delete;
+  ~HandoffListener() { close(); }
+
+  [[nodiscard]] int fd() const noexcept { return fd_.get(); }
+  // Removes DIR/NAME if it is still the socket this listener bound (device and inode: a
+  // successor's socket is never touched), then stops listening. Idempotent.
+  void close() noexcept;
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The client's side
+
+// An accepted hand-off, as the client received it.
+struct Handoff {
+  UniqueFd connection;
+  HandoffReply reply{};
+  std::vector<UniqueFd> fds;  // the data object, then (lane role) the lane object
+  pid_t engine_pid = 0;       // SO_PEERCRED, in this process's pid namespace
+};
+
+// The handshake with engine `name` at `path`: checks that the socket file is ours and 0600
+// (refusing anything else untouched), connects, checks the engine's uid (SO_PEERCRED), asks for
+// `role` and returns the accepted reply with its descriptors. Asks again, until `deadline`, while
+// the engine says a lane is being freed or that it is busy, and when a live engine closed the
+// connection without an answer (it sheds idle connections at its cap).
+// Errors: peer_gone (nobody listens, the engine is stopping, or it died during the handshake),
+// busy (every lane is held by a live client; or the engine stayed busy until the deadline),
+// permission, version_mismatch, protocol (a malformed reply), timeout, io.
+[[nodiscard]] Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
+                                                std::chrono::steady_clock::time_point deadline);
+
+// A lane client's end of its hand-off connection: the lease on its lane, which the engine
+// reclaims the moment the connection ends. Move-only; the destructor releases.
+class Lease {
+ public:
+  Lease() = default;
+  explicit Lease(UniqueFd connection) noexcept : connection_(std::move(connection)) {}
+  Lease(Lease&& other) noexcept = default;
+  Lease& operator=(Lease&& other) noexcept {
+    if (this != &other) {
+      release();
+      connection_ = std::move(other.connection_);
+    }
+    return *this;
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { release(); }
+
+  [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(connection_); }
+  // True when the engine's end is gone (it died or closed it). One poll(2): slow paths only.
+  [[nodiscard]] bool engine_hung_up() const noexcept { return !connection_ || peer_hung_up(connection_.get()); }
+  // Tells the engine the lane is handed back on purpose (a ReleaseNotice, never blocking; an
+  // engine that misses it counts a death instead), then closes the connection. Idempotent.
+  void release() noexcept;
+
+ private:
+  UniqueFd connection_;
+};
 
 }  // namespace ipcfloor

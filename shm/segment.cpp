@@ -1,10 +1,6 @@
 #include "shm/segment.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -23,13 +18,9 @@
 namespace ipcfloor {
 namespace {
 
-constexpr mode_t kObjectMode = 0600;
-// How often an attach looks again while the engine says a lane is being freed.
-constexpr std::chrono::microseconds kLaneDrainingRetry{500};
-
-std::string errno_text(int error) { return std::strerror(error); }
-
-std::string mode_text(mode_t mode) { return fmt::format("{:04o}", mode & 07777); }
+// A heartbeat older than this many intervals: an observer that cannot see the engine's pid
+// counts it gone.
+constexpr std::uint64_t kStaleHeartbeats = 3;
 
 Expected<void> check_name(std::string_view name) {
   if (!valid_segment_name(name))
@@ -48,17 +39,6 @@ Expected<void> check_dir(std::string_view dir) {
   return {};
 }
 
-// sockaddr_un for `path`, or an error when it does not fit (108 bytes on Linux).
-Expected<sockaddr_un> unix_address(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof address.sun_path)
-    return fail(ErrorCode::invalid_argument, "socket path {} is longer than the {} bytes a Unix socket path may have",
-                path, sizeof address.sun_path - 1);
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  return address;
-}
-
 void copy_series_name(DataHeader& header, std::string_view text) noexcept {
   std::size_t length = std::min(text.size(), kSeriesNameBytes - 1);
   // Do not cut a UTF-8 sequence in half.
@@ -74,7 +54,7 @@ Expected<void> validate_config(const SegmentConfig& config) {
   if (config.lanes < 1 || config.lanes > kMaxLanes)
     return fail(ErrorCode::invalid_argument, "--lanes {} is outside 1..{}", config.lanes, kMaxLanes);
   if (!valid_ring_capacity(config.ring_capacity) || config.ring_capacity > kMaxRingCapacity)
-    return fail(ErrorCode::invalid_argument, "ring capacity {} is not a power of two in 2..{}", config.ring_capacity,
+    return fail(ErrorCode::invalid_argument, "--ring-capacity {} is not a power of two in 2..{}", config.ring_capacity,
                 kMaxRingCapacity);
   if (config.series.empty())
     return fail(ErrorCode::invalid_argument, "the series is empty: the segment needs at least one bar");
@@ -92,63 +72,6 @@ Expected<void> validate_config(const SegmentConfig& config) {
 
 // ---------------------------------------------------------------------------------------------
 // Creation, step by step
-
-// Step 1, the name: takes DIR/NAME.lock. A lock another process holds means a live engine. The
-// file is re-checked after locking: a lock on a file a dying engine already unlinked guards
-// nothing.
-Expected<UniqueFd> claim_name(const std::string& name, const std::string& lock_path) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kObjectMode));
-    if (!lock) {
-      return fail(errno == EACCES || errno == ELOOP ? ErrorCode::permission : ErrorCode::io, "cannot open {}: {}",
-                  lock_path, errno_text(errno));
-    }
-    struct stat held {};
-    if (::fstat(lock.get(), &held) != 0) return fail(ErrorCode::io, "cannot stat {}: {}", lock_path, errno_text(errno));
-    if (!S_ISREG(held.st_mode) || held.st_uid != ::geteuid())
-      return fail(ErrorCode::permission, "{} is not a regular file owned by uid {} (owner {}, mode {}); ipcfloor only "
-                  "trusts its own lock files", lock_path, ::geteuid(), held.st_uid, mode_text(held.st_mode));
-    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK) return fail(ErrorCode::io, "cannot lock {}: {}", lock_path, errno_text(errno));
-      // The holder wrote its pid into the file for people; a pid from another namespace is
-      // still a useful hint, never a decision.
-      char text[16] = {};
-      const ssize_t got = ::pread(lock.get(), text, sizeof text - 1, 0);
-      std::string holder;
-      if (got > 0) holder = fmt::format(" (pid {})", std::string_view(text, std::strcspn(text, "\n")));
-      return fail(ErrorCode::busy, "engine {} is running{}: it holds {}; stop it first or choose another --name", name,
-                  holder, lock_path);
-    }
-    struct stat now {};
-    if (::stat(lock_path.c_str(), &now) != 0 || now.st_ino != held.st_ino || now.st_dev != held.st_dev) continue;
-    // For people reading the file: the pid of the engine that holds it, in this pid namespace.
-    const std::string pid = fmt::format("{}\n", ::getpid());
-    if (::ftruncate(lock.get(), 0) == 0) (void)!::pwrite(lock.get(), pid.data(), pid.size(), 0);
-    (void)::fchmod(lock.get(), kObjectMode);
-    return lock;
-  }
-  return fail(ErrorCode::busy, "{} keeps being replaced; another engine is starting under the name {}", lock_path, name);
-}
-
-// Step 2, what the name held before: with the lock ours, a socket at DIR/NAME belongs to a dead
-// engine. Anything that is not a socket of ours stays untouched.
-Expected<void> clear_stale_socket(const std::string& path, std::string_view name, std::vector<std::string>& warnings) {
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return {};
-    return fail(ErrorCode::io, "cannot inspect {}: {}", path, errno_text(errno));
-  }
-  if (!S_ISSOCK(info.st_mode))
-    return fail(ErrorCode::permission, "{} exists and is not an ipcfloor socket (mode {:o}; an older ipcfloor's "
-                "segment file?); remove it or choose another --name", path, info.st_mode);
-  if (info.st_uid != ::geteuid())
-    return fail(ErrorCode::permission, "{} is owned by uid {}, not {}; ipcfloor only replaces its own sockets", path,
-                info.st_uid, ::geteuid());
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return fail(ErrorCode::io, "cannot remove the stale socket {}: {}", path, errno_text(errno));
-  warnings.push_back(fmt::format("removed the stale socket of a dead engine {} ({})", name, path));
-  return {};
-}
 
 // Room for the series: its preloaded bars, or the live capacity when that is larger.
 std::size_t capacity_of(const SegmentConfig& config) noexcept {
@@ -168,9 +91,19 @@ void copy_key(char (&to)[kSeriesKeyBytes], std::string_view text) noexcept {
   to[length] = '\0';
 }
 
-// Step 3, the memory budget: under --mlock require, RLIMIT_MEMLOCK must cover the data object
-// and the most lane objects alive at once. Checked before anything is made: lane objects are
-// made per client, and a limit too short for them must fail the start, not a later client.
+// Step 1, the budgets, before anything is made. The host must be able to back every object
+// (segment_memory_needs, check_memory_budget). And under --mlock require, RLIMIT_MEMLOCK must
+// cover the data object and the most lane objects alive at once: lane objects are made per
+// client, and a limit too short for them must fail the start, not a later client.
+
+// True when the data object will take huge pages: what SharedObject::create decides.
+bool data_fits_huge_pages(const SegmentConfig& config) {
+  if (config.hugepages == HugePagesMode::off) return false;
+  const SegmentGeometry huge = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kHugePageBytes,
+                                                config.bulk_bytes, config.signal_capacity, extra_bytes_of(config));
+  return huge_page_budget().available >= huge.data_bytes / kHugePageBytes;
+}
+
 Expected<void> check_mlock_budget(const SegmentConfig& config) {
   if (config.mlock != MlockMode::required) return {};
   // Huge pages never count against the limit, so budget the data object at 4 KiB pages: the
@@ -187,7 +120,7 @@ Expected<void> check_mlock_budget(const SegmentConfig& config) {
                          config.lanes + 1));
 }
 
-// Step 4, the data object: created, populated, locked (shm/shared_object.hpp).
+// Step 3, the data object: created, populated, locked (shm/shared_object.hpp).
 Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeometry& geometry) {
   // The geometry depends on the page size, which depends on whether huge pages are granted:
   // ask for the huge-page size first; a 4 KiB object then only needs the smaller rounding.
@@ -214,7 +147,7 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   return object;
 }
 
-// Step 5, the header and the lane table, then the series and its checksum. Nobody else can
+// Step 4, the header and the lane table, then the series and its checksum. Nobody else can
 // see the object yet.
 void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry& g, const SegmentConfig& config,
                 Backing backing, bool locked) {
@@ -279,7 +212,7 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   }
 }
 
-// Step 6, publish: magic and `ready` with release stores, then the seals. From here on nobody
+// Step 5, publish: magic and `ready` with release stores, then the seals. From here on nobody
 // but this process's own mapping can write the object.
 Expected<void> publish_data(SharedObject& object) {
   auto* header = reinterpret_cast<DataHeader*>(object.data());
@@ -290,118 +223,6 @@ Expected<void> publish_data(SharedObject& object) {
   // state in check_data (Attachment::attach).
   header->state.store(static_cast<std::uint32_t>(SegmentState::ready), std::memory_order_release);
   return object.seal_size_and_future_writes();
-}
-
-// Step 7, the socket: bound, made 0600 and listening under a temporary name, then renamed into
-// place, so a client never finds DIR/NAME with the wrong mode or not yet listening (which it
-// would take for a dead engine). Returns the listener and the socket file's identity.
-Expected<UniqueFd> open_listener(const std::string& path, dev_t& device, ino_t& inode) {
-  if (auto final_address = unix_address(path); !final_address) return std::unexpected(std::move(final_address.error()));
-  const std::string staging = path + ".new";
-  auto address = unix_address(staging);
-  if (!address) return std::unexpected(std::move(address.error()));
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listener) return fail(ErrorCode::io, "cannot create the hand-off socket: {}", errno_text(errno));
-  ::unlink(staging.c_str());  // left by an engine that died here; we hold the name's lock
-  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0)
-    return fail(errno == EADDRINUSE ? ErrorCode::busy : ErrorCode::io, "cannot bind {}: {}", staging, errno_text(errno));
-  const auto give_up = [&](std::string_view what) {
-    const int error = errno;
-    ::unlink(staging.c_str());
-    return fail(ErrorCode::io, "cannot {} {}: {}", what, staging, errno_text(error));
-  };
-  struct stat info {};
-  if (::chmod(staging.c_str(), kObjectMode) != 0 || ::lstat(staging.c_str(), &info) != 0) return give_up("make 0600");
-  if (::listen(listener.get(), 64) != 0) return give_up("listen on");
-  if (::rename(staging.c_str(), path.c_str()) != 0) return give_up(fmt::format("rename to {}", path));
-  device = info.st_dev;
-  inode = info.st_ino;
-  return listener;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Attach, step by step
-
-// The socket file must be ours and private before we talk to whoever listens on it.
-Expected<void> check_socket_file(const std::string& path, std::string_view name) {
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT)
-      return fail(ErrorCode::peer_gone, "no engine serves {}: there is no socket at {} (start one: ipcfloor serve --name {})",
-                  name, path, name);
-    return fail(ErrorCode::io, "cannot inspect {}: {}", path, errno_text(errno));
-  }
-  if (!S_ISSOCK(info.st_mode))
-    return fail(ErrorCode::permission, "{} is not a socket (mode {:o}): no ipcfloor engine of this version serves {} "
-                "(an older ipcfloor's segment file?)", path, info.st_mode, name);
-  if (info.st_uid != ::geteuid() || (info.st_mode & 07777) != kObjectMode)
-    return fail(ErrorCode::permission, "{} is owned by uid {} (mode {}); ipcfloor only trusts 0600 sockets owned by uid {}",
-                path, info.st_uid, mode_text(info.st_mode), ::geteuid());
-  return {};
-}
-
-Expected<UniqueFd> connect_engine(const std::string& path, std::string_view name, pid_t& engine_pid) {
-  auto address = unix_address(path);
-  if (!address) return std::unexpected(std::move(address.error()));
-  UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!connection) return fail(ErrorCode::io, "cannot create a socket: {}", errno_text(errno));
-  int rc = 0;
-  do {
-    rc = ::connect(connection.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    if (errno == ECONNREFUSED || errno == ENOENT)
-      return fail(ErrorCode::peer_gone, "engine {} is gone: nobody listens on {} (the next `ipcfloor serve --name {}` "
-                  "removes the stale socket)", name, path, name);
-    return fail(ErrorCode::io, "cannot connect to {}: {}", path, errno_text(errno));
-  }
-  auto peer = peer_credentials(connection.get());
-  if (!peer) return std::unexpected(std::move(peer.error()));
-  if (peer->uid != ::geteuid())
-    return fail(ErrorCode::permission, "the process listening on {} runs as uid {}, not {}; ipcfloor only talks to "
-                "its own user's engines", path, peer->uid, ::geteuid());
-  engine_pid = peer->pid;
-  return connection;
-}
-
-ErrorCode error_code_for(HandoffStatus status) noexcept {
-  switch (status) {
-    case HandoffStatus::no_free_lane:
-    case HandoffStatus::lane_draining: return ErrorCode::busy;
-    case HandoffStatus::version_mismatch: return ErrorCode::version_mismatch;
-    case HandoffStatus::refused: return ErrorCode::permission;
-    case HandoffStatus::stopping: return ErrorCode::peer_gone;
-    case HandoffStatus::bad_request: return ErrorCode::protocol;
-    case HandoffStatus::internal:
-    case HandoffStatus::ok: break;
-  }
-  return ErrorCode::io;
-}
-
-// One request and its reply. The reply's descriptors come back in `fds`.
-Expected<HandoffReply> ask_engine(int connection, HandoffRole role, std::chrono::steady_clock::time_point deadline,
-                                  std::vector<UniqueFd>& fds, const std::string& path) {
-  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion, 0};
-  auto sent = send_handoff(connection, std::as_bytes(std::span(&request, 1)), {});
-  // An engine that refuses at accept (out of descriptors) answers and closes before it reads: the
-  // send then fails, but its answer is waiting and says why.
-  if (!sent && sent.error().code != ErrorCode::peer_gone) return std::unexpected(std::move(sent.error()));
-  HandoffReply reply{};
-  auto received = receive_handoff(connection, std::as_writable_bytes(std::span(&reply, 1)), deadline);
-  if (!received && !sent) return std::unexpected(std::move(sent.error()));
-  if (!received) {
-    received.error().message = fmt::format("the engine on {} did not answer the hand-off: {}", path, received.error().message);
-    return std::unexpected(std::move(received.error()));
-  }
-  if (received->truncated || received->bytes != sizeof reply || reply.magic != kHandoffMagic)
-    return fail(ErrorCode::protocol, "the engine on {} sent a malformed hand-off reply ({} bytes)", path, received->bytes);
-  if (reply.version != kHandoffVersion || reply.layout_version != kLayoutVersion)
-    return fail(ErrorCode::version_mismatch, "the engine on {} speaks hand-off version {} with layout {}; this client "
-                "speaks {} with layout {}: use the same ipcfloor version on both sides", path, reply.version,
-                reply.layout_version, kHandoffVersion, kLayoutVersion);
-  reply.message[kHandoffMessageBytes - 1] = '\0';
-  fds = std::move(received->fds);
-  return reply;
 }
 
 // The header as received, checked against the object's size and against the geometry this
@@ -493,47 +314,80 @@ bool valid_segment_name(std::string_view name) noexcept {
   });
 }
 
+std::vector<MemoryNeed> segment_memory_needs(const SegmentConfig& config, bool data_on_huge_pages) {
+  const SegmentGeometry g = compute_geometry(config.lanes, config.ring_capacity, capacity_of(config), kSmallPageBytes,
+                                             config.bulk_bytes, config.signal_capacity, extra_bytes_of(config));
+  std::vector<MemoryNeed> needs;
+  if (!data_on_huge_pages) {
+    const bool live_room = config.capacity_bars > config.series.size();
+    needs.push_back({"the data object", g.data_bytes,
+                     live_room ? fmt::format("--capacity {}", config.capacity_bars)
+                               : fmt::format("the series ({} bars; --bars or --data)", config.series.size())});
+  }
+  // Name the part of a lane object that sizes it: the bulk region, the rings or the signal ring.
+  const std::uint64_t rings = std::uint64_t{config.ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot));
+  const std::uint64_t signals = std::uint64_t{config.signal_capacity} * sizeof(SignalSlot);
+  const std::string sizing = config.bulk_bytes >= rings && config.bulk_bytes >= signals
+                                 ? fmt::format("--bulk-bytes {}", config.bulk_bytes)
+                             : rings >= signals ? fmt::format("--ring-capacity {}", config.ring_capacity)
+                                                : fmt::format("--signal-capacity {}", config.signal_capacity);
+  const std::uint64_t objects = std::uint64_t{config.lanes} + 1;  // a lane's replacement is made before its old one goes
+  needs.push_back({fmt::format("{} lane objects of {} (one per lane, one to replace a lane's)", objects,
+                               bytes_text(g.lane_bytes)),
+                   objects * g.lane_bytes, fmt::format("{} or --lanes {}", sizing, config.lanes)});
+  return needs;
+}
+
 Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto valid = validate_config(config); !valid) return std::unexpected(std::move(valid.error()));
-  Segment segment;
-  segment.name_ = config.name;
-  segment.socket_path_ = handoff_socket_path(config.socket_dir, config.name);
-  segment.lock_path_ = handoff_lock_path(config.socket_dir, config.name);
-  if (auto address = unix_address(segment.socket_path_); !address) return std::unexpected(std::move(address.error()));
-
-  auto lock = claim_name(config.name, segment.lock_path_);
-  if (!lock) return std::unexpected(std::move(lock.error()));
-  segment.lock_ = std::move(*lock);
-  if (auto cleared = clear_stale_socket(segment.socket_path_, config.name, segment.warnings_); !cleared)
-    return std::unexpected(std::move(cleared.error()));
-
+  if (auto fits = check_memory(config); !fits) return std::unexpected(std::move(fits.error()));
   if (auto budget = check_mlock_budget(config); !budget) return std::unexpected(std::move(budget.error()));
-  auto data = make_data_object(config, segment.geometry_);
+  Segment segment;
+  SegmentFacts& facts = segment.facts_;
+  facts.name = config.name;
+  facts.socket_path = handoff_socket_path(config.socket_dir, config.name);
+  if (auto address = unix_address(facts.socket_path); !address) return std::unexpected(std::move(address.error()));
+
+  // Step 2, the name. A stale socket at DIR/NAME stays until the listener's rename replaces it.
+  auto claim = NameClaim::take(config.name, config.socket_dir, segment.warnings_);
+  if (!claim) return std::unexpected(std::move(claim.error()));
+  segment.claim_ = std::move(*claim);
+
+  auto data = make_data_object(config, facts.geometry);
   if (!data) return std::unexpected(std::move(data.error()));
   segment.data_ = std::move(*data);
   for (const std::string& warning : segment.data_.warnings()) segment.warnings_.push_back(warning);
-  segment.backing_ = segment.data_.huge_pages() ? Backing::memfd_huge_2m : Backing::memfd_4k;
-  segment.lane_count_ = config.lanes;
-  segment.ring_capacity_ = config.ring_capacity;
-  segment.n_bars_ = config.series.size();
-  segment.capacity_bars_ = capacity_of(config);
-  segment.signal_capacity_ = config.signal_capacity;
+  facts.backing = segment.data_.huge_pages() ? Backing::memfd_huge_2m : Backing::memfd_4k;
+  facts.lane_count = config.lanes;
+  facts.ring_capacity = config.ring_capacity;
+  facts.n_bars = config.series.size();
+  facts.capacity_bars = capacity_of(config);
+  facts.signal_capacity = config.signal_capacity;
   segment.mlock_ = config.mlock;
 
-  write_data(segment.data_.data(), segment.data_.size(), segment.geometry_, config, segment.backing_,
-             segment.data_.locked());
+  write_data(segment.data_.data(), segment.data_.size(), facts.geometry, config, facts.backing, segment.data_.locked());
   if (auto published = publish_data(segment.data_); !published) return std::unexpected(std::move(published.error()));
 
-  auto listener = open_listener(segment.socket_path_, segment.socket_device_, segment.socket_inode_);
+  // Step 6, the socket, last: whoever can connect finds everything above complete.
+  auto listener = HandoffListener::open(facts.socket_path);
   if (!listener) return std::unexpected(std::move(listener.error()));
   segment.listener_ = std::move(*listener);
   return segment;
 }
 
+Expected<void> Segment::check_memory(const SegmentConfig& config, std::span<const MemoryNeed> more) {
+  std::vector<MemoryNeed> needs = segment_memory_needs(config, data_fits_huge_pages(config));
+  needs.insert(needs.end(), more.begin(), more.end());
+  if (auto fits = check_memory_budget(needs, read_host_memory()); !fits)
+    return fail(ErrorCode::resource, "engine {}: {}", config.name, fits.error().message);
+  return {};
+}
+
 Expected<LaneObject> Segment::make_lane_object(std::uint32_t lane, std::uint64_t generation) const {
+  const SegmentFacts& f = facts_;
   ObjectSpec spec;
-  spec.label = fmt::format("ipcfloor:{}:lane{}", name_, lane);
-  spec.bytes = geometry_.lane_bytes;
+  spec.label = fmt::format("ipcfloor:{}:lane{}", f.name, lane);
+  spec.bytes = f.geometry.lane_bytes;
   // Small pages: a lane is touched a few lines at a time, and a client may punch holes in its own
   // object; on huge pages a hole could be refilled only from the pool.
   spec.hugepages = HugePagesMode::off;
@@ -541,10 +395,10 @@ Expected<LaneObject> Segment::make_lane_object(std::uint32_t lane, std::uint64_t
   auto object = SharedObject::create(spec);
   if (!object) return std::unexpected(std::move(object.error()));
   std::byte* const base = object->data();
-  const LaneView view = lane_view(base, ring_capacity_, geometry_, signal_capacity_);
-  ::new (view.header) LaneHeader{kLaneMagic,           kLayoutVersion,         lane, generation, ring_capacity_,
-                                 signal_capacity_,     geometry_.lane_bytes, geometry_.lane_bulk_offset,
-                                 geometry_.lane_bulk_bytes};
+  const LaneView view = lane_view(base, f.ring_capacity, f.geometry, f.signal_capacity);
+  ::new (view.header) LaneHeader{kLaneMagic,         kLayoutVersion,          lane, generation, f.ring_capacity,
+                                 f.signal_capacity,  f.geometry.lane_bytes, f.geometry.lane_bulk_offset,
+                                 f.geometry.lane_bulk_bytes};
   ::new (view.doorbell) DoorbellLine{};
   init_call_area(*::new (view.call) CallArea{});
   construct_ring(view.request_ring);
@@ -563,76 +417,11 @@ void Segment::mark_stopping() noexcept {
 
 Expected<void> Segment::remove_stale(std::string_view name, std::string_view socket_dir) {
   if (auto named = check_name(name); !named) return named;
-  const std::string lock_path = handoff_lock_path(socket_dir, name);
-  const std::string socket_path = handoff_socket_path(socket_dir, name);
-  struct stat info {};
-  if (::lstat(lock_path.c_str(), &info) != 0 && ::lstat(socket_path.c_str(), &info) != 0) return {};
-  auto lock = claim_name(std::string(name), lock_path);
-  if (!lock) return std::unexpected(std::move(lock.error()));
   std::vector<std::string> ignored;
-  if (auto cleared = clear_stale_socket(socket_path, name, ignored); !cleared) return cleared;
-  ::unlink(lock_path.c_str());  // still locked: a new engine waits for our close, then re-checks
-  return {};
-}
-
-Segment::Segment(Segment&& other) noexcept
-    : data_(std::move(other.data_)),
-      lock_(std::move(other.lock_)),
-      listener_(std::move(other.listener_)),
-      name_(std::move(other.name_)),
-      socket_path_(std::move(other.socket_path_)),
-      lock_path_(std::move(other.lock_path_)),
-      socket_device_(other.socket_device_),
-      socket_inode_(std::exchange(other.socket_inode_, 0)),
-      warnings_(std::move(other.warnings_)),
-      geometry_(other.geometry_),
-      backing_(other.backing_),
-      lane_count_(other.lane_count_),
-      ring_capacity_(other.ring_capacity_),
-      n_bars_(other.n_bars_),
-      capacity_bars_(other.capacity_bars_),
-      signal_capacity_(other.signal_capacity_),
-      mlock_(other.mlock_) {}
-
-Segment& Segment::operator=(Segment&& other) noexcept {
-  if (this != &other) {
-    close();
-    data_ = std::move(other.data_);
-    lock_ = std::move(other.lock_);
-    listener_ = std::move(other.listener_);
-    name_ = std::move(other.name_);
-    socket_path_ = std::move(other.socket_path_);
-    lock_path_ = std::move(other.lock_path_);
-    socket_device_ = other.socket_device_;
-    socket_inode_ = std::exchange(other.socket_inode_, 0);
-    warnings_ = std::move(other.warnings_);
-    geometry_ = other.geometry_;
-    backing_ = other.backing_;
-    lane_count_ = other.lane_count_;
-    ring_capacity_ = other.ring_capacity_;
-    n_bars_ = other.n_bars_;
-    capacity_bars_ = other.capacity_bars_;
-    signal_capacity_ = other.signal_capacity_;
-    mlock_ = other.mlock_;
-  }
-  return *this;
-}
-
-Segment::~Segment() { close(); }
-
-void Segment::close() noexcept {
-  listener_.reset();
-  if (lock_) {
-    // Only the socket we bound: a successor that replaced it keeps its own.
-    struct stat info {};
-    if (socket_inode_ != 0 && ::lstat(socket_path_.c_str(), &info) == 0 && info.st_ino == socket_inode_ &&
-        info.st_dev == socket_device_)
-      ::unlink(socket_path_.c_str());
-    // Unlinked while still locked: an engine waiting on this file re-checks the path after it
-    // gets the lock and starts over on a fresh file.
-    ::unlink(lock_path_.c_str());
-    lock_.reset();
-  }
+  auto claim = NameClaim::take(name, socket_dir, ignored);
+  if (!claim) return std::unexpected(std::move(claim.error()));
+  if (claim->socket_file() == SocketFileState::absent) return {};
+  return remove_stale_socket_file(handoff_socket_path(socket_dir, name));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,45 +429,22 @@ void Segment::close() noexcept {
 Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptions& options) {
   if (auto named = check_name(name); !named) return std::unexpected(std::move(named.error()));
   Attachment attachment;
-  attachment.name_ = std::string(name);
-  attachment.socket_path_ = handoff_socket_path(options.socket_dir, name);
-  const std::string& path = attachment.socket_path_;
+  SegmentFacts& facts = attachment.facts_;
+  facts.name = std::string(name);
+  facts.socket_path = handoff_socket_path(options.socket_dir, name);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.timeout);
-  std::vector<UniqueFd> fds;
-  HandoffReply reply{};
-  for (;;) {
-    if (auto trusted = check_socket_file(path, name); !trusted) return std::unexpected(std::move(trusted.error()));
-    auto connection = connect_engine(path, name, attachment.engine_pid_);
-    if (!connection) return std::unexpected(std::move(connection.error()));
-    auto answered = ask_engine(connection->get(), options.role, deadline, fds, path);
-    if (!answered) {
-      // A live engine answers every request it accepted (it drops only connections that stay
-      // silent), so a connection closed before the answer means the engine died after the connect.
-      if (answered.error().code == ErrorCode::peer_gone)
-        return fail(ErrorCode::peer_gone, "engine {} is gone (pid {}): it closed the hand-off on {} without answering "
-                    "(it died or is stopping)", name, attachment.engine_pid_, path);
-      return std::unexpected(std::move(answered.error()));
-    }
-    reply = *answered;
-    const auto status = static_cast<HandoffStatus>(reply.status);
-    if (status == HandoffStatus::ok) {
-      attachment.connection_ = std::move(*connection);
-      break;
-    }
-    // A lane that is being freed will be free without anyone's help: a client that reconnects
-    // right after another left, or after a crash, must not be told "busy".
-    if (status == HandoffStatus::lane_draining && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(kLaneDrainingRetry);
-      continue;
-    }
-    return fail(error_code_for(status), "engine {} (pid {}) refused the attach: {}{}{}", name, attachment.engine_pid_,
-                to_string(status), reply.message[0] != '\0' ? ": " : "", reply.message);
-  }
+  auto handoff = request_handoff(facts.socket_path, name, options.role, deadline);
+  if (!handoff) return std::unexpected(std::move(handoff.error()));
+  attachment.engine_pid_ = handoff->engine_pid;
+  attachment.engine_start_ticks_ = process_start_ticks(handoff->engine_pid);
+  const HandoffReply& reply = handoff->reply;
+  std::vector<UniqueFd>& fds = handoff->fds;
   const std::size_t want_fds = options.role == HandoffRole::lane ? 2 : 1;
   if (fds.size() != want_fds)
     return fail(ErrorCode::protocol, "engine {} sent {} descriptors with its hand-off; expected {}", name, fds.size(),
                 want_fds);
+  // Each descriptor is closed once its object is mapped (map_received): the client keeps none.
   auto data = SharedObject::map_received(std::move(fds[0]), reply.data_bytes, PeerAccess::read_only,
                                          fmt::format("the data object of engine {}", name));
   if (!data) return std::unexpected(std::move(data.error()));
@@ -686,80 +452,44 @@ Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptio
   auto geometry = check_data(attachment.data_, name);
   if (!geometry) return std::unexpected(std::move(geometry.error()));
   const DataHeader& header = attachment.header();
-  attachment.geometry_ = *geometry;
-  attachment.backing_ = static_cast<Backing>(header.backing);
-  attachment.lane_count_ = header.lane_count;
-  attachment.ring_capacity_ = header.ring_capacity;
-  attachment.n_bars_ = header.n_bars;
-  attachment.signal_capacity_ = header.signal_capacity;
+  facts.geometry = *geometry;
+  facts.backing = static_cast<Backing>(header.backing);
+  facts.lane_count = header.lane_count;
+  facts.ring_capacity = header.ring_capacity;
+  facts.n_bars = header.n_bars;
+  facts.capacity_bars = header.capacity_bars;
+  facts.signal_capacity = header.signal_capacity;
+  // An observer needs nothing more from the engine: its connection closes with `handoff`, and
+  // takes none of the engine's connection slots.
+  if (options.role != HandoffRole::lane) return attachment;
 
-  if (options.role == HandoffRole::lane) {
-    if (reply.lane >= attachment.lane_count_ || reply.lane_bytes != attachment.geometry_.lane_bytes)
-      return fail(ErrorCode::protocol, "engine {} granted lane {} of {} bytes; its header says {} lanes of {} bytes", name,
-                  reply.lane, reply.lane_bytes, attachment.lane_count_, attachment.geometry_.lane_bytes);
-    auto lane = SharedObject::map_received(std::move(fds[1]), reply.lane_bytes, PeerAccess::read_write,
-                                           fmt::format("lane {} of engine {}", reply.lane, name));
-    if (!lane) return std::unexpected(std::move(lane.error()));
-    const LaneView view =
-        lane_view(lane->data(), attachment.ring_capacity_, attachment.geometry_, attachment.signal_capacity_);
-    const LaneHeader& lane_header = *view.header;
-    if (lane_header.magic != kLaneMagic || lane_header.lane != reply.lane || lane_header.generation != reply.generation ||
-        lane_header.ring_capacity != attachment.ring_capacity_ ||
-        lane_header.signal_capacity != attachment.signal_capacity_)
-      return fail(ErrorCode::protocol, "engine {} sent a lane object whose header does not match its hand-off", name);
-    attachment.lane_.emplace(LaneObject(std::move(*lane), view, reply.lane, reply.generation));
-  }
+  if (reply.lane >= facts.lane_count || reply.lane_bytes != facts.geometry.lane_bytes)
+    return fail(ErrorCode::protocol, "engine {} granted lane {} of {} bytes; its header says {} lanes of {} bytes", name,
+                reply.lane, reply.lane_bytes, facts.lane_count, facts.geometry.lane_bytes);
+  auto lane = SharedObject::map_received(std::move(fds[1]), reply.lane_bytes, PeerAccess::read_write,
+                                         fmt::format("lane {} of engine {}", reply.lane, name));
+  if (!lane) return std::unexpected(std::move(lane.error()));
+  const LaneView view = lane_view(lane->data(), facts.ring_capacity, facts.geometry, facts.signal_capacity);
+  const LaneHeader& lane_header = *view.header;
+  if (lane_header.magic != kLaneMagic || lane_header.lane != reply.lane || lane_header.generation != reply.generation ||
+      lane_header.ring_capacity != facts.ring_capacity || lane_header.signal_capacity != facts.signal_capacity)
+    return fail(ErrorCode::protocol, "engine {} sent a lane object whose header does not match its hand-off", name);
+  attachment.lane_.emplace(LaneObject(std::move(*lane), view, reply.lane, reply.generation));
+  // The one descriptor a lane client keeps: the connection that is its lease. Harmless to leave
+  // reachable: a socket cannot be reopened through /proc/PID/fd (ENXIO), and the engine sends
+  // descriptors only once, in the reply above.
+  attachment.lease_ = Lease(std::move(handoff->connection));
   return attachment;
 }
 
-Attachment::Attachment(Attachment&& other) noexcept
-    : connection_(std::move(other.connection_)),
-      data_(std::move(other.data_)),
-      lane_(std::move(other.lane_)),
-      name_(std::move(other.name_)),
-      socket_path_(std::move(other.socket_path_)),
-      geometry_(other.geometry_),
-      backing_(other.backing_),
-      lane_count_(other.lane_count_),
-      ring_capacity_(other.ring_capacity_),
-      n_bars_(other.n_bars_),
-      signal_capacity_(other.signal_capacity_),
-      engine_pid_(other.engine_pid_) {
-  other.lane_.reset();
-}
-
-Attachment& Attachment::operator=(Attachment&& other) noexcept {
-  if (this != &other) {
-    release();
-    connection_ = std::move(other.connection_);
-    data_ = std::move(other.data_);
-    lane_ = std::move(other.lane_);
-    other.lane_.reset();
-    name_ = std::move(other.name_);
-    socket_path_ = std::move(other.socket_path_);
-    geometry_ = other.geometry_;
-    backing_ = other.backing_;
-    lane_count_ = other.lane_count_;
-    ring_capacity_ = other.ring_capacity_;
-    n_bars_ = other.n_bars_;
-    signal_capacity_ = other.signal_capacity_;
-    engine_pid_ = other.engine_pid_;
-  }
-  return *this;
-}
-
-Attachment::~Attachment() { release(); }
-
-bool Attachment::engine_hung_up() const noexcept { return !connection_ || peer_hung_up(connection_.get()); }
-
-void Attachment::release() noexcept {
-  if (!connection_) return;
-  if (lane_) {
-    // Best effort, never blocking: an engine that misses it counts a death instead of a release.
-    const ReleaseNotice notice{kHandoffMagic, kHandoffVersion, 1};
-    (void)!::send(connection_.get(), &notice, sizeof notice, MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
-  connection_.reset();
+bool Attachment::engine_hung_up() const noexcept {
+  if (lane_) return lease_.engine_hung_up();
+  if (engine_pid_ > 0) return !process_alive(engine_pid_, engine_start_ticks_);
+  const DataHeader& h = header();
+  // relaxed: a timestamp; only its age matters, nothing is published through it.
+  const std::uint64_t beat = h.heartbeat_ns.load(std::memory_order_relaxed);
+  const std::uint64_t now = monotonic_ns();
+  return now > beat && now - beat > kStaleHeartbeats * h.heartbeat_interval_ns;
 }
 
 }  // namespace ipcfloor

@@ -1,30 +1,37 @@
 #pragma once
 // The engine's shared memory as process-local objects (docs/SPEC.md §2, §8; the layout is
-// shm/layout.hpp, the hand-off shm/handoff.hpp):
+// shm/layout.hpp, the hand-off shm/handoff.hpp, the name shm/name_claim.hpp):
 //
-//   Segment      the engine's side: owns the name (DIR/NAME.lock held with flock, the listening
-//                socket DIR/NAME) and the data object, mapped read-write and sealed against
+//   Segment      the engine's side: holds the name (NameClaim), the listening socket DIR/NAME
+//                (HandoffListener) and the data object, mapped read-write and sealed against
 //                everyone else. Makes a fresh lane object whenever a lane needs one.
 //   LaneObject   one lane object as one side maps it.
-//   Attachment   a client's (or an observer's) side: the connection that is its lease, the data
-//                object mapped read-only and, for a client, its lane object.
+//   Attachment   a client's (or an observer's) side: the data object mapped read-only and, for a
+//                client, its lane object and the connection that is its lease (Lease).
 //
 // Creation (engine)
-//   - Takes DIR/NAME.lock with flock: held by a live engine, the name is refused (busy); free,
-//     any socket left at DIR/NAME is stale and is removed (with a warning). The kernel drops the
-//     lock when an engine dies, so this holds across PID namespaces and reused pids.
+//   - Checks that the host can back every size asked for (shm/memory_budget.hpp) before
+//     anything is allocated: a size it cannot back is refused, never OOM-killed.
+//   - Claims the name: held by a live engine, the name is refused (busy); a socket a dead engine
+//     left at DIR/NAME is reported with a warning and replaced when the listener opens.
 //   - Builds the data object (huge pages per HugePagesMode, locked per MlockMode), writes the
 //     header, lane table and series, publishes `ready` with a release store, then seals it so
 //     that nobody else can map it writable, shrink or grow it.
-//   - Binds and listens on DIR/NAME (mode 0600) last: whoever can connect finds it complete.
+//   - Opens the listener last: whoever can connect finds the data complete.
 // Attach (client, `status`)
-//   - DIR/NAME must be a socket owned by our uid, mode 0600; the engine at the other end must
-//     have our uid (SO_PEERCRED). Anything else is refused untouched.
-//   - Receives the descriptors, checks each object's size and seals before mapping it, checks
-//     magic, version, state, geometry and the series checksum.
+//   - The handshake (request_handoff): DIR/NAME must be a socket owned by our uid, mode 0600;
+//     the engine at the other end must have our uid (SO_PEERCRED). Anything else is refused
+//     untouched.
+//   - Checks each received object's size and seals before mapping it, then closes its
+//     descriptor: a client keeps no descriptor of either object, so no other process of its uid
+//     can open them through /proc/PID/fd. Checks magic, version, state, geometry and the series
+//     checksum.
+//   - A lane client keeps its connection (its lease); an observer needs nothing more and closes
+//     it at once.
 //
-// Threads: create/attach/make_lane_object/remove are setup calls (they allocate, make syscalls,
-// return Expected). The accessors are noexcept, allocation-free and safe from any thread.
+// Threads: create/attach/make_lane_object/remove_stale are setup calls (they allocate, make
+// syscalls, return Expected). The accessors are noexcept, allocation-free and safe from any
+// thread.
 
 #include <sys/types.h>
 
@@ -43,6 +50,8 @@
 #include "common/unique_fd.hpp"
 #include "shm/handoff.hpp"
 #include "shm/layout.hpp"
+#include "shm/memory_budget.hpp"
+#include "shm/name_claim.hpp"
 #include "shm/shared_object.hpp"
 
 namespace ipcfloor {
@@ -82,10 +91,31 @@ struct SegmentConfig {
   bool live = false;
   std::size_t capacity_bars = 0;
   std::uint32_t signal_capacity = 0;
-  // Where DIR/NAME and DIR/NAME.lock live. Anything other than /dev/shm is for tests and for
-  // users who keep runtime files elsewhere: attachers must be given the same directory.
+  // Where the socket DIR/NAME lives. Anything other than /dev/shm is for tests and for users who
+  // keep runtime files elsewhere: attachers must be given the same directory. The name is held
+  // per directory: two engines may serve one name from two directories.
   std::string socket_dir = std::string(kDefaultSocketDir);
 };
+
+// What both sides know about one segment: its name and socket, and the geometry and sizes its
+// data header records (computed by the engine, checked by every attacher). Plain values, so the
+// objects that hold them move by default.
+struct SegmentFacts {
+  std::string name;
+  std::string socket_path;
+  SegmentGeometry geometry{};
+  Backing backing = Backing::none;
+  std::uint32_t lane_count = 0;
+  std::uint32_t ring_capacity = 0;
+  std::size_t n_bars = 0;         // preloaded bars of the main series
+  std::size_t capacity_bars = 0;  // room for the main series: the preloaded bars, or live capacity
+  std::uint32_t signal_capacity = 0;
+};
+
+// What `config` allocates, part by part, with the options that size each part: the data object
+// (left out when `data_on_huge_pages`: the huge page pool is not counted in MemAvailable), and
+// one lane object per lane plus one to replace a lane's. Pure; for check_memory_budget.
+[[nodiscard]] std::vector<MemoryNeed> segment_memory_needs(const SegmentConfig& config, bool data_on_huge_pages);
 
 // One lane object as one side maps it. Move-only.
 class LaneObject {
@@ -93,6 +123,7 @@ class LaneObject {
   [[nodiscard]] const LaneView& view() const noexcept { return view_; }
   [[nodiscard]] std::uint32_t lane() const noexcept { return lane_; }
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  // The engine's descriptor, to send; -1 on a client's side, which keeps none.
   [[nodiscard]] int fd() const noexcept { return object_.fd(); }
   [[nodiscard]] std::size_t size() const noexcept { return object_.size(); }
   [[nodiscard]] std::span<std::byte> bulk() const noexcept { return {view_.bulk, view_.bulk_bytes}; }
@@ -111,28 +142,36 @@ class LaneObject {
   std::uint64_t generation_;
 };
 
-// The engine's side. Move-only; removes its socket and lock file on destruction.
+// The engine's side. Move-only; on destruction removes its socket (only if DIR/NAME is still the
+// socket it bound), then gives up the name.
 class Segment {
  public:
   // Errors:
   //   invalid_argument  bad name, lanes, capacity, bulk size, directory, or an empty series
-  //   busy              a live engine holds NAME
-  //   permission        DIR/NAME or DIR/NAME.lock is not ours, or not what ipcfloor makes
-  //   resource          huge pages or mlock required but missing, no memory
+  //   busy              a live engine holds NAME in this directory
+  //   permission        DIR/NAME is not an ipcfloor socket of ours
+  //   resource          the host cannot back the sizes asked for (the message names the option
+  //                     and the limit); huge pages or mlock required but missing
   //   io                any other OS failure
-  // On success warnings() lists every fallback taken and every stale socket removed.
+  // On success warnings() lists every fallback taken and every stale socket replaced.
   [[nodiscard]] static Expected<Segment> create(const SegmentConfig& config);
 
-  // Removes a socket and lock file a dead engine left at DIR/NAME. busy when a live engine
-  // holds the name; success when nothing is there.
+  // Whether the host can back what create() makes for `config`, and `more` besides (what the
+  // caller will allocate around it), checked against its stated limits before anything is
+  // allocated: resource, naming the option to lower and the limit, when it cannot. create()
+  // checks its own part the same way. Reads /proc and /sys (read_host_memory).
+  [[nodiscard]] static Expected<void> check_memory(const SegmentConfig& config, std::span<const MemoryNeed> more = {});
+
+  // Removes the socket a dead engine left at DIR/NAME. busy when a live engine holds the name;
+  // success when nothing is there. Never removes a socket something listens on.
   [[nodiscard]] static Expected<void> remove_stale(std::string_view name,
                                                    std::string_view socket_dir = kDefaultSocketDir);
 
-  Segment(Segment&& other) noexcept;
-  Segment& operator=(Segment&& other) noexcept;
+  Segment(Segment&& other) noexcept = default;
+  Segment& operator=(Segment&& other) noexcept = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
-  ~Segment();
+  ~Segment() = default;
 
   // A fresh, zeroed, sealed lane object for `lane`, its header written: one per client, so no
   // state survives from the last one. Setup path (the keeper thread).
@@ -143,62 +182,53 @@ class Segment {
 
   [[nodiscard]] DataHeader& header() const noexcept { return *reinterpret_cast<DataHeader*>(data_.data()); }
   [[nodiscard]] LaneStatus& lane_status(std::uint32_t lane) const noexcept {
-    return reinterpret_cast<LaneStatus*>(data_.data() + geometry_.lane_status_offset)[lane];
+    return reinterpret_cast<LaneStatus*>(data_.data() + facts_.geometry.lane_status_offset)[lane];
   }
   [[nodiscard]] std::span<const double> series() const noexcept {
-    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
+    return {reinterpret_cast<const double*>(data_.data() + facts_.geometry.series_offset), facts_.n_bars};
   }
   // The whole room for the series, writable: the serving thread appends live bars here (then
   // publishes header().bars_published). Nobody else writes it.
   [[nodiscard]] std::span<double> series_room() noexcept {
-    return {reinterpret_cast<double*>(data_.data() + geometry_.series_offset), capacity_bars_};
+    return {reinterpret_cast<double*>(data_.data() + facts_.geometry.series_offset), facts_.capacity_bars};
   }
-  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
+  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return facts_.signal_capacity; }
   // The series table: how many, and series `index` (< series_count) as preloaded.
   [[nodiscard]] std::uint32_t series_count() const noexcept { return header().series_count; }
   [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept {
     const SeriesEntry& entry = header().series_table[index];
     return {reinterpret_cast<const double*>(data_.data() + entry.offset), static_cast<std::size_t>(entry.bars)};
   }
-  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
-  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
-  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
-  [[nodiscard]] Backing backing() const noexcept { return backing_; }
+  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return facts_.geometry; }
+  [[nodiscard]] std::uint32_t lane_count() const noexcept { return facts_.lane_count; }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return facts_.ring_capacity; }
+  [[nodiscard]] Backing backing() const noexcept { return facts_.backing; }
   [[nodiscard]] bool locked() const noexcept { return data_.locked(); }
   [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
   [[nodiscard]] int data_fd() const noexcept { return data_.fd(); }
-  [[nodiscard]] int listen_fd() const noexcept { return listener_.get(); }
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  [[nodiscard]] const std::string& socket_path() const noexcept { return socket_path_; }
+  [[nodiscard]] int listen_fd() const noexcept { return listener_.fd(); }
+  [[nodiscard]] const std::string& name() const noexcept { return facts_.name; }
+  [[nodiscard]] const std::string& socket_path() const noexcept { return facts_.socket_path; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
  private:
   Segment() = default;
-  void close() noexcept;
 
   SharedObject data_;
-  UniqueFd lock_;
-  UniqueFd listener_;
-  std::string name_;
-  std::string socket_path_;
-  std::string lock_path_;
-  dev_t socket_device_ = 0;  // identity of the socket we bound: never unlink a successor's
-  ino_t socket_inode_ = 0;
-  std::vector<std::string> warnings_;
-  SegmentGeometry geometry_{};
-  Backing backing_ = Backing::none;
-  std::uint32_t lane_count_ = 0;
-  std::uint32_t ring_capacity_ = 0;
-  std::size_t n_bars_ = 0;
-  std::size_t capacity_bars_ = 0;
-  std::uint32_t signal_capacity_ = 0;
+  // Destroyed in reverse order: the socket file goes while the name is still held, so no engine
+  // that starts meanwhile can have put its own socket there.
+  NameClaim claim_;
+  HandoffListener listener_;
+  SegmentFacts facts_;
   MlockMode mlock_ = MlockMode::automatic;
+  std::vector<std::string> warnings_;
 };
 
 struct AttachOptions {
   std::string socket_dir = std::string(kDefaultSocketDir);
   HandoffRole role = HandoffRole::lane;
-  // Bound on the whole attach, including waiting for a lane that is being freed.
+  // Bound on the whole attach, including waiting for a lane that is being freed or for a busy
+  // engine to take the hand-off.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);
 };
 
@@ -206,33 +236,35 @@ struct AttachOptions {
 class Attachment {
  public:
   // Errors: peer_gone (no engine at NAME, or it is stopping), busy (every lane is held by a live
-  // client), permission (DIR/NAME or the engine is not ours), version_mismatch, protocol (the
-  // engine sent something malformed), timeout, invalid_argument (bad name), io.
+  // client, or the engine stayed too busy to answer within the timeout), permission (DIR/NAME or
+  // the engine is not ours), version_mismatch, protocol (the engine sent something malformed),
+  // timeout, invalid_argument (bad name), io.
   [[nodiscard]] static Expected<Attachment> attach(std::string_view name, const AttachOptions& options = {});
 
-  Attachment(Attachment&& other) noexcept;
-  Attachment& operator=(Attachment&& other) noexcept;
+  Attachment(Attachment&& other) noexcept = default;
+  Attachment& operator=(Attachment&& other) noexcept = default;
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
-  ~Attachment();  // release()
+  ~Attachment() = default;  // the lease goes first: the lane is handed back
 
   // Read-only: the data object is mapped PROT_READ.
   [[nodiscard]] const DataHeader& header() const noexcept { return *reinterpret_cast<const DataHeader*>(data_.data()); }
   [[nodiscard]] const LaneStatus& lane_status(std::uint32_t lane) const noexcept {
-    return reinterpret_cast<const LaneStatus*>(data_.data() + geometry_.lane_status_offset)[lane];
+    return reinterpret_cast<const LaneStatus*>(data_.data() + facts_.geometry.lane_status_offset)[lane];
   }
   [[nodiscard]] std::span<const double> series() const noexcept {
-    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset), n_bars_};
+    return {reinterpret_cast<const double*>(data_.data() + facts_.geometry.series_offset), facts_.n_bars};
   }
   // The bars published so far: the preloaded ones and, live, the appended ones. Each bar is
   // written before the count that covers it is published, so none is ever torn.
   [[nodiscard]] std::span<const double> published_series() const noexcept {
-    // acquire: pairs with the release store of bars_published in ShmServer::append_bar.
+    // acquire: pairs with the release store of bars_published that the engine makes after
+    // writing each appended bar into Segment::series_room().
     const std::uint64_t bars = header().bars_published.load(std::memory_order_acquire);
-    return {reinterpret_cast<const double*>(data_.data() + geometry_.series_offset),
+    return {reinterpret_cast<const double*>(data_.data() + facts_.geometry.series_offset),
             static_cast<std::size_t>(std::min<std::uint64_t>(bars, header().capacity_bars))};
   }
-  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return signal_capacity_; }
+  [[nodiscard]] std::uint32_t signal_capacity() const noexcept { return facts_.signal_capacity; }
   // The series table, checked at attach (offsets, sizes, checksums): how many series the engine
   // holds, each one's bars and its name. Index 0 is the main series.
   [[nodiscard]] std::uint32_t series_count() const noexcept { return header().series_count; }
@@ -243,44 +275,40 @@ class Attachment {
   [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept {
     return header().series_table[index].name;  // NUL-terminated: checked at attach
   }
-  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return geometry_; }
-  [[nodiscard]] std::uint32_t lane_count() const noexcept { return lane_count_; }
-  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return ring_capacity_; }
-  [[nodiscard]] Backing backing() const noexcept { return backing_; }
+  [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return facts_.geometry; }
+  [[nodiscard]] std::uint32_t lane_count() const noexcept { return facts_.lane_count; }
+  [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return facts_.ring_capacity; }
+  [[nodiscard]] Backing backing() const noexcept { return facts_.backing; }
   [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  [[nodiscard]] const std::string& socket_path() const noexcept { return socket_path_; }
+  [[nodiscard]] const std::string& name() const noexcept { return facts_.name; }
+  [[nodiscard]] const std::string& socket_path() const noexcept { return facts_.socket_path; }
+  // The engine's pid in this process's pid namespace (SO_PEERCRED); 0 when it is not visible.
   [[nodiscard]] pid_t engine_pid() const noexcept { return engine_pid_; }
-  // The received data object's descriptor (sealed: read-only, fixed size).
-  [[nodiscard]] int data_fd() const noexcept { return data_.fd(); }
 
   // The lane (lane role only; empty for observers).
   [[nodiscard]] bool has_lane() const noexcept { return lane_.has_value(); }
   [[nodiscard]] const LaneObject& lane() const noexcept { return *lane_; }
 
-  // True when the engine's end of the connection is gone: the engine died or closed it. One
-  // poll(2): for slow paths only.
+  // True when the engine is gone. A lane client asks its lease (the engine's end of the
+  // connection closed: it died or closed it). An observer keeps no connection: it asks whether
+  // the engine's process (pid and start time, taken at attach) still runs, or, when that pid is
+  // not visible from here, whether its heartbeat is younger than 3 intervals. For slow paths
+  // only (one poll(2), or a read of /proc).
   [[nodiscard]] bool engine_hung_up() const noexcept;
 
   // Tells the engine the lane is handed back on purpose, then closes the connection (the lease).
   // The mappings stay until destruction, but the engine no longer serves them. Idempotent.
-  void release() noexcept;
+  void release() noexcept { lease_.release(); }
 
  private:
   Attachment() = default;
 
-  UniqueFd connection_;
   SharedObject data_;
   std::optional<LaneObject> lane_;
-  std::string name_;
-  std::string socket_path_;
-  SegmentGeometry geometry_{};
-  Backing backing_ = Backing::none;
-  std::uint32_t lane_count_ = 0;
-  std::uint32_t ring_capacity_ = 0;
-  std::size_t n_bars_ = 0;
-  std::uint32_t signal_capacity_ = 0;
+  SegmentFacts facts_;
   pid_t engine_pid_ = 0;
+  std::uint64_t engine_start_ticks_ = 0;  // of engine_pid_, at attach: a recycled pid reads as gone
+  Lease lease_;  // last: destroyed first, so the lane is handed back before anything is unmapped
 };
 
 }  // namespace ipcfloor

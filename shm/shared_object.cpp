@@ -225,8 +225,9 @@ Expected<SharedObject> SharedObject::map_received(UniqueFd fd, std::size_t bytes
   const int protection = access == PeerAccess::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
   void* at = ::mmap(nullptr, bytes, protection, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (at == MAP_FAILED) return fail(ErrorCode::resource, "cannot map {} ({} bytes): {}", what, bytes, errno_text(errno));
+  // The mapping is all a peer needs: the descriptor closes here (with `fd`), so no other process
+  // of the peer's uid can reopen the object through /proc/PID/fd.
   SharedObject object;
-  object.fd_ = std::move(fd);
   object.address_ = static_cast<std::byte*>(at);
   object.bytes_ = bytes;
   return object;

@@ -82,10 +82,11 @@ class SharedObject {
   // object holds stays writable. Peers can then only map it read-only.
   [[nodiscard]] Expected<void> seal_size_and_future_writes();
 
-  // Peer side: maps a descriptor the engine sent. Checks, before mapping, that the object has
-  // exactly `bytes` bytes and carries the seals `access` needs (so it cannot be truncated under
-  // us, and a read-only object cannot change other than through the engine). `what` names the
-  // object in errors ("the data object of engine NAME").
+  // Peer side: maps a descriptor the engine sent, then closes it (the object keeps only the
+  // mapping; fd() is -1). Checks, before mapping, that the object has exactly `bytes` bytes and
+  // carries the seals `access` needs (so it cannot be truncated under us, and a read-only object
+  // cannot change other than through the engine). `what` names the object in errors ("the data
+  // object of engine NAME").
   [[nodiscard]] static Expected<SharedObject> map_received(UniqueFd fd, std::size_t bytes, PeerAccess access,
                                                            std::string_view what);
 
@@ -99,6 +100,7 @@ class SharedObject {
 
   [[nodiscard]] std::byte* data() const noexcept { return address_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  // The descriptor of an object this process created; -1 for one it received.
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
   [[nodiscard]] bool huge_pages() const noexcept { return huge_pages_; }
   // True when the pages cannot be swapped out: mlock'ed, or huge pages (never swapped).

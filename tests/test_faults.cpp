@@ -738,7 +738,7 @@ TEST_CASE("a restarted engine refuses a name its live predecessor holds, and rep
   REQUIRE_MESSAGE(fault::segment_served_by(name, successor.pid()), successor.stderr_text());
   const double recovery_ms = fault::ms_since(start_ns);
   // The warning is printed just after the engine turns ready: on a busy host, a moment later.
-  const std::string removed = fmt::format("removed the stale socket of a dead engine {}", name);
+  const std::string removed = fmt::format("replacing the stale socket of a dead engine {}", name);
   CHECK_MESSAGE(eventually([&] { return contains(successor.stderr_text(), removed); }), successor.stderr_text());
 
   // The old client's connection ended with the old engine: it hears the old engine is gone.
@@ -1259,13 +1259,24 @@ TEST_CASE("a client cannot truncate, grow, write or remap writable what it recei
     const bool huge = good->segment().backing() == Backing::memfd_huge_2m;
     CHECK(huge == (backing == "require"));
     ForkedChild attacker([&](int fd) {
-      AttachOptions options;
-      options.timeout = std::chrono::seconds(2);
-      auto attached = Attachment::attach(engine.name(), options);
-      if (!attached) {
-        fault::tell(fd, "E " + attached.error().message);
+      // A hostile client keeps the descriptors it receives (ipcfloor's own clients close them
+      // once mapped): it asks for its lane by hand.
+      const UniqueFd connection = fault::connect_raw("/dev/shm/" + engine.name());
+      auto handed = fault::ask_raw(connection.get(), HandoffRole::lane);
+      if (!handed || handed->fds.size() != 2) {
+        fault::tell(fd, "E no lane handed over");
         return 3;
       }
+      const auto data_bytes = static_cast<off_t>(handed->reply.data_bytes);
+      const auto lane_bytes = static_cast<off_t>(handed->reply.lane_bytes);
+      const int data = handed->fds[0].get();
+      const int lane = handed->fds[1].get();
+      void* mapped = ::mmap(nullptr, static_cast<std::size_t>(data_bytes), PROT_READ, MAP_SHARED, data, 0);
+      if (mapped == MAP_FAILED) {
+        fault::tell(fd, "E cannot map the data object read-only");
+        return 3;
+      }
+      const auto& header = *static_cast<const DataHeader*>(mapped);
       std::string failures;
       // Each attempt must fail, and with the errno that names the reason.
       const auto expect = [&](const char* what, bool succeeded, int want) {
@@ -1274,10 +1285,6 @@ TEST_CASE("a client cannot truncate, grow, write or remap writable what it recei
         else if (got != want) failures += fmt::format(" {}:errno={}({})", what, got, std::strerror(got));
         errno = 0;
       };
-      const int data = attached->data_fd();
-      const int lane = attached->lane().fd();
-      const auto data_bytes = static_cast<off_t>(attached->size());
-      const auto lane_bytes = static_cast<off_t>(attached->lane().size());
       // A size hugetlbfs cannot take at all is refused for that (EINVAL); whole pages only by the seals.
       expect("ftruncate(data, 4096)", ::ftruncate(data, 4096) == 0, huge ? EINVAL : EPERM);
       expect("ftruncate(data, 0)", ::ftruncate(data, 0) == 0, EPERM);
@@ -1287,11 +1294,12 @@ TEST_CASE("a client cannot truncate, grow, write or remap writable what it recei
       expect("ftruncate(lane, x4)", ::ftruncate(lane, lane_bytes * 4) == 0, EPERM);
       const double nonsense = -1.0;
       expect("pwrite(series)",
-             ::pwrite(data, &nonsense, sizeof nonsense, static_cast<off_t>(attached->header().series_offset)) > 0,
+             ::pwrite(data, &nonsense, sizeof nonsense, static_cast<off_t>(header.series_offset)) > 0,
              huge ? EINVAL : EPERM);
       expect("mmap(data, PROT_WRITE)",
-             ::mmap(nullptr, attached->size(), PROT_READ | PROT_WRITE, MAP_SHARED, data, 0) != MAP_FAILED, EPERM);
-      auto* series = const_cast<double*>(attached->series().data());
+             ::mmap(nullptr, static_cast<std::size_t>(data_bytes), PROT_READ | PROT_WRITE, MAP_SHARED, data, 0) != MAP_FAILED,
+             EPERM);
+      auto* series = static_cast<std::byte*>(mapped) + header.series_offset;
       expect("mprotect(series)",
              ::mprotect(reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(series) & ~std::uintptr_t{4095}), 4096,
                         PROT_READ | PROT_WRITE) == 0,
@@ -1358,7 +1366,12 @@ TEST_CASE("a client that spoofs pid 1 pins nothing: no owner word is writable to
       wrote += " /proc/self/mem";
     const auto owner_offset = static_cast<off_t>(attached->geometry().lane_status_offset + lane * kLaneStatusBytes +
                                                  offsetof(LaneStatus, owner_pid));
-    if (::pwrite(attached->data_fd(), &one, sizeof one, owner_offset) == sizeof one) wrote += " pwrite";
+    // Its own engine-sent data descriptor is closed once mapped; a descriptor for the object
+    // asked for by hand is sealed the same way.
+    const UniqueFd connection = fault::connect_raw("/dev/shm/" + engine.name());
+    const auto handed = fault::ask_raw(connection.get(), HandoffRole::observer);
+    if (handed && !handed->fds.empty() && ::pwrite(handed->fds[0].get(), &one, sizeof one, owner_offset) == sizeof one)
+      wrote += " pwrite";
     if (::mprotect(reinterpret_cast<void*>(owner_at & ~std::uintptr_t{4095}), 4096, PROT_READ | PROT_WRITE) == 0)
       wrote += " mprotect";
     // The keeper records the owner just after the hand-off reply, so look (bounded) until it has.

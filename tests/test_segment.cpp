@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -36,7 +37,10 @@
 
 #include "shm/huge_pages.hpp"
 #include "shm/liveness.hpp"
+#include "shm/memory_budget.hpp"
+#include "shm/name_claim.hpp"
 #include "shm/segment.hpp"
+#include "tests/fault_harness.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -173,6 +177,23 @@ std::string in_child(Body body) {
   return result;
 }
 
+// What a hostile client gets that keeps the descriptors it receives (ipcfloor's own clients close
+// them once mapped): a hand-off for `role` asked for by hand, with its descriptors.
+struct KeptHandoff {
+  UniqueFd connection;
+  fault::RawAnswer answer;
+};
+KeptHandoff ask_keeping_descriptors(const Segment& segment, HandoffRole role) {
+  KeptHandoff kept;
+  kept.connection = fault::connect_raw(segment.socket_path());
+  REQUIRE(kept.connection);
+  auto answer = fault::ask_raw(kept.connection.get(), role);
+  REQUIRE(answer.has_value());
+  REQUIRE(answer->fds.size() == (role == HandoffRole::lane ? 2U : 1U));
+  kept.answer = std::move(*answer);
+  return kept;
+}
+
 // A Unix socket file at `path` that nobody listens on: what a SIGKILLed engine leaves behind.
 void leave_dead_socket(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
@@ -268,7 +289,7 @@ TEST_CASE("several series in one segment: each is read back whole, by index and 
   CHECK_MESSAGE(contains(refused.error().message, "at most 16"), refused.error().message);
 }
 
-TEST_CASE("the socket and the lock file are 0600 and ours; the lock names the engine's pid") {
+TEST_CASE("the socket is 0600 and ours, the engine leaves no other file, and the socket goes with the engine") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);
   auto created = Segment::create(make_config(name, series));
@@ -278,20 +299,14 @@ TEST_CASE("the socket and the lock file are 0600 and ours; the lock names the en
   CHECK(S_ISSOCK(info.st_mode));
   CHECK((info.st_mode & 07777) == 0600);
   CHECK(info.st_uid == ::geteuid());
-  REQUIRE(::lstat((created->socket_path() + ".lock").c_str(), &info) == 0);
-  CHECK(S_ISREG(info.st_mode));
-  CHECK((info.st_mode & 07777) == 0600);
-  std::ifstream lock(created->socket_path() + ".lock");
-  int pid = 0;
-  lock >> pid;
-  CHECK(pid == ::getpid());
+  // The name is held by an abstract socket, not by a file anyone could delete.
+  CHECK_FALSE(path_exists(created->socket_path() + ".lock"));
   const std::string socket = created->socket_path();
-  created = std::unexpected(Error{ErrorCode::io, "destroyed"});  // the engine goes: both files go
+  created = std::unexpected(Error{ErrorCode::io, "destroyed"});  // the engine goes: its socket goes
   CHECK_FALSE(path_exists(socket));
-  CHECK_FALSE(path_exists(socket + ".lock"));
 }
 
-TEST_CASE("a name held by a live engine is refused with busy, naming the lock") {
+TEST_CASE("a name held by a live engine is refused with busy, naming its pid") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);
   auto created = Segment::create(make_config(name, series));
@@ -299,8 +314,7 @@ TEST_CASE("a name held by a live engine is refused with busy, naming the lock") 
   auto second = Segment::create(make_config(name, series));
   REQUIRE_FALSE(second.has_value());
   CHECK(second.error().code == ErrorCode::busy);
-  CHECK(contains(second.error().message, name + ".lock"));
-  CHECK(contains(second.error().message, fmt::format("pid {}", ::getpid())));
+  CHECK_MESSAGE(contains(second.error().message, fmt::format("is running (pid {})", ::getpid())), second.error().message);
   auto removed = Segment::remove_stale(name);
   REQUIRE_FALSE(removed.has_value());
   CHECK(removed.error().code == ErrorCode::busy);
@@ -320,7 +334,7 @@ TEST_CASE("the socket a dead engine left is replaced with a warning, and remove_
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
   REQUIRE(created->warnings().size() >= 1);
-  CHECK(contains(created->warnings().front(), "removed the stale socket"));
+  CHECK(contains(created->warnings().front(), "replacing the stale socket"));
   created = std::unexpected(Error{ErrorCode::io, "destroyed"});
 
   leave_dead_socket(path);
@@ -367,23 +381,21 @@ TEST_CASE("concurrent creators of one name: exactly one wins, also over a dead e
     CHECK(std::count(verdicts.begin(), verdicts.end(), 'B') == kCreators - 1);
   };
   SUBCASE("on a free name") { race(); }
-  SUBCASE("over the socket and lock file a SIGKILLed engine left") {
+  SUBCASE("over the socket a SIGKILLed engine left") {
     const pid_t dead = ::fork();
     REQUIRE(dead >= 0);
     if (dead == 0) {
       const std::vector<double> series = make_series(100);
       auto created = Segment::create(make_config(name, series));
       if (!created) ::_exit(1);
-      ::raise(SIGKILL);  // no destructor: socket and lock file stay behind
+      ::raise(SIGKILL);  // no destructor: the socket stays behind
     }
     ::waitpid(dead, nullptr, 0);
     REQUIRE(path_exists(path));
-    REQUIRE(path_exists(path + ".lock"));
     race();
   }
   // Every winner removed what it made; the stale socket went with the first winner's start.
   CHECK_FALSE(path_exists(path));
-  CHECK_FALSE(path_exists(path + ".lock"));
 }
 
 TEST_CASE("something at the name that is not an ipcfloor socket is refused and left untouched") {
@@ -403,7 +415,6 @@ TEST_CASE("something at the name that is not an ipcfloor socket is refused and l
   CHECK(attached.error().code == ErrorCode::permission);
   CHECK(path_exists(path));
   ::unlink(path.c_str());
-  ::unlink((path + ".lock").c_str());
 }
 
 TEST_CASE("attach refuses a socket with group or other permission bits, without talking to it") {
@@ -436,13 +447,12 @@ TEST_CASE("a FIFO or a directory at the name is refused at once and left untouch
     CHECK(attached.error().code == ErrorCode::permission);
     CHECK(contains(attached.error().message, "is not a socket"));
     CHECK(path_exists(path));
-    ::unlink((path + ".lock").c_str());
     ::rmdir(path.c_str());
     ::unlink(path.c_str());
   }
 }
 
-TEST_CASE("a socket or lock file owned by another uid is refused and left untouched") {
+TEST_CASE("a socket or a name claim of another uid is refused and left untouched") {
   if (::geteuid() != 0) {
     MESSAGE("skipped: only root can give a file away");
     return;
@@ -473,20 +483,45 @@ TEST_CASE("a socket or lock file owned by another uid is refused and left untouc
     CHECK(contains(created.error().message, "only replaces its own sockets"));
     CHECK(path_exists(path));  // not ours to remove
     ::unlink(path.c_str());
-    ::unlink((path + ".lock").c_str());
   }
-  SUBCASE("the lock file") {
+  SUBCASE("our claim address, bound first by a process of another uid") {
+    // Abstract socket addresses carry no permissions: another user can squat on ours. The
+    // engine must refuse, saying the name is held and how to find by whom, and take nothing over.
     const std::string name = unique_name();
-    const std::string lock = fmt::format("/dev/shm/{}.lock", name);
-    { std::ofstream planted(lock); }
-    REQUIRE(::chown(lock.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+    struct stat dir {};
+    REQUIRE(::stat("/dev/shm", &dir) == 0);
+    const std::string address = claim_address(::geteuid(), dir.st_dev, dir.st_ino, name);
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t squatter = ::fork();
+    REQUIRE(squatter >= 0);
+    if (squatter == 0) {
+      if (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(1);
+      const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      sockaddr_un bound{};
+      bound.sun_family = AF_UNIX;
+      std::memcpy(bound.sun_path + 1, address.data(), address.size());
+      const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + address.size());
+      const char verdict = ::bind(fd, reinterpret_cast<const sockaddr*>(&bound), length) == 0 ? 'B' : 'E';
+      (void)!::write(ready[1], &verdict, 1);
+      ::pause();  // holds the address until killed
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char verdict = 0;
+    REQUIRE(::read(ready[0], &verdict, 1) == 1);
+    ::close(ready[0]);
+    REQUIRE(verdict == 'B');
     auto created = Segment::create(make_config(name, series));
+    ::kill(squatter, SIGKILL);
+    ::waitpid(squatter, nullptr, 0);
     REQUIRE_FALSE(created.has_value());
-    CHECK(created.error().code == ErrorCode::permission);
-    CHECK(contains(created.error().message, lock));
+    CHECK(created.error().code == ErrorCode::busy);
+    CHECK_MESSAGE(contains(created.error().message, "@" + address), created.error().message);
     CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", name)));
-    CHECK(path_exists(lock));
-    ::unlink(lock.c_str());
+    // Killed, the squatter's address is free at once: the name is ours to take.
+    auto taken = Segment::create(make_config(name, series));
+    CHECK_MESSAGE(taken.has_value(), why(taken));
   }
 }
 
@@ -568,7 +603,8 @@ TEST_CASE("a client cannot write, shrink, grow or punch the data object it recei
     REQUIRE_MESSAGE(client.has_value(), why(client));
     const bool huge = client->backing() == Backing::memfd_huge_2m;
     CHECK(huge == (backing == HugePagesMode::required));
-    const int fd = client->data_fd();
+    const KeptHandoff kept = ask_keeping_descriptors(*created, HandoffRole::observer);
+    const int fd = kept.answer.fds[0].get();
     const std::size_t bytes = client->size();
     const std::size_t page = huge ? kHugePageBytes : kSmallPageBytes;
     // Opening the object afresh for writing is allowed (it is a file open, not a write): the
@@ -621,17 +657,20 @@ TEST_CASE("a lane object is writable by its client but cannot be truncated or gr
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
   TestKeeper keeper(*created);
-  auto client = Attachment::attach(name, as(HandoffRole::lane));
-  REQUIRE_MESSAGE(client.has_value(), why(client));
-  const int fd = client->lane().fd();
+  const KeptHandoff kept = ask_keeping_descriptors(*created, HandoffRole::lane);
+  const int fd = kept.answer.fds[1].get();
+  const auto bytes = static_cast<std::size_t>(kept.answer.reply.lane_bytes);
   errno = 0;
   CHECK(::ftruncate(fd, 4096) != 0);
   CHECK(errno == EPERM);
-  CHECK(::ftruncate(fd, static_cast<off_t>(client->lane().size() * 2)) != 0);
-  CHECK(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)) == client->lane().size());
-  std::byte* bulk = client->lane().bulk().data();
+  CHECK(::ftruncate(fd, static_cast<off_t>(bytes * 2)) != 0);
+  CHECK(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)) == bytes);
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  auto* bulk = static_cast<std::byte*>(mapped) + created->geometry().lane_bulk_offset;
   bulk[0] = std::byte{42};  // its own memory: writable
   CHECK(bulk[0] == std::byte{42});
+  ::munmap(mapped, bytes);
   // The seals cannot be lifted or added to: F_SEAL_SEAL is set.
   CHECK(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) != 0);
   CHECK((::fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
@@ -729,6 +768,198 @@ TEST_CASE("rejects bad configurations and names") {
   config.socket_dir = "/nonexistent-ipcfloor-dir";
   CHECK(Segment::create(config).error().code == ErrorCode::invalid_argument);
   CHECK(valid_segment_name("ipcfloor-demo_1.2"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The name: held by the kernel, per uid, directory and name
+
+TEST_CASE("the claim address names the uid, the directory's identity and the name, and fits a socket address") {
+  const std::string short_name = claim_address(1000, 0x2a, 0x1234, "demo");
+  CHECK(short_name == "ipcfloor/1000/2a.1234/demo");
+  CHECK(claim_address(1000, 0x2a, 0x1235, "demo") != short_name);  // another directory
+  CHECK(claim_address(1001, 0x2a, 0x1234, "demo") != short_name);  // another user
+  const std::string long_name(kMaxSegmentNameBytes, 'n');
+  const std::string hashed = claim_address(4294967294U, ~dev_t{0}, ~ino_t{0}, long_name);
+  CHECK(hashed.size() + 1 <= sizeof(sockaddr_un::sun_path));  // + the NUL that makes it abstract
+  CHECK(hashed.find('#') != std::string::npos);
+  CHECK(hashed != claim_address(4294967294U, ~dev_t{0}, ~ino_t{0}, long_name.substr(1) + "m"));
+}
+
+TEST_CASE("removing the files of a live engine frees nothing: its name stays held, and its stop removes no one "
+          "else's socket") {
+  const std::vector<double> series = make_series(100);
+  const std::string name = unique_name();
+  auto first = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(first.has_value(), why(first));
+  const std::string path = first->socket_path();
+  REQUIRE(::unlink(path.c_str()) == 0);  // everything the engine has in the directory
+  auto second = Segment::create(make_config(name, series));
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == ErrorCode::busy);
+  CHECK_MESSAGE(contains(second.error().message, "removed by hand"), second.error().message);
+  CHECK_FALSE(path_exists(path));  // and it made nothing there
+  // A socket someone else puts at the path is not the first engine's to remove when it stops.
+  leave_dead_socket(path);
+  struct stat planted {};
+  REQUIRE(::lstat(path.c_str(), &planted) == 0);
+  first = std::unexpected(Error{ErrorCode::io, "stopped"});
+  struct stat after {};
+  REQUIRE(::lstat(path.c_str(), &after) == 0);
+  CHECK(after.st_ino == planted.st_ino);
+  // The name is free now: the next engine replaces that (dead) socket with its own.
+  auto third = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(third.has_value(), why(third));
+  REQUIRE(::lstat(path.c_str(), &after) == 0);
+  CHECK(after.st_ino != planted.st_ino);
+  CHECK(contains(third->warnings().front(), "replacing the stale socket"));
+}
+
+TEST_CASE("one name in two directories is two names; two spellings of one directory are one") {
+  const std::vector<double> series = make_series(100);
+  const std::string name = unique_name();
+  char first_template[] = "/tmp/ipcfloor-claim-XXXXXX";
+  char second_template[] = "/tmp/ipcfloor-claim-XXXXXX";
+  REQUIRE(::mkdtemp(first_template) != nullptr);
+  REQUIRE(::mkdtemp(second_template) != nullptr);
+  const std::string first_dir = first_template, second_dir = second_template;
+  const std::string alias = first_dir + "-alias";
+  REQUIRE(::symlink(first_dir.c_str(), alias.c_str()) == 0);
+  {
+    SegmentConfig config = make_config(name, series);
+    config.socket_dir = first_dir;
+    auto first = Segment::create(config);
+    REQUIRE_MESSAGE(first.has_value(), why(first));
+    config.socket_dir = second_dir;
+    auto second = Segment::create(config);
+    CHECK_MESSAGE(second.has_value(), why(second));
+    config.socket_dir = alias;
+    auto aliased = Segment::create(config);
+    REQUIRE_FALSE(aliased.has_value());
+    CHECK(aliased.error().code == ErrorCode::busy);
+  }
+  ::unlink(alias.c_str());
+  std::filesystem::remove_all(first_dir);
+  std::filesystem::remove_all(second_dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a client keeps
+
+namespace {
+
+// Descriptors of this process that are ipcfloor memfds.
+int ipcfloor_memfds() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (!error && target.starts_with("/memfd:ipcfloor:")) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("an attachment keeps no descriptor of the objects it mapped") {
+  const std::string name = unique_name();
+  const std::vector<double> series = make_series(1000);
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  TestKeeper keeper(*created);
+  const int before = ipcfloor_memfds();  // the engine's own data object
+  auto observer = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_MESSAGE(observer.has_value(), why(observer));
+  CHECK(ipcfloor_memfds() == before);
+  CHECK(observer->series()[0] == series[0]);  // mapped all the same
+  CHECK_FALSE(observer->engine_hung_up());    // told by the engine's pid, not by a connection
+  auto client = Attachment::attach(name, as(HandoffRole::lane));
+  REQUIRE_MESSAGE(client.has_value(), why(client));
+  // The keeper made one lane object (its own descriptor); the client kept neither it nor the data.
+  CHECK(ipcfloor_memfds() == before + 1);
+  CHECK(client->lane().fd() < 0);
+  CHECK(client->lane().view().header->magic == kLaneMagic);
+  CHECK_FALSE(client->engine_hung_up());  // its lease, the one descriptor it keeps
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: the verdict is a pure function of the sizes and the host's stated limits
+
+TEST_CASE("the memory check refuses what the tightest stated limit cannot back, naming the option and the limit") {
+  const std::vector<MemoryNeed> needs{{"the data object", 1ULL << 30, "--capacity 134217728"},
+                                      {"5 lane objects", 3ULL << 20, "--bulk-bytes 2621440 or --lanes 4"}};
+  HostMemory host;
+  CHECK(check_memory_budget(needs, host).has_value());  // no limit stated: nothing to refuse on
+  host.available = MemoryLimit{2ULL << 30, "MemAvailable in /proc/meminfo"};
+  CHECK(check_memory_budget(needs, host).has_value());
+  host.available->bytes = (1ULL << 30) + (3ULL << 20) - 1;  // one byte short
+  auto refused = check_memory_budget(needs, host);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::resource);
+  CHECK_MESSAGE(contains(refused.error().message, "MemAvailable in /proc/meminfo"), refused.error().message);
+  CHECK(contains(refused.error().message, "lower --capacity 134217728"));  // the largest need's option
+  CHECK(contains(refused.error().message, "1.0 GiB"));
+  // A cgroup that leaves less is the limit named.
+  host.cgroup = MemoryLimit{512ULL << 20, "the cgroup limit in /x/memory.max (512.0 MiB, 0 bytes of it in use)"};
+  refused = check_memory_budget(needs, host);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK_MESSAGE(contains(refused.error().message, "the cgroup limit in /x/memory.max"), refused.error().message);
+  CHECK(contains(refused.error().message, "allows 512.0 MiB more"));
+  // Sizes that would overflow a sum are refused, not wrapped into something small.
+  const std::vector<MemoryNeed> huge{{"a", ~0ULL, "--a"}, {"b", ~0ULL, "--b"}};
+  CHECK_FALSE(check_memory_budget(huge, host).has_value());
+}
+
+TEST_CASE("the tightest cgroup is the one with the least left, page cache it can drop counted as free") {
+  std::vector<CgroupLevel> levels{
+      {"/leaf/memory.max", std::nullopt, 100, 0},                // no limit
+      {"/mid/memory.max", 1000ULL << 20, 900ULL << 20, 600ULL << 20},  // 700 MiB left: cache can go
+      {"/top/memory.max", 800ULL << 20, 200ULL << 20, 0},        // 600 MiB left
+  };
+  const auto tightest = tightest_cgroup_limit(levels);
+  REQUIRE(tightest.has_value());
+  CHECK(tightest->bytes == 600ULL << 20);
+  CHECK(contains(tightest->source, "/top/memory.max"));
+  levels[2].usage = 900ULL << 20;  // over its limit already: nothing left
+  CHECK(tightest_cgroup_limit(levels)->bytes == 0);
+  CHECK_FALSE(tightest_cgroup_limit(std::vector<CgroupLevel>{{"/a", std::nullopt, 5, 0}}).has_value());
+  CHECK(parse_mem_available("MemTotal:  100 kB\nMemAvailable:    24113492 kB\n") == 24113492ULL * 1024);
+  CHECK_FALSE(parse_mem_available("MemTotal: 100 kB\n").has_value());
+  CHECK(bytes_text(100) == "100 bytes");
+  CHECK(bytes_text(3ULL << 30) == "3.0 GiB");
+  // This host states at least MemAvailable.
+  CHECK(read_host_memory().available.has_value());
+}
+
+TEST_CASE("a segment's memory needs name the option that sizes each part") {
+  const std::vector<double> series = make_series(1000);
+  SegmentConfig config = make_config(unique_name(), series);
+  config.lanes = 4;
+  config.bulk_bytes = std::size_t{1} << 30;
+  auto needs = segment_memory_needs(config, false);
+  REQUIRE(needs.size() == 2);
+  CHECK(needs[1].bytes >= 5 * (std::uint64_t{1} << 30));  // a lane more than --lanes: its replacement
+  CHECK(contains(needs[1].options, "--bulk-bytes 1073741824"));
+  CHECK(contains(needs[1].options, "--lanes 4"));
+  config.bulk_bytes = 0;
+  config.ring_capacity = 1U << 24;
+  needs = segment_memory_needs(config, false);
+  CHECK(contains(needs[1].options, "--ring-capacity 16777216"));
+  config.ring_capacity = 8;
+  config.live = true;
+  config.capacity_bars = 200'000'000;
+  needs = segment_memory_needs(config, false);
+  CHECK(needs[0].bytes >= 200'000'000ULL * sizeof(double));
+  CHECK(contains(needs[0].options, "--capacity 200000000"));
+  CHECK(segment_memory_needs(config, true).size() == 1);  // huge pages come from their own pool
+  // And create refuses them before anything is made, when the host says it cannot back them.
+  config.name = unique_name();
+  config.capacity_bars = std::size_t{1} << 50;  // 8 PiB of room
+  auto created = Segment::create(config);
+  REQUIRE_FALSE(created.has_value());
+  CHECK(created.error().code == ErrorCode::resource);
+  CHECK_MESSAGE(contains(created.error().message, fmt::format("--capacity {}", std::size_t{1} << 50)),
+                created.error().message);
+  CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", config.name)));
 }
 
 TEST_CASE("parses --hugepages and --mlock modes") {

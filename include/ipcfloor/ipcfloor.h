@@ -71,7 +71,8 @@ extern "C" {
 #define IPCFLOOR_E_INVALID (-1)
 /* Attach: no live engine serves that name (no segment, or its engine is dead or stopping). */
 #define IPCFLOOR_E_NO_ENGINE (-2)
-/* Attach: every lane is held by a live client, or the segment is still being built. */
+/* Attach: every lane is held by a live client, or the engine stayed too busy to take the hand-off
+ * (too many connections open at once) until the timeout. Never means the engine is gone. */
 #define IPCFLOOR_E_BUSY (-3)
 /* Attach: the segment is not owned by this uid or not mode 0600. */
 #define IPCFLOOR_E_PERMISSION (-4)
