@@ -6,7 +6,9 @@ stateful through the client, and compares every combo with `ipcfloor sweep --inp
 exactly (trades equal, pnl bit for bit). Also checks echo, echo_params and error replies, and
 then, on a server that holds a series of its own, use_preloaded and backtest.
 
-Usage: test_python_socket_client.py [IPCFLOOR_BINARY]   (or the IPCFLOOR_BINARY environment variable)
+Runs with the python of a venv the package was pip-installed into (the ctest fixture python_venv).
+
+Usage: VENV/bin/python test_python_socket_client.py [IPCFLOOR_BINARY]   (or the IPCFLOOR_BINARY environment variable)
 """
 
 import json
@@ -20,9 +22,7 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
-from ipcfloor import socket as ips  # noqa: E402  (needs no compiled library)
+from ipcfloor import socket as ips
 
 failures = []
 
