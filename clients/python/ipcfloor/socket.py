@@ -26,7 +26,11 @@ from typing import Any, NamedTuple, NoReturn
 import numpy as np
 import numpy.typing as npt
 
-from ._input import combo_from_length  # noqa: F401  (part of this module's API: docs/PROTOCOL.md)
+from ._input import combo_from_length
+
+__all__ = ["SocketClient", "ServerSeries", "ServerError", "ProtocolError", "build_request", "combo_from_length",
+           "OP_SWEEP", "OP_ECHO", "OP_LOAD", "OP_SWEEP_LOADED", "OP_ECHO_PARAMS", "OP_USE_PRELOADED", "ERROR_NAMES",
+           "FATAL_ERRORS"]
 
 OP_SWEEP = 0
 OP_ECHO = 1
