@@ -15,68 +15,31 @@ Usage: VENV/bin/python test_python_input.py IPCFLOOR_BINARY
 """
 
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 
 import ipcfloor
+from test_python_support import check, expect, finish, start, stop
 
-failures = []
 BARS = 1500
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
 
 
 def refused(what, call, *fragments, error_class=None):
     """call() must raise error_class (InvalidArgument by default), an ipcfloor.Error carrying a code
     and a message, whose sentence holds every fragment."""
     error_class = error_class or ipcfloor.InvalidArgument
-    try:
-        call()
-    except ipcfloor.Error as error:
-        check(isinstance(error, error_class), f"{what}: raised {type(error).__name__}, want {error_class.__name__}")
-        check(isinstance(error.code, int) and error.code < 0 and error.message == str(error) and error.message,
-              f"{what}: the error carries the code and the sentence: {error.code!r} {error.message!r}")
-        if error_class is ipcfloor.InvalidArgument:
-            check(error.code == -1 and isinstance(error, ValueError), f"{what}: code {error.code}, a ValueError")
-        for fragment in fragments:
-            check(fragment in str(error), f"{what}: {fragment!r} not in the sentence: {error}")
-        return error
-    except Exception as error:  # noqa: BLE001 - a foreign class is the finding
-        check(False, f"{what}: raised {type(error).__name__} ({error}), not an ipcfloor.Error")
+    error = expect(error_class, what, call)
+    if error is None:
         return None
-    check(False, f"{what}: nothing raised")
-    return None
-
-
-def start(binary, name, args):
-    server = subprocess.Popen([binary, "serve", "--name", name, "--wait", "backoff", "--quiet", *args],
-                              stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return server, ipcfloor.attach(name, timeout=5.0, wait="backoff")
-        except (ipcfloor.NoEngine, ipcfloor.Busy):
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise SystemExit(f"ipcfloor serve --name {name} did not come up")
-            time.sleep(0.02)
-
-
-def stop(server):
-    server.send_signal(signal.SIGINT)
-    try:
-        return server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        return server.wait()
+    check(isinstance(error, ipcfloor.Error) and isinstance(error.code, int) and error.code < 0 and
+          error.message == str(error) and error.message,
+          f"{what}: the error is an ipcfloor.Error carrying the code and the sentence: {error!r}")
+    if error_class is ipcfloor.InvalidArgument:
+        check(error.code == -1 and isinstance(error, ValueError), f"{what}: code {error.code}, a ValueError")
+    for fragment in fragments:
+        check(fragment in str(error), f"{what}: {fragment!r} not in the sentence: {error}")
+    return error
 
 
 def check_windows(engine):
@@ -181,7 +144,8 @@ def check_forms(engine):
 def check_live_forms(binary):
     """subscribe takes the forms backtest takes, and append its close and tick strictly."""
     name = f"ipcfloor-pyinput-live-{os.getpid()}"
-    server, engine = start(binary, name, ["--bars", "400", "--live", "--capacity", "500", "--subscriptions", "5"])
+    server, engine = start(binary, name, ["--bars", "400", "--live", "--capacity", "500", "--subscriptions", "5"],
+                           ipcfloor)
     try:
         check(engine.subscribe(6) == 0, "subscribe(6): a length, like backtest(6)")
         check(engine.subscribe([3, 6, 2, 1, 2, 3]) == 1, "subscribe of six windows")
@@ -234,7 +198,7 @@ def main():
     binary = sys.argv[1]
     name = f"ipcfloor-pyinput-{os.getpid()}"
     check_attach(name)
-    server, engine = start(binary, name, ["--bars", str(BARS), "--seed", "3", "--lanes", "1"])
+    server, engine = start(binary, name, ["--bars", str(BARS), "--seed", "3", "--lanes", "1"], ipcfloor)
     try:
         check_windows(engine)
         check_forms(engine)
@@ -249,13 +213,8 @@ def main():
               if isinstance(getattr(ipcfloor, n), type) and issubclass(getattr(ipcfloor, n), BaseException)),
           "every exception class of the package derives from ipcfloor.Error")
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print("python input: every bad window, length, shape, series, close, tick and attach argument refused with "
-          "InvalidArgument naming it; backtest and subscribe take the same three forms")
-    return 0
-
+    return finish("python input: every bad window, length, shape, series, close, tick and attach argument refused "
+                  "with InvalidArgument naming it; backtest and subscribe take the same three forms")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,17 +23,10 @@ import subprocess
 import sys
 import tempfile
 
+from test_python_support import check, finish
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
-    return condition
-
 
 def run(argv, what, **kwargs):
     done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
@@ -127,13 +120,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pypackage-") as tmp:
         check_source_tree(build_dir, tmp)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print(f"python package: pip install --no-build-isolation into a --system-site-packages venv, offline; it ships "
-          f"its types and library and passes mypy --strict ({venv})")
-    return 0
-
+    return finish(f"python package: pip install --no-build-isolation into a --system-site-packages venv, offline; "
+                  f"it ships its types and library and passes mypy --strict ({venv})")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,16 +13,10 @@ import subprocess
 import sys
 import tempfile
 
+from test_python_support import check, finish
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT = os.path.join(ROOT, "tools", "plot_report.py")
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
-
 
 def main():
     with tempfile.TemporaryDirectory(prefix="ipcfloor-plots-") as tmp:
@@ -41,12 +35,8 @@ def main():
         bare = subprocess.run([sys.executable, "-I", "-S", PLOT, "x.json", tmp], capture_output=True, text=True)
         check(bare.returncode == 3 and "No module named 'matplotlib'" in bare.stderr and sys.executable in bare.stderr
               and "/usr/bin/python3" in bare.stderr, f"without matplotlib it names the python: {bare.stderr}")
-    if failures:
-        return 1
-    print("plot_report.py: one suite's file, a suite with no plot of its own and the combined report are drawn; "
-          "without matplotlib it names the python it needs")
-    return 0
-
+    return finish("plot_report.py: one suite's file, a suite with no plot of its own and the combined report are "
+                  "drawn; without matplotlib it names the python it needs")
 
 if __name__ == "__main__":
     sys.exit(main())

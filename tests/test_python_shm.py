@@ -34,27 +34,10 @@ import time
 
 import numpy as np
 
-failures = []
+from test_python_support import check, expect, finish, start, stop
+
 BARS, SEED = 2500, 5
 LENGTHS = [6, 7, 10, 19, 33, 64, 120, 200]
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
-
-
-def expect(error_class, what, call):
-    try:
-        call()
-    except error_class as error:
-        return error
-    except Exception as error:  # noqa: BLE001 - the wrong class is the finding
-        check(False, f"{what}: raised {type(error).__name__}: {error}, want {error_class.__name__}")
-        return None
-    check(False, f"{what}: nothing raised, want {error_class.__name__}")
-    return None
 
 
 def fnv1a64(data):
@@ -66,31 +49,6 @@ def fnv1a64(data):
 
 def bits(x):
     return struct.pack("<d", x)
-
-
-def start(binary, name, args, ipcfloor, timeout=5.0):
-    """`ipcfloor serve --name NAME ARGS`, and an Engine attached to it once it is up (bounded)."""
-    server = subprocess.Popen([binary, "serve", "--name", name, "--wait", "backoff", "--quiet", *args])
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return server, ipcfloor.attach(name, timeout=timeout, wait="backoff")
-        except (ipcfloor.NoEngine, ipcfloor.Busy):
-            if time.monotonic() > deadline or server.poll() is not None:
-                stop(server)
-                raise SystemExit(f"ipcfloor serve --name {name} did not come up")
-            time.sleep(0.02)
-
-
-def stop(server):
-    if server.poll() is None:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    return server.returncode
 
 
 def check_not_live(ipcfloor, engine, name):
@@ -481,14 +439,9 @@ def main():
         check_two_series(binary, ipcfloor, tmp)
     check_threads(binary, ipcfloor)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print(f"python over the segment: {len(LENGTHS)} combos match sweep --inproc bit for bit; read-only zero-copy "
-          "series; per-combo statuses and error classes hold; live signals match sweep --inproc after every append; "
-          "two series each match sweep --inproc on their file; waits let other threads run")
-    return 0
-
+    return finish("python over the segment: {} combos match sweep --inproc bit for bit; read-only zero-copy series; "
+                  "per-combo statuses and error classes hold; live signals match sweep --inproc after every append; "
+                  "two series each match sweep --inproc on their file; waits let other threads run".format(len(LENGTHS)))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -644,21 +644,24 @@ static PyMethodDef Client_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Fixed at attach, read-only. */
+#define CLIENT_MEMBER(name, type, field, doc) {name, type, offsetof(Client, field), READONLY, doc}
 static PyMemberDef Client_members[] = {
-    {"engine", T_OBJECT_EX, offsetof(Client, engine), READONLY, "the engine's segment name"},
-    {"wait", T_OBJECT_EX, offsetof(Client, wait), READONLY, "the wait mode in use: spin, backoff or block"},
-    {"name", T_OBJECT_EX, offsetof(Client, name), READONLY, "where the main series came from"},
-    {"_series_names", T_OBJECT_EX, offsetof(Client, series_names), READONLY, "the series table's names"},
-    {"pid", T_LONGLONG, offsetof(Client, pid), READONLY, "the engine's pid"},
-    {"bars", T_LONGLONG, offsetof(Client, bars), READONLY, "the main series' preloaded bars"},
-    {"capacity", T_LONGLONG, offsetof(Client, capacity), READONLY, "room for the series in bars"},
-    {"checksum", T_ULONGLONG, offsetof(Client, checksum), READONLY, "FNV-1a 64 of the main series"},
-    {"lane", T_UINT, offsetof(Client, lane), READONLY, "this Engine's lane"},
-    {"ring_capacity", T_UINT, offsetof(Client, ring_capacity), READONLY, "requests a sweep keeps in flight"},
-    {"fee", T_DOUBLE, offsetof(Client, fee), READONLY, "the fee per round trip, percentage points"},
-    {"live", T_BOOL, offsetof(Client, live), READONLY, "the engine takes appends and subscriptions"},
+    CLIENT_MEMBER("engine", T_OBJECT_EX, engine, "the engine's segment name"),
+    CLIENT_MEMBER("wait", T_OBJECT_EX, wait, "the wait mode in use: spin, backoff or block"),
+    CLIENT_MEMBER("name", T_OBJECT_EX, name, "where the main series came from"),
+    CLIENT_MEMBER("_series_names", T_OBJECT_EX, series_names, "the series table's names"),
+    CLIENT_MEMBER("pid", T_LONGLONG, pid, "the engine's pid"),
+    CLIENT_MEMBER("bars", T_LONGLONG, bars, "the main series' preloaded bars"),
+    CLIENT_MEMBER("capacity", T_LONGLONG, capacity, "room for the series in bars"),
+    CLIENT_MEMBER("checksum", T_ULONGLONG, checksum, "FNV-1a 64 of the main series"),
+    CLIENT_MEMBER("lane", T_UINT, lane, "this Engine's lane"),
+    CLIENT_MEMBER("ring_capacity", T_UINT, ring_capacity, "requests a sweep keeps in flight"),
+    CLIENT_MEMBER("fee", T_DOUBLE, fee, "the fee per round trip, percentage points"),
+    CLIENT_MEMBER("live", T_BOOL, live, "the engine takes appends and subscriptions"),
     {NULL, 0, 0, 0, NULL},
 };
+#undef CLIENT_MEMBER
 
 static PyGetSetDef Client_getset[] = {
     {"closed", (getter)Client_get_closed, NULL, "True once close() ran", NULL},
@@ -827,40 +830,42 @@ static PyStructSequence_Desc signal_desc = {
 };
 
 /* The constants of ipcfloor.h the package names: every code, the signal flags, the wait modes. */
+#define CONSTANT(name) {#name, IPCFLOOR_##name}
 static const struct {
   const char *name;
   int value;
 } constants[] = {
-    {"OK", IPCFLOOR_OK},
-    {"E_INVALID", IPCFLOOR_E_INVALID},
-    {"E_NO_ENGINE", IPCFLOOR_E_NO_ENGINE},
-    {"E_BUSY", IPCFLOOR_E_BUSY},
-    {"E_PERMISSION", IPCFLOOR_E_PERMISSION},
-    {"E_VERSION", IPCFLOOR_E_VERSION},
-    {"E_BAD_SEGMENT", IPCFLOOR_E_BAD_SEGMENT},
-    {"E_ENGINE_GONE", IPCFLOOR_E_ENGINE_GONE},
-    {"E_ENGINE_HUNG", IPCFLOOR_E_ENGINE_HUNG},
-    {"E_TIMEOUT", IPCFLOOR_E_TIMEOUT},
-    {"E_CORRUPT", IPCFLOOR_E_CORRUPT},
-    {"E_WINDOW", IPCFLOOR_E_WINDOW},
-    {"E_REJECTED", IPCFLOOR_E_REJECTED},
-    {"E_IO", IPCFLOOR_E_IO},
-    {"E_RESOURCE", IPCFLOOR_E_RESOURCE},
-    {"E_INTERNAL", IPCFLOOR_E_INTERNAL},
-    {"E_NOT_LIVE", IPCFLOOR_E_NOT_LIVE},
-    {"E_CAPACITY_FULL", IPCFLOOR_E_CAPACITY_FULL},
-    {"E_BAD_PRICE", IPCFLOOR_E_BAD_PRICE},
-    {"E_NOT_WRITER", IPCFLOOR_E_NOT_WRITER},
-    {"E_NO_ROOM", IPCFLOOR_E_NO_ROOM},
-    {"E_NO_SUCH_SERIES", IPCFLOOR_E_NO_SUCH_SERIES},
-    {"NO_SIGNAL", IPCFLOOR_NO_SIGNAL},
-    {"SIGNAL_GAP", IPCFLOOR_SIGNAL_GAP},
-    {"SIGNAL_SNAPSHOT", IPCFLOOR_SIGNAL_SNAPSHOT},
-    {"WAIT_ENGINE", IPCFLOOR_WAIT_ENGINE},
-    {"WAIT_SPIN", IPCFLOOR_WAIT_SPIN},
-    {"WAIT_BACKOFF", IPCFLOOR_WAIT_BACKOFF},
-    {"WAIT_BLOCK", IPCFLOOR_WAIT_BLOCK},
+    CONSTANT(OK),
+    CONSTANT(E_INVALID),
+    CONSTANT(E_NO_ENGINE),
+    CONSTANT(E_BUSY),
+    CONSTANT(E_PERMISSION),
+    CONSTANT(E_VERSION),
+    CONSTANT(E_BAD_SEGMENT),
+    CONSTANT(E_ENGINE_GONE),
+    CONSTANT(E_ENGINE_HUNG),
+    CONSTANT(E_TIMEOUT),
+    CONSTANT(E_CORRUPT),
+    CONSTANT(E_WINDOW),
+    CONSTANT(E_REJECTED),
+    CONSTANT(E_IO),
+    CONSTANT(E_RESOURCE),
+    CONSTANT(E_INTERNAL),
+    CONSTANT(E_NOT_LIVE),
+    CONSTANT(E_CAPACITY_FULL),
+    CONSTANT(E_BAD_PRICE),
+    CONSTANT(E_NOT_WRITER),
+    CONSTANT(E_NO_ROOM),
+    CONSTANT(E_NO_SUCH_SERIES),
+    CONSTANT(NO_SIGNAL),
+    CONSTANT(SIGNAL_GAP),
+    CONSTANT(SIGNAL_SNAPSHOT),
+    CONSTANT(WAIT_ENGINE),
+    CONSTANT(WAIT_SPIN),
+    CONSTANT(WAIT_BACKOFF),
+    CONSTANT(WAIT_BLOCK),
 };
+#undef CONSTANT
 _Static_assert(-IPCFLOOR_E_NO_SUCH_SERIES == kCodes, "kCodes is the last code of ipcfloor.h");
 
 PyMODINIT_FUNC PyInit__ipcfloor(void) {
