@@ -20,6 +20,7 @@ Engine while a call is in flight is refused.
 Usage: VENV/bin/python test_python_shm.py IPCFLOOR_BINARY
 """
 
+import ctypes
 import gc
 import json
 import math
@@ -370,6 +371,14 @@ def main():
                 check(series.dtype == np.float64 and series.shape == (BARS,), f"{series.dtype} {series.shape}")
                 check(not series.flags.writeable, "the series is read-only")
                 check(not series.flags.owndata, "the series is a view, not a copy")
+                view = memoryview(series)
+                check(view.readonly and view.format == "d" and view.nbytes == 8 * BARS,
+                      "the series exposes the buffer protocol: read-only float64, every bar")
+                check(isinstance(series.base, ipcfloor._ipcfloor.SeriesBuffer) and len(series.base) == BARS and
+                      memoryview(series.base).readonly, "under the numpy view, the extension's read-only buffer")
+                error = expect(TypeError, "a writable buffer of the series (ctypes asks for one)",
+                               lambda: ctypes.c_char.from_buffer(series.base))
+                check(error is not None and "not writable" in str(error), f"the buffer refuses writers: {error}")
                 check(np.array_equal(series, close), "the view holds the generated series")
                 check(fnv1a64(series.tobytes()) == engine.checksum, "checksum is FNV-1a 64 of the bytes")
                 check(engine.series is series, "the view is made once")
