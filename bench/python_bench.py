@@ -145,7 +145,9 @@ def attach_when_up(server, name, limit=10.0):
 
 
 def same_bits(a, b):
-    return np.array_equal(np.asarray(a, dtype=np.float64).view(np.int64), np.asarray(b, dtype=np.float64).view(np.int64))
+    def bits(x):
+        return np.asarray(x, dtype=np.float64).view(np.int64)
+    return np.array_equal(bits(a), bits(b))
 
 
 def latency_phase(args, tmp, peer, client_cpu, server_cpu):

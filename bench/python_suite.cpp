@@ -86,7 +86,8 @@ nlohmann::json time_cpp_echo(const nlohmann::json& request, std::optional<ShmCli
     cpu_set_t before;
     CPU_ZERO(&before);
     (void)sched_getaffinity(0, sizeof before, &before);
-    if (auto pinned = pin_current_thread(request.at("cpu").get<int>()); !pinned) return {{"error", pinned.error().message}};
+    if (auto pinned = pin_current_thread(request.at("cpu").get<int>()); !pinned)
+      return {{"error", pinned.error().message}};
     RequestSlot slot = ladder_echo_request();
     slot.params = Combo{params[0], params[1], params[2], params[3], params[4], params[5]};
     ResponseSlot response{};
@@ -128,7 +129,8 @@ Expected<Script> spawn_script(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
-  for (const int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+  for (const int fd : {to_child[0], to_child[1], from_child[0], from_child[1]})
+    posix_spawn_file_actions_addclose(&actions, fd);
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);

@@ -114,8 +114,9 @@ def main():
 
     has_mypy = subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode == 0
     if check(has_mypy, f"mypy runs under {sys.executable} (apt-get install python3-mypy; tools/setup does)"):
-        done = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-executable", venv_python,
-                    "ipcfloor"], "mypy --strict on the package", cwd=os.path.join(ROOT, "clients", "python"))
+        done = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull,
+                    "--python-executable", venv_python, "ipcfloor"], "mypy --strict on the package",
+                   cwd=os.path.join(ROOT, "clients", "python"))
         check("Success" in done.stdout, f"mypy --strict: {done.stdout}")
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pypackage-") as tmp:
         check_source_tree(build_dir, tmp)

@@ -53,7 +53,8 @@ class Engine(_ipcfloor.Client):
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lane {self.lane}, {self.wait}"
-        return f"<ipcfloor.Engine {self.engine} (pid {self.pid}, {state}): {self.name}, {self.bars} bars, fee {self.fee}>"
+        return (f"<ipcfloor.Engine {self.engine} (pid {self.pid}, {state}): {self.name}, {self.bars} bars, "
+                f"fee {self.fee}>")
 
     def __enter__(self) -> Engine:
         return self

@@ -204,13 +204,13 @@ static PyObject *call_fail(Client *self, Call *call, int code) {
 
 /* The GIL while a call waits on the engine. It is handed over whenever another thread state
  * exists (another Python thread, in any interpreter: they share the GIL), so that thread runs
- * while this one waits. When this thread is the only one, nobody can be waiting for the GIL and
- * handing it over and back would only add to the call (about 30 ns, docs/RESULTS.md): a thread
- * that Python starts has its thread state before it first needs the GIL (threading.Thread.start
- * makes it under the GIL), so it is seen here. The one thread not seen is C code entering Python
- * for the first time (PyGILState_Ensure) during the call: it waits until the call returns. The
- * lists are read without the runtime's lock; a state added concurrently is that case. Returns
- * the state to give end_wait, NULL when the GIL was kept. */
+ * while this one waits. When this thread is the only one, nobody can be waiting for the GIL, and
+ * handing it over and back would only add to the call (docs/RESULTS.md, call-floor-py-threads):
+ * a thread that Python starts has its thread state before it first needs the GIL
+ * (threading.Thread.start makes it under the GIL), so it is seen here. The one thread not seen
+ * is C code entering Python for the first time (PyGILState_Ensure) during the call: it waits
+ * until the call returns. The lists are read without the runtime's lock; a state added
+ * concurrently is that case. Returns the state to give end_wait, NULL when the GIL was kept. */
 static inline PyThreadState *begin_wait(void) {
   PyThreadState *self = PyThreadState_Get();
   PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
