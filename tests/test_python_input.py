@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 import ipcfloor
+import ipcfloor.socket
 from test_python_support import check, expect, finish, start, stop
 
 BARS = 1500
@@ -209,9 +210,10 @@ def main():
         code = stop(server)
     check(code == 0, f"serve exits 0 on SIGINT, got {code}")
     check_live_forms(binary)
-    check(all(issubclass(getattr(ipcfloor, n), ipcfloor.Error) for n in ipcfloor.__all__
-              if isinstance(getattr(ipcfloor, n), type) and issubclass(getattr(ipcfloor, n), BaseException)),
-          "every exception class of the package derives from ipcfloor.Error")
+    classes = [getattr(module, n) for module in (ipcfloor, ipcfloor.socket) for n in module.__all__]
+    exceptions = [c for c in classes if isinstance(c, type) and issubclass(c, BaseException)]
+    check(len(exceptions) >= 24 and all(issubclass(c, ipcfloor.Error) for c in exceptions),
+          f"every exception class of the package derives from ipcfloor.Error: {exceptions}")
 
     return finish("python input: every bad window, length, shape, series, close, tick and attach argument refused "
                   "with InvalidArgument naming it; backtest and subscribe take the same three forms")

@@ -15,6 +15,7 @@ reaches the socket can run it.
 ``close`` is a 1-D float64 array, ``params`` an (n, 6) int64 array of windows [h, L, s, p3, p2, p]
 (see ``combo_from_length``). An error reply raises ``ServerError`` with the server's code and
 sentence; a connection that broke (closed, timed out, malformed reply) raises ``ProtocolError``.
+Both are ipcfloor.Error, like every exception of the package.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, NamedTuple, NoReturn
 import numpy as np
 import numpy.typing as npt
 
+from . import _ipcfloor
+from ._errors import Error
 from ._input import combo_from_length
 
 __all__ = ["SocketClient", "ServerSeries", "ServerError", "ProtocolError", "build_request", "combo_from_length",
@@ -80,18 +83,26 @@ _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 
 
-class ServerError(Exception):
-    """The server refused a request with an error reply."""
+class ServerError(Error):
+    """The server refused a request with an error reply. An ipcfloor.Error whose `code` is the
+    socket protocol's error code (docs/PROTOCOL.md; `name` names it) and `message` the server's
+    sentence; str() says which server and opcode too."""
+
+    name: str
 
     def __init__(self, server: str, opcode: int | None, code: int, message: str) -> None:
-        self.code = code
-        self.name = ERROR_NAMES.get(code, "unknown")
+        name = ERROR_NAMES.get(code, "unknown")
+        super().__init__(code, f"{server} rejected opcode {opcode}: {name} (error {code}): {message}")
+        self.name = name
         self.message = message
-        super().__init__(f"{server} rejected opcode {opcode}: {self.name} (error {code}): {message}")
 
 
-class ProtocolError(Exception):
-    """The connection is unusable: closed, timed out, or a reply broke the protocol."""
+class ProtocolError(Error):
+    """The connection is unusable: closed, timed out, or a reply broke the protocol (code
+    IPCFLOOR_E_IO)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_ipcfloor.E_IO, message)
 
 
 def build_request(opcode: int, close: npt.ArrayLike | None = None, params: npt.ArrayLike | None = None) -> bytes:
