@@ -13,9 +13,10 @@
  * nothing twice.
  *
  * Threads. Every call that can wait on the engine (attach, backtest, sweep, echo, append,
- * subscribe, snapshot, wait_signal) hands the GIL over while it waits. A lane serves one thread
- * at a time (ipcfloor.h): a Client refuses a second thread while a call is in flight, and the
- * call in flight keeps the C client alive even if another thread closes the Engine meanwhile.
+ * subscribe, snapshot, wait_signal) hands the GIL over while it waits, whenever another thread
+ * could take it (begin_wait). A lane serves one thread at a time (ipcfloor.h): a Client refuses
+ * a second thread while a call is in flight, and the call in flight keeps the C client alive even
+ * if another thread closes the Engine meanwhile.
  *
  * Errors: the classes ipcfloor registers with _configure (ipcfloor.Error and one subclass per
  * code), built as cls(code, sentence) with the C ABI's code and sentence. Allocation: a call
@@ -29,7 +30,7 @@
 
 #include <ipcfloor/ipcfloor.h>
 
-/* The codes run from -1 to kCodes + 1; error_classes[-code] is the class of each. */
+/* The failure codes run from -1 to -kCodes; error_classes[-code] is the class of each. */
 enum { kCodes = 21 };
 static PyObject *error_classes[kCodes + 1];
 static PyObject *base_error;   /* ipcfloor.Error */
@@ -46,7 +47,7 @@ static PyObject *error_class(int code) {
   return base_error != NULL ? base_error : PyExc_RuntimeError;
 }
 
-/* Raises class_of(code)(code, message) and returns NULL. The message may be any bytes: the
+/* Raises cls(code, message) and returns NULL. The message may be any bytes: the
  * engine's name comes from the user. */
 static PyObject *raise_error(PyObject *cls, int code, const char *message) {
   PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
@@ -396,7 +397,8 @@ static PyObject *Client_echo(Client *self, PyObject *const *args, Py_ssize_t nar
 }
 
 /* Writable or read-only buffer `obj` of ndim `ndim`, `itemsize`-byte items of kind `kind` ('i'
- * signed integer, 'f' float), C-contiguous: 1 and `view` held; else 0 with InvalidArgument. */
+ * signed integer, 'f' float), C-contiguous: 1 and `view` held; else 0 with TypeError (a guard of
+ * a private method: Engine.sweep checks the arrays it passes first). */
 static int typed_buffer(PyObject *obj, const char *what, int writable, int ndim, Py_ssize_t itemsize, char kind,
                         Py_buffer *view) {
   if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) != 0) {
@@ -406,8 +408,9 @@ static int typed_buffer(PyObject *obj, const char *what, int writable, int ndim,
   }
   const char *format = view->format;
   if (format[0] == '@' || format[0] == '=' || format[0] == '<') ++format; /* native: little-endian x86-64 */
-  const int signed_int = strchr("bhilq", format[0]) != NULL && format[1] == '\0';
-  const int is_float = strchr("d", format[0]) != NULL && format[1] == '\0';
+  const int one_char = format[0] != '\0' && format[1] == '\0';
+  const int signed_int = one_char && strchr("bhilq", format[0]) != NULL;
+  const int is_float = one_char && format[0] == 'd';
   if (view->ndim != ndim || view->itemsize != itemsize || (kind == 'i' ? !signed_int : !is_float)) {
     PyErr_Format(PyExc_TypeError, "%s: want %d-D %s%zd, got %d-D format '%s'", what, ndim,
                  kind == 'i' ? "int" : "float", itemsize * 8, view->ndim, view->format);
