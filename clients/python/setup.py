@@ -89,6 +89,9 @@ atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 
 setup(
     version=header_version(INCLUDE_DIR),
+    packages=["ipcfloor"],
+    package_data={"ipcfloor": ["py.typed", "*.pyi"]},
+    zip_safe=False,
     ext_modules=[Extension(
         "ipcfloor._ipcfloor", ["src/_ipcfloor.c"],
         include_dirs=[INCLUDE_DIR], library_dirs=[LIB_DIR], libraries=["ipcfloor"],
