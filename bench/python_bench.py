@@ -1,26 +1,39 @@
 #!/usr/bin/env python3
-"""Python's view of the engine: the same requests through the segment (ipcfloor, ctypes over
-libipcfloor.so) and through the Unix socket (ipcfloor.socket), in one run.
+"""Python's view of the engine: the same requests through the segment (the ipcfloor package, its
+compiled extension over libipcfloor.so) and through the Unix socket (ipcfloor.socket), beside the
+C++ client and the command line, in one run.
 
-Starts `ipcfloor serve` with both (spin mode, --bars N of seed-42 GBM, --socket), pins this
-process to the client cpu and measures, in interleaved rounds so both paths see the same
-moments of the host:
+Latency. Starts `ipcfloor serve --wait spin --bars N --seed 42 --socket ...`, pins this process
+to the client cpu and times, in interleaved rounds so every path sees the same moments of the
+host, each call on its own with time.perf_counter_ns (never a batch divided by its size):
 
-  backtest   RTT of one combo (L = --length) as the Python caller sees it: engine.backtest(p)
-             over the segment, client.backtest(p) over the socket (opcode 3 on the server's
-             preloaded series, adopted once with opcode 5): no series crosses either way;
-  echo       the transport alone: engine.echo(p) against the socket's echo_params;
-  call-floor Python's own share of engine.backtest: the same parameter copy and the same ctypes
-             call into libipcfloor.so, on a null handle the library refuses before it does
-             anything. No transport, no compute: no call through any transport can cost less.
+  backtest-shm       engine.backtest(p): one combo (L = --length) through the segment
+  backtest-uds       client.backtest(p) over the socket (opcode 3 on the server's preloaded series,
+                     adopted once with opcode 5): no series crosses either way
+  echo-shm           engine.echo(p): the transport alone, from Python
+  echo-uds           the socket's echo_params(p)
+  echo-cpp           the C++ client's ECHO on the same engine from the same cpu (ShmClient::call,
+                     what ipcfloor::Client::echo and ipcfloor_echo run), timed with the TSC by the
+                     `ipcfloor bench python` that runs this script (--peer stdio); absent when
+                     the script runs alone
+  call-floor-py      Python's own share of engine.backtest: the extension's every step (argument
+                     check, the C call, the result tuple) on a null handle the library refuses at
+                     once (Engine._call_floor). No transport, no compute: no call can cost less.
+                     This process has one thread here, so the GIL stays with the call.
+  call-floor-py-threads  the same with a second Python thread alive (blocked on an Event): every
+                     wait then hands the GIL over and back
+  harness-py         the timing loop alone around callable(p), a C builtin that does nothing: what
+                     every row above includes besides its call
 
-Every call is timed on its own with time.perf_counter_ns (never a batch divided by its size);
-the report gives percentiles. Then sweep throughput: the --grid combos through the ring in one
-C call (engine.sweep) against one sweep_loaded frame over the socket, each sweep timed on its
-own, combos per second at the median. Before timing, both paths must answer the same bits.
+Sweep. Then a second engine on the default series (150,000 bars, seed 42) and the --grid combos:
+each round sweeps once from Python through the segment (engine.sweep, one C call through
+ipcfloor_sweep_on), once with the command line (`ipcfloor sweep --name`, the whole process timed
+from here: start, attach, sweep, rows) and once from Python over the socket (one sweep_loaded
+frame), each timed on its own. All four paths must give the same bits before anything is timed.
 
-`ipcfloor bench python` runs this and prints its table; standalone:
-    python_bench.py --ipcfloor PATH/bin/ipcfloor [--package-root PATH/share/ipcfloor/python] [--json]
+`ipcfloor bench python` creates a venv, pip-installs the package into it and runs this with the
+venv's python; standalone (the package importable):
+    python_bench.py --ipcfloor PATH/bin/ipcfloor [--json]
 """
 
 import argparse
@@ -31,13 +44,26 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 try:
     import numpy as np
 except ImportError:
-    print("python_bench: numpy is missing: apt-get install python3-numpy", file=sys.stderr)
+    print("python_bench: numpy is missing: apt-get install python3-numpy, and run this from a venv made with "
+          "python3 -m venv --system-site-packages", file=sys.stderr)
     sys.exit(3)
+
+try:
+    import ipcfloor
+    from ipcfloor.socket import SocketClient
+except ImportError as error:
+    print(f"python_bench: cannot import the ipcfloor package ({error}): pip install --no-build-isolation "
+          "PREFIX/share/ipcfloor/python into this python's venv (`ipcfloor bench python` does that itself)",
+          file=sys.stderr)
+    sys.exit(3)
+
+SWEEP_BARS = 150_000
 
 
 def percentiles(samples):
@@ -60,41 +86,52 @@ def time_calls(call, argument, count, clock=time.perf_counter_ns):
     return samples
 
 
-def python_call_floor(ipcfloor):
-    """A callable that does what Engine.backtest does in Python (copy six windows into a reused
-    ctypes array, one ctypes call with four ctypes-object arguments through a handle without
-    argtypes, read pnl and trades back), against a null handle: libipcfloor refuses it at once
-    with E_INVALID."""
-    import ctypes
-    from ipcfloor import _native
+class AnotherThread:
+    """A second Python thread, blocked on an Event, for as long as the block runs."""
 
-    lib = _native.library()
-    params = (ctypes.c_int64 * 6)()
-    pnl, trades = ctypes.c_double(), ctypes.c_int64()
-    pnl_ref, trades_ref = ctypes.byref(pnl), ctypes.byref(trades)
-    backtest = _native.untyped(lib, "ipcfloor_backtest")
-    null = ctypes.c_void_p(None)
+    def __enter__(self):
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._done.wait, name="python_bench-idle")
+        self._thread.start()
+        return self
 
-    def call(p):
-        params[:] = p
-        code = backtest(null, params, pnl_ref, trades_ref)
-        if code != _native.E_INVALID:
-            raise SystemExit(f"python_bench: a null handle gave {code}, not E_INVALID")
-        return pnl.value, trades.value
-
-    return call
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
 
 
-def start_engine(binary, name, socket_path, bars, server_cpu):
+class CppPeer:
+    """The `ipcfloor bench python` that started this script: asked on stdout, it answers on stdin
+    with the RTT samples (ns) of the C++ client's ECHOs on engine `name` from `cpu`."""
+
+    def echo(self, name, combo, samples, warmup, cpu):
+        request = {"echo_cpp": {"engine": name, "params": list(combo), "samples": samples, "warmup": warmup,
+                                "cpu": cpu}}
+        sys.stdout.write(json.dumps(request) + "\n")
+        sys.stdout.flush()
+        answer = json.loads(sys.stdin.readline() or "{}")
+        if "samples" not in answer:
+            raise SystemExit(f"python_bench: the C++ echo failed: {answer.get('error', 'no answer')}")
+        return answer["samples"]
+
+
+def start_engine(binary, name, bars, server_cpu, socket_path, lanes):
     argv = [binary, "serve", "--name", name, "--bars", str(bars), "--seed", "42", "--socket", socket_path,
-            "--wait", "spin", "--lanes", "2", "--quiet"]
-    if server_cpu is not None:
-        argv += ["--cpu", str(server_cpu)]
-    # serve prints its `ready {...}` line on stdout: keep it out of this report.
+            "--wait", "spin", "--lanes", str(lanes), "--cpu", str(server_cpu), "--quiet"]
+    # serve prints its `ready {...}` line on stdout, which carries this script's answers: keep it out.
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL)
 
 
-def attach_when_up(ipcfloor, server, name, limit=10.0):
+def stop_engine(server):
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def attach_when_up(server, name, limit=10.0):
     deadline = time.monotonic() + limit
     while True:
         try:
@@ -107,140 +144,185 @@ def attach_when_up(ipcfloor, server, name, limit=10.0):
             time.sleep(0.02)
 
 
+def same_bits(a, b):
+    def bits(x):
+        return np.asarray(x, dtype=np.float64).view(np.int64)
+    return np.array_equal(bits(a), bits(b))
+
+
+def latency_phase(args, tmp, peer, client_cpu, server_cpu):
+    """Every per-call path in interleaved rounds: {path: samples}, {path: [p50 per round]}, facts."""
+    name = f"ipcfloor-pybench-{os.getpid()}"
+    socket_path = os.path.join(tmp, "latency.sock")
+    server = start_engine(args.ipcfloor, name, args.bars, server_cpu, socket_path, lanes=3)
+    try:
+        engine = attach_when_up(server, name)
+        sock = SocketClient.unix(socket_path, timeout=30.0)
+        served = sock.use_preloaded()
+        if served.checksum != engine.checksum:
+            raise SystemExit("python_bench: the socket serves another series than the segment")
+        combo = ipcfloor.combo_from_length(args.length)
+        shm_answer, uds_answer = engine.backtest(combo), sock.backtest(combo)
+        if shm_answer != uds_answer or engine.echo(combo) != combo or sock.echo_params(combo) != combo:
+            raise SystemExit(f"python_bench: segment {shm_answer} and socket {uds_answer} disagree")
+        paths = {
+            "backtest-shm": lambda n: time_calls(engine.backtest, combo, n),
+            "backtest-uds": lambda n: time_calls(sock.backtest, combo, n),
+            "echo-shm": lambda n: time_calls(engine.echo, combo, n),
+            "echo-uds": lambda n: time_calls(sock.echo_params, combo, n),
+            "call-floor-py": lambda n: time_calls(engine._call_floor, combo, n),
+            "harness-py": lambda n: time_calls(callable, combo, n),
+        }
+        if peer is not None:
+            paths["echo-cpp"] = lambda n: peer.echo(name, combo, n, args.warmup, client_cpu)
+
+        def threaded(n):
+            with AnotherThread():
+                time_calls(engine._call_floor, combo, args.warmup)
+                return time_calls(engine._call_floor, combo, n)
+        paths["call-floor-py-threads"] = threaded
+
+        per_round = -(-args.samples // args.rounds)
+        samples = {key: [] for key in paths}
+        round_p50 = {key: [] for key in paths}
+        for _ in range(args.rounds):
+            for key, run in paths.items():
+                if key != "echo-cpp":
+                    run(args.warmup)
+                timed = run(per_round)
+                samples[key] += timed
+                round_p50[key].append(percentiles(timed)["p50"])
+        facts = {"lane": engine.lane, "wait": engine.wait, "series": served.name, "checksum": f"{served.checksum:016x}",
+                 "params": list(combo), "backtest": list(shm_answer)}
+        sock.close()
+        engine.close()
+        return samples, round_p50, facts
+    finally:
+        stop_engine(server)
+
+
+def sweep_phase(args, tmp, grid):
+    """Each round: one sweep from Python through the segment, one `ipcfloor sweep --name`, one from
+    Python over the socket; seconds of each, and the parity that held first."""
+    name = f"ipcfloor-pybench-sweep-{os.getpid()}"
+    socket_path = os.path.join(tmp, "sweep.sock")
+    server = start_engine(args.ipcfloor, name, SWEEP_BARS, args.server_cpu_chosen, socket_path, lanes=2)
+    cli = [args.ipcfloor, "sweep", "--name", name, "--grid", args.grid, "--json", "--quiet"]
+    try:
+        engine = attach_when_up(server, name)
+        sock = SocketClient.unix(socket_path, timeout=60.0)
+        sock.use_preloaded()
+        swept = engine.sweep(grid)
+        pnl, trades = sock.sweep_loaded(grid)
+        rows = [json.loads(line) for line in subprocess.run(cli, capture_output=True, text=True,
+                                                            check=True).stdout.splitlines()]
+        cli_params = np.array([row["params"] for row in rows], dtype=np.int64).reshape(-1, 6)
+        if swept.refused or not (same_bits(swept.pnl, pnl) and np.array_equal(swept.trades, trades) and
+                                 np.array_equal(cli_params, grid) and
+                                 same_bits(swept.pnl, [row["pnl"] for row in rows]) and
+                                 swept.trades.tolist() == [row["trades"] for row in rows]):
+            raise SystemExit("python_bench: the sweeps of the segment, the socket and the command line disagree")
+        seconds = {"shm": [], "cli": [], "uds": []}
+        for _ in range(args.sweeps):
+            start = time.perf_counter_ns()
+            engine.sweep(grid)
+            seconds["shm"].append((time.perf_counter_ns() - start) / 1e9)
+            start = time.perf_counter_ns()
+            subprocess.run(cli, stdout=subprocess.DEVNULL, check=True)
+            seconds["cli"].append((time.perf_counter_ns() - start) / 1e9)
+            start = time.perf_counter_ns()
+            sock.sweep_loaded(grid)
+            seconds["uds"].append((time.perf_counter_ns() - start) / 1e9)
+        sock.close()
+        engine.close()
+        return seconds, {"combos": len(grid), "bars": SWEEP_BARS, "command": " ".join(cli[1:])}
+    finally:
+        stop_engine(server)
+
+
+def report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu):
+    results = []
+    for key in samples:
+        row = percentiles(samples[key])
+        row.update(name=key, kind="rtt", round_p50=round_p50[key])
+        results.append(row)
+    p50 = {row["name"]: row["p50"] for row in results}
+    sweeps = {key: percentiles([v * 1e3 for v in values]) for key, values in seconds.items()}  # ms
+    median = {key: sweeps[key]["p50"] for key in sweeps}
+    goals = [{"what": "call-floor-py p50, ns", "target": 100, "measured": p50["call-floor-py"],
+              "met": p50["call-floor-py"] <= 100}]
+    if "echo-cpp" in p50:
+        goals.append({"what": "echo-shm p50 - echo-cpp p50, ns", "target": 150,
+                      "measured": p50["echo-shm"] - p50["echo-cpp"], "met": p50["echo-shm"] - p50["echo-cpp"] <= 150})
+    goals.append({"what": "sweep from Python / ipcfloor sweep --name, p50", "target": 1.03,
+                  "measured": median["shm"] / median["cli"], "met": median["shm"] / median["cli"] <= 1.03})
+    return {
+        "suite": "python",
+        "config": {"bars": args.bars, "length": args.length, "params": facts["params"], "samples": args.samples,
+                   "rounds": args.rounds, "warmup": args.warmup, "grid": args.grid, "combos": sweep_facts["combos"],
+                   "sweep_bars": sweep_facts["bars"], "sweeps": args.sweeps, "client_cpu": client_cpu,
+                   "server_cpu": server_cpu, "engine": "ipcfloor serve --wait spin --socket", "shm_lane": facts["lane"],
+                   "shm_wait": facts["wait"], "series": facts["series"], "checksum": facts["checksum"],
+                   "cli": sweep_facts["command"]},
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "numpy": np.__version__,
+        "package": os.path.dirname(ipcfloor.__file__),
+        "clock": "time.perf_counter_ns per call (echo-cpp: the TSC per call, in the C++ process)",
+        "results": results,
+        "ratios": {
+            "backtest uds/shm p50": p50["backtest-uds"] / p50["backtest-shm"],
+            "echo uds/shm p50": p50["echo-uds"] / p50["echo-shm"],
+            "backtest uds/shm per round p50": [u / s for u, s in zip(round_p50["backtest-uds"],
+                                                                     round_p50["backtest-shm"])],
+            "echo uds/shm per round p50": [u / s for u, s in zip(round_p50["echo-uds"], round_p50["echo-shm"])],
+        },
+        # Milliseconds per sweep, each timed on its own: shm (Python, segment), cli (`ipcfloor sweep
+        # --name`, the whole process), uds (Python, socket).
+        "sweep": {"unit": "ms", "shm": sweeps["shm"], "cli": sweeps["cli"], "uds": sweeps["uds"],
+                  "shm/cli p50": median["shm"] / median["cli"], "uds/shm p50": median["uds"] / median["shm"],
+                  "shm/cli per round": [a / b for a, b in zip(seconds["shm"], seconds["cli"])]},
+        "parity": {"backtest": facts["backtest"], "sweep_combos": sweep_facts["combos"], "holds": True},
+        "goals": goals,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ipcfloor", required=True, help="the ipcfloor executable that serves")
-    ap.add_argument("--package-root", help="folder holding the ipcfloor package (default: ../python beside this file)")
-    ap.add_argument("--bars", type=int, default=1000)
+    ap.add_argument("--bars", type=int, default=1000, help="the latency engine's series")
     ap.add_argument("--length", type=int, default=6, help="the combo's user-facing length L")
     ap.add_argument("--samples", type=int, default=100_000, help="timed calls per path, over all rounds")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2_000, help="untimed calls per path and round")
-    ap.add_argument("--grid", default="6:200:80", help="FIRST:LAST:COUNT for the sweep throughput")
+    ap.add_argument("--grid", default="6:200:80", help="FIRST:LAST:COUNT, as `ipcfloor sweep --grid`")
     ap.add_argument("--sweeps", type=int, default=30, help="timed sweeps per path")
     ap.add_argument("--client-cpu", type=int, help="core of this process (default: the first allowed)")
     ap.add_argument("--server-cpu", type=int, help="core of the engine's serving thread (default: the last allowed)")
+    ap.add_argument("--peer", choices=["none", "stdio"], default="none",
+                    help="stdio: the parent (ipcfloor bench python) times the C++ echo; the report goes out as "
+                         "one {\"report\": ...} line")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args()
     if args.samples < args.rounds or args.rounds < 1 or args.bars < 2 or args.length < 1 or args.sweeps < 1:
         ap.error("need --rounds >= 1, --samples >= --rounds, --bars >= 2, --length >= 1, --sweeps >= 1")
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, args.package_root or os.path.join(here, "..", "python"))
-    try:
-        import ipcfloor
-        from ipcfloor.socket import SocketClient
-    except ImportError as error:
-        raise SystemExit(f"python_bench: cannot import the ipcfloor package ({error}); give --package-root "
-                         "PREFIX/share/ipcfloor/python")
-
     allowed = sorted(os.sched_getaffinity(0))
     client_cpu = args.client_cpu if args.client_cpu is not None else allowed[0]
     server_cpu = args.server_cpu if args.server_cpu is not None else allowed[-1]
+    args.server_cpu_chosen = server_cpu
     os.sched_setaffinity(0, {client_cpu})
 
     first, last, count = (float(x) for x in args.grid.split(":"))
-    lengths = [int(round(v)) for v in np.linspace(first, last, int(count))]
-    grid = ipcfloor.grid(lengths)
-    combo = tuple(ipcfloor.combo_from_length(args.length))
-    name = f"ipcfloor-pybench-{os.getpid()}"
+    grid = ipcfloor.grid([int(round(v)) for v in np.linspace(first, last, int(count))])
+    peer = CppPeer() if args.peer == "stdio" else None
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pybench-") as tmp:
-        socket_path = os.path.join(tmp, "engine.sock")
-        server = start_engine(args.ipcfloor, name, socket_path, args.bars, server_cpu)
-        try:
-            engine = attach_when_up(ipcfloor, server, name)
-            sock = SocketClient.unix(socket_path, timeout=30.0)
-            served = sock.use_preloaded()
-            if served.checksum != engine.checksum:
-                raise SystemExit("python_bench: the socket serves another series than the segment")
-
-            # Both paths answer the same bits before anything is timed.
-            shm_answer, uds_answer = engine.backtest(combo), sock.backtest(combo)
-            if shm_answer != uds_answer:
-                raise SystemExit(f"python_bench: segment {shm_answer} and socket {uds_answer} disagree")
-            swept = engine.sweep(grid)
-            pnl, trades = sock.sweep_loaded(grid)
-            if swept.refused or not (np.array_equal(swept.pnl.view(np.int64), pnl.view(np.int64)) and
-                                     np.array_equal(swept.trades, trades)):
-                raise SystemExit("python_bench: segment and socket sweeps disagree")
-
-            paths = {
-                "backtest-shm": (engine.backtest, combo),
-                "backtest-uds": (sock.backtest, combo),
-                "echo-shm": (engine.echo, combo),
-                "echo-uds": (sock.echo_params, combo),
-                "call-floor-py": (python_call_floor(ipcfloor), combo),
-            }
-            per_round = -(-args.samples // args.rounds)
-            samples = {key: [] for key in paths}
-            round_p50 = {key: [] for key in paths}
-            for _ in range(args.rounds):
-                for key, (call, argument) in paths.items():
-                    time_calls(call, argument, args.warmup)
-                    timed = time_calls(call, argument, per_round)
-                    samples[key] += timed
-                    round_p50[key].append(percentiles(timed)["p50"])
-
-            sweep_seconds = {"shm": [], "uds": []}
-            for _ in range(args.sweeps):
-                start = time.perf_counter_ns()
-                engine.sweep(grid)
-                sweep_seconds["shm"].append((time.perf_counter_ns() - start) / 1e9)
-                start = time.perf_counter_ns()
-                sock.sweep_loaded(grid)
-                sweep_seconds["uds"].append((time.perf_counter_ns() - start) / 1e9)
-            lane, wait = engine.lane, engine.wait
-            sock.close()
-            engine.close()
-        finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-
-    results = []
-    for key in paths:
-        row = percentiles(samples[key])
-        row.update(name=key, kind="rtt", round_p50=round_p50[key])
-        results.append(row)
-    by_name = {row["name"]: row for row in results}
-    ratio = by_name["backtest-uds"]["p50"] / by_name["backtest-shm"]["p50"]
-    median = {key: float(np.median(values)) for key, values in sweep_seconds.items()}
-    report = {
-        "suite": "python",
-        "config": {"bars": args.bars, "length": args.length, "params": list(combo), "samples": args.samples,
-                   "rounds": args.rounds, "warmup": args.warmup, "grid": args.grid, "combos": len(grid),
-                   "sweeps": args.sweeps, "client_cpu": client_cpu, "server_cpu": server_cpu,
-                   "engine": "ipcfloor serve --wait spin --socket", "shm_lane": lane, "shm_wait": wait,
-                   "series": served.name, "checksum": f"{served.checksum:016x}"},
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "clock": "time.perf_counter_ns per call",
-        "results": results,
-        "ratios": {
-            "backtest uds/shm p50": ratio,
-            "echo uds/shm p50": by_name["echo-uds"]["p50"] / by_name["echo-shm"]["p50"],
-            "backtest uds/shm per round p50": [u / s for u, s in zip(round_p50["backtest-uds"],
-                                                                     round_p50["backtest-shm"])],
-        },
-        "sweep": {"shm_median_s": median["shm"], "uds_median_s": median["uds"],
-                  "shm_combos_per_s": len(grid) / median["shm"], "uds_combos_per_s": len(grid) / median["uds"],
-                  "uds/shm": median["uds"] / median["shm"], "shm_seconds": sweep_seconds["shm"],
-                  "uds_seconds": sweep_seconds["uds"]},
-        "parity": {"backtest": list(shm_answer), "sweep_combos": len(grid), "holds": True},
-        "goal": {"what": "backtest RTT p50, Unix socket / segment", "target": 20.0, "ratio": ratio,
-                 "met": ratio >= 20.0},
-        # What 20x would leave a call through the segment, against what Python itself spends on one
-        # call (call-floor-py) and what the backtest computes (segment backtest minus segment echo).
-        "bound": {"allowed_shm_p50": by_name["backtest-uds"]["p50"] / 20.0,
-                  "python_call_floor_p50": by_name["call-floor-py"]["p50"],
-                  "compute_p50_estimate": by_name["backtest-shm"]["p50"] - by_name["echo-shm"]["p50"],
-                  "best_ratio_with_zero_transport_and_compute": by_name["backtest-uds"]["p50"] /
-                  by_name["call-floor-py"]["p50"]},
-    }
-    if args.json:
+        samples, round_p50, facts = latency_phase(args, tmp, peer, client_cpu, server_cpu)
+        seconds, sweep_facts = sweep_phase(args, tmp, grid)
+    report = report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu)
+    if args.peer == "stdio":
+        print(json.dumps({"report": report}))
+    elif args.json:
         print(json.dumps(report, indent=2))
     else:
         print_report(report)
@@ -251,20 +333,17 @@ def print_report(report):
     config = report["config"]
     print(f"python: one combo {config['params']} on {config['bars']} bars, from Python {report['python']}, "
           f"RTT ns ({report['clock']})")
-    print(f"  {'path':<14} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} {'max':>11}")
+    print(f"  {'path':<22} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} {'max':>11}")
     for row in report["results"]:
-        print(f"  {row['name']:<14} {row['p50']:>9} {row['p90']:>9} {row['p99']:>9} {row['p99.9']:>9} {row['max']:>11}")
+        print(f"  {row['name']:<22} {row['p50']:>9} {row['p90']:>9} {row['p99']:>9} {row['p99.9']:>9} {row['max']:>11}")
     ratios = report["ratios"]
-    print(f"  backtest: socket/segment p50 {ratios['backtest uds/shm p50']:.1f}x (goal 20x: "
-          f"{'met' if report['goal']['met'] else 'not met'}); echo {ratios['echo uds/shm p50']:.1f}x")
-    bound = report["bound"]
-    print(f"  20x would leave {bound['allowed_shm_p50']:.0f} ns per call; Python's own share of one call is "
-          f"{bound['python_call_floor_p50']} ns (call-floor-py) and the backtest computes about "
-          f"{bound['compute_p50_estimate']} ns: with no transport and no compute at all the ratio would be "
-          f"{bound['best_ratio_with_zero_transport_and_compute']:.1f}x")
+    print(f"  socket / segment p50: backtest {ratios['backtest uds/shm p50']:.1f}x, echo {ratios['echo uds/shm p50']:.1f}x")
     sweep = report["sweep"]
-    print(f"  sweep of {config['combos']} combos: segment {sweep['shm_combos_per_s']:.0f} combos/s, socket "
-          f"{sweep['uds_combos_per_s']:.0f} combos/s ({sweep['uds/shm']:.2f}x)")
+    print(f"  {config['combos']} combos on {config['sweep_bars']} bars, p50 ms: Python through the segment "
+          f"{sweep['shm']['p50']:.2f}, `ipcfloor {config['cli']}` {sweep['cli']['p50']:.2f} "
+          f"({sweep['shm/cli p50']:.3f}x), Python over the socket {sweep['uds']['p50']:.2f}")
+    for goal in report["goals"]:
+        print(f"  goal {goal['what']} <= {goal['target']}: {goal['measured']:.3f} ({'met' if goal['met'] else 'NOT met'})")
 
 
 if __name__ == "__main__":

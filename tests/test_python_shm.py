@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""The Python package over the shared-memory segment (ipcfloor, ctypes over libipcfloor.so).
+"""The Python package over the shared-memory segment (ipcfloor: its extension over libipcfloor.so).
 
-Imports the package the way an installation lays it out (the build tree mirrors it: PACKAGE_ROOT
-is <build>/share/ipcfloor/python), starts `ipcfloor serve --wait backoff` on a small series and
+Runs with the python of a venv the package was pip-installed into (test_python_package.py makes
+it from the build tree's share/ipcfloor/python, as from a prefix), starts `ipcfloor serve --wait
+backoff` on a small series and
 checks: the zero-copy read-only series, sweep and backtest against `ipcfloor sweep --inproc
 --json` bit for bit, per-combo statuses, the exception classes and their messages, how long a
 series view keeps the lane, and the engine stopping under an attached client. Then live mode
@@ -12,11 +13,14 @@ another equal to `sweep --inproc` on the whole series bit for bit, snapshot, and
 Then an engine of two series (serve --data ES.npy --data NQ.npy): series_names, zero-copy
 series_at by index and by name, backtest and sweep with series= (index or name) equal to
 `sweep --inproc --data NQ.npy` bit for bit, windows judged against the series named, and
-NoSuchSeries / InvalidArgument for an index past the table and an unknown name.
+NoSuchSeries / InvalidArgument for an index past the table and an unknown name. Last, threads:
+a call that waits on the engine lets another Python thread run, and a second thread on the same
+Engine while a call is in flight is refused.
 
-Usage: test_python_shm.py IPCFLOOR_BINARY PACKAGE_ROOT
+Usage: VENV/bin/python test_python_shm.py IPCFLOOR_BINARY
 """
 
+import ctypes
 import gc
 import json
 import math
@@ -26,31 +30,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
-failures = []
+from test_python_support import check, expect, finish, start, stop
+
 BARS, SEED = 2500, 5
 LENGTHS = [6, 7, 10, 19, 33, 64, 120, 200]
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
-
-
-def expect(error_class, what, call):
-    try:
-        call()
-    except error_class as error:
-        return error
-    except Exception as error:  # noqa: BLE001 - the wrong class is the finding
-        check(False, f"{what}: raised {type(error).__name__}: {error}, want {error_class.__name__}")
-        return None
-    check(False, f"{what}: nothing raised, want {error_class.__name__}")
-    return None
 
 
 def fnv1a64(data):
@@ -64,36 +52,11 @@ def bits(x):
     return struct.pack("<d", x)
 
 
-def start(binary, name, args, ipcfloor, timeout=5.0):
-    """`ipcfloor serve --name NAME ARGS`, and an Engine attached to it once it is up (bounded)."""
-    server = subprocess.Popen([binary, "serve", "--name", name, "--wait", "backoff", "--quiet", *args])
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return server, ipcfloor.attach(name, timeout=timeout, wait="backoff")
-        except (ipcfloor.NoEngine, ipcfloor.Busy):
-            if time.monotonic() > deadline or server.poll() is not None:
-                stop(server)
-                raise SystemExit(f"ipcfloor serve --name {name} did not come up")
-            time.sleep(0.02)
-
-
-def stop(server):
-    if server.poll() is None:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    return server.returncode
-
-
 def check_not_live(ipcfloor, engine, name):
     """Every live call on an engine started without --live raises NotLive, saying how to start one."""
     check(engine.live is False and engine.capacity == BARS, f"a plain engine: live {engine.live}, capacity "
                                                             f"{engine.capacity}")
-    check(engine.published_series().size == BARS, "a plain engine publishes its preloaded bars")
+    check(engine.published_series.size == BARS, "a plain engine publishes its preloaded bars")
     for what, call in [("append", lambda: engine.append(100.0)), ("subscribe", lambda: engine.subscribe(6)),
                        ("snapshot", engine.snapshot), ("poll_signal", engine.poll_signal),
                        ("wait_signal", engine.wait_signal)]:
@@ -128,7 +91,7 @@ def check_live(binary, ipcfloor, tmp):
         reader = ipcfloor.attach(name, timeout=5.0, wait="backoff")
         idle = ipcfloor.attach(name, timeout=0.3, wait="backoff")
         check(reader.live and reader.capacity == LIVE_BARS, f"live {reader.live}, capacity {reader.capacity}")
-        published = reader.published_series()
+        published = reader.published_series
         check(np.array_equal(published, close[:LIVE_PRELOAD]) and not published.flags.writeable,
               "the published series is the preload, read-only")
 
@@ -162,7 +125,7 @@ def check_live(binary, ipcfloor, tmp):
         expect(ipcfloor.InvalidArgument, "a close that is not a number", lambda: writer.append("100"))
         expect(ipcfloor.InvalidArgument, "a negative tick", lambda: writer.append(100.0, tick=-1))
         expect(ipcfloor.InvalidArgument, "a tick past 64 bits", lambda: writer.append(100.0, tick=1 << 64))
-        check(reader.published_series().size == LIVE_PRELOAD, "refused appends publish nothing")
+        check(reader.published_series.size == LIVE_PRELOAD, "refused appends publish nothing")
 
         for i in range(LIVE_PRELOAD, LIVE_BARS):
             bars = writer.append(close[i], tick=i + 1)
@@ -174,7 +137,7 @@ def check_live(binary, ipcfloor, tmp):
         error = expect(ipcfloor.CapacityFull, "an append past the capacity", lambda: writer.append(100.0))
         check(error is not None and "full at its 400 bars" in str(error) and "nothing was overwritten" in str(error),
               f"CapacityFull: {error}")
-        check(np.array_equal(reader.published_series(), close), "the published series is the generated one")
+        check(np.array_equal(reader.published_series, close), "the published series is the generated one")
 
         last, next_bar = {}, {0: LIVE_PRELOAD, 1: LIVE_PRELOAD}
         for i in range(2 * (LIVE_BARS - LIVE_PRELOAD)):
@@ -299,11 +262,65 @@ def check_two_series(binary, ipcfloor, tmp):
     check(code == 0, f"the two-series engine exits 0 on SIGINT, got {code}")
 
 
+def check_threads(binary, ipcfloor):
+    """A wait on the engine lets another Python thread run; a second thread on the same Engine
+    while a call is in flight is refused, and the Engine stays usable."""
+    name = f"ipcfloor-pytest-threads-{os.getpid()}"
+    server, engine = start(binary, name, ["--bars", "2000", "--live", "--capacity", "3000", "--lanes", "2"], ipcfloor,
+                           timeout=1.0)
+    try:
+        stamps = []
+        stop_counting = threading.Event()
+
+        def count():  # a time stamp every 1,000 turns of a pure-Python loop
+            turns = 0
+            while not stop_counting.is_set():
+                turns += 1
+                if turns % 1000 == 0:
+                    stamps.append(time.monotonic())
+        counter = threading.Thread(target=count)
+        counter.start()
+        started = time.monotonic()
+        expect(ipcfloor.Timeout, "a wait with nothing subscribed", engine.wait_signal)
+        ended = time.monotonic()
+        stop_counting.set()
+        counter.join()
+        # Away from both ends (a thread may get the GIL for one switch interval before the call):
+        # a held GIL would leave no stamp at all in the middle of the wait.
+        during = sum(1 for t in stamps if started + 0.2 < t < ended - 0.2)
+        check(ended - started >= 0.9 and during > 10,
+              f"another thread ran {during} thousand turns in the middle of a {ended - started:.2f} s wait_signal: "
+              f"the GIL was held")
+
+        waiting = threading.Event()
+        outcome = []
+
+        def wait_in_thread():
+            waiting.set()
+            try:
+                engine.wait_signal()
+            except ipcfloor.Timeout:
+                outcome.append("timeout")
+        other = threading.Thread(target=wait_in_thread)
+        other.start()
+        waiting.wait()
+        time.sleep(0.3)  # well inside the other thread's 1 s wait
+        error = expect(ipcfloor.InvalidArgument, "a backtest while another thread waits on the same Engine",
+                       lambda: engine.backtest(6))
+        check(error is not None and "in a call from another thread" in str(error) and name in str(error),
+              f"the refusal names the engine and why: {error}")
+        other.join()
+        check(outcome == ["timeout"], f"the first thread's wait ended as it would alone: {outcome}")
+        check(engine.backtest(6)[1] >= 0, "the Engine is usable after the refusal")
+        engine.close()
+    finally:
+        stop(server)
+
+
 def main():
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: test_python_shm.py IPCFLOOR_BINARY PACKAGE_ROOT")
-    binary, package_root = sys.argv[1], sys.argv[2]
-    sys.path.insert(0, package_root)
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: VENV/bin/python test_python_shm.py IPCFLOOR_BINARY")
+    binary = sys.argv[1]
     import ipcfloor
     from ipcfloor import socket as ipcfloor_socket
 
@@ -354,6 +371,14 @@ def main():
                 check(series.dtype == np.float64 and series.shape == (BARS,), f"{series.dtype} {series.shape}")
                 check(not series.flags.writeable, "the series is read-only")
                 check(not series.flags.owndata, "the series is a view, not a copy")
+                view = memoryview(series)
+                check(view.readonly and view.format == "d" and view.nbytes == 8 * BARS,
+                      "the series exposes the buffer protocol: read-only float64, every bar")
+                check(isinstance(series.base, ipcfloor._ipcfloor.SeriesBuffer) and len(series.base) == BARS and
+                      memoryview(series.base).readonly, "under the numpy view, the extension's read-only buffer")
+                error = expect(TypeError, "a writable buffer of the series (ctypes asks for one)",
+                               lambda: ctypes.c_char.from_buffer(series.base))
+                check(error is not None and "not writable" in str(error), f"the buffer refuses writers: {error}")
                 check(np.array_equal(series, close), "the view holds the generated series")
                 check(fnv1a64(series.tobytes()) == engine.checksum, "checksum is FNV-1a 64 of the bytes")
                 check(engine.series is series, "the view is made once")
@@ -421,15 +446,11 @@ def main():
             stop(server)
         check_live(binary, ipcfloor, tmp)
         check_two_series(binary, ipcfloor, tmp)
+    check_threads(binary, ipcfloor)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print(f"python over the segment: {len(LENGTHS)} combos match sweep --inproc bit for bit; read-only zero-copy "
-          "series; per-combo statuses and error classes hold; live signals match sweep --inproc after every append; "
-          "two series each match sweep --inproc on their file")
-    return 0
-
+    return finish("python over the segment: {} combos match sweep --inproc bit for bit; read-only zero-copy series; "
+                  "per-combo statuses and error classes hold; live signals match sweep --inproc after every append; "
+                  "two series each match sweep --inproc on their file; waits let other threads run".format(len(LENGTHS)))
 
 if __name__ == "__main__":
     sys.exit(main())

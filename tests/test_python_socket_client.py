@@ -6,12 +6,13 @@ stateful through the client, and compares every combo with `ipcfloor sweep --inp
 exactly (trades equal, pnl bit for bit). Also checks echo, echo_params and error replies, and
 then, on a server that holds a series of its own, use_preloaded and backtest.
 
-Usage: test_python_socket_client.py [IPCFLOOR_BINARY]   (or the IPCFLOOR_BINARY environment variable)
+Runs with the python of a venv the package was pip-installed into (the ctest fixture python_venv).
+
+Usage: VENV/bin/python test_python_socket_client.py [IPCFLOOR_BINARY]   (or the IPCFLOOR_BINARY environment variable)
 """
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,18 +21,8 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
-from ipcfloor import socket as ips  # noqa: E402  (needs no compiled library)
-
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr)
-
+from ipcfloor import socket as ips
+from test_python_support import check, finish, stop
 
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -98,12 +89,7 @@ def check_preloaded(binary, tmp):
             check(engine.backtest(params[0]) == (reference[0]["pnl"], reference[0]["trades"]),
                   "backtest after a refusal")
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
 
 
 def main():
@@ -179,23 +165,13 @@ def main():
                 # Errors leave the connection usable.
                 check(engine.echo_params([6, 5, 4, 3, 2, 1]) == (6, 5, 4, 3, 2, 1), "the connection still works")
         finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                code = server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                code = server.wait()
+            code = stop(server)
         check(code == 0, f"ipcfloor serve exits 0 on SIGINT, got {code}")
         check(not os.path.exists(path), "the socket file is removed at shutdown")
         check_preloaded(binary, tmp)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print("python socket client: default grid stateless and stateful over unix and tcp match --inproc exactly; "
-          "error replies decoded; use_preloaded and backtest on the server's own series")
-    return 0
-
+    return finish("python socket client: default grid stateless and stateful over unix and tcp match --inproc "
+                  "exactly; error replies decoded; use_preloaded and backtest on the server's own series")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,19 +1,37 @@
-#!/usr/bin/env python3
-"""Draws the benchmark plots from an `ipcfloor bench all` report.json.
+#!/usr/bin/python3
+"""Draws the benchmark plots from any `ipcfloor bench` JSON: the combined report.json of `bench all
+--out DIR`, one suite's file (`bench ladder --out DIR` writes DIR/ladder.json), or `bench ... --json`.
 
-Usage: plot_report.py REPORT.json OUT_DIR
-Writes PNGs into OUT_DIR and prints the list of file names as JSON on stdout (the report
-links them). Each plot is drawn only when its suite is in the report.
+Usage: /usr/bin/python3 plot_report.py REPORT.json OUT_DIR
+Writes PNGs into OUT_DIR and prints the list of file names as JSON on stdout (the report links
+them). The ladder, echo, granularity and throughput suites get their own plots; every other suite
+is drawn from what it holds, wherever in its JSON: each group of latency rows (objects with a
+p50) as percentiles, each group of sample lists (per-sweep seconds, ...) sorted, and each table
+(a list of objects with numeric fields: hygiene's counters, ablation's shares) as bars per field.
+A report with nothing to draw says so on stderr.
+
+Needs matplotlib: Debian's python3-matplotlib, for Debian's /usr/bin/python3 (tools/setup
+installs it). Another python (a pyenv one, a venv without system packages) lacks it: this script
+then says which python ran it and exits 3.
 """
 
 import json
 import os
+import re
 import sys
+import warnings
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError as error:
+    print(f"plot_report.py: {error} for {sys.executable}: run it with /usr/bin/python3 after apt-get install "
+          f"python3-matplotlib (tools/setup does)", file=sys.stderr)
+    sys.exit(3)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+warnings.filterwarnings("ignore", message="Tight layout not applied")  # a wide table: drawn as it fits
 
 PERCENTILES = [("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9), ("p9999", 99.99), ("max", 100)]
 
@@ -127,23 +145,177 @@ def throughput_plot(throughput, out_dir):
     return name
 
 
+# The percentiles a latency row may carry, under either spelling.
+ROW_PERCENTILES = [("p50", ("p50",)), ("p90", ("p90",)), ("p99", ("p99",)), ("p99.9", ("p999", "p99.9")),
+                   ("p99.99", ("p9999", "p99.99")), ("max", ("max",))]
+
+
+# Lists of numbers drawn as samples: per-sweep seconds, per-round ratios, raw samples.
+SAMPLES = re.compile(r"(seconds|samples|_s$|_ns$|round)", re.I)
+
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def collect(node, path, found):
+    """Fills found["latency"], found["samples"] and found["tables"] from everything under node:
+    (path, unit, [(label, {percentile: value})]), (path, [(key, [numbers])]), (path, [row objects])."""
+    if isinstance(node, dict):
+        rows = [(key, value) for key, value in node.items() if is_row(value)]
+        if rows:
+            found["latency"].append((path, node.get("unit", "ns"),
+                                     [(row.get("name", key), row_values(row)) for key, row in rows]))
+        lists = [(key, value) for key, value in node.items() if SAMPLES.search(key) and isinstance(value, list) and
+                 len(value) >= 2 and all(number(v) for v in value)]
+        if lists:
+            found["samples"].append((path, lists))
+        for key, value in node.items():
+            if not is_row(value):
+                collect(value, f"{path}.{key}" if path else key, found)
+    elif isinstance(node, list) and node and all(isinstance(row, dict) for row in node):
+        rows = [row for row in node if is_row(row)]
+        if rows:
+            found["latency"].append((path, "ns", [(row.get("name", f"{path}[{i}]"), row_values(row))
+                                                  for i, row in enumerate(rows)]))
+        elif any(number(v) for row in node for v in row.values()):
+            found["tables"].append((path, node))
+        for i, row in enumerate(node):
+            for key, value in row.items():
+                if isinstance(value, (dict, list)) and not is_row(value):
+                    collect(value, f"{path}[{i}].{key}", found)
+
+
+def is_row(value):
+    return isinstance(value, dict) and isinstance(value.get("p50"), (int, float))
+
+
+def row_values(row):
+    values = {}
+    for label, keys in ROW_PERCENTILES:
+        for key in keys:
+            if isinstance(row.get(key), (int, float)):
+                values[label] = row[key]
+                break
+    return values
+
+
+def groups_plot(suite, groups, out_dir):
+    """One chart per group: each row's percentiles, log scale."""
+    drawn = []
+    for path, unit, rows in groups:
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        labels = [label for label, _ in ROW_PERCENTILES]
+        for i, (name, values) in enumerate(rows):
+            xs = [k for k, label in enumerate(labels) if label in values]
+            ax.plot(xs, [values[labels[k]] for k in xs], marker="o", label=str(name),
+                    linestyle="-" if i % 2 == 0 else "--")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels)
+        ax.set_ylabel(f"{unit} (log scale)")
+        ax.set_title(f"{suite}: {path or 'results'} by percentile")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+        fig.tight_layout()
+        name = file_name(suite, path or "results")
+        fig.savefig(os.path.join(out_dir, name), dpi=110)
+        plt.close(fig)
+        drawn.append(name)
+    return drawn
+
+
+def file_name(*parts):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(p for p in parts if p)) + ".png"
+
+
+def samples_plot(suite, path, lists, out_dir):
+    """Each list of samples sorted: value against the share of samples at or below it."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for key, values in lists:
+        ordered = sorted(values)
+        ax.plot([(i + 1) / len(ordered) for i in range(len(ordered))], ordered, marker=".", label=key)
+    ax.set_xlabel("share of samples at or below")
+    ax.set_ylabel("value (the unit its name says)")
+    if all(v > 0 for _, values in lists for v in values):
+        ax.set_yscale("log")
+    ax.set_title(f"{suite}: {path or 'samples'}, each sample")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = file_name(suite, path, "samples")
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def table_plot(suite, path, rows, out_dir):
+    """One bar chart per numeric field of a table, a bar per row (labelled by its text fields)."""
+    fields = [k for k in rows[0] if number(rows[0][k]) and any(number(r.get(k)) and r.get(k) for r in rows)]
+    if not fields:  # every number zero: say so in one panel rather than draw empty axes
+        fields = [k for k in rows[0] if number(rows[0][k])][:1]
+    labels = [" ".join(str(v) for v in row.values() if isinstance(v, str)) or f"{path}[{i}]"
+              for i, row in enumerate(rows)]
+    columns = 2 if len(fields) > 1 else 1
+    lines = -(-len(fields) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(12, 0.35 * len(rows) * lines + 1.5 * lines), squeeze=False)
+    for n, field in enumerate(fields):
+        ax = axes[n // columns][n % columns]
+        ax.barh(range(len(rows)), [row.get(field, 0) if number(row.get(field)) else 0 for row in rows])
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(field, fontsize=9)
+    for n in range(len(fields), lines * columns):
+        axes[n // columns][n % columns].axis("off")
+    fig.suptitle(f"{suite}: {path or 'results'}")
+    fig.tight_layout()
+    name = file_name(suite, path, "table")
+    fig.savefig(os.path.join(out_dir, name), dpi=90)
+    plt.close(fig)
+    return name
+
+
+def suites_of(report, path):
+    """{suite name: its JSON}: a combined report's suites, one suite's file, or a bare report."""
+    if isinstance(report.get("suites"), dict):
+        return report["suites"]
+    if isinstance(report.get("suite"), str):
+        return {report["suite"]: report}
+    return {os.path.splitext(os.path.basename(path))[0]: report}
+
+
+DEDICATED = {
+    "ladder": lambda suite, out: [ladder_plot(suite, out), percentile_plot(suite, out)] if suite.get("results") else [],
+    "echo": lambda suite, out: [echo_plot(suite, out)] if suite.get("series") else [],
+    "granularity": lambda suite, out: [granularity_plot(suite, out)] if suite.get("results") else [],
+    "throughput": lambda suite, out: [throughput_plot(suite, out)] if suite.get("scenarios") else [],
+}
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         report = json.load(f)
     out_dir = sys.argv[2]
-    suites = report.get("suites", {})
+    os.makedirs(out_dir, exist_ok=True)
+    suites = suites_of(report, sys.argv[1])
     drawn = []
-    if suites.get("ladder", {}).get("results"):
-        drawn.append(ladder_plot(suites["ladder"], out_dir))
-        drawn.append(percentile_plot(suites["ladder"], out_dir))
-    if suites.get("echo", {}).get("series"):
-        drawn.append(echo_plot(suites["echo"], out_dir))
-    if suites.get("granularity", {}).get("results"):
-        drawn.append(granularity_plot(suites["granularity"], out_dir))
-    if suites.get("throughput", {}).get("scenarios"):
-        drawn.append(throughput_plot(suites["throughput"], out_dir))
+    for name, suite in suites.items():
+        if not isinstance(suite, dict):
+            continue
+        if name in DEDICATED:
+            drawn += DEDICATED[name](suite, out_dir)
+            continue
+        found = {"latency": [], "samples": [], "tables": []}
+        collect({k: v for k, v in suite.items() if k not in ("context", "host", "config", "parity")}, "", found)
+        drawn += groups_plot(name, found["latency"], out_dir)
+        drawn += [samples_plot(name, path, lists, out_dir) for path, lists in found["samples"]]
+        drawn += [table_plot(name, path, rows, out_dir) for path, rows in found["tables"]]
+    if not drawn:
+        print(f"plot_report.py: nothing to draw in {sys.argv[1]}: suites {sorted(suites)} hold no latency rows, "
+              f"sample lists or tables of numbers", file=sys.stderr)
     print(json.dumps(drawn))
 
 

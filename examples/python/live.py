@@ -3,7 +3,7 @@
 closes that continue its series, and print the signal each new bar brings.
 
     ipcfloor serve --name prices --live --capacity 200000 &
-    PYTHONPATH=PREFIX/share/ipcfloor/python python3 live.py prices 20
+    venv/bin/python live.py prices 20        # the venv of sweep.py's docstring
 
 It starts nothing itself. Two attachments, two lanes: one appends (the series' writer), the other
 subscribes and reads. The closes continue the published series as a random walk (numpy, seed 7).
@@ -12,24 +12,28 @@ stderr, the subscription's state when it began and a backtest of L=6 over every 
 beside the last signal: the two agree to the last bit.
 """
 
+from __future__ import annotations
+
 import json
 import sys
 import time
 
 import numpy as np
+import numpy.typing as npt
 
 import ipcfloor
 
 
-def continue_series(last, count, seed=7):
+def continue_series(last: float, count: int, seed: int = 7) -> npt.NDArray[np.float64]:
     """`count` closes after `last`: geometric Brownian steps of one minute at 30 % a year."""
     rng = np.random.default_rng(seed)
     dt = 1.0 / (252 * 390)
     steps = (0.05 - 0.5 * 0.3 ** 2) * dt + 0.3 * np.sqrt(dt) * rng.standard_normal(count)
-    return last * np.exp(np.cumsum(steps))
+    closes: npt.NDArray[np.float64] = last * np.exp(np.cumsum(steps))
+    return closes
 
 
-def main():
+def main() -> int:
     if len(sys.argv) not in (2, 3):
         raise SystemExit("usage: live.py ENGINE_NAME [BARS]")
     try:
@@ -49,7 +53,7 @@ def main():
             raise SystemExit(f"live.py: engine {reader.engine} is not live: start it with "
                              f"`ipcfloor serve --name {reader.engine} --live`")
         try:
-            published = reader.published_series()  # read-only numpy view, no copy
+            published = reader.published_series  # read-only numpy view, no copy
             room = reader.capacity - published.size
             print(f"{reader!r}: {published.size} bars published, room for {room} more", file=sys.stderr)
             sub, state = reader.subscribe(6, with_state=True)
@@ -71,7 +75,7 @@ def main():
 
             pnl, trades = reader.backtest(ipcfloor.combo_from_length(6))  # over every published bar
             agree = (pnl, trades) == (signal.pnl, signal.trades)
-            print(f"backtest L=6 over {reader.published_series().size} bars: pnl {pnl!r}, trades {trades}; the last "
+            print(f"backtest L=6 over {reader.published_series.size} bars: pnl {pnl!r}, trades {trades}; the last "
                   f"signal {'agrees' if agree else 'DIFFERS'}", file=sys.stderr)
         except ipcfloor.Error as error:
             raise SystemExit(f"live.py: {error} ({type(error).__name__})")

@@ -2,11 +2,15 @@
 """Attach to a running ipcfloor engine from Python, run a grid of lengths through the segment,
 and set the engine's answers beside what numpy says about the same (zero-copy) series.
 
-    PYTHONPATH=PREFIX/share/ipcfloor/python python3 sweep.py ENGINE_NAME 6,8,11,50,200
+    python3 -m venv --system-site-packages venv
+    venv/bin/pip install --no-build-isolation PREFIX/share/ipcfloor/python
+    venv/bin/python sweep.py ENGINE_NAME 6,8,11,50,200
 
 Prints one JSON line per combo on stdout (as `ipcfloor sweep --json` does) and, on stderr, the
 series' min/max/last and buy-and-hold return from numpy next to the best combo.
 """
+
+from __future__ import annotations
 
 import json
 import sys
@@ -16,7 +20,7 @@ import numpy as np
 import ipcfloor
 
 
-def main():
+def main() -> int:
     if len(sys.argv) != 3:
         raise SystemExit("usage: sweep.py ENGINE_NAME L1,L2,...")
     try:

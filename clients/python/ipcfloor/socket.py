@@ -2,7 +2,8 @@
 
 Written from docs/PROTOCOL.md with nothing but ``socket``, ``struct`` and numpy, so that it doubles
 as a check that the document is enough to talk to the engine. Every value on the wire is
-little-endian. It needs no compiled library: it works wherever the package is importable.
+little-endian. It does not use the package's compiled extension or the segment: any host that
+reaches the socket can run it.
 
     from ipcfloor.socket import SocketClient
     with SocketClient.unix("/tmp/ipcfloor.sock") as engine:
@@ -14,13 +15,25 @@ little-endian. It needs no compiled library: it works wherever the package is im
 ``close`` is a 1-D float64 array, ``params`` an (n, 6) int64 array of windows [h, L, s, p3, p2, p]
 (see ``combo_from_length``). An error reply raises ``ServerError`` with the server's code and
 sentence; a connection that broke (closed, timed out, malformed reply) raises ``ProtocolError``.
+Both are ipcfloor.Error, like every exception of the package.
 """
 
-import collections
+from __future__ import annotations
+
 import socket
 import struct
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
+import numpy.typing as npt
+
+from . import _ipcfloor
+from ._errors import Error
+from ._input import combo_from_length
+
+__all__ = ["SocketClient", "ServerSeries", "ServerError", "ProtocolError", "build_request", "combo_from_length",
+           "OP_SWEEP", "OP_ECHO", "OP_LOAD", "OP_SWEEP_LOADED", "OP_ECHO_PARAMS", "OP_USE_PRELOADED", "ERROR_NAMES",
+           "FATAL_ERRORS"]
 
 OP_SWEEP = 0
 OP_ECHO = 1
@@ -59,101 +72,111 @@ _ONE_RESULT = struct.Struct("<Idq")  # its whole success reply: len 16, pnl, tra
 _PRELOADED = struct.Struct("<QdQI")  # checksum, fee, n_bars, name_len
 
 # What use_preloaded answers: the server's series, which sweep_loaded then runs on.
-ServerSeries = collections.namedtuple("ServerSeries", "name bars checksum fee")
+class ServerSeries(NamedTuple):
+    name: str
+    bars: int
+    checksum: int
+    fee: float
 
 
-class ServerError(Exception):
-    """The server refused a request with an error reply."""
+_F64 = npt.NDArray[np.float64]
+_I64 = npt.NDArray[np.int64]
 
-    def __init__(self, server, opcode, code, message):
-        self.code = code
-        self.name = ERROR_NAMES.get(code, "unknown")
+
+class ServerError(Error):
+    """The server refused a request with an error reply. An ipcfloor.Error whose `code` is the
+    socket protocol's error code (docs/PROTOCOL.md; `name` names it) and `message` the server's
+    sentence; str() says which server and opcode too."""
+
+    name: str
+
+    def __init__(self, server: str, opcode: int | None, code: int, message: str) -> None:
+        name = ERROR_NAMES.get(code, "unknown")
+        super().__init__(code, f"{server} rejected opcode {opcode}: {name} (error {code}): {message}")
+        self.name = name
         self.message = message
-        super().__init__(f"{server} rejected opcode {opcode}: {self.name} (error {code}): {message}")
 
 
-class ProtocolError(Exception):
-    """The connection is unusable: closed, timed out, or a reply broke the protocol."""
+class ProtocolError(Error):
+    """The connection is unusable: closed, timed out, or a reply broke the protocol (code
+    IPCFLOOR_E_IO)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_ipcfloor.E_IO, message)
 
 
-def combo_from_length(length):
-    """The six windows for a user-facing length L (docs/SPEC.md §1; Python's round is half-to-even)."""
-    p = max(round(length / 2), 1)
-    return [max(round(length / 2), 1), int(length), max(round(length ** 0.5), 1),
-            max(round(p / 3), 1), max(round(p / 2), 1), p]
-
-
-def build_request(opcode, close=None, params=None):
+def build_request(opcode: int, close: npt.ArrayLike | None = None, params: npt.ArrayLike | None = None) -> bytes:
     """One request frame: [u32 body_len][u8 opcode][u32 n_bars][u32 n_combos][close][params]."""
-    close = np.ascontiguousarray(close if close is not None else [], dtype="<f8").reshape(-1)
-    params = np.ascontiguousarray(params if params is not None else np.empty((0, 6)), dtype="<i8").reshape(-1, 6)
-    body = _HEADER.pack(opcode, close.size, params.shape[0]) + close.tobytes() + params.tobytes()
+    bars = np.ascontiguousarray(close if close is not None else [], dtype="<f8").reshape(-1)
+    combos = np.ascontiguousarray(params if params is not None else np.empty((0, 6)), dtype="<i8").reshape(-1, 6)
+    body = _HEADER.pack(opcode, bars.size, combos.shape[0]) + bars.tobytes() + combos.tobytes()
     return _U32.pack(len(body)) + body
 
 
 class SocketClient:
     """One connection to `ipcfloor serve --socket PATH` or `--tcp HOST:PORT`; one call at a time."""
 
-    def __init__(self, sock, server, timeout):
+    def __init__(self, sock: socket.socket, server: str, timeout: float) -> None:
         self._sock = sock
         self.server = server
         self._sock.settimeout(timeout)
-        self._broken = None
+        self._broken: str | None = None
         self._pending = b""  # bytes read past what the last _recv_exact needed (one reply's worth at most)
         self._one = bytearray(_ONE_COMBO.size)
 
     @classmethod
-    def unix(cls, path, timeout=60.0):
+    def unix(cls, path: str, timeout: float = 60.0) -> SocketClient:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         sock.connect(path)
         return cls(sock, f"unix socket {path}", timeout)
 
     @classmethod
-    def tcp(cls, host, port, timeout=60.0):
+    def tcp(cls, host: str, port: int, timeout: float = 60.0) -> SocketClient:
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock, f"tcp {host}:{port}", timeout)
 
-    def close(self):
+    def close(self) -> None:
         self._sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> SocketClient:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ---- opcodes ----------------------------------------------------------------------------
 
-    def sweep(self, close, params):
+    def sweep(self, close: npt.ArrayLike, params: npt.ArrayLike) -> tuple[_F64, _I64]:
         """Opcode 0: returns (pnl float64[n], trades int64[n])."""
-        params = np.asarray(params, dtype="<i8").reshape(-1, 6)
-        body = self._call(OP_SWEEP, build_request(OP_SWEEP, close, params))
-        return self._results(body, params.shape[0])
+        combos = np.asarray(params, dtype="<i8").reshape(-1, 6)
+        body = self._call(OP_SWEEP, build_request(OP_SWEEP, close, combos))
+        return self._results(body, combos.shape[0])
 
-    def echo(self, close):
+    def echo(self, close: npt.ArrayLike) -> _F64:
         """Opcode 1: the close array back, verbatim."""
-        close = np.ascontiguousarray(close, dtype="<f8").reshape(-1)
-        body = self._call(OP_ECHO, build_request(OP_ECHO, close))
-        if len(body) != close.nbytes:
-            self._break(f"{self.server} echoed {len(body)} bytes for the {close.nbytes} sent")
+        bars = np.ascontiguousarray(close, dtype="<f8").reshape(-1)
+        body = self._call(OP_ECHO, build_request(OP_ECHO, bars))
+        if len(body) != bars.nbytes:
+            self._break(f"{self.server} echoed {len(body)} bytes for the {bars.nbytes} sent")
         return np.frombuffer(body, dtype="<f8")
 
-    def load(self, close):
+    def load(self, close: npt.ArrayLike) -> tuple[int, float]:
         """Opcode 2: the series becomes this connection's. Returns (fnv1a64 checksum, fee)."""
         body = self._call(OP_LOAD, build_request(OP_LOAD, close))
         if len(body) != 16:
             self._break(f"{self.server} answered load with {len(body)} bytes instead of 16")
-        return struct.unpack("<Qd", body)
+        checksum, fee = struct.unpack("<Qd", body)
+        return int(checksum), float(fee)
 
-    def sweep_loaded(self, params):
+    def sweep_loaded(self, params: npt.ArrayLike) -> tuple[_F64, _I64]:
         """Opcode 3: combos only, over the loaded series; returns (pnl, trades)."""
-        params = np.asarray(params, dtype="<i8").reshape(-1, 6)
-        body = self._call(OP_SWEEP_LOADED, build_request(OP_SWEEP_LOADED, None, params))
-        return self._results(body, params.shape[0])
+        combos = np.asarray(params, dtype="<i8").reshape(-1, 6)
+        body = self._call(OP_SWEEP_LOADED, build_request(OP_SWEEP_LOADED, None, combos))
+        return self._results(body, combos.shape[0])
 
-    def use_preloaded(self):
+    def use_preloaded(self) -> ServerSeries:
         """Opcode 5: the server's preloaded series becomes this connection's (sweep_loaded and
         backtest then run on it). Returns ServerSeries(name, bars, checksum, fee); a server that
         holds none raises ServerError no_preloaded_series."""
@@ -166,7 +189,7 @@ class SocketClient:
         name = body[_PRELOADED.size:].decode("utf-8", errors="replace")
         return ServerSeries(name, bars, checksum, fee)
 
-    def backtest(self, params):
+    def backtest(self, params: Any) -> tuple[float, int]:
         """One combo over the connection's series (opcode 3 with one combo): (pnl, trades).
 
         The lean path for one request at a time: the frame is packed into a buffer kept for it,
@@ -175,31 +198,32 @@ class SocketClient:
         body = self._call(OP_SWEEP_LOADED, self._one, expect=_ONE_RESULT.size)
         if len(body) != 16:
             self._break(f"{self.server} answered one combo with {len(body)} bytes instead of 16")
-        return struct.unpack("<dq", body)
+        pnl, trades = struct.unpack("<dq", body)
+        return float(pnl), int(trades)
 
-    def echo_params(self, combo):
+    def echo_params(self, combo: Any) -> tuple[int, ...]:
         """Opcode 4: the six windows back, verbatim (the 48-byte round trip)."""
         body = self._call(OP_ECHO_PARAMS, build_request(OP_ECHO_PARAMS, None, [combo]))
         if len(body) != 48:
             self._break(f"{self.server} answered echo_params with {len(body)} bytes instead of 48")
-        return struct.unpack("<6q", body)
+        return tuple(int(v) for v in struct.unpack("<6q", body))
 
-    def call_raw(self, frame, opcode=None):
+    def call_raw(self, frame: bytes, opcode: int | None = None) -> bytes:
         """Sends a caller-built frame and returns the success body (or raises ServerError)."""
         return self._call(opcode, frame)
 
     # ---- framing ------------------------------------------------------------------------------
 
-    def _results(self, body, n):
+    def _results(self, body: bytes, n: int) -> tuple[_F64, _I64]:
         if len(body) != 16 * n:
             self._break(f"{self.server} answered a sweep of {n} combos with {len(body)} bytes instead of {16 * n}")
         return np.frombuffer(body, dtype="<f8", count=n).copy(), np.frombuffer(body, dtype="<i8", offset=8 * n).copy()
 
-    def _break(self, why):
+    def _break(self, why: str) -> NoReturn:
         self._broken = why
         raise ProtocolError(why)
 
-    def _call(self, opcode, frame, expect=4):
+    def _call(self, opcode: int | None, frame: bytes | bytearray, expect: int = 4) -> bytes:
         """Sends one frame and returns its success body. `expect` is how many bytes the reply is
         likely to be, so a small reply arrives in one recv; nothing past one reply is ever read."""
         if self._broken:
@@ -222,7 +246,7 @@ class SocketClient:
             self._broken = f"the server closed it after {ERROR_NAMES.get(code, code)}"
         raise ServerError(self.server, opcode, code, message)
 
-    def _recv_exact(self, n, hint=0):
+    def _recv_exact(self, n: int, hint: int = 0) -> bytes:
         """n bytes of the reply. With a hint, up to `hint` bytes are asked for at once; the
         server sends nothing unasked, so what is read past n still belongs to this reply."""
         chunks = bytearray(self._pending[:n])

@@ -1,0 +1,214 @@
+"""Engine: one lane of an attached engine. The per-call methods (backtest, echo, subscribe,
+append, poll_signal, wait_signal, snapshot) are the extension's (ipcfloor._ipcfloor.Client);
+this class adds the views, the sweeps' arrays and the slow paths the extension hands any value
+that is not in its canonical form.
+
+Naming rule: what is read from the segment without asking the engine is an attribute (series,
+published_series, series_names, signals_dropped, bars, fee, ...); what takes an argument or asks
+the engine is a method (series_at, backtest, sweep, echo, append, subscribe, snapshot,
+poll_signal, wait_signal, close).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _input, _ipcfloor
+from ._errors import NoSuchSeries, error_for, invalid
+
+__all__ = ["Engine", "SweepResult", "attach"]
+
+_WAIT_MODES = {None: _ipcfloor.WAIT_ENGINE, "engine": _ipcfloor.WAIT_ENGINE, "spin": _ipcfloor.WAIT_SPIN,
+               "backoff": _ipcfloor.WAIT_BACKOFF, "block": _ipcfloor.WAIT_BLOCK}
+_U32_END = 1 << 32
+
+
+class SweepResult(NamedTuple):
+    """ipcfloor_sweep's answer, in the order of the combos: status[i] is 0 or the code that
+    refused combo i (pnl NaN, trades 0 then); refused counts them."""
+
+    pnl: npt.NDArray[np.float64]
+    trades: npt.NDArray[np.int64]
+    status: npt.NDArray[np.intc]
+    refused: int
+
+
+def _read_only(buffer: _ipcfloor.SeriesBuffer) -> npt.NDArray[np.float64]:
+    """A numpy view of a series buffer: zero-copy, read-only, holding the buffer (and so the
+    mapping) alive. (The buffer has the buffer protocol, which numpy's stubs cannot name.)"""
+    return np.frombuffer(cast(memoryview, buffer), dtype=np.float64)
+
+
+class Engine(_ipcfloor.Client):
+    """One lane of an attached engine (see attach). Use it from one thread at a time: a call
+    from a second thread while one is in flight is refused (InvalidArgument); attach one Engine
+    per thread to run requests in parallel. Its series and metadata may be read from any thread."""
+
+    __slots__ = ("_views",)
+    _views: dict[int, npt.NDArray[np.float64]]
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"lane {self.lane}, {self.wait}"
+        return (f"<ipcfloor.Engine {self.engine} (pid {self.pid}, {state}): {self.name}, {self.bars} bars, "
+                f"fee {self.fee}>")
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Gives the lane back. A series view still alive keeps the mapping (and the lane) until
+        it goes; the Engine itself refuses every request from now on (Closed)."""
+        self._views = {}
+        super().close()
+
+    # ---- The series (read in place) ---------------------------------------------------------
+
+    @property
+    def series(self) -> npt.NDArray[np.float64]:
+        """The engine's main series (index 0): its preloaded closes as a read-only float64 numpy
+        array over the mapping, without a copy."""
+        return self.series_at(0)
+
+    @property
+    def series_names(self) -> list[str]:
+        """The names of the engine's series, in index order (index 0 is the main series): a
+        --data file's name without its extension, or "default" for a generated series."""
+        return list(self._series_names)
+
+    def series_at(self, series: _input.SeriesKey) -> npt.NDArray[np.float64]:
+        """Series `series` of the engine's table, an index or a name from series_names, as a
+        read-only float64 numpy array of its preloaded closes, without a copy. Raises NoSuchSeries
+        for an index past the table, InvalidArgument for a name the engine does not hold."""
+        index = self._series_index("series_at", series)
+        view = self._views.get(index)
+        if view is None:
+            buffer = self._series_buffer(index)
+            if buffer is None:
+                raise NoSuchSeries(_ipcfloor.E_NO_SUCH_SERIES, self._no_such_series(index))
+            view = self._views[index] = _read_only(buffer)
+        return view
+
+    @property
+    def published_series(self) -> npt.NDArray[np.float64]:
+        """The bars published so far (the preloaded ones, then, live, the appended ones) as a
+        read-only float64 numpy view, without a copy. Its length is the count when read: every
+        bar it covers is complete; read it again for newer ones."""
+        return _read_only(self._published_buffer())
+
+    # ---- Requests ---------------------------------------------------------------------------
+
+    def sweep(self, params: _input.Windows, series: _input.SeriesKey = 0,
+              out: SweepResult | tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.intc]] |
+              None = None) -> SweepResult:
+        """Every combo of an (n, 6) integer array (ipcfloor.grid builds one), pipelined through
+        the ring in one C call (ipcfloor_sweep_on), on series `series` (an index, 0 the main
+        series, or a name). The answers go into pnl float64[n], trades int64[n] and status
+        int32[n]: new arrays, or the three of `out` (a SweepResult or a tuple), filled in place.
+        Returns SweepResult(pnl, trades, status, refused). A refused combo does not stop the
+        others; a failing lane raises, and so does a series the engine does not hold."""
+        index = self._series_index("sweep", series)
+        combos = _input.combos("sweep", params)
+        n = combos.shape[0]
+        if out is None:
+            pnl, trades, status = np.empty(n, np.float64), np.empty(n, np.int64), np.empty(n, np.intc)
+        else:
+            pnl, trades, status = self._outputs(out, n)
+        refused = self._sweep_into(combos, index, pnl, trades, status)
+        return SweepResult(pnl, trades, status, refused)
+
+    # ---- The slow paths: every form the extension does not take at once -----------------------
+
+    def _backtest_slow(self, params: object, series: object = 0) -> tuple[Any, Any]:
+        index = self._series_index("backtest", series)
+        request = _input.request("backtest", params)
+        if isinstance(request, tuple):
+            return super().backtest(request, index)
+        result = self.sweep(request, index)
+        if result.refused:
+            row = int(np.flatnonzero(result.status)[0])
+            code = int(result.status[row])
+            raise error_for(code, f"backtest: combo {row} {request[row].tolist()} of {len(request)} was refused: "
+                                  f"{_ipcfloor.strerror(code)} (sweep() gives every combo's status)")
+        return result.pnl, result.trades
+
+    def _echo_slow(self, params: object) -> _input.Combo:
+        return super().echo(_input.six("echo", params))
+
+    def _subscribe_slow(self, params: object, with_state: bool = False) -> Any:
+        request = _input.request("subscribe", params)
+        if isinstance(request, tuple):
+            return super().subscribe(request, with_state)
+        done: list[Any] = []
+        for row, combo in enumerate(request.tolist()):
+            try:
+                done.append(super().subscribe(tuple(combo), with_state))
+            except Exception as error:
+                ids = [d[0] if with_state else d for d in done]
+                code, message = getattr(error, "code", _ipcfloor.E_INVALID), getattr(error, "message", str(error))
+                raise error_for(code, f"subscribe: combo {row} {combo} of {len(request)}: {message}; the combos "
+                                      f"before it were subscribed (ids {ids})") from error
+        return done
+
+    def _append_slow(self, close: object, tick: object = 0) -> int:
+        return super().append(_input.close_price("append", close), _input.tick("append", tick))
+
+    # ---- Helpers ----------------------------------------------------------------------------
+
+    def _series_index(self, fn: str, series: object) -> int:
+        """The index `series` names: an int as it is (the library judges it against the table),
+        a str looked up in series_names."""
+        if isinstance(series, str):
+            try:
+                return self._series_names.index(series)
+            except ValueError:
+                raise invalid(f"{fn}: engine {self.engine} holds no series named {series!r}; it holds: "
+                              f"{', '.join(self._series_names)}") from None
+        if _input.is_int(series):
+            index = int(series)
+            if 0 <= index < _U32_END:
+                return index
+            raise NoSuchSeries(_ipcfloor.E_NO_SUCH_SERIES, self._no_such_series(index))
+        raise invalid(f"{fn}: series is {series!r}: give an index (int) or a name (str) of engine {self.engine}'s "
+                      f"series {list(self._series_names)}")
+
+    def _no_such_series(self, index: int) -> str:
+        count = len(self._series_names)
+        return (f"engine {self.engine} (pid {self.pid}) holds no series {index} (lane {self.lane}): it holds {count} "
+                f"series, indices 0 to {count - 1} ({', '.join(self._series_names)})")
+
+    @staticmethod
+    def _outputs(out: object, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.intc]]:
+        """sweep's out=: three C-contiguous writeable arrays of n, float64, int64 and int32."""
+        if not isinstance(out, tuple) or len(out) not in (3, 4):
+            raise invalid(f"sweep: out is {type(out).__name__}: give a SweepResult or (pnl, trades, status) arrays")
+        for name, array, dtype in zip(("pnl", "trades", "status"), out[:3], (np.float64, np.int64, np.intc)):
+            if not (isinstance(array, np.ndarray) and array.dtype == dtype and array.shape == (n,) and
+                    array.flags.c_contiguous and array.flags.writeable):
+                got = f"{array.dtype} {array.shape}" if isinstance(array, np.ndarray) else type(array).__name__
+                raise invalid(f"sweep: out.{name} is {got}: want a writeable C-contiguous {np.dtype(dtype)} array of "
+                              f"shape ({n},)")
+        return out[0], out[1], out[2]
+
+
+def attach(name: str, timeout: float = 5.0, wait: str | None = None) -> Engine:
+    """Attaches to engine NAME (`ipcfloor serve --name NAME`) and claims a lane.
+
+    timeout: seconds, the bound on any one wait (a lane being freed, an answer, a signal).
+    wait: "spin", "backoff", "block", or None for the engine's own mode.
+    Raises NoEngine, Busy, PermissionDenied, VersionMismatch, InvalidArgument, ... (ipcfloor.Error)."""
+    if not isinstance(name, str) or "\0" in name:
+        raise invalid(f"attach: name is {name!r}: the engine name is a str (`ipcfloor serve --name NAME`)")
+    if wait not in _WAIT_MODES:
+        raise invalid(f"attach: wait is {wait!r}: give 'spin', 'backoff', 'block' or None (the engine's mode)")
+    engine = _ipcfloor.attach(Engine, name.encode(), _WAIT_MODES[wait], _input.timeout_ns(timeout))
+    engine._views = {}
+    return engine
+

@@ -1,0 +1,903 @@
+/* ipcfloor._ipcfloor: the ipcfloor package's binding of the C ABI (include/ipcfloor/ipcfloor.h),
+ * on the CPython C API with METH_FASTCALL. Chosen over Cython and pybind11 by measured cost per
+ * call (docs/RESULTS.md, "Python over the segment").
+ *
+ * Client is one claimed lane. The Python class ipcfloor.Engine derives from it and adds what is
+ * not per call (views, names, sweeps' arrays, messages for bad input).
+ *
+ * Fast path and slow path. The per-call methods take the canonical forms at once: six exact
+ * Python ints within int64 in a tuple or a list, an exact int series index below 2**32, a float
+ * close and an int tick. Any other form, valid or not, goes to the Engine's Python method
+ * _<method>_slow with the same arguments; it names what is wrong, or turns the value into the
+ * canonical form and calls back. So a value is judged in one place, and the hot path converts
+ * nothing twice.
+ *
+ * Threads. Every call that can wait on the engine (attach, backtest, sweep, echo, append,
+ * subscribe, snapshot, wait_signal) hands the GIL over while it waits, whenever another thread
+ * could take it (begin_wait). A lane serves one thread at a time (ipcfloor.h): a Client refuses
+ * a second thread while a call is in flight, and the call in flight keeps the C client alive even
+ * if another thread closes the Engine meanwhile.
+ *
+ * Errors: the classes ipcfloor registers with _configure (ipcfloor.Error and one subclass per
+ * code), built as cls(code, sentence) with the C ABI's code and sentence. Allocation: a call
+ * allocates its result objects only; the C calls allocate nothing (ipcfloor.h). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <ipcfloor/ipcfloor.h>
+
+/* The failure codes run from -1 to -kCodes; error_classes[-code] is the class of each. */
+enum { kCodes = 21 };
+static PyObject *error_classes[kCodes + 1];
+static PyObject *base_error;   /* ipcfloor.Error */
+static PyObject *closed_error; /* ipcfloor.Closed: a call on a closed Engine */
+static PyTypeObject *signal_type;
+
+/* The slow paths' names, interned once. */
+static PyObject *s_backtest_slow, *s_echo_slow, *s_subscribe_slow, *s_append_slow;
+
+/* ---- Errors ---------------------------------------------------------------------------- */
+
+static PyObject *error_class(int code) {
+  if (code < 0 && -code <= kCodes && error_classes[-code] != NULL) return error_classes[-code];
+  return base_error != NULL ? base_error : PyExc_RuntimeError;
+}
+
+/* Raises cls(code, message) and returns NULL. The message may be any bytes: the
+ * engine's name comes from the user. */
+static PyObject *raise_error(PyObject *cls, int code, const char *message) {
+  PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+  if (text == NULL) return NULL;
+  PyObject *error = cls == PyExc_RuntimeError ? PyObject_CallFunction(cls, "O", text)
+                                              : PyObject_CallFunction(cls, "iO", code, text);
+  Py_DECREF(text);
+  if (error == NULL) return NULL;
+  PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+  Py_DECREF(error);
+  return NULL;
+}
+
+/* The failure of a call on client c: its sentence, or the code's fixed name when it left none. */
+static PyObject *raise_code(const ipcfloor_client *c, int code) {
+  const char *message = ipcfloor_last_error(c);
+  return raise_error(error_class(code), code, message[0] != '\0' ? message : ipcfloor_strerror(code));
+}
+
+/* ---- Handle: owns the C client; the Client and every series view hold it ----------------- */
+
+typedef struct {
+  PyObject_HEAD
+  ipcfloor_client *c;
+} Handle;
+
+static void Handle_dealloc(Handle *self) {
+  ipcfloor_detach(self->c); /* hands the lane back and unmaps: no view is left */
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ipcfloor._ipcfloor.Handle",
+    .tp_basicsize = sizeof(Handle),
+    .tp_dealloc = (destructor)Handle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Owns one attached C client; detaches when the last holder goes.",
+};
+
+/* ---- SeriesBuffer: a read-only buffer over n doubles of the mapping ---------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *handle; /* keeps the mapping alive */
+  const double *data;
+  Py_ssize_t n;
+} SeriesBuffer;
+
+static const double kEmpty[1] = {0.0};
+static Py_ssize_t kDoubleSize = sizeof(double);
+
+static int SeriesBuffer_getbuffer(SeriesBuffer *self, Py_buffer *view, int flags) {
+  if (flags & PyBUF_WRITABLE) {
+    PyErr_SetString(PyExc_BufferError, "the engine's series is read-only");
+    view->obj = NULL;
+    return -1;
+  }
+  view->obj = Py_NewRef(self);
+  view->buf = (void *)(self->data != NULL ? self->data : kEmpty);
+  view->len = self->n * kDoubleSize;
+  view->readonly = 1;
+  view->itemsize = kDoubleSize;
+  view->format = (flags & PyBUF_FORMAT) ? "d" : NULL;
+  view->ndim = 1;
+  view->shape = (flags & PyBUF_ND) ? &self->n : NULL;
+  view->strides = (flags & PyBUF_STRIDES) ? &kDoubleSize : NULL;
+  view->suboffsets = NULL;
+  view->internal = NULL;
+  return 0;
+}
+
+static PyBufferProcs SeriesBuffer_as_buffer = {.bf_getbuffer = (getbufferproc)SeriesBuffer_getbuffer};
+
+static void SeriesBuffer_dealloc(SeriesBuffer *self) {
+  Py_XDECREF(self->handle);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t SeriesBuffer_len(SeriesBuffer *self) { return self->n; }
+
+static PySequenceMethods SeriesBuffer_as_sequence = {.sq_length = (lenfunc)SeriesBuffer_len};
+
+static PyTypeObject SeriesBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ipcfloor._ipcfloor.SeriesBuffer",
+    .tp_basicsize = sizeof(SeriesBuffer),
+    .tp_dealloc = (destructor)SeriesBuffer_dealloc,
+    .tp_as_buffer = &SeriesBuffer_as_buffer,
+    .tp_as_sequence = &SeriesBuffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Closes of the engine's series in place: a read-only buffer of float64 ('d'), no copy.",
+};
+
+static PyObject *series_buffer(PyObject *handle, const double *data, size_t n) {
+  SeriesBuffer *view = PyObject_New(SeriesBuffer, &SeriesBufferType);
+  if (view == NULL) return NULL;
+  view->handle = Py_NewRef(handle);
+  view->data = data;
+  view->n = (Py_ssize_t)n;
+  return (PyObject *)view;
+}
+
+/* ---- Client ------------------------------------------------------------------------------ */
+
+typedef struct {
+  PyObject_HEAD
+  ipcfloor_client *c; /* NULL once closed */
+  PyObject *handle;   /* owns c; NULL once closed */
+  int busy;           /* a call is in flight (read and written under the GIL only) */
+  /* Fixed at attach; readable after close. */
+  PyObject *engine, *wait, *name, *series_names;
+  long long pid, bars, capacity;
+  unsigned long long checksum;
+  unsigned int lane, ring_capacity;
+  double fee;
+  char live;
+} Client;
+
+/* One call in flight: the client it runs on, kept alive by its own reference to the handle. */
+typedef struct {
+  ipcfloor_client *c;
+  PyObject *handle;
+} Call;
+
+static int check_open(Client *self);
+
+static int call_begin(Client *self, Call *call) {
+  if (!check_open(self)) return 0;
+  if (self->busy) {
+    PyObject *message = PyUnicode_FromFormat(
+        "engine %U: lane %u is in a call from another thread; an Engine serves one thread at a time (attach one "
+        "Engine per thread)",
+        self->engine, self->lane);
+    if (message != NULL) {
+      raise_error(error_class(IPCFLOOR_E_INVALID), IPCFLOOR_E_INVALID, PyUnicode_AsUTF8(message));
+      Py_DECREF(message);
+    }
+    return 0;
+  }
+  self->busy = 1;
+  call->c = self->c;
+  call->handle = Py_NewRef(self->handle);
+  return 1;
+}
+
+static void call_end(Client *self, Call *call) {
+  self->busy = 0;
+  Py_DECREF(call->handle);
+}
+
+static PyObject *call_fail(Client *self, Call *call, int code) {
+  raise_code(call->c, code);
+  call_end(self, call);
+  return NULL;
+}
+
+/* The GIL while a call waits on the engine. It is handed over whenever another thread state
+ * exists (another Python thread, in any interpreter: they share the GIL), so that thread runs
+ * while this one waits. When this thread is the only one, nobody can be waiting for the GIL, and
+ * handing it over and back would only add to the call (docs/RESULTS.md, call-floor-py-threads):
+ * a thread that Python starts has its thread state before it first needs the GIL
+ * (threading.Thread.start makes it under the GIL), so it is seen here. The one thread not seen
+ * is C code entering Python for the first time (PyGILState_Ensure) during the call: it waits
+ * until the call returns. The lists are read without the runtime's lock; a state added
+ * concurrently is that case. Returns the state to give end_wait, NULL when the GIL was kept. */
+static inline PyThreadState *begin_wait(void) {
+  PyThreadState *self = PyThreadState_Get();
+  PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
+  if (PyInterpreterState_Head() == interp && PyInterpreterState_Next(interp) == NULL &&
+      PyInterpreterState_ThreadHead(interp) == self && PyThreadState_Next(self) == NULL)
+    return NULL;
+  return PyEval_SaveThread();
+}
+
+static inline void end_wait(PyThreadState *state) {
+  if (state != NULL) PyEval_RestoreThread(state);
+}
+
+/* ---- Arguments --------------------------------------------------------------------------- */
+
+/* Binds a FASTCALL call's arguments to `names` (positional first, then by keyword); the first
+ * `required` must be there. out[i] is NULL for an optional one not given. 0 with TypeError. */
+static int bind_args(const char *method, const char *const *names, int n, int required, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames, PyObject **out) {
+  if (nargs > n) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", method, n, nargs);
+    return 0;
+  }
+  for (int i = 0; i < n; ++i) out[i] = i < nargs ? args[i] : NULL;
+  const Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+    int i = 0;
+    while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    if (i == n || out[i] != NULL) {
+      PyErr_Format(PyExc_TypeError, i == n ? "%s() got an unexpected keyword argument '%U'"
+                                           : "%s() got multiple values for argument '%U'",
+                   method, key);
+      return 0;
+    }
+    out[i] = args[nargs + k];
+  }
+  for (int i = 0; i < required; ++i)
+    if (out[i] == NULL) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", method, names[i]);
+      return 0;
+    }
+  return 1;
+}
+
+/* The six windows when `seq` is a tuple or list of six exact ints within int64: 1, `out` filled.
+ * 0 for any other form, with nothing raised: the slow path judges it. */
+static int six_int64(PyObject *seq, int64_t out[6]) {
+  if (!(PyTuple_CheckExact(seq) || PyList_CheckExact(seq)) || PySequence_Fast_GET_SIZE(seq) != 6) return 0;
+  PyObject **items = PySequence_Fast_ITEMS(seq);
+  for (int i = 0; i < 6; ++i) {
+    if (!PyLong_CheckExact(items[i])) return 0;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+    if (overflow != 0) return 0;
+    out[i] = (int64_t)v;
+  }
+  return 1;
+}
+
+/* A series argument: absent (0) or an exact int in [0, 2**32): 1, *index set; else 0. */
+static int series_index(PyObject *series, uint32_t *index) {
+  if (series == NULL) {
+    *index = 0;
+    return 1;
+  }
+  if (!PyLong_CheckExact(series)) return 0;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(series, &overflow);
+  if (overflow != 0 || v < 0 || v > (long long)UINT32_MAX) return 0;
+  *index = (uint32_t)v;
+  return 1;
+}
+
+/* self.<name>(args...), the Python slow path; absent optional arguments are left out. */
+static PyObject *slow_path(Client *self, PyObject *name, PyObject *const *values, int n) {
+  PyObject *args[4] = {(PyObject *)self, NULL, NULL, NULL};
+  int given = 0;
+  while (given < n && given < 3 && values[given] != NULL) {
+    args[given + 1] = values[given];
+    ++given;
+  }
+  return PyObject_VectorcallMethod(name, args, (size_t)(given + 1), NULL);
+}
+
+/* ---- Results ----------------------------------------------------------------------------- */
+
+static PyObject *pnl_trades(double pnl, int64_t trades) {
+  PyObject *result = PyTuple_New(2);
+  if (result == NULL) return NULL;
+  PyObject *a = PyFloat_FromDouble(pnl), *b = PyLong_FromLongLong(trades);
+  if (a == NULL || b == NULL) {
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_DECREF(result);
+    return NULL;
+  }
+  PyTuple_SET_ITEM(result, 0, a);
+  PyTuple_SET_ITEM(result, 1, b);
+  return result;
+}
+
+static PyObject *six_ints(const int64_t values[6]) {
+  PyObject *result = PyTuple_New(6);
+  if (result == NULL) return NULL;
+  for (int i = 0; i < 6; ++i) {
+    PyObject *v = PyLong_FromLongLong(values[i]);
+    if (v == NULL) {
+      Py_DECREF(result);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(result, i, v);
+  }
+  return result;
+}
+
+static PyObject *signal_of(const ipcfloor_signal *s) {
+  PyObject *signal = PyStructSequence_New(signal_type);
+  if (signal == NULL) return NULL;
+  PyObject *fields[13] = {
+      PyLong_FromUnsignedLongLong(s->bar), PyLong_FromUnsignedLong(s->subscription), PyFloat_FromDouble(s->hma),
+      PyFloat_FromDouble(s->hma3),        PyFloat_FromDouble(s->pnl),               PyLong_FromLongLong(s->trades),
+      PyLong_FromUnsignedLongLong(s->tick), PyLong_FromUnsignedLong(s->dropped),   PyLong_FromLong(s->cross),
+      PyLong_FromLong(s->position),      PyLong_FromUnsignedLong(s->flags),
+      PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_GAP), PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_SNAPSHOT)};
+  int ok = 1;
+  for (int i = 0; i < 13; ++i) {
+    if (fields[i] == NULL) ok = 0;
+    PyStructSequence_SET_ITEM(signal, i, fields[i]); /* a NULL field is skipped by the dealloc */
+  }
+  if (!ok) Py_CLEAR(signal);
+  return signal;
+}
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+/* backtest and _call_floor share every step; the floor's handle is NULL, which the library
+ * refuses (E_INVALID) before it does anything: Python's own share of a call, no transport. */
+static PyObject *backtest_or_floor(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                   int floor) {
+  static const char *const names[] = {"params", "series"};
+  PyObject *given[2];
+  if (!bind_args(floor ? "_call_floor" : "backtest", names, 2, 1, args, nargs, kwnames, given)) return NULL;
+  int64_t params[6];
+  uint32_t index = 0;
+  if (!six_int64(given[0], params) || !series_index(given[1], &index)) {
+    if (floor) return PyErr_Format(PyExc_TypeError, "_call_floor takes six exact ints within int64");
+    return slow_path(self, s_backtest_slow, given, 2);
+  }
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  double pnl = 0.0;
+  int64_t trades = 0;
+  ipcfloor_client *c = floor ? NULL : call.c;
+  PyThreadState *state = begin_wait();
+  const int code = ipcfloor_backtest_on(c, index, params, &pnl, &trades);
+  end_wait(state);
+  if (code != (floor ? IPCFLOOR_E_INVALID : IPCFLOOR_OK)) return call_fail(self, &call, code);
+  call_end(self, &call);
+  return pnl_trades(pnl, trades);
+}
+
+static PyObject *Client_backtest(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  return backtest_or_floor(self, args, nargs, kwnames, 0);
+}
+
+static PyObject *Client_call_floor(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  return backtest_or_floor(self, args, nargs, kwnames, 1);
+}
+
+static PyObject *Client_echo(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 1) return PyErr_Format(PyExc_TypeError, "echo() takes exactly one argument (%zd given)", nargs);
+  int64_t in[6], out[6];
+  if (!six_int64(args[0], in)) return slow_path(self, s_echo_slow, args, 1);
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  PyThreadState *state = begin_wait();
+  const int code = ipcfloor_echo(call.c, in, out);
+  end_wait(state);
+  if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
+  call_end(self, &call);
+  return six_ints(out);
+}
+
+/* Writable or read-only buffer `obj` of ndim `ndim`, `itemsize`-byte items of kind `kind` ('i'
+ * signed integer, 'f' float), C-contiguous: 1 and `view` held; else 0 with TypeError (a guard of
+ * a private method: Engine.sweep checks the arrays it passes first). */
+static int typed_buffer(PyObject *obj, const char *what, int writable, int ndim, Py_ssize_t itemsize, char kind,
+                        Py_buffer *view) {
+  if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: not a C-contiguous%s buffer", what, writable ? " writable" : "");
+    return 0;
+  }
+  const char *format = view->format;
+  if (format[0] == '@' || format[0] == '=' || format[0] == '<') ++format; /* native: little-endian x86-64 */
+  const int one_char = format[0] != '\0' && format[1] == '\0';
+  const int signed_int = one_char && strchr("bhilq", format[0]) != NULL;
+  const int is_float = one_char && format[0] == 'd';
+  if (view->ndim != ndim || view->itemsize != itemsize || (kind == 'i' ? !signed_int : !is_float)) {
+    PyErr_Format(PyExc_TypeError, "%s: want %d-D %s%zd, got %d-D format '%s'", what, ndim,
+                 kind == 'i' ? "int" : "float", itemsize * 8, view->ndim, view->format);
+    PyBuffer_Release(view);
+    return 0;
+  }
+  return 1;
+}
+
+/* _sweep_into(combos, series, pnl, trades, status) -> refused: ipcfloor_sweep_on over arrays
+ * Engine.sweep checked and made: combos (n, 6) int64, pnl float64[n], trades int64[n],
+ * status int32[n]. One C call for the whole grid; no Python object per row. */
+static PyObject *Client_sweep_into(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  uint32_t index = 0;
+  if (nargs != 5 || !series_index(args[1], &index))
+    return PyErr_Format(PyExc_TypeError, "_sweep_into(combos, series, pnl, trades, status): series a uint32");
+  Py_buffer views[4];
+  static const char *const what[] = {"combos", "pnl", "trades", "status"};
+  static const int ndims[] = {2, 1, 1, 1};
+  static const Py_ssize_t sizes[] = {8, 8, 8, 4};
+  static const char kinds[] = {'i', 'f', 'i', 'i'};
+  int held = 0;
+  while (held < 4 && typed_buffer(args[held == 0 ? 0 : held + 1], what[held], held > 0, ndims[held], sizes[held],
+                                  kinds[held], &views[held]))
+    ++held;
+  PyObject *result = NULL;
+  const Py_ssize_t n = held == 4 ? views[0].shape[0] : 0;
+  if (held < 4) {
+    /* a buffer was refused: its error is set */
+  } else if (views[0].shape[1] != 6 || views[1].shape[0] != n || views[2].shape[0] != n || views[3].shape[0] != n) {
+    PyErr_Format(PyExc_TypeError, "_sweep_into: combos (n, 6) and three outputs of n, got n = %zd", n);
+  } else {
+    Call call;
+    if (call_begin(self, &call)) {
+      PyThreadState *state = begin_wait();
+      const int refused = ipcfloor_sweep_on(call.c, index, (const int64_t(*)[6])views[0].buf, (size_t)n,
+                                            (double *)views[1].buf, (int64_t *)views[2].buf, (int *)views[3].buf);
+      end_wait(state);
+      if (refused < 0) {
+        call_fail(self, &call, refused);
+      } else {
+        call_end(self, &call);
+        result = PyLong_FromLong(refused);
+      }
+    }
+  }
+  for (int i = 0; i < held; ++i) PyBuffer_Release(&views[i]);
+  return result;
+}
+
+/* ---- Live mode --------------------------------------------------------------------------- */
+
+static PyObject *Client_append(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char *const names[] = {"close", "tick"};
+  PyObject *given[2];
+  if (!bind_args("append", names, 2, 1, args, nargs, kwnames, given)) return NULL;
+  unsigned long long tick = 0;
+  int fast = PyFloat_CheckExact(given[0]);
+  if (fast && given[1] != NULL) {
+    fast = PyLong_CheckExact(given[1]);
+    if (fast) {
+      tick = PyLong_AsUnsignedLongLong(given[1]);
+      if (tick == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* negative or past 64 bits: the slow path says so */
+        fast = 0;
+      }
+    }
+  }
+  if (!fast) return slow_path(self, s_append_slow, given, 2);
+  const double close = PyFloat_AS_DOUBLE(given[0]);
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  uint64_t bars = 0;
+  PyThreadState *state = begin_wait();
+  const int code = ipcfloor_append(call.c, close, (uint64_t)tick, &bars);
+  end_wait(state);
+  if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
+  call_end(self, &call);
+  return PyLong_FromUnsignedLongLong(bars);
+}
+
+static PyObject *Client_subscribe(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char *const names[] = {"params", "with_state"};
+  PyObject *given[2];
+  if (!bind_args("subscribe", names, 2, 1, args, nargs, kwnames, given)) return NULL;
+  int64_t params[6];
+  const int with_state = given[1] != NULL ? PyObject_IsTrue(given[1]) : 0;
+  if (with_state < 0) return NULL;
+  if (!six_int64(given[0], params)) return slow_path(self, s_subscribe_slow, given, 2);
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  uint32_t id = 0;
+  ipcfloor_signal state_after = {0};
+  PyThreadState *state = begin_wait();
+  const int code = ipcfloor_subscribe(call.c, params, &id, with_state ? &state_after : NULL);
+  end_wait(state);
+  if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
+  call_end(self, &call);
+  if (!with_state) return PyLong_FromUnsignedLong(id);
+  PyObject *signal = signal_of(&state_after);
+  if (signal == NULL) return NULL;
+  return Py_BuildValue("(kN)", (unsigned long)id, signal);
+}
+
+static PyObject *Client_snapshot(Client *self, PyObject *unused) {
+  (void)unused;
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  PyThreadState *state = begin_wait();
+  const int code = ipcfloor_snapshot(call.c);
+  end_wait(state);
+  if (code < 0) return call_fail(self, &call, code);
+  call_end(self, &call);
+  return PyLong_FromLong(code);
+}
+
+/* poll_signal never waits, so it keeps the GIL; wait_signal hands it over. */
+static PyObject *signal_call(Client *self, int wait) {
+  Call call;
+  if (!call_begin(self, &call)) return NULL;
+  ipcfloor_signal signal;
+  int code;
+  if (wait) {
+    PyThreadState *state = begin_wait();
+    code = ipcfloor_wait_signal(call.c, &signal);
+    end_wait(state);
+  } else {
+    code = ipcfloor_poll_signal(call.c, &signal);
+  }
+  if (code == IPCFLOOR_NO_SIGNAL && !wait) {
+    call_end(self, &call);
+    Py_RETURN_NONE;
+  }
+  if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
+  call_end(self, &call);
+  return signal_of(&signal);
+}
+
+static PyObject *Client_poll_signal(Client *self, PyObject *unused) {
+  (void)unused;
+  return signal_call(self, 0);
+}
+
+static PyObject *Client_wait_signal(Client *self, PyObject *unused) {
+  (void)unused;
+  return signal_call(self, 1);
+}
+
+/* ---- Lifetime, views and metadata -------------------------------------------------------- */
+
+static PyObject *Client_close(Client *self, PyObject *unused) {
+  (void)unused;
+  self->c = NULL;
+  Py_CLEAR(self->handle); /* a view, or a call in flight on another thread, may still hold it */
+  Py_RETURN_NONE;
+}
+
+/* 1 while the Engine is open; else 0 with ipcfloor.Closed. */
+static int check_open(Client *self) {
+  if (self->c != NULL) return 1;
+  PyObject *message = PyUnicode_FromFormat("engine %U: this Engine was closed", self->engine);
+  if (message != NULL) {
+    raise_error(closed_error != NULL ? closed_error : PyExc_RuntimeError, IPCFLOOR_E_INVALID,
+                PyUnicode_AsUTF8(message));
+    Py_DECREF(message);
+  }
+  return 0;
+}
+
+/* _series_buffer(index): series `index` of the table in place, or None past the table. */
+static PyObject *Client_series_buffer(Client *self, PyObject *arg) {
+  uint32_t index = 0;
+  if (!series_index(arg, &index)) return PyErr_Format(PyExc_TypeError, "_series_buffer takes an int in [0, 2**32)");
+  if (!check_open(self)) return NULL;
+  if (index >= ipcfloor_series_count(self->c)) Py_RETURN_NONE;
+  const double *data = NULL;
+  const size_t n = ipcfloor_series_at(self->c, index, &data);
+  return series_buffer(self->handle, data, n);
+}
+
+static PyObject *Client_published_buffer(Client *self, PyObject *unused) {
+  (void)unused;
+  if (!check_open(self)) return NULL;
+  const double *data = NULL;
+  const size_t n = ipcfloor_published_series(self->c, &data);
+  return series_buffer(self->handle, data, n);
+}
+
+static PyObject *Client_get_closed(Client *self, void *unused) {
+  (void)unused;
+  return PyBool_FromLong(self->c == NULL);
+}
+
+static PyObject *Client_get_signals_dropped(Client *self, void *unused) {
+  (void)unused;
+  if (!check_open(self)) return NULL;
+  return PyLong_FromUnsignedLongLong(ipcfloor_signals_dropped(self->c));
+}
+
+static PyObject *Client_get_last_error(Client *self, void *unused) {
+  (void)unused;
+  const char *text = self->c != NULL ? ipcfloor_last_error(self->c) : "";
+  return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+}
+
+static void Client_dealloc(Client *self) {
+  Py_XDECREF(self->handle);
+  Py_XDECREF(self->engine);
+  Py_XDECREF(self->wait);
+  Py_XDECREF(self->name);
+  Py_XDECREF(self->series_names);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Client_methods[] = {
+    {"backtest", (PyCFunction)(void (*)(void))Client_backtest, METH_FASTCALL | METH_KEYWORDS,
+     "backtest(params, series=0) -> (pnl, trades): one combo through the lane."},
+    {"_call_floor", (PyCFunction)(void (*)(void))Client_call_floor, METH_FASTCALL | METH_KEYWORDS,
+     "backtest's every step on a null handle the library refuses at once: Python's own share of a call."},
+    {"echo", (PyCFunction)(void (*)(void))Client_echo, METH_FASTCALL,
+     "echo(params) -> six ints: the 48 bytes to the engine and back."},
+    {"_sweep_into", (PyCFunction)(void (*)(void))Client_sweep_into, METH_FASTCALL,
+     "_sweep_into(combos, series, pnl, trades, status) -> refused: ipcfloor_sweep_on into the arrays."},
+    {"append", (PyCFunction)(void (*)(void))Client_append, METH_FASTCALL | METH_KEYWORDS,
+     "append(close, tick=0) -> bars: one close appended to a live series."},
+    {"subscribe", (PyCFunction)(void (*)(void))Client_subscribe, METH_FASTCALL | METH_KEYWORDS,
+     "subscribe(params, with_state=False) -> id, or (id, Signal)."},
+    {"snapshot", (PyCFunction)Client_snapshot, METH_NOARGS, "snapshot() -> subscriptions: one Signal each, now."},
+    {"poll_signal", (PyCFunction)Client_poll_signal, METH_NOARGS, "poll_signal() -> Signal or None, never waits."},
+    {"wait_signal", (PyCFunction)Client_wait_signal, METH_NOARGS, "wait_signal() -> Signal, up to the timeout."},
+    {"close", (PyCFunction)Client_close, METH_NOARGS, "Gives the lane back once no view holds it."},
+    {"_series_buffer", (PyCFunction)Client_series_buffer, METH_O, "Series `index` in place, or None."},
+    {"_published_buffer", (PyCFunction)Client_published_buffer, METH_NOARGS, "The bars published so far, in place."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* Fixed at attach, read-only. */
+#define CLIENT_MEMBER(name, type, field, doc) {name, type, offsetof(Client, field), READONLY, doc}
+static PyMemberDef Client_members[] = {
+    CLIENT_MEMBER("engine", T_OBJECT_EX, engine, "the engine's segment name"),
+    CLIENT_MEMBER("wait", T_OBJECT_EX, wait, "the wait mode in use: spin, backoff or block"),
+    CLIENT_MEMBER("name", T_OBJECT_EX, name, "where the main series came from"),
+    CLIENT_MEMBER("_series_names", T_OBJECT_EX, series_names, "the series table's names"),
+    CLIENT_MEMBER("pid", T_LONGLONG, pid, "the engine's pid"),
+    CLIENT_MEMBER("bars", T_LONGLONG, bars, "the main series' preloaded bars"),
+    CLIENT_MEMBER("capacity", T_LONGLONG, capacity, "room for the series in bars"),
+    CLIENT_MEMBER("checksum", T_ULONGLONG, checksum, "FNV-1a 64 of the main series"),
+    CLIENT_MEMBER("lane", T_UINT, lane, "this Engine's lane"),
+    CLIENT_MEMBER("ring_capacity", T_UINT, ring_capacity, "requests a sweep keeps in flight"),
+    CLIENT_MEMBER("fee", T_DOUBLE, fee, "the fee per round trip, percentage points"),
+    CLIENT_MEMBER("live", T_BOOL, live, "the engine takes appends and subscriptions"),
+    {NULL, 0, 0, 0, NULL},
+};
+#undef CLIENT_MEMBER
+
+static PyGetSetDef Client_getset[] = {
+    {"closed", (getter)Client_get_closed, NULL, "True once close() ran", NULL},
+    {"signals_dropped", (getter)Client_get_signals_dropped, NULL, "signals this lane lost to a full ring", NULL},
+    {"last_error", (getter)Client_get_last_error, NULL, "the sentence behind this Engine's last failure", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ClientType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ipcfloor._ipcfloor.Client",
+    .tp_basicsize = sizeof(Client),
+    .tp_dealloc = (destructor)Client_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "One claimed lane of an engine (ipcfloor.Engine derives from it; ipcfloor.attach makes one).",
+    .tp_methods = Client_methods,
+    .tp_members = Client_members,
+    .tp_getset = Client_getset,
+};
+
+/* ---- Module functions -------------------------------------------------------------------- */
+
+static PyObject *decoded(const char *text) {
+  return PyUnicode_DecodeUTF8(text != NULL ? text : "", text != NULL ? (Py_ssize_t)strlen(text) : 0, "replace");
+}
+
+/* Copies the metadata of client c into `self` (fixed at attach). 0 with an error set. */
+static int fill_metadata(Client *self, ipcfloor_client *c) {
+  static const char *const wait_names[] = {"engine", "spin", "backoff", "block"};
+  const int32_t mode = ipcfloor_wait_mode(c);
+  self->engine = decoded(ipcfloor_engine_name(c));
+  self->wait = decoded(mode >= 0 && mode <= 3 ? wait_names[mode] : "engine");
+  self->name = decoded(ipcfloor_series_name(c));
+  const uint32_t count = ipcfloor_series_count(c);
+  self->series_names = PyTuple_New(count);
+  if (self->engine == NULL || self->wait == NULL || self->name == NULL || self->series_names == NULL) return 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    PyObject *key = decoded(ipcfloor_series_key(c, i));
+    if (key == NULL) return 0;
+    PyTuple_SET_ITEM(self->series_names, i, key);
+  }
+  self->pid = ipcfloor_engine_pid(c);
+  self->bars = (long long)ipcfloor_series(c, NULL);
+  self->capacity = (long long)ipcfloor_capacity(c);
+  self->checksum = ipcfloor_series_checksum(c);
+  self->lane = ipcfloor_lane(c);
+  self->ring_capacity = ipcfloor_ring_capacity(c);
+  self->fee = ipcfloor_fee(c);
+  self->live = (char)(ipcfloor_is_live(c) != 0);
+  return 1;
+}
+
+/* attach(cls, name: bytes, wait: int, timeout_ns: int) -> cls: ipcfloor_attach_with, the GIL
+ * handed over while it waits for a lane. cls derives from Client. */
+static PyObject *module_attach(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+  (void)module;
+  ipcfloor_options options;
+  ipcfloor_options_init(&options);
+  if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &ClientType) ||
+      !PyBytes_Check(args[1]) || !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[3]))
+    return PyErr_Format(PyExc_TypeError, "attach(cls, name: bytes, wait: int, timeout_ns: int)");
+  options.wait = (int32_t)PyLong_AsLong(args[2]);
+  options.timeout_ns = PyLong_AsLongLong(args[3]);
+  if (PyErr_Occurred()) return NULL;
+  const char *name = PyBytes_AS_STRING(args[1]);
+  int err = 0;
+  ipcfloor_client *c = NULL;
+  PyThreadState *state = begin_wait();
+  c = ipcfloor_attach_with(name, &options, &err);
+  end_wait(state);
+  if (c == NULL) return raise_code(NULL, err);
+  Handle *handle = PyObject_New(Handle, &HandleType);
+  if (handle == NULL) {
+    ipcfloor_detach(c);
+    return NULL;
+  }
+  handle->c = c;
+  PyTypeObject *cls = (PyTypeObject *)args[0];
+  Client *self = (Client *)cls->tp_alloc(cls, 0);
+  if (self == NULL) {
+    Py_DECREF(handle);
+    return NULL;
+  }
+  self->c = c;
+  self->handle = (PyObject *)handle;
+  if (!fill_metadata(self, c)) Py_CLEAR(self);
+  return (PyObject *)self;
+}
+
+/* _configure(base, by_code, closed): the exception classes ipcfloor defines. */
+static PyObject *module_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 3 || !PyDict_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "_configure(base, by_code: dict, closed)");
+  Py_XSETREF(base_error, Py_NewRef(args[0]));
+  Py_XSETREF(closed_error, Py_NewRef(args[2]));
+  for (int code = 1; code <= kCodes; ++code) {
+    PyObject *key = PyLong_FromLong(-code);
+    if (key == NULL) return NULL;
+    PyObject *cls = PyDict_GetItemWithError(args[1], key);
+    Py_DECREF(key);
+    if (cls == NULL && PyErr_Occurred()) return NULL;
+    Py_XSETREF(error_classes[code], Py_XNewRef(cls));
+  }
+  Py_RETURN_NONE;
+}
+
+/* combo_from_length(length: int) -> six ints, the C ABI's rule (round half to even, floor 1). */
+static PyObject *module_combo_from_length(PyObject *module, PyObject *arg) {
+  (void)module;
+  int overflow = 0;
+  const long long length = PyLong_CheckExact(arg) ? PyLong_AsLongLongAndOverflow(arg, &overflow) : 0;
+  int64_t params[6];
+  if (!PyLong_CheckExact(arg) || overflow != 0 || ipcfloor_combo_from_length(length, params) != IPCFLOOR_OK)
+    return PyErr_Format(PyExc_ValueError, "combo_from_length takes an int in [1, 2**63)");
+  return six_ints(params);
+}
+
+static PyObject *module_strerror(PyObject *module, PyObject *arg) {
+  (void)module;
+  const long code = PyLong_AsLong(arg);
+  if (code == -1 && PyErr_Occurred()) return NULL;
+  return decoded(ipcfloor_strerror((int)code));
+}
+
+static PyObject *module_version(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  return decoded(ipcfloor_version_string());
+}
+
+static PyMethodDef module_methods[] = {
+    {"attach", (PyCFunction)(void (*)(void))module_attach, METH_FASTCALL, "attach(cls, name, wait, timeout_ns)"},
+    {"_configure", (PyCFunction)(void (*)(void))module_configure, METH_FASTCALL, "the exception classes"},
+    {"combo_from_length", module_combo_from_length, METH_O, "the six windows of a length, by the C ABI"},
+    {"strerror", module_strerror, METH_O, "the C ABI's fixed name of a code"},
+    {"version", module_version, METH_NOARGS, "the C library's version, MAJOR.MINOR.PATCH"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ipcfloor._ipcfloor", "The ipcfloor package's binding of libipcfloor (ipcfloor.h).", -1,
+    module_methods,        NULL,                 NULL,                                                            NULL,
+    NULL,
+};
+
+static PyStructSequence_Field signal_fields[] = {
+    {"bar", "0-based index of the bar in the whole series"},
+    {"subscription", "the id subscribe gave the combo"},
+    {"hma", "HMA after this bar (NaN until its windows fill)"},
+    {"hma3", "HMA3 after this bar (NaN until its windows fill)"},
+    {"pnl", "percentage points, net of fees, up to this bar"},
+    {"trades", "closed round trips up to this bar"},
+    {"tick", "the tick the append of this bar carried (0 in a snapshot)"},
+    {"dropped", "signals of this lane lost just before this one"},
+    {"cross", "+1 HMA3 crossed above HMA here, -1 below, 0 neither"},
+    {"position", "after this bar: +1 long, -1 short, 0 flat"},
+    {"flags", "IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT"},
+    {"gap", "signals of this lane were dropped before this one: ask for a snapshot"},
+    {"snapshot", "a state asked for (snapshot, subscribe), not a new bar"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc signal_desc = {
+    "ipcfloor.Signal", "One subscribed combo's state after one bar, as the batch kernel has it after that bar.",
+    signal_fields, 11, /* gap and snapshot are attributes only: the tuple is the 11 fields */
+};
+
+/* The constants of ipcfloor.h the package names: every code, the signal flags, the wait modes. */
+#define CONSTANT(name) {#name, IPCFLOOR_##name}
+static const struct {
+  const char *name;
+  int value;
+} constants[] = {
+    CONSTANT(OK),
+    CONSTANT(E_INVALID),
+    CONSTANT(E_NO_ENGINE),
+    CONSTANT(E_BUSY),
+    CONSTANT(E_PERMISSION),
+    CONSTANT(E_VERSION),
+    CONSTANT(E_BAD_SEGMENT),
+    CONSTANT(E_ENGINE_GONE),
+    CONSTANT(E_ENGINE_HUNG),
+    CONSTANT(E_TIMEOUT),
+    CONSTANT(E_CORRUPT),
+    CONSTANT(E_WINDOW),
+    CONSTANT(E_REJECTED),
+    CONSTANT(E_IO),
+    CONSTANT(E_RESOURCE),
+    CONSTANT(E_INTERNAL),
+    CONSTANT(E_NOT_LIVE),
+    CONSTANT(E_CAPACITY_FULL),
+    CONSTANT(E_BAD_PRICE),
+    CONSTANT(E_NOT_WRITER),
+    CONSTANT(E_NO_ROOM),
+    CONSTANT(E_NO_SUCH_SERIES),
+    CONSTANT(NO_SIGNAL),
+    CONSTANT(SIGNAL_GAP),
+    CONSTANT(SIGNAL_SNAPSHOT),
+    CONSTANT(WAIT_ENGINE),
+    CONSTANT(WAIT_SPIN),
+    CONSTANT(WAIT_BACKOFF),
+    CONSTANT(WAIT_BLOCK),
+};
+#undef CONSTANT
+_Static_assert(-IPCFLOOR_E_NO_SUCH_SERIES == kCodes, "kCodes is the last code of ipcfloor.h");
+
+PyMODINIT_FUNC PyInit__ipcfloor(void) {
+  if (ipcfloor_version() / 10000 != IPCFLOOR_VERSION_MAJOR) {
+    PyErr_Format(PyExc_ImportError, "libipcfloor is version %s; this package was built for major version %d",
+                 ipcfloor_version_string(), IPCFLOOR_VERSION_MAJOR);
+    return NULL;
+  }
+  if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&SeriesBufferType) < 0 || PyType_Ready(&ClientType) < 0)
+    return NULL;
+  signal_type = PyStructSequence_NewType(&signal_desc);
+  if (signal_type == NULL) return NULL;
+  s_backtest_slow = PyUnicode_InternFromString("_backtest_slow");
+  s_echo_slow = PyUnicode_InternFromString("_echo_slow");
+  s_subscribe_slow = PyUnicode_InternFromString("_subscribe_slow");
+  s_append_slow = PyUnicode_InternFromString("_append_slow");
+  if (!s_backtest_slow || !s_echo_slow || !s_subscribe_slow || !s_append_slow) return NULL;
+  PyObject *module = PyModule_Create(&module_def);
+  if (module == NULL) return NULL;
+  if (PyModule_AddObjectRef(module, "Client", (PyObject *)&ClientType) < 0 ||
+      PyModule_AddObjectRef(module, "SeriesBuffer", (PyObject *)&SeriesBufferType) < 0 ||
+      PyModule_AddObjectRef(module, "Signal", (PyObject *)signal_type) < 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof constants / sizeof constants[0]; ++i)
+    if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) {
+      Py_DECREF(module);
+      return NULL;
+    }
+  return module;
+}
