@@ -1,0 +1,386 @@
+#include "bench/scaling_bench.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bench/engine_child.hpp"
+#include "bench/latency.hpp"
+#include "clients/pipelined_sweep.hpp"
+#include "clients/shm_client.hpp"
+#include "clients/socket_client.hpp"
+#include "common/affinity.hpp"
+#include "common/tsc_clock.hpp"
+#include "kernel/gbm.hpp"
+#include "kernel/grid.hpp"
+#include "kernel/kernel.hpp"
+
+namespace ipcfloor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+std::string join(const std::vector<int>& cpus) {
+  std::string text;
+  for (const int cpu : cpus) text += fmt::format("{}{}", text.empty() ? "" : ",", cpu);
+  return text;
+}
+
+// Where everything runs: the serving thread on the last allowed cpu, the sweeping client on the
+// one before, the probing client before that; workers on the others first, then (only when asked
+// for more) on the clients' cpus.
+struct Placement {
+  std::vector<int> cpus;
+  int serving = 0;
+  int client = 0;
+  int probe = 0;
+  [[nodiscard]] std::vector<int> workers(std::size_t count) const {
+    std::vector<int> chosen;
+    for (const int cpu : cpus)
+      if (cpu != serving && cpu != client && cpu != probe && chosen.size() < count) chosen.push_back(cpu);
+    for (const int cpu : {probe, client})
+      if (chosen.size() < count && cpu != serving && std::find(chosen.begin(), chosen.end(), cpu) == chosen.end())
+        chosen.push_back(cpu);
+    return chosen;
+  }
+  [[nodiscard]] std::size_t max_workers() const { return cpus.size() - 1; }
+  // Workers that can each have a cpu no client uses.
+  [[nodiscard]] std::size_t clean_workers() const {
+    return static_cast<std::size_t>(std::count_if(cpus.begin(), cpus.end(), [this](int cpu) {
+      return cpu != serving && cpu != client && cpu != probe;
+    }));
+  }
+};
+
+Placement place() {
+  Placement p;
+  p.cpus = allowed_cpus();
+  const std::size_t n = p.cpus.size();
+  p.serving = p.cpus.back();
+  p.client = n >= 2 ? p.cpus[n - 2] : p.cpus.front();
+  p.probe = n >= 3 ? p.cpus[n - 3] : p.client;
+  return p;
+}
+
+std::vector<std::uint32_t> default_counts(const Placement& placement) {
+  const std::size_t clean = std::max<std::size_t>(1, placement.cpus.size() >= 3 ? placement.cpus.size() - 2 : 1);
+  std::vector<std::uint32_t> counts{0};
+  for (std::uint32_t n = 1; n <= clean; n *= 2) counts.push_back(n);
+  if (counts.back() != clean) counts.push_back(static_cast<std::uint32_t>(clean));
+  return counts;
+}
+
+// The engine of one row: N workers, and the socket server in the same process with N sweep
+// threads on the same series.
+struct RowEngine {
+  std::string socket_path;
+  std::unique_ptr<EngineChild> child;
+};
+
+Expected<RowEngine> start_engine(const ScalingOptions& options, const std::string& binary, const Placement& placement,
+                                 std::uint32_t workers) {
+  RowEngine row;
+  row.socket_path = (std::filesystem::temp_directory_path() /
+                     fmt::format("ipcfloor-scaling-{}-{}.sock", ::getpid(), workers)).string();
+  std::vector<std::string> args{"--wait", "spin", "--cpu", std::to_string(placement.serving), "--bars",
+                                std::to_string(options.bars), "--seed", std::to_string(options.seed), "--lanes", "8",
+                                "--socket", row.socket_path, "--sweep-threads", std::to_string(std::max(1u, workers))};
+  if (workers == 0) {
+    args.insert(args.end(), {"--workers", "0"});
+  } else {
+    args.insert(args.end(), {"--worker-cpus", join(placement.workers(workers))});
+  }
+  row.child = std::make_unique<EngineChild>(binary, unique_segment_name(fmt::format("scaling-{}", workers)), args);
+  if (!row.child->up()) return fail(ErrorCode::io, "the engine with {} workers did not come up ({} serve)", workers, binary);
+  return row;
+}
+
+Expected<void> check_same(std::string_view way, std::span<const BacktestResult> got, std::span<const BacktestResult> want) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (got[i].pnl != want[i].pnl || got[i].trades != want[i].trades)
+      return fail(ErrorCode::protocol, "{}: combo {} came back {} / {}, in process {} / {}", way, i, got[i].pnl,
+                  got[i].trades, want[i].pnl, want[i].trades);
+  return {};
+}
+
+Expected<std::vector<BacktestResult>> sweep_segment(ShmClient& client, std::span<const Combo> combos) {
+  std::vector<BacktestResult> results(combos.size());
+  const SweepEnd end = pipelined_sweep(
+      client, combos.size(), [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
+      [&](std::size_t i, const ResponseSlot& answer) { results[i] = {answer.pnl, answer.trades}; });
+  if (end.status != CallStatus::ok) return std::unexpected(client.error_for(end.status));
+  return results;
+}
+
+nlohmann::json ms_json(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {{"p50", ms[ms.size() / 2]}, {"min", ms.front()}, {"max", ms.back()}, {"samples", ms.size()}};
+}
+
+// One row: the grid three ways, interleaved sweep by sweep.
+Expected<nlohmann::json> scaling_row(const ScalingOptions& options, const std::string& binary, const Placement& placement,
+                                     std::uint32_t workers, std::span<const double> close, std::span<const Combo> combos) {
+  auto engine = start_engine(options, binary, placement, workers);
+  if (!engine) return std::unexpected(engine.error());
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::backoff;
+  client_options.timeout = std::chrono::seconds(120);
+  auto client = ShmClient::connect(engine->child->name(), client_options);
+  if (!client) return std::unexpected(client.error());
+  SocketClientOptions socket_options;
+  socket_options.timeout = std::chrono::seconds(600);
+  auto socket = SocketClient::connect_unix(engine->socket_path, socket_options);
+  if (!socket) return std::unexpected(socket.error());
+  if (auto preloaded = socket->use_preloaded(); !preloaded) return std::unexpected(preloaded.error());
+  std::vector<double> inproc_ms, segment_ms, socket_ms;
+  std::vector<BacktestResult> reference;
+  for (std::size_t r = 0; r < options.repeats; ++r) {
+    auto start = Clock::now();
+    auto inproc = run_sweep(close, combos, kDefaultFee, std::max(1u, workers));
+    inproc_ms.push_back(ms_since(start));
+    if (!inproc) return std::unexpected(inproc.error());
+    if (reference.empty()) reference = *inproc;
+    start = Clock::now();
+    auto segment = sweep_segment(*client, combos);
+    segment_ms.push_back(ms_since(start));
+    if (!segment) return std::unexpected(segment.error());
+    start = Clock::now();
+    auto over_socket = socket->sweep_loaded(combos);
+    socket_ms.push_back(ms_since(start));
+    if (!over_socket) return std::unexpected(over_socket.error());
+    for (const auto& [way, got] : {std::pair{"in process", &*inproc}, std::pair{"segment", &*segment},
+                                   std::pair{"socket", &*over_socket}})
+      if (auto same = check_same(way, *got, reference); !same) return std::unexpected(same.error());
+  }
+  nlohmann::json row{{"workers", workers},
+                     {"worker_cpus", placement.workers(workers)},
+                     {"inproc_threads", std::max(1u, workers)},
+                     {"inproc_ms", ms_json(inproc_ms)},
+                     {"segment_ms", ms_json(segment_ms)},
+                     {"socket_ms", ms_json(socket_ms)}};
+  const double in = row["inproc_ms"]["p50"], seg = row["segment_ms"]["p50"], sock = row["socket_ms"]["p50"];
+  row["segment_speed_vs_inproc"] = in / seg;  // >= 0.85: the segment keeps up with in process
+  row["segment_speed_vs_socket"] = sock / seg;  // >= 1: never slower than the socket
+  return row;
+}
+
+// The sweeping lane of the interference and pickup scenarios: streams the grid again and again
+// until told to stop; `busy` is true from its first answer on.
+class Streamer {
+ public:
+  Streamer(const std::string& engine, int cpu, std::span<const Combo> combos) {
+    thread_ = std::thread([this, engine, cpu, combos] {
+      (void)pin_current_thread(cpu);
+      ShmClientOptions options;
+      options.wait = WaitMode::backoff;
+      options.timeout = std::chrono::seconds(120);
+      auto client = ShmClient::connect(engine, options);
+      if (!client) {
+        error_ = client.error().message;
+        busy_.store(true, std::memory_order_release);  // release: publishes error_; pairs with wait_busy
+        return;
+      }
+      // relaxed: a plain flag.
+      while (!stop_.load(std::memory_order_relaxed)) {
+        const SweepEnd end = pipelined_sweep(
+            *client, combos.size(), [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
+            [&](std::size_t, const ResponseSlot&) { busy_.store(true, std::memory_order_release); });  // release: as above
+        if (end.status != CallStatus::ok) {
+          error_ = client->describe(end.status);
+          return;
+        }
+        ++sweeps_;
+      }
+    });
+  }
+  ~Streamer() { stop(); }
+  Streamer(const Streamer&) = delete;
+  Streamer& operator=(const Streamer&) = delete;
+  // Waits (bounded) until the stream has answers coming; the error when it could not start.
+  [[nodiscard]] Expected<void> wait_busy() {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    // acquire: pairs with the streamer's release stores of busy_.
+    while (!busy_.load(std::memory_order_acquire) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!error_.empty()) return fail(ErrorCode::io, "the streaming client failed: {}", error_);
+    return {};
+  }
+  std::size_t stop() {
+    stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag
+    if (thread_.joinable()) thread_.join();
+    return sweeps_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> busy_{false};
+  std::string error_;
+  std::size_t sweeps_ = 0;
+  std::thread thread_;
+};
+
+// Blocking ECHO RTTs on `client`, per sample with the TSC.
+void time_echoes(ShmClient& client, const TscClock& clock, std::size_t count, std::vector<double>& ns) {
+  const Combo payload{1, 2, 3, 4, 5, 6};
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    const CallStatus got = client.call(Opcode::echo, 0, payload_of(payload));
+    const std::uint64_t t1 = TscClock::now();
+    if (got == CallStatus::ok) ns.push_back(clock.to_ns(t1 - t0));
+  }
+}
+
+Expected<nlohmann::json> interference(const ScalingOptions& options, const std::string& engine, const Placement& placement,
+                                      std::span<const Combo> combos, const TscClock& clock) {
+  if (auto pinned = pin_current_thread(placement.probe); !pinned) return std::unexpected(pinned.error());
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  auto client = ShmClient::connect(engine, client_options);
+  if (!client) return std::unexpected(client.error());
+  std::vector<double> idle, streaming;
+  time_echoes(*client, clock, options.echo_samples / 10, idle);  // warm-up, dropped
+  idle.clear();
+  constexpr int kRounds = 5;
+  std::size_t sweeps = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    time_echoes(*client, clock, options.echo_samples / kRounds, idle);
+    Streamer stream(engine, placement.client, combos);
+    if (auto busy = stream.wait_busy(); !busy) return std::unexpected(busy.error());
+    time_echoes(*client, clock, options.echo_samples / kRounds, streaming);
+    sweeps += stream.stop();
+  }
+  const LatencySummary quiet = summarize("echo, engine idle", "rtt", idle, clock.step_ns());
+  const LatencySummary loaded = summarize("echo, another lane streaming the grid", "rtt", streaming, clock.step_ns());
+  return nlohmann::json{{"idle", to_json(quiet)},
+                        {"streaming", to_json(loaded)},
+                        {"p50_ratio", loaded.p50_interp / quiet.p50_interp},
+                        {"grid_sweeps_meanwhile", sweeps},
+                        {"probe_cpu", placement.probe}};
+}
+
+// Attach-to-first-answer of a new client, `count` times.
+Expected<void> time_pickups(const std::string& engine, const TscClock& clock, std::size_t count,
+                            std::vector<double>& attach_ns, std::vector<double>& first_ns) {
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  const Combo payload{1, 2, 3, 4, 5, 6};
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    auto client = ShmClient::connect(engine, client_options);
+    if (!client) return std::unexpected(client.error());
+    const std::uint64_t t1 = TscClock::now();
+    if (const CallStatus got = client->call(Opcode::echo, 0, payload_of(payload)); got != CallStatus::ok)
+      return std::unexpected(client->error_for(got));
+    const std::uint64_t t2 = TscClock::now();
+    attach_ns.push_back(clock.to_ns(t2 - t0));
+    first_ns.push_back(clock.to_ns(t2 - t1));
+  }
+  return {};
+}
+
+Expected<nlohmann::json> pickup(const ScalingOptions& options, const std::string& engine, const Placement& placement,
+                                std::span<const Combo> combos, const TscClock& clock) {
+  std::vector<double> idle_attach, idle_first, busy_attach, busy_first;
+  if (auto idle = time_pickups(engine, clock, options.pickups, idle_attach, idle_first); !idle)
+    return std::unexpected(idle.error());
+  Streamer stream(engine, placement.client, combos);
+  if (auto busy = stream.wait_busy(); !busy) return std::unexpected(busy.error());
+  if (auto busy = time_pickups(engine, clock, options.pickups, busy_attach, busy_first); !busy)
+    return std::unexpected(busy.error());
+  stream.stop();
+  return nlohmann::json{
+      {"idle_attach_to_first_answer", to_json(summarize("attach to first answer, engine idle", "rtt", idle_attach))},
+      {"idle_first_call", to_json(summarize("first call, engine idle", "rtt", idle_first))},
+      {"streaming_attach_to_first_answer",
+       to_json(summarize("attach to first answer, another lane streaming", "rtt", busy_attach))},
+      {"streaming_first_call", to_json(summarize("first call, another lane streaming", "rtt", busy_first))}};
+}
+
+}  // namespace
+
+Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
+  if (options.repeats == 0 || options.echo_samples < 10 || options.pickups == 0)
+    return fail(ErrorCode::invalid_argument, "scaling: repeats and pickups must be > 0, echo samples >= 10");
+  const Placement placement = place();
+  const std::vector<std::uint32_t> counts = options.workers.empty() ? default_counts(placement) : options.workers;
+  for (const std::uint32_t n : counts)
+    if (n > placement.max_workers())
+      return fail(ErrorCode::invalid_argument, "scaling: {} workers need {} cpus besides the serving one; this process "
+                  "may use {} in all", n, n, placement.cpus.size());
+  auto lengths = parse_grid(options.grid);
+  if (!lengths) return std::unexpected(lengths.error());
+  std::vector<Combo> combos;
+  for (const std::int64_t length : *lengths) combos.push_back(combo_from_length(length));
+  GbmParams gbm;
+  gbm.bars = options.bars;
+  gbm.seed = options.seed;
+  auto close = generate_gbm(gbm);
+  if (!close) return std::unexpected(close.error());
+  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
+  if (auto pinned = pin_current_thread(placement.client); !pinned) return std::unexpected(pinned.error());
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::uint32_t n : counts) {
+    auto row = scaling_row(options, binary, placement, n, *close, combos);
+    if (!row) return std::unexpected(row.error());
+    rows.push_back(*row);
+  }
+  // Interference and pickup: as many workers as leave the serving, streaming and probing cpus free.
+  const std::uint32_t workers = static_cast<std::uint32_t>(std::max<std::size_t>(1, placement.clean_workers()));
+  auto engine = start_engine(options, binary, placement, workers);
+  if (!engine) return std::unexpected(engine.error());
+  const TscClock clock = TscClock::calibrate();
+  auto probed = interference(options, engine->child->name(), placement, combos, clock);
+  if (!probed) return std::unexpected(probed.error());
+  auto picked = pickup(options, engine->child->name(), placement, combos, clock);
+  if (!picked) return std::unexpected(picked.error());
+  (*probed)["workers"] = workers;
+  (*picked)["workers"] = workers;
+  return nlohmann::json{{"grid", options.grid},
+                        {"bars", options.bars},
+                        {"combos", combos.size()},
+                        {"serving_cpu", placement.serving},
+                        {"client_cpu", placement.client},
+                        {"rows", rows},
+                        {"interference", *probed},
+                        {"pickup", *picked}};
+}
+
+void print_scaling(const nlohmann::json& report) {
+  fmt::print("workers: the grid {} on {} bars ({} combos), ms per sweep (p50 of {} sweeps each), serving cpu {}\n",
+             report["grid"].get<std::string>(), report["bars"].get<std::size_t>(), report["combos"].get<std::size_t>(),
+             report["rows"].empty() ? 0 : report["rows"][0]["inproc_ms"]["samples"].get<std::size_t>(),
+             report["serving_cpu"].get<int>());
+  fmt::print("  {:>7} {:>12} {:>12} {:>12} {:>16} {:>16}\n", "workers", "in process", "segment", "socket",
+             "segment/inproc", "segment/socket");
+  for (const auto& row : report["rows"])
+    fmt::print("  {:>7} {:>12.1f} {:>12.1f} {:>12.1f} {:>15.2f}x {:>15.2f}x\n", row["workers"].get<unsigned>(),
+               row["inproc_ms"]["p50"].get<double>(), row["segment_ms"]["p50"].get<double>(),
+               row["socket_ms"]["p50"].get<double>(), row["segment_speed_vs_inproc"].get<double>(),
+               row["segment_speed_vs_socket"].get<double>());
+  fmt::print("  (in process: run_sweep on as many threads as workers, 1 for 0; segment: one lane, pipelined; socket: "
+             "--sweep-threads as many; speed ratios: higher is faster for the segment)\n");
+  const auto& i = report["interference"];
+  fmt::print("interference ({} workers): blocking ECHO RTT, ns: idle p50 {:.0f} p90 {:.0f} p99 {:.0f} max {:.0f}; another "
+             "lane streaming the grid p50 {:.0f} p90 {:.0f} p99 {:.0f} max {:.0f}; p50 ratio {:.2f}\n",
+             i["workers"].get<unsigned>(), i["idle"]["p50"].get<double>(), i["idle"]["p90"].get<double>(),
+             i["idle"]["p99"].get<double>(), i["idle"]["max"].get<double>(), i["streaming"]["p50"].get<double>(),
+             i["streaming"]["p90"].get<double>(), i["streaming"]["p99"].get<double>(), i["streaming"]["max"].get<double>(),
+             i["p50_ratio"].get<double>());
+  const auto& p = report["pickup"];
+  fmt::print("pickup ({} workers): a client attaching, attach to first answer, us: idle p50 {:.1f} max {:.1f}; another "
+             "lane streaming p50 {:.1f} max {:.1f} (first call alone: p50 {:.1f} max {:.1f} us)\n",
+             p["workers"].get<unsigned>(), p["idle_attach_to_first_answer"]["p50"].get<double>() / 1e3,
+             p["idle_attach_to_first_answer"]["max"].get<double>() / 1e3,
+             p["streaming_attach_to_first_answer"]["p50"].get<double>() / 1e3,
+             p["streaming_attach_to_first_answer"]["max"].get<double>() / 1e3,
+             p["streaming_first_call"]["p50"].get<double>() / 1e3, p["streaming_first_call"]["max"].get<double>() / 1e3);
+}
+
+}  // namespace ipcfloor

@@ -1,0 +1,41 @@
+#pragma once
+// The engine's workers against the alternatives, in one run (a section of `ipcfloor bench
+// throughput`):
+//  - scaling: one row per worker count N, a grid (default 6:400:240 on the default 150,000-bar
+//    series) swept three ways, interleaved sweep by sweep: in process (run_sweep on N threads, what
+//    `sweep --inproc --threads N` runs), through the segment (an engine with N workers, one lane,
+//    pipelined_sweep, what `sweep --name` runs) and over the Unix socket (the same engine process
+//    with --sweep-threads N, sweep on its preloaded series, what `sweep --socket` runs). Each sweep
+//    is timed on its own; rows give percentiles over sweeps and the ratios of medians.
+//  - interference: a blocking ECHO's RTT on one lane, idle and while another lane streams the
+//    grid, in alternating rounds; per-sample percentiles and the p50 ratio.
+//  - pickup: a client that attaches while another lane streams: attach-to-first-answer and the
+//    first call's own RTT, against the same on an idle engine.
+// Every grid answer is checked against the in-process sweep: a wrong one is an error.
+// Setup path: allocates; the engine runs as a child process, as users run it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace ipcfloor {
+
+struct ScalingOptions {
+  std::vector<std::uint32_t> workers;  // one row per count; empty: 0, 1, and each power of two up to the most this host allows
+  std::string grid = "6:400:240";
+  std::size_t bars = 150'000;
+  std::uint64_t seed = 42;
+  std::size_t repeats = 3;                // sweeps per way per row
+  std::size_t echo_samples = 20'000;      // interference: ECHOs per state (idle, streaming)
+  std::size_t pickups = 20;               // pickup: attaches per state
+  std::string binary;                     // empty: this executable
+};
+
+[[nodiscard]] Expected<nlohmann::json> run_scaling(const ScalingOptions& options);
+void print_scaling(const nlohmann::json& report);
+
+}  // namespace ipcfloor
