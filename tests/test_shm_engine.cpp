@@ -525,17 +525,19 @@ TEST_CASE("call() after a timeout never returns the previous request's answer") 
   const LaneStatus& lane = client->segment().lane_status(client->lane());
   ResponseSlot answer{};
   answer.seq = 0xfeed;
-  const Combo slow{20'000, 40'000, 200, 3'000, 10'000, 20'000};  // hundreds of ms
+  const Combo slow{2'000, 4'000, 20, 300, 1'000, 2'000};  // hundreds of ms
   REQUIRE(client->call(request(Opcode::backtest, slow), answer) == CallStatus::timeout);
   CHECK(answer.seq == 0xfeed);  // a timed-out call leaves the caller's answer alone
   // The next call waits for the late answer (within its own timeout, so it may report timeout a
-  // few times first) and drops it; only then is its own request published.
+  // few times first, or engine_hung when the keeper's heartbeat lags on a loaded host) and drops
+  // it; only then is its own request published.
   const Combo echoed{11, 22, 33, 44, 55, 66};
   CallStatus status = CallStatus::timeout;
   int timeouts = 0;
-  for (int attempt = 0; attempt < 500 && status == CallStatus::timeout; ++attempt) {
+  for (int attempt = 0; attempt < 500 && (status == CallStatus::timeout || status == CallStatus::engine_hung);
+       ++attempt) {
     status = client->call(request(Opcode::echo, echoed), answer);
-    timeouts += status == CallStatus::timeout ? 1 : 0;
+    timeouts += status != CallStatus::ok ? 1 : 0;
   }
   REQUIRE(status == CallStatus::ok);
   CHECK(answer.seq == 2);  // the second call's own seq: the BACKTEST was call 1
