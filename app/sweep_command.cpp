@@ -111,6 +111,10 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
                                    std::string& where, bool& is_default, double& fee) {
   ShmClientOptions client_options;
   client_options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.timeout_s));
+  // A sweep waits for answers that come a combo's compute apart: it backs off (spins briefly,
+  // then yields and naps) unless --wait says otherwise, so that it never holds a core the
+  // engine's workers could compute on.
+  client_options.wait = WaitMode::backoff;
   if (!options.wait.empty()) {
     auto mode = parse_wait_mode(options.wait);
     if (!mode) return std::unexpected(mode.error());
@@ -250,7 +254,7 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
                   "with --socket/--tcp: send this command's own series (--data, or --bars/--seed) instead");
   sweep->add_flag("--stateful", options.stateful,
                   "with --ship: load the series once (opcode 2), then send the combos only (opcode 3)");
-  sweep->add_option("--wait", options.wait, "shm client wait: spin, backoff or block (default: the engine's)");
+  sweep->add_option("--wait", options.wait, "shm client wait: spin, backoff or block (default: backoff)");
   sweep
       ->add_option("--timeout", options.timeout_s,
                    "seconds to wait for any one answer (a socket sweep is one answer per chunk; there the default is 600)")
