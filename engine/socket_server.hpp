@@ -85,7 +85,10 @@ struct SocketServerStats {
 // rejected 2 (bad_price 1, ...); 1 dropped, 0 refused". Allocates.
 [[nodiscard]] std::string format_stats(const SocketServerStats& stats);
 
-struct SharedBudget;  // what the server threads share (socket_server.cpp)
+namespace socket_detail {
+struct SharedBudget;  // what the server threads share (socket_request_handler.hpp)
+class ServerThread;   // one server thread's epoll set, connections and scratch (socket_thread.hpp)
+}  // namespace socket_detail
 
 class SocketServer {
  public:
@@ -114,7 +117,6 @@ class SocketServer {
   [[nodiscard]] std::string describe() const;
 
  private:
-  class Worker;  // one server thread's epoll set, connections and scratch (socket_server.cpp)
   SocketServer() = default;
 
   SocketServerOptions options_;
@@ -127,8 +129,8 @@ class SocketServer {
   std::uint64_t unix_dev_ = 0; // identity of the socket file we created, so stop() removes
   std::uint64_t unix_ino_ = 0; // only ours
   std::atomic<std::size_t> open_connections_{0};
-  std::unique_ptr<SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<socket_detail::SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
+  std::vector<std::unique_ptr<socket_detail::ServerThread>> workers_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;
 };
