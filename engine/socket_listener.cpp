@@ -162,7 +162,8 @@ int EpollSet::wait(std::span<epoll_event> events, int timeout_ms) noexcept {
 
 std::optional<SocketFault> ConnectionLimit::claim(bool owner) noexcept {
   const std::size_t limit = owner ? max_ : others_max_;
-  // relaxed: a count compared against the limit (pairs with release's fetch_sub).
+  // relaxed: a count compared against the limit (pairs with the relaxed fetch_sub in
+  // ConnectionLimit::release).
   if (open_.fetch_add(1, std::memory_order_relaxed) >= limit) {
     release();
     SocketFault fault;
@@ -173,9 +174,15 @@ std::optional<SocketFault> ConnectionLimit::claim(bool owner) noexcept {
   return std::nullopt;
 }
 
+bool ConnectionLimit::one_release_admits(bool owner) const noexcept {
+  // relaxed: a count compared against the limit (pairs with the relaxed fetch_add in
+  // ConnectionLimit::claim and fetch_sub in ConnectionLimit::release).
+  return open_.load(std::memory_order_relaxed) <= (owner ? max_ : others_max_);
+}
+
 void ConnectionLimit::release() noexcept {
   // relaxed: a count compared against the limit; nothing is published through it (pairs
-  // with the relaxed fetch_add in claim).
+  // with the relaxed fetch_add in ConnectionLimit::claim).
   open_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -68,6 +68,9 @@ class ConnectionLimit {
   // not proven to be the server's own uid may not take the owner's reserve.
   [[nodiscard]] std::optional<SocketFault> claim(bool owner) noexcept;
   void release() noexcept;
+  // Whether, after one slot is given back, a claim of this kind would succeed (other threads
+  // may take it first).
+  [[nodiscard]] bool one_release_admits(bool owner) const noexcept;
 
  private:
   std::atomic<std::size_t>& open_;

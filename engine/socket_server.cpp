@@ -66,6 +66,11 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
     return fail(ErrorCode::invalid_argument, "socket threads {} is outside 1..{}", options.threads, kMaxThreads);
   if (options.max_connections < 1)
     return fail(ErrorCode::invalid_argument, "the connection limit must be at least 1");
+  if (options.sweep_threads < 1 || options.sweep_threads > kMaxThreads)
+    return fail(ErrorCode::invalid_argument, "sweep threads {} is outside 1..{}", options.sweep_threads, kMaxThreads);
+  if (options.sweep_chunk_cost < 1 || options.sweep_chunk_cost > kMaxSweepChunkCost)
+    return fail(ErrorCode::invalid_argument, "sweep chunk cost {} is outside 1..{}", options.sweep_chunk_cost,
+                kMaxSweepChunkCost);
   if (!std::isfinite(options.fee))
     return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", options.fee);
   cpu_set_t cpus;
@@ -76,7 +81,7 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
   }
 
   std::unique_ptr<SocketServer> server(new SocketServer());
-  server->budget_ = std::make_unique<socket_detail::SharedBudget>();
+  server->budget_ = std::make_unique<socket_detail::SharedBudget>(options.max_loaded_bytes);
   server->options_ = options;
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (server->wake_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
@@ -92,13 +97,14 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
     server->tcp_fd_ = *fd;
     server->tcp_host_ = options.tcp->host;
   }
-  for (unsigned i = 0; i < options.threads; ++i) {
-    auto worker = std::make_unique<socket_detail::ServerThread>(server->options_, server->open_connections_,
-                                                                *server->budget_, server->unix_fd_, server->tcp_fd_,
-                                                                server->wake_fd_);
-    if (auto ready = worker->init(); !ready) return std::unexpected(ready.error());
-    server->workers_.push_back(std::move(worker));
-  }
+  for (unsigned i = 0; i < options.threads; ++i)
+    server->workers_.push_back(std::make_unique<socket_detail::ServerThread>(
+        server->options_, server->open_connections_, *server->budget_, server->unix_fd_, server->tcp_fd_,
+        server->wake_fd_, i));
+  std::vector<socket_detail::ServerThread*> all;
+  for (const auto& worker : server->workers_) all.push_back(worker.get());
+  for (const auto& worker : server->workers_)
+    if (auto ready = worker->init(all); !ready) return std::unexpected(ready.error());
   try {
     for (auto& worker : server->workers_) {
       server->threads_.emplace_back([w = worker.get()] {
@@ -124,7 +130,8 @@ SocketServer::~SocketServer() { stop(); }
 void SocketServer::stop() noexcept {
   if (stopped_) return;
   stopped_ = true;
-  // relaxed: a plain flag the sweeps poll between combos; the join below orders the rest.
+  // relaxed: a plain flag the sweep workers poll between combos (the relaxed load in
+  // RequestHandler::run_combos); the joins below order the rest.
   if (budget_) budget_->stopping.store(true, std::memory_order_relaxed);
   if (wake_fd_ >= 0) {
     const std::uint64_t one = 1;
