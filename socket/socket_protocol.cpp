@@ -106,6 +106,29 @@ RequestScan scan_request(std::span<const std::byte> buffered, std::uint32_t max_
   return scan;
 }
 
+namespace {
+
+// over_memory_cap, by what asked for the memory (SocketFault::field).
+std::string describe_memory_cap(const SocketFault& fault) {
+  const std::uint64_t total = fault.limit + fault.actual;
+  if (fault.field == kMemoryForFrame)
+    return fmt::format("a frame of {} bytes would take the memory this server holds for its connections (series, "
+                       "frames, replies) to {} bytes, past its cap of {} bytes (serve --max-loaded-mb); it was "
+                       "skipped: send it again once other requests have finished, or send smaller frames",
+                       fault.actual, total, fault.expected);
+  if (fault.field == kMemoryForRequest)
+    return fmt::format("this request needs {} bytes (its frame, reply and scratch), which would take the memory "
+                       "this server holds for its connections to {} bytes, past its cap of {} bytes (serve "
+                       "--max-loaded-mb); send it again once other requests have finished, or split it",
+                       fault.actual, total, fault.expected);
+  return fmt::format("loading {} bytes would take the memory this server holds for its connections (series, "
+                     "frames, replies) to {} bytes, past its cap of {} bytes; use_preloaded (opcode 5) needs no "
+                     "memory of its own",
+                     fault.actual, total, fault.expected);
+}
+
+}  // namespace
+
 std::string describe(const SocketFault& fault) {
   const auto opcode_name = [&] {
     return fault.opcode < kSocketOpcodeCount
@@ -179,23 +202,7 @@ std::string describe(const SocketFault& fault) {
       return fmt::format("no request for {} ms: idle connections are closed so that they cannot hold the server's "
                          "connection slots",
                          fault.limit);
-    case SocketError::over_memory_cap: {
-      const std::uint64_t total = fault.limit + fault.actual;
-      if (fault.field == kMemoryForFrame)
-        return fmt::format("a frame of {} bytes would take the memory this server holds for its connections (series, "
-                           "frames, replies) to {} bytes, past its cap of {} bytes (serve --max-loaded-mb); it was "
-                           "skipped: send it again once other requests have finished, or send smaller frames",
-                           fault.actual, total, fault.expected);
-      if (fault.field == kMemoryForRequest)
-        return fmt::format("this request needs {} bytes (its frame, reply and scratch), which would take the memory "
-                           "this server holds for its connections to {} bytes, past its cap of {} bytes (serve "
-                           "--max-loaded-mb); send it again once other requests have finished, or split it",
-                           fault.actual, total, fault.expected);
-      return fmt::format("loading {} bytes would take the memory this server holds for its connections (series, "
-                         "frames, replies) to {} bytes, past its cap of {} bytes; use_preloaded (opcode 5) needs no "
-                         "memory of its own",
-                         fault.actual, total, fault.expected);
-    }
+    case SocketError::over_memory_cap: return describe_memory_cap(fault);
     case SocketError::too_costly:
       return fmt::format("combo {}: its work ({} multiply-adds) exceeds the server's bound of {} per combo "
                          "(serve --max-frame-ms)",

@@ -44,6 +44,7 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
+#include "engine/socket_request_handler.hpp"
 #include "engine/socket_server.hpp"
 #include "shm/segment.hpp"
 
@@ -1347,6 +1348,148 @@ TEST_CASE("a long sweep on one connection holds up another connection's requests
   CHECK(sweeps_served() == 1);
   local.server().stop();  // waits for one combo of the long sweep, not for the rest of it
   hog.join();
+}
+
+TEST_CASE("sweeps run a combo per chunk and interleaved, on one or two sweep threads, answer what the kernel "
+          "computes, bit for bit, pipelined frames in order") {
+  const std::vector<Combo> grid = default_grid();
+  const auto expected = run_sweep(small_series(), grid, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  for (const unsigned sweep_threads : {1u, 2u}) {
+    CAPTURE(sweep_threads);
+    SocketServerOptions options;
+    options.sweep_chunk_cost = 1;  // every chunk is one combo per sweep thread
+    options.sweep_threads = sweep_threads;
+    LocalServer local(options);
+    std::atomic<int> good{0};
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.emplace_back([&, i] {
+        SocketClientOptions client_options;
+        client_options.timeout = 60'000ms;
+        auto client = i % 2 == 0 ? SocketClient::connect_unix(local.path(), client_options)
+                                 : SocketClient::connect_tcp("127.0.0.1", local.server().tcp_port(), client_options);
+        if (!client) return;
+        const bool loaded = i < 2 || client->load(small_series()).has_value();
+        auto answers = i < 2 ? client->sweep(small_series(), grid) : client->sweep_loaded(grid);
+        // relaxed: the joins below publish the count.
+        if (loaded && answers && *answers == *expected) good.fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+    for (auto& thread : clients) thread.join();
+    CHECK(good.load(std::memory_order_relaxed) == 4);  // relaxed: every writer has joined
+    const SocketServerStats stats = local.server().stats();
+    CHECK(stats.served[static_cast<std::size_t>(SocketOpcode::sweep)] == 2);
+    CHECK(stats.served[static_cast<std::size_t>(SocketOpcode::sweep_loaded)] == 2);
+
+    // Two sweeps with an echo_params between them, in one write: three replies, in order.
+    const auto head = std::span(grid).first(5);
+    const auto tail = std::span(grid).last(3);
+    std::vector<std::byte> bytes = request(SocketOpcode::sweep, small_series(), head);
+    const auto echo = echo_params_frame(Combo{9, 8, 7, 6, 5, 4});
+    bytes.insert(bytes.end(), echo.begin(), echo.end());
+    const auto second = request(SocketOpcode::sweep, small_series(), tail);
+    bytes.insert(bytes.end(), second.begin(), second.end());
+    Raw raw = local.raw(Via::unix_socket);
+    REQUIRE(raw.send_all(bytes));
+    for (const auto combos : {head, std::span<const Combo>(), tail}) {
+      const auto reply = raw.read_frame();
+      REQUIRE(reply.has_value());
+      REQUIRE_FALSE(as_error(reply).has_value());
+      if (combos.empty()) {
+        CHECK(reply->size() == kEchoParamsReplyBytes);
+        continue;
+      }
+      std::vector<BacktestResult> answers(combos.size());
+      REQUIRE(decode_sweep_reply(std::span(*reply).subspan(kLengthPrefixBytes), answers));
+      CHECK(answers == *run_sweep(small_series(), combos, kDefaultFee, 1));
+    }
+  }
+}
+
+TEST_CASE("a peer that hangs up while its sweep runs has the sweep abandoned, and the thread goes on") {
+  const std::vector<double> series = series_of(150'000, 11);
+  LocalServer local;
+  const std::vector<Combo> combos(2000, combo_from_length(200));
+  {
+    Raw raw = local.raw(Via::unix_socket);
+    REQUIRE(raw.send_all(request(SocketOpcode::sweep, series, combos)));
+    const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + combos.size() * kComboWireBytes;
+    REQUIRE(eventually([&] { return local.server().stats().bytes_in >= request_bytes; }, 10'000ms));
+  }  // closed: the sweep's reply has nobody to go to
+  CHECK(eventually([&] { return local.server().stats().connections_dropped == 1; }, 10'000ms));
+  CHECK(local.server().stats().served[static_cast<std::size_t>(SocketOpcode::sweep)] == 0);
+  local.check_good_client(Via::tcp);
+}
+
+TEST_CASE("the memory cap refuses growth past it without changing anything, and shrinking always succeeds") {
+  socket_detail::MemoryCap cap(1000);
+  std::uint64_t a = 0;
+  std::uint64_t b = 0;
+  CHECK_FALSE(cap.resize(a, 600, kMemoryForSeries).has_value());
+  CHECK(a == 600);
+  const auto refused = cap.resize(b, 401, kMemoryForFrame);
+  REQUIRE(refused.has_value());
+  CHECK(refused->error == SocketError::over_memory_cap);
+  CHECK(refused->field == kMemoryForFrame);
+  CHECK(refused->actual == 401);
+  CHECK(refused->expected == 1000);
+  CHECK(refused->limit == 600);
+  CHECK(b == 0);
+  CHECK_FALSE(cap.resize(b, 400, kMemoryForFrame).has_value());  // exactly the cap
+  CHECK_FALSE(cap.resize(a, 100, kMemoryForSeries).has_value());  // shrinking
+  CHECK_FALSE(cap.resize(b, 900, kMemoryForRequest).has_value());
+  const auto again = cap.resize(a, 101, kMemoryForSeries);
+  REQUIRE(again.has_value());
+  CHECK(again->limit == 900);
+  CHECK(a == 100);
+  CHECK_FALSE(cap.resize(a, 0, kMemoryForSeries).has_value());
+  CHECK_FALSE(cap.resize(b, 0, kMemoryForRequest).has_value());
+  CHECK_FALSE(cap.resize(a, 1000, kMemoryForSeries).has_value());  // everything went back
+}
+
+TEST_CASE("the memory cap under eight threads growing and shrinking at once never admits more than the cap, and ends "
+          "at zero") {
+  constexpr std::uint64_t kCap = 10'000;
+  socket_detail::MemoryCap cap(kCap);
+  std::atomic<std::uint64_t> admitted{0};  // the bytes granted and not yet given back, as the holders see them
+  std::atomic<std::uint64_t> peak{0};
+  std::atomic<std::uint64_t> refusals{0};
+  std::atomic<std::uint64_t> failed_shrinks{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 1);
+      std::uint64_t held = 0;  // kept between steps: eight holders of up to 3,000 often pass 10,000
+      for (int i = 0; i < 200'000; ++i) {
+        const std::uint64_t bytes = rng() % 3000;
+        // seq_cst on the shadow count: a holder adds bytes only after the cap granted them and
+        // removes them before giving them back, so the shadow never exceeds what the cap holds.
+        if (bytes <= held) {
+          admitted.fetch_sub(held - bytes);
+          if (cap.resize(held, bytes, kMemoryForRequest)) failed_shrinks.fetch_add(1);
+          continue;
+        }
+        const std::uint64_t more = bytes - held;
+        if (cap.resize(held, bytes, kMemoryForRequest)) {
+          refusals.fetch_add(1);
+          continue;
+        }
+        const std::uint64_t now = admitted.fetch_add(more) + more;
+        std::uint64_t seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+      }
+      admitted.fetch_sub(held);
+      if (cap.resize(held, 0, kMemoryForRequest)) failed_shrinks.fetch_add(1);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(peak.load() <= kCap);
+  CHECK(refusals.load() > 0);
+  CHECK(failed_shrinks.load() == 0);
+  std::uint64_t whole = 0;
+  CHECK_FALSE(cap.resize(whole, kCap, kMemoryForRequest).has_value());  // all of it came back
 }
 
 TEST_CASE("at the connection limit the longest-idle connection with no request in flight is closed with a busy error, "
