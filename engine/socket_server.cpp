@@ -23,6 +23,8 @@ namespace {
 using socket_detail::os_error;
 
 constexpr unsigned kMaxThreads = 64;
+// The smallest memory cap: an echo_params frame and its reply, with room to spare.
+constexpr std::uint64_t kMinLoadedBytes = 4096;
 
 }  // namespace
 
@@ -68,6 +70,9 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
     return fail(ErrorCode::invalid_argument, "the connection limit must be at least 1");
   if (options.sweep_threads < 1 || options.sweep_threads > kMaxThreads)
     return fail(ErrorCode::invalid_argument, "sweep threads {} is outside 1..{}", options.sweep_threads, kMaxThreads);
+  if (options.max_loaded_bytes < kMinLoadedBytes)
+    return fail(ErrorCode::invalid_argument, "the memory cap of {} bytes is below {}: no request would fit",
+                options.max_loaded_bytes, kMinLoadedBytes);
   if (options.sweep_chunk_cost < 1 || options.sweep_chunk_cost > kMaxSweepChunkCost)
     return fail(ErrorCode::invalid_argument, "sweep chunk cost {} is outside 1..{}", options.sweep_chunk_cost,
                 kMaxSweepChunkCost);

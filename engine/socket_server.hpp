@@ -73,8 +73,9 @@ struct SocketServerOptions {
   std::size_t owner_reserve = 4;
   // Bytes all connections together may hold: series loaded (opcode 2), frames being buffered,
   // replies being sent and sweep scratch. A frame, load or request past it gets
-  // over_memory_cap and the connection stays usable. The preloaded series is shared and not
-  // counted, nor are buffers a connection keeps between requests (at most 4 MiB each).
+  // over_memory_cap and the connection stays usable. Not counted: the preloaded series (shared),
+  // the buffers a connection keeps between requests (input, reply, sweep scratch: each released
+  // past 4 MiB) and the sweep workers' kernel workspaces. >= 4096.
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;
   // Bound on one combo's backtest_cost (kernel/cost.hpp); 0: none. A sweep holding a costlier
   // combo gets too_costly.

@@ -169,7 +169,7 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
     }
     peer.name = fmt::format("unix peer pid {} uid {}", credentials.pid, credentials.uid);
     // Only a Unix peer's uid is proven (SO_PEERCRED, unless any_uid): TCP peers are anyone's.
-    peer.owner = !options_.any_uid;
+    peer.owner = !options_.any_uid && credentials.uid == geteuid();
     if (!options_.any_uid && credentials.uid != geteuid()) {
       SocketFault fault;
       fault.error = SocketError::permission_denied;
