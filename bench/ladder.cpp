@@ -165,13 +165,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
                 allowed_cpus().size());
   const TscClock clock = TscClock::calibrate();
   const SuitePlacement where = place_suite(options.client_cpu, options.server_cpu, options.binary);
-  TransportContext context;
-  context.samples = options.samples;
-  context.warmup = options.warmup;
-  context.client_cpu = where.client_cpu;
-  context.server_cpu = where.server_cpu;
-  context.binary = where.binary;
-  context.clock = &clock;
+  TransportContext context = transport_context(where, options.samples, options.warmup, clock);
   context.ring_capacity = options.ring_capacity;
 
   const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);

@@ -214,14 +214,7 @@ nlohmann::json goal_json(double floor_p50, double compute_p50, double one_combo_
 // The raw cache-line bounce between the two pinned cpus, in the same run.
 Expected<LatencySummary> physical_floor(const SuitePlacement& where, const LiveBenchOptions& options,
                                         const TscClock& clock) {
-  TransportContext context;
-  context.samples = options.samples;
-  context.warmup = options.warmup;
-  context.client_cpu = where.client_cpu;
-  context.server_cpu = where.server_cpu;
-  context.binary = where.binary;
-  context.clock = &clock;
-  auto floor = run_physical_floor(context);
+  auto floor = run_physical_floor(transport_context(where, options.samples, options.warmup, clock));
   if (!floor) return std::unexpected(floor.error());
   if (auto pinned = pin_current_thread(where.client_cpu); !pinned) return std::unexpected(pinned.error());
   return summarize("physical-floor", "rtt", *floor, clock.step_ns());
