@@ -503,7 +503,8 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
                     "close a socket connection that sends no request for this long (0: never)")
       ->capture_default_str();
   serve->add_option("--max-loaded-mb", cli.max_loaded_mb,
-                    "MiB of series all socket connections together may hold through load (opcode 2)")
+                    "MiB all socket connections together may hold: series loaded (opcode 2), frames being read, "
+                    "replies and sweep scratch")
       ->capture_default_str();
   serve->add_flag("--socket-any-uid", o.socket_any_uid,
                   "let any uid use the Unix socket (mode 0666, no SO_PEERCRED check)");

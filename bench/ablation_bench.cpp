@@ -8,6 +8,7 @@
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
+#include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "kernel/gbm.hpp"
@@ -34,10 +35,7 @@ nlohmann::json attribution_row(const char* transport, std::size_t bars, const At
 }  // namespace
 
 Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
+  const auto [client_cpu, server_cpu, binary] = place_suite(options.client_cpu, options.server_cpu, options.binary);
   const TscClock clock = TscClock::calibrate();
   const Combo combo = combo_from_length(options.length);
   if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());

@@ -126,6 +126,87 @@ class SeriesFile {
   std::string dir_;
 };
 
+// The numba reference's report on the series this process generated (the reference reads it
+// from a file: numpy's own exp differs between CPUs, and the claim here is about the kernel).
+Expected<nlohmann::json> run_reference(const ComputeBenchOptions& options, const std::string& script,
+                                       std::span<const double> close, std::size_t combos) {
+  auto series_file = SeriesFile::write(close);
+  if (!series_file) return std::unexpected(series_file.error());
+  const std::string command =
+      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, script,
+                  series_file->path(), options.grid, options.fee, std::max(1u, options.reference_repeats));
+  auto output = run_and_capture(command);
+  if (!output) return std::unexpected(output.error());
+  nlohmann::json reference = nlohmann::json::parse(*output, nullptr, false);
+  if (reference.is_discarded() || !reference.contains("results"))
+    return fail(ErrorCode::io,
+                "the numba reference did not produce a report (command: {}); is python3-numba "
+                "installed? run tools/setup",
+                command);
+  if (reference["results"].size() != combos)
+    return fail(ErrorCode::bad_data, "the reference returned {} results for {} combos", reference["results"].size(),
+                combos);
+  return reference;
+}
+
+// What every kernel path is measured on.
+struct ComputeInputs {
+  const ComputeBenchOptions& options;
+  std::span<const double> close;
+  std::span<const Combo> combos;
+  const nlohmann::json& reference_results;
+  double numba_median_s;
+  bool fingerprinted;  // the default series and a grid that starts at the fingerprint's length
+};
+
+// One kernel path (already selected): its sweep times, one short BACKTEST per call, and its
+// parity with the reference, combo by combo (trades equal, pnl bit-identical).
+Expected<nlohmann::json> measure_path(KernelIsa isa, const ComputeInputs& in, const TscClock& clock) {
+  auto times = time_path(in.close, in.combos, in.options);
+  if (!times) return std::unexpected(times.error());
+  std::vector<double> short_ns = time_short_backtests(in.close, in.options.fee, clock);
+  const LatencySummary short_call = summarize("one backtest", "call", short_ns, clock.step_ns());
+  double max_abs_dpnl = 0.0;
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < in.combos.size(); ++i) {
+    const double theirs = in.reference_results[i]["pnl"].get<double>();
+    max_abs_dpnl = std::max(max_abs_dpnl, std::abs(times->results[i].pnl - theirs));
+    if (times->results[i].trades != in.reference_results[i]["trades"].get<std::int64_t>() ||
+        times->results[i].pnl != theirs)
+      ++mismatches;
+  }
+  nlohmann::json path{
+      {"isa", std::string(to_string(isa))},
+      {"sweep_seconds", times->sweep_seconds},
+      {"single_thread_sweep_seconds", times->single_thread_seconds},
+      {"median_s", median(times->sweep_seconds)},
+      {"single_thread_median_s", median(times->single_thread_seconds)},
+      {"speedup_vs_numba", in.numba_median_s / median(times->sweep_seconds)},
+      {"speedup_single_thread_vs_numba", in.numba_median_s / median(times->single_thread_seconds)},
+      {"parity", {{"combos", in.combos.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
+                  {"bit_identical", mismatches == 0}, {"holds", mismatches == 0}}},
+      {"short_backtest", {{"bars", std::min(kShortBars, in.close.size())},
+                          {"length", kFingerprintLength},
+                          {"ns", to_json(short_call)}}},
+  };
+  if (in.fingerprinted && !times->results.empty()) {
+    path["fingerprint"] = {{"pnl", times->results.front().pnl},
+                           {"trades", times->results.front().trades},
+                           {"holds", times->results.front().pnl == kFingerprintPnl &&
+                                         times->results.front().trades == kFingerprintTrades}};
+  }
+  return path;
+}
+
+// Every path this CPU runs, the selected one first; IPCFLOOR_ISA narrows it to that one.
+std::vector<KernelIsa> paths_to_run(KernelIsa selected, bool forced) {
+  std::vector<KernelIsa> isas{selected};
+  if (!forced)
+    for (const KernelIsa isa : supported_kernel_isas())
+      if (isa != selected) isas.push_back(isa);
+  return isas;
+}
+
 }  // namespace
 
 Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
@@ -142,83 +223,32 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
   source.gbm.seed = options.seed;
   auto series = load_series_source(source);
   if (!series) return std::unexpected(series.error());
-
   std::vector<Combo> combos;
   for (const auto length : *lengths) combos.push_back(combo_from_length(length));
+  auto reference = run_reference(options, *script, series->close, combos.size());
+  if (!reference) return std::unexpected(reference.error());
+  const double numba = median((*reference)["sweep_seconds"].get<std::vector<double>>());
 
-  // The reference reads the series this process generated: numpy's own exp differs between CPUs
-  // (an AVX-512 routine on one, libm on another), and the claim here is about the kernel.
-  auto series_file = SeriesFile::write(series->close);
-  if (!series_file) return std::unexpected(series_file.error());
-  const std::string command =
-      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, *script,
-                  series_file->path(), options.grid, options.fee, std::max(1u, options.reference_repeats));
-  auto output = run_and_capture(command);
-  if (!output) return std::unexpected(output.error());
-  nlohmann::json reference = nlohmann::json::parse(*output, nullptr, false);
-  if (reference.is_discarded() || !reference.contains("results"))
-    return fail(ErrorCode::io,
-                "the numba reference did not produce a report (command: {}); is python3-numba "
-                "installed? run tools/setup",
-                command);
-  const auto& ref_results = reference["results"];
-  if (ref_results.size() != combos.size())
-    return fail(ErrorCode::bad_data, "the reference returned {} results for {} combos", ref_results.size(),
-                combos.size());
-  const double numba = median(reference["sweep_seconds"].get<std::vector<double>>());
-
-  // Every path this CPU runs, the selected one first; IPCFLOOR_ISA narrows it to that one.
   const KernelIsa selected = active_kernel_isa();
-  std::vector<KernelIsa> isas{selected};
-  const char* forced = std::getenv("IPCFLOOR_ISA");
-  if (forced == nullptr || *forced == '\0')
-    for (const KernelIsa isa : supported_kernel_isas())
-      if (isa != selected) isas.push_back(isa);
-
+  const char* forced_isa = std::getenv("IPCFLOOR_ISA");
+  const bool forced = forced_isa != nullptr && *forced_isa != '\0';
+  const ComputeInputs inputs{options, series->close, combos, (*reference)["results"], numba,
+                             options.bars == GbmParams{}.bars && options.seed == GbmParams{}.seed &&
+                                 lengths->front() == kFingerprintLength};
   nlohmann::json paths = nlohmann::json::array();
   std::string parity_failure;
   const TscClock clock = TscClock::calibrate();
-  for (const KernelIsa isa : isas) {
+  for (const KernelIsa isa : paths_to_run(selected, forced)) {
     if (auto set = set_kernel_isa(isa); !set) return std::unexpected(set.error());
-    auto times = time_path(series->close, combos, options);
-    if (!times) return std::unexpected(times.error());
-    std::vector<double> short_ns = time_short_backtests(series->close, options.fee, clock);
-    const LatencySummary short_call = summarize("one backtest", "call", short_ns, clock.step_ns());
-    // Parity: trades equal and pnl bit-identical, combo by combo.
-    double max_abs_dpnl = 0.0;
-    std::size_t mismatches = 0;
-    for (std::size_t i = 0; i < combos.size(); ++i) {
-      const double theirs = ref_results[i]["pnl"].get<double>();
-      max_abs_dpnl = std::max(max_abs_dpnl, std::abs(times->results[i].pnl - theirs));
-      if (times->results[i].trades != ref_results[i]["trades"].get<std::int64_t>() || times->results[i].pnl != theirs)
-        ++mismatches;
-    }
-    if (mismatches != 0 && parity_failure.empty())
+    auto path = measure_path(isa, inputs, clock);
+    if (!path) return std::unexpected(path.error());
+    const auto& parity = (*path)["parity"];
+    if (!parity["holds"].get<bool>() && parity_failure.empty())
       parity_failure = fmt::format("parity gate failed on the {} path: {} of {} combos differ from the numba "
-                                   "reference (max |dpnl| {:.3g})", to_string(isa), mismatches, combos.size(),
-                                   max_abs_dpnl);
-    nlohmann::json path{
-        {"isa", std::string(to_string(isa))},
-        {"sweep_seconds", times->sweep_seconds},
-        {"single_thread_sweep_seconds", times->single_thread_seconds},
-        {"median_s", median(times->sweep_seconds)},
-        {"single_thread_median_s", median(times->single_thread_seconds)},
-        {"speedup_vs_numba", numba / median(times->sweep_seconds)},
-        {"speedup_single_thread_vs_numba", numba / median(times->single_thread_seconds)},
-        {"parity", {{"combos", combos.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
-                    {"bit_identical", mismatches == 0}, {"holds", mismatches == 0}}},
-        {"short_backtest", {{"bars", std::min(kShortBars, series->close.size())},
-                            {"length", kFingerprintLength},
-                            {"ns", to_json(short_call)}}},
-    };
-    if (options.bars == GbmParams{}.bars && options.seed == GbmParams{}.seed && !times->results.empty() &&
-        lengths->front() == kFingerprintLength) {
-      path["fingerprint"] = {{"pnl", times->results.front().pnl},
-                             {"trades", times->results.front().trades},
-                             {"holds", times->results.front().pnl == kFingerprintPnl &&
-                                           times->results.front().trades == kFingerprintTrades}};
-    }
-    paths.push_back(std::move(path));
+                                   "reference (max |dpnl| {:.3g})", to_string(isa),
+                                   parity["mismatches"].get<std::size_t>(), combos.size(),
+                                   parity["max_abs_dpnl"].get<double>());
+    paths.push_back(std::move(*path));
   }
   if (auto restored = set_kernel_isa(selected); !restored) return std::unexpected(restored.error());
 
@@ -231,12 +261,12 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
        {{"bars", options.bars}, {"seed", options.seed}, {"grid", options.grid}, {"combos", combos.size()},
         {"fee", options.fee}, {"threads", options.threads == 0 ? std::thread::hardware_concurrency() : options.threads}}},
       {"kernel_isa", std::string(to_string(selected))},
-      {"kernel_isa_forced", forced != nullptr && *forced != '\0'},
+      {"kernel_isa_forced", forced},
       {"paths", paths},
       {"ipcfloor_sweep_seconds", ran["sweep_seconds"]},
       {"ipcfloor_single_thread_sweep_seconds", ran["single_thread_sweep_seconds"]},
-      {"numba_sweep_seconds", reference["sweep_seconds"]},
-      {"numba_version", reference.value("numba", "?")},
+      {"numba_sweep_seconds", (*reference)["sweep_seconds"]},
+      {"numba_version", reference->value("numba", "?")},
       {"ipcfloor_median_s", ran["median_s"]},
       {"ipcfloor_single_thread_median_s", ran["single_thread_median_s"]},
       {"numba_median_s", numba},

@@ -8,6 +8,7 @@
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
+#include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "kernel/gbm.hpp"
@@ -56,10 +57,7 @@ FloorBandwidthFit fit_floor_bandwidth(const std::vector<double>& bytes, const st
 }
 
 Expected<nlohmann::json> run_echo(const EchoOptions& options) {
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
+  const auto [client_cpu, server_cpu, binary] = place_suite(options.client_cpu, options.server_cpu, options.binary);
   const TscClock clock = TscClock::calibrate();
   auto series = generate_gbm(GbmParams{});
   if (!series) return std::unexpected(series.error());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
+#include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "kernel/gbm.hpp"
@@ -27,17 +29,6 @@ extern char** environ;
 
 namespace ipcfloor {
 namespace {
-
-Expected<void> same_results(std::string_view way, const std::vector<BacktestResult>& got,
-                            const std::vector<BacktestResult>& expected) {
-  if (got.size() != expected.size())
-    return fail(ErrorCode::bad_data, "{}: {} results for {} combos", way, got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(got[i] == expected[i]))
-      return fail(ErrorCode::bad_data, "{}: combo {} gave pnl {} trades {}, in-process {} {}", way, i, got[i].pnl,
-                  got[i].trades, expected[i].pnl, expected[i].trades);
-  return {};
-}
 
 // Runs `argv` with stdout captured; returns what it printed. The spawn-per-sweep way.
 Expected<std::string> run_captured(const std::vector<std::string>& argv) {
@@ -86,198 +77,256 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// What every way of the suite shares: the series, the grid, its in-process answers, the clock,
+// and the rows recorded so far. Each way adds its rows and returns what the break-even needs.
+struct GranularityRun {
+  const GranularityOptions& options;
+  SuitePlacement where;
+  TscClock clock;
+  std::vector<double> close;
+  std::vector<Combo> combos;
+  std::vector<BacktestResult> expected;
+  nlohmann::json rows = nlohmann::json::array();
+
+  [[nodiscard]] double ns_since(std::uint64_t t0) const { return clock.to_ns(TscClock::now() - t0); }
+  void record(const char* name, const char* what, std::vector<double>& ns) {
+    auto row = to_json(summarize(name, "one sweep", ns));
+    row["description"] = what;
+    rows.push_back(row);
+  }
+};
+
+// A whole sweep over the socket (`sweep`), per combo, or per combo with the series loaded once:
+// the answers of one repeat, timed by the caller.
+using SocketWay = Expected<std::vector<BacktestResult>> (*)(SocketClient& client, const GranularityRun& run);
+
+Expected<std::vector<BacktestResult>> socket_batch(SocketClient& client, const GranularityRun& run) {
+  return client.sweep(run.close, run.combos);
+}
+
+Expected<std::vector<BacktestResult>> socket_chatty(SocketClient& client, const GranularityRun& run) {
+  std::vector<BacktestResult> answers;
+  for (const Combo& combo : run.combos) {
+    auto one = client.sweep(run.close, std::span<const Combo>(&combo, 1));
+    if (!one) return std::unexpected(one.error());
+    answers.push_back(one->front());
+  }
+  return answers;
+}
+
+Expected<std::vector<BacktestResult>> socket_stateful(SocketClient& client, const GranularityRun& run) {
+  std::vector<BacktestResult> answers;
+  for (const Combo& combo : run.combos) {
+    auto one = client.sweep_loaded(std::span<const Combo>(&combo, 1));
+    if (!one) return std::unexpected(one.error());
+    answers.push_back(one->front());
+  }
+  return answers;
+}
+
+// `repeats` timed sweeps of one way, each checked against the in-process answers.
+Expected<std::vector<double>> time_socket_way(GranularityRun& run, SocketClient& client, SocketWay way,
+                                              std::string_view name) {
+  std::vector<double> ns;
+  for (std::size_t r = 0; r < run.options.repeats; ++r) {
+    const std::uint64_t t0 = TscClock::now();
+    auto answers = way(client, run);
+    ns.push_back(run.ns_since(t0));
+    if (!answers) return std::unexpected(answers.error());
+    if (auto same = same_results(name, *answers, run.expected); !same) return std::unexpected(same.error());
+  }
+  return ns;
+}
+
+// 1. In-process, one thread (every server below computes on one thread too). Returns the samples.
+Expected<std::vector<double>> way_inproc(GranularityRun& run) {
+  std::vector<double> ns;
+  for (std::size_t r = 0; r < run.options.repeats; ++r) {
+    const std::uint64_t t0 = TscClock::now();
+    auto swept = run_sweep(run.close, run.combos, kDefaultFee, 1);
+    ns.push_back(run.ns_since(t0));
+    if (!swept) return std::unexpected(swept.error());
+  }
+  run.record("in-process", "run_sweep on one thread, no boundary", ns);
+  return ns;
+}
+
+// 2-4. Over a Unix-domain socket to a socket-only engine: batch, chatty, then stateful.
+Expected<void> ways_over_socket(GranularityRun& run) {
+  auto server = start_socket_server(run.where.binary, run.where.server_cpu, false);
+  if (!server) return std::unexpected(server.error());
+  auto client = connect_to(*server);
+  if (!client) return std::unexpected(client.error());
+  auto batch = time_socket_way(run, *client, socket_batch, "socket batch");
+  if (!batch) return std::unexpected(batch.error());
+  auto chatty = time_socket_way(run, *client, socket_chatty, "socket chatty");
+  if (!chatty) return std::unexpected(chatty.error());
+  if (auto loaded = client->load(run.close); !loaded) return std::unexpected(loaded.error());
+  auto stateful = time_socket_way(run, *client, socket_stateful, "socket stateful");
+  if (!stateful) return std::unexpected(stateful.error());
+  run.record("socket-batch", "opcode 0: the series and all 80 combos in one frame (stateless)", *batch);
+  run.record("socket-chatty", "opcode 0 per combo: the 1.2 MB series re-shipped 80 times", *chatty);
+  run.record("socket-stateful", "opcode 2 once (untimed), then opcode 3 per combo: params only", *stateful);
+  return {};
+}
+
+// 5. A process per sweep: the CLI reads the series from a file and prints JSON lines.
+Expected<void> way_spawned(GranularityRun& run) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ipcfloor-granularity-" + std::to_string(getpid()) + ".f64")).string();
+  if (auto saved = save_series(path, run.close); !saved) return std::unexpected(saved.error());
+  std::vector<double> spawned;
+  for (std::size_t r = 0; r < run.options.repeats; ++r) {
+    const std::uint64_t t0 = TscClock::now();
+    auto out = run_captured({run.where.binary, "sweep", "--inproc", "--data", path, "--json", "--threads", "1"});
+    spawned.push_back(run.ns_since(t0));
+    if (!out) {
+      std::filesystem::remove(path);
+      return std::unexpected(out.error());
+    }
+    if (auto same = same_results("spawn per sweep", parse_sweep_json(*out), run.expected); !same) {
+      std::filesystem::remove(path);
+      return std::unexpected(same.error());
+    }
+  }
+  std::filesystem::remove(path);
+  run.record("spawn-per-sweep", "ipcfloor sweep --inproc --data FILE --json as a new process per sweep", spawned);
+  return {};
+}
+
+// 6. Stateful over the shm exchange line: the engine preloaded the default series at start.
+// Returns the line's ECHO floor, measured on the same engine.
+Expected<std::vector<double>> way_shm_call(GranularityRun& run) {
+  EngineChild engine(run.where.binary, unique_segment_name("granularity"),
+                     {"--wait", "spin", "--cpu", std::to_string(run.where.server_cpu)});
+  if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  auto client = ShmClient::connect(engine.name(), client_options);
+  if (!client) return std::unexpected(client.error());
+  std::vector<double> ring;
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  ResponseSlot response{};
+  for (std::size_t r = 0; r < run.options.repeats; ++r) {
+    std::vector<BacktestResult> per_combo;
+    const std::uint64_t t0 = TscClock::now();
+    for (const Combo& combo : run.combos) {
+      request.params = combo;
+      if (const auto s = client->call(request, response); s != CallStatus::ok)
+        return fail(ErrorCode::io, "{}", client->describe(s));
+      per_combo.push_back({response.pnl, response.trades});
+    }
+    ring.push_back(run.ns_since(t0));
+    if (auto same = same_results("shm ring stateful", per_combo, run.expected); !same)
+      return std::unexpected(same.error());
+  }
+  run.record("shm-call-stateful", "BACKTEST per combo through the segment's exchange line (series preloaded)", ring);
+  std::vector<double> floor;
+  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  for (std::size_t i = 0; i < run.options.floor_samples; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    if (const auto s = client->call(request, response); s != CallStatus::ok)
+      return fail(ErrorCode::io, "{}", client->describe(s));
+    floor.push_back(run.ns_since(t0));
+  }
+  return floor;
+}
+
+// The ECHO_PARAMS floor of one socket transport, in this run.
+Expected<std::vector<double>> socket_floor(GranularityRun& run, bool tcp) {
+  auto server = start_socket_server(run.where.binary, run.where.server_cpu, tcp);
+  if (!server) return std::unexpected(server.error());
+  auto client = connect_to(*server);
+  if (!client) return std::unexpected(client.error());
+  std::vector<double> floor;
+  for (std::size_t i = 0; i < run.options.floor_samples; ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    auto echoed = client->echo_params(Combo{static_cast<std::int64_t>(i), 0, 0, 0, 0, 0});
+    floor.push_back(run.ns_since(t0));
+    if (!echoed) return std::unexpected(echoed.error());
+  }
+  return floor;
+}
+
+// The compute of one combo, per call, measured here.
+std::vector<double> compute_per_combo(const GranularityRun& run) {
+  std::vector<double> ns;
+  KernelWorkspace workspace(run.close.size());
+  BacktestResult out;
+  for (std::size_t r = 0; r < std::max<std::size_t>(1, run.options.repeats / 2); ++r)
+    for (const Combo& combo : run.combos) {
+      const std::uint64_t t0 = TscClock::now();
+      (void)run_backtest(run.close, combo, kDefaultFee, workspace, out);
+      ns.push_back(run.ns_since(t0));
+    }
+  return ns;
+}
+
+// The compute of one live bar (L=100), per bar, over the last 20,000 bars of the series.
+Expected<std::vector<double>> compute_per_bar(const GranularityRun& run) {
+  std::vector<double> ns;
+  LiveSignal live(combo_from_length(100));
+  for (std::size_t i = 0; i < run.close.size(); ++i) {
+    const std::uint64_t t0 = TscClock::now();
+    const BarSignal signal = live.on_bar(std::span<const double>(run.close.data(), i + 1));
+    const std::uint64_t t1 = TscClock::now();
+    if (i + 20'000 >= run.close.size()) ns.push_back(run.clock.to_ns(t1 - t0));
+    if (signal.cross > 2) return fail(ErrorCode::bad_data, "impossible signal");
+  }
+  return ns;
+}
+
+// G = compute per call / transport floor at sweep, combo and bar granularity.
+nlohmann::json break_even_table(const std::array<double, 3>& compute, const std::array<double, 3>& floors) {
+  const char* floor_names[3] = {"shm-call-spin", "uds", "tcp"};
+  const char* levels[3] = {"sweep (80 combos)", "combo", "bar (L=100, live)"};
+  nlohmann::json table = nlohmann::json::array();
+  for (std::size_t level = 0; level < 3; ++level) {
+    nlohmann::json row{{"granularity", levels[level]}, {"compute_ns", compute[level]}};
+    for (std::size_t t = 0; t < 3; ++t) {
+      row[std::string("floor_ns_") + floor_names[t]] = floors[t];
+      row[std::string("G_") + floor_names[t]] = compute[level] / floors[t];
+    }
+    table.push_back(row);
+  }
+  return table;
+}
+
 }  // namespace
 
 Expected<nlohmann::json> run_granularity(const GranularityOptions& options) {
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
   auto series = generate_gbm(GbmParams{});
   if (!series) return std::unexpected(series.error());
-  const std::vector<double>& close = *series;
-  std::vector<Combo> combos;
-  for (const auto length : grid_lengths(6, 200, 80)) combos.push_back(combo_from_length(length));
-  const TscClock clock = TscClock::calibrate();
-  const auto ms_since = [&](std::uint64_t t0) { return clock.to_ns(TscClock::now() - t0); };
-  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
-
-  auto expected = run_sweep(close, combos, kDefaultFee, 1);
+  GranularityRun run{options, place_suite(options.client_cpu, options.server_cpu, options.binary),
+                     TscClock::calibrate(), std::move(*series), default_grid_combos(), {}};
+  if (auto pinned = pin_current_thread(run.where.client_cpu); !pinned) return std::unexpected(pinned.error());
+  auto expected = run_sweep(run.close, run.combos, kDefaultFee, 1);
   if (!expected) return std::unexpected(expected.error());
-  nlohmann::json results = nlohmann::json::array();
-  const auto record = [&](const char* name, const char* what, std::vector<double>& ns) {
-    auto row = to_json(summarize(name, "one sweep", ns));
-    row["description"] = what;
-    results.push_back(row);
-  };
+  run.expected = std::move(*expected);
 
-  // 1. In-process, one thread (every server below computes on one thread too).
-  std::vector<double> inproc;
-  for (std::size_t r = 0; r < options.repeats; ++r) {
-    const std::uint64_t t0 = TscClock::now();
-    auto swept = run_sweep(close, combos, kDefaultFee, 1);
-    inproc.push_back(ms_since(t0));
-    if (!swept) return std::unexpected(swept.error());
-  }
-  record("in-process", "run_sweep on one thread, no boundary", inproc);
-
-  // 2-4. Over a Unix-domain socket to a socket-only engine.
-  {
-    auto server = start_socket_server(binary, server_cpu, false);
-    if (!server) return std::unexpected(server.error());
-    auto client = connect_to(*server);
-    if (!client) return std::unexpected(client.error());
-    std::vector<double> batch, chatty, stateful;
-    for (std::size_t r = 0; r < options.repeats; ++r) {
-      std::uint64_t t0 = TscClock::now();
-      auto swept = client->sweep(close, combos);
-      batch.push_back(ms_since(t0));
-      if (!swept) return std::unexpected(swept.error());
-      if (auto same = same_results("socket batch", *swept, *expected); !same) return std::unexpected(same.error());
-
-      std::vector<BacktestResult> per_combo;
-      t0 = TscClock::now();
-      for (const Combo& combo : combos) {
-        auto one = client->sweep(close, std::span<const Combo>(&combo, 1));
-        if (!one) return std::unexpected(one.error());
-        per_combo.push_back(one->front());
-      }
-      chatty.push_back(ms_since(t0));
-      if (auto same = same_results("socket chatty", per_combo, *expected); !same) return std::unexpected(same.error());
-    }
-    if (auto loaded = client->load(close); !loaded) return std::unexpected(loaded.error());
-    for (std::size_t r = 0; r < options.repeats; ++r) {
-      std::vector<BacktestResult> per_combo;
-      const std::uint64_t t0 = TscClock::now();
-      for (const Combo& combo : combos) {
-        auto one = client->sweep_loaded(std::span<const Combo>(&combo, 1));
-        if (!one) return std::unexpected(one.error());
-        per_combo.push_back(one->front());
-      }
-      stateful.push_back(ms_since(t0));
-      if (auto same = same_results("socket stateful", per_combo, *expected); !same) return std::unexpected(same.error());
-    }
-    record("socket-batch", "opcode 0: the series and all 80 combos in one frame (stateless)", batch);
-    record("socket-chatty", "opcode 0 per combo: the 1.2 MB series re-shipped 80 times", chatty);
-    record("socket-stateful", "opcode 2 once (untimed), then opcode 3 per combo: params only", stateful);
-  }
-
-  // 5. A process per sweep: the CLI reads the series from a file and prints JSON lines.
-  {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("ipcfloor-granularity-" + std::to_string(getpid()) + ".f64")).string();
-    if (auto saved = save_series(path, close); !saved) return std::unexpected(saved.error());
-    std::vector<double> spawned;
-    for (std::size_t r = 0; r < options.repeats; ++r) {
-      const std::uint64_t t0 = TscClock::now();
-      auto out = run_captured({binary, "sweep", "--inproc", "--data", path, "--json", "--threads", "1"});
-      spawned.push_back(ms_since(t0));
-      if (!out) return std::unexpected(out.error());
-      if (auto same = same_results("spawn per sweep", parse_sweep_json(*out), *expected); !same)
-        return std::unexpected(same.error());
-    }
-    std::filesystem::remove(path);
-    record("spawn-per-sweep", "ipcfloor sweep --inproc --data FILE --json as a new process per sweep", spawned);
-  }
-
-  // 6. Stateful over the shm ring: the engine preloaded the default series at start.
-  std::vector<double> ring_floor;
-  {
-    EngineChild engine(binary, unique_segment_name("granularity"),
-                       {"--wait", "spin", "--cpu", std::to_string(server_cpu)});
-    if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
-    ShmClientOptions client_options;
-    client_options.wait = WaitMode::spin;
-    auto client = ShmClient::connect(engine.name(), client_options);
-    if (!client) return std::unexpected(client.error());
-    std::vector<double> ring;
-    RequestSlot request{};
-    request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
-    ResponseSlot response{};
-    for (std::size_t r = 0; r < options.repeats; ++r) {
-      std::vector<BacktestResult> per_combo;
-      const std::uint64_t t0 = TscClock::now();
-      for (const Combo& combo : combos) {
-        request.params = combo;
-        if (const auto s = client->call(request, response); s != CallStatus::ok)
-          return fail(ErrorCode::io, "{}", client->describe(s));
-        per_combo.push_back({response.pnl, response.trades});
-      }
-      ring.push_back(ms_since(t0));
-      if (auto same = same_results("shm ring stateful", per_combo, *expected); !same) return std::unexpected(same.error());
-    }
-    record("shm-call-stateful", "BACKTEST per combo through the segment's exchange line (series preloaded)", ring);
-    request.opcode = static_cast<std::uint16_t>(Opcode::echo);
-    for (std::size_t i = 0; i < options.floor_samples; ++i) {
-      const std::uint64_t t0 = TscClock::now();
-      if (const auto s = client->call(request, response); s != CallStatus::ok)
-        return fail(ErrorCode::io, "{}", client->describe(s));
-      ring_floor.push_back(ms_since(t0));
-    }
-  }
-
-  // Floors of the socket transports, in this run.
-  std::vector<double> uds_floor, tcp_floor;
-  for (const bool tcp : {false, true}) {
-    auto server = start_socket_server(binary, server_cpu, tcp);
-    if (!server) return std::unexpected(server.error());
-    auto client = connect_to(*server);
-    if (!client) return std::unexpected(client.error());
-    auto& floor = tcp ? tcp_floor : uds_floor;
-    for (std::size_t i = 0; i < options.floor_samples; ++i) {
-      const std::uint64_t t0 = TscClock::now();
-      auto echoed = client->echo_params(Combo{static_cast<std::int64_t>(i), 0, 0, 0, 0, 0});
-      floor.push_back(ms_since(t0));
-      if (!echoed) return std::unexpected(echoed.error());
-    }
-  }
-
-  // Compute per call at each granularity, measured here: a whole sweep, one combo, one bar.
-  std::vector<double> per_combo;
-  {
-    KernelWorkspace workspace(close.size());
-    BacktestResult out;
-    for (std::size_t r = 0; r < std::max<std::size_t>(1, options.repeats / 2); ++r)
-      for (const Combo& combo : combos) {
-        const std::uint64_t t0 = TscClock::now();
-        (void)run_backtest(close, combo, kDefaultFee, workspace, out);
-        per_combo.push_back(ms_since(t0));
-      }
-  }
-  std::vector<double> per_bar;
-  {
-    LiveSignal live(combo_from_length(100));
-    for (std::size_t i = 0; i < close.size(); ++i) {
-      const std::uint64_t t0 = TscClock::now();
-      const BarSignal signal = live.on_bar(std::span<const double>(close.data(), i + 1));
-      const std::uint64_t t1 = TscClock::now();
-      if (i + 20'000 >= close.size()) per_bar.push_back(clock.to_ns(t1 - t0));
-      if (signal.cross > 2) return fail(ErrorCode::bad_data, "impossible signal");
-    }
-  }
-  const double compute_sweep = median_of(inproc);
-  const double compute_combo = median_of(per_combo);
-  const double compute_bar = median_of(per_bar);
-  const double floors[3] = {median_of(ring_floor), median_of(uds_floor), median_of(tcp_floor)};
-  const char* floor_names[3] = {"shm-call-spin", "uds", "tcp"};
-  nlohmann::json break_even = nlohmann::json::array();
-  for (const auto& [level, compute] : {std::pair{"sweep (80 combos)", compute_sweep}, std::pair{"combo", compute_combo},
-                                       std::pair{"bar (L=100, live)", compute_bar}}) {
-    nlohmann::json row{{"granularity", level}, {"compute_ns", compute}};
-    for (int t = 0; t < 3; ++t) {
-      row[std::string("floor_ns_") + floor_names[t]] = floors[t];
-      row[std::string("G_") + floor_names[t]] = compute / floors[t];
-    }
-    break_even.push_back(row);
-  }
+  auto inproc = way_inproc(run);
+  if (!inproc) return std::unexpected(inproc.error());
+  if (auto socket = ways_over_socket(run); !socket) return std::unexpected(socket.error());
+  if (auto spawned = way_spawned(run); !spawned) return std::unexpected(spawned.error());
+  auto ring_floor = way_shm_call(run);
+  if (!ring_floor) return std::unexpected(ring_floor.error());
+  auto uds_floor = socket_floor(run, false);
+  if (!uds_floor) return std::unexpected(uds_floor.error());
+  auto tcp_floor = socket_floor(run, true);
+  if (!tcp_floor) return std::unexpected(tcp_floor.error());
+  auto per_bar = compute_per_bar(run);
+  if (!per_bar) return std::unexpected(per_bar.error());
+  const std::array<double, 3> compute = {median_of(*inproc), median_of(compute_per_combo(run)), median_of(*per_bar)};
+  const std::array<double, 3> floors = {median_of(*ring_floor), median_of(*uds_floor), median_of(*tcp_floor)};
   return nlohmann::json{
       {"suite", "granularity"},
       {"host", collect_host_info()},
-      {"config", {{"bars", close.size()}, {"combos", combos.size()}, {"repeats", options.repeats},
-                  {"client_cpu", client_cpu}, {"server_cpu", server_cpu},
+      {"config", {{"bars", run.close.size()}, {"combos", run.combos.size()}, {"repeats", options.repeats},
+                  {"client_cpu", run.where.client_cpu}, {"server_cpu", run.where.server_cpu},
                   {"compute", "one thread everywhere (the engine's serving thread is one thread)"}}},
-      {"results", results},
-      {"break_even", break_even},
+      {"results", run.rows},
+      {"break_even", break_even_table(compute, floors)},
   };
 }
 

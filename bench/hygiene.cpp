@@ -9,6 +9,7 @@
 #include "bench/host_info.hpp"
 #include "bench/memory_bench.hpp"
 #include "bench/socket_server_child.hpp"
+#include "bench/suite_common.hpp"
 #include "bench/thread_probe.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
@@ -74,12 +75,9 @@ Expected<nlohmann::json> measure(pid_t pid, pid_t tid, std::size_t traced, std::
 }  // namespace
 
 Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
+  const auto [client_cpu, server_cpu, binary] = place_suite(options.client_cpu, options.server_cpu, options.binary);
   auto mode = parse_wait_mode(options.wait);
   if (!mode) return std::unexpected(mode.error());
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
   if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
   nlohmann::json results = nlohmann::json::array();
   // The BACKTESTs go to a worker: on a cpu of its own where the host has one besides the

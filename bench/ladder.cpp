@@ -7,6 +7,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/suite_common.hpp"
 #include "bench/transport_socket.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
@@ -57,59 +58,120 @@ const std::vector<Transport>& all_transports() {
   return transports;
 }
 
-Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
+namespace {
+
+// One rung of the ladder as it runs: its samples pooled over rounds and its p50 per round.
+struct Rung {
+  const Transport* transport;
+  std::vector<double> samples;    // pooled over rounds
+  std::vector<double> round_p50;  // one per round it ran in
+  std::string skipped;            // the reason, once it failed
+};
+
+// The transports named in `options` (all of them when none is), or an error naming the unknown one.
+Expected<std::vector<const Transport*>> chosen_transports(const LadderOptions& options) {
   const auto& registry = all_transports();
   std::vector<const Transport*> chosen;
   if (options.transports.empty()) {
     for (const Transport& t : registry) chosen.push_back(&t);
-  } else {
-    for (const std::string& name : options.transports) {
-      const auto it = std::find_if(registry.begin(), registry.end(), [&](const Transport& t) { return t.name == name; });
-      if (it == registry.end()) {
-        std::string known;
-        for (const Transport& t : registry) known += (known.empty() ? "" : ", ") + t.name;
-        return fail(ErrorCode::invalid_argument, "unknown transport '{}'; known: {}", name, known);
-      }
-      chosen.push_back(&*it);
-    }
+    return chosen;
   }
-  const auto cpus = allowed_cpus();
-  if (cpus.size() < 2 && (options.client_cpu < 0 || options.server_cpu < 0))
-    return fail(ErrorCode::resource, "the ladder needs two cores (one per side); this process may use {}", cpus.size());
-  const TscClock clock = TscClock::calibrate();
-  TransportContext context;
-  context.samples = options.samples;
-  context.warmup = options.warmup;
-  context.client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  context.server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  context.binary = options.binary.empty() ? self_executable() : options.binary;
-  context.clock = &clock;
-  context.ring_capacity = options.ring_capacity;
+  for (const std::string& name : options.transports) {
+    const auto it = std::find_if(registry.begin(), registry.end(), [&](const Transport& t) { return t.name == name; });
+    if (it == registry.end()) {
+      std::string known;
+      for (const Transport& t : registry) known += (known.empty() ? "" : ", ") + t.name;
+      return fail(ErrorCode::invalid_argument, "unknown transport '{}'; known: {}", name, known);
+    }
+    chosen.push_back(&*it);
+  }
+  return chosen;
+}
 
-  const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);
-  struct Rung {
-    const Transport* transport;
-    std::vector<double> samples;     // pooled over rounds
-    std::vector<double> round_p50;   // one per round it ran in
-    std::string skipped;             // the reason, once it failed
-  };
-  std::vector<Rung> rungs;
-  for (const Transport* transport : chosen) rungs.push_back(Rung{transport, {}, {}, {}});
+// Every rung once per round, in turn (a rung that is not interleaved runs its whole share in the
+// first round); a rung that fails is skipped from then on with its reason.
+void run_rounds(std::vector<Rung>& rungs, const TransportContext& context, std::size_t rounds) {
   for (std::size_t round = 0; round < rounds; ++round) {
     for (Rung& rung : rungs) {
       if (!rung.skipped.empty() || (round > 0 && !rung.transport->interleaved)) continue;
       TransportContext share = context;
-      if (rung.transport->interleaved) share.samples = (options.samples + rounds - 1) / rounds;
+      if (rung.transport->interleaved) share.samples = (context.samples + rounds - 1) / rounds;
       auto samples = rung.transport->run(share);
       if (!samples) {
         rung.skipped = samples.error().message;
         continue;
       }
-      rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples, clock.step_ns()).p50_interp);
+      rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples, context.clock->step_ns()).p50_interp);
       rung.samples.insert(rung.samples.end(), samples->begin(), samples->end());
     }
   }
+}
 
+// The floor and the ring, round by round: the spread a reader should expect between runs.
+nlohmann::json round_ratios_json(const std::vector<Rung>& rungs) {
+  nlohmann::json round_ratios = nlohmann::json::object();
+  const auto rung_named = [&](const std::string& name) {
+    return std::find_if(rungs.begin(), rungs.end(),
+                        [&](const Rung& r) { return r.transport->name == name && r.skipped.empty(); });
+  };
+  const auto floor = rung_named("physical-floor");
+  if (floor == rungs.end()) return round_ratios;
+  for (const char* name : {"physical-floor-again", "physical-floor-2line", "physical-floor-ring", "shm-call-spin",
+                           "shm-ring-spin", "shm-call-backoff", "moodycamel-thread"}) {
+    const auto rung = rung_named(name);
+    if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;
+    nlohmann::json per_round = nlohmann::json::array();
+    for (std::size_t i = 0; i < floor->round_p50.size(); ++i) per_round.push_back(rung->round_p50[i] / floor->round_p50[i]);
+    round_ratios[std::string(name) + "/physical-floor"] = per_round;
+  }
+  return round_ratios;
+}
+
+// Ratios within this run, of the interpolated medians: on a host whose counter moves in steps the
+// nearest-rank p50 of two rungs can differ only by whole steps (see LatencySummary::p50_interp).
+nlohmann::json ratios_json(const nlohmann::json& results) {
+  nlohmann::json ratios = nlohmann::json::object();
+  const auto result_named = [&](const char* name) {
+    return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
+  };
+  const auto p50 = [](const nlohmann::json& row) { return row["p50_interp"].get<double>(); };
+  // Each rung over the physical floor.
+  if (const auto floor = result_named("physical-floor"); floor != results.end())
+    for (const auto& r : results)
+      if (r["name"] != "physical-floor") ratios[r["name"].get<std::string>() + "/physical-floor"] = p50(r) / p50(*floor);
+  // The rings against the two-line and the rotating-line floors: what the rings' software adds
+  // to the hardware cost of a request line and an answer line, fixed or moving every round trip.
+  const auto ring = result_named("shm-ring-spin");
+  for (const char* hardware : {"physical-floor-2line", "physical-floor-ring"}) {
+    const auto rung = result_named(hardware);
+    if (rung != results.end() && ring != results.end())
+      ratios[std::string("shm-ring-spin/") + hardware] = p50(*ring) / p50(*rung);
+  }
+  // Every software transport against the product's blocking call: how much each alternative costs.
+  if (const auto call = result_named("shm-call-spin"); call != results.end())
+    for (const auto& r : results)
+      if (const auto name = r["name"].get<std::string>(); name != "shm-call-spin" && !name.starts_with("physical-floor"))
+        ratios[name + "/shm-call-spin"] = p50(r) / p50(*call);
+  return ratios;
+}
+
+}  // namespace
+
+Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
+  auto chosen = chosen_transports(options);
+  if (!chosen) return std::unexpected(chosen.error());
+  if (allowed_cpus().size() < 2 && (options.client_cpu < 0 || options.server_cpu < 0))
+    return fail(ErrorCode::resource, "the ladder needs two cores (one per side); this process may use {}",
+                allowed_cpus().size());
+  const TscClock clock = TscClock::calibrate();
+  const SuitePlacement where = place_suite(options.client_cpu, options.server_cpu, options.binary);
+  TransportContext context = transport_context(where, options.samples, options.warmup, clock);
+  context.ring_capacity = options.ring_capacity;
+
+  const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);
+  std::vector<Rung> rungs;
+  for (const Transport* transport : *chosen) rungs.push_back(Rung{transport, {}, {}, {}});
+  run_rounds(rungs, context, rounds);
   nlohmann::json results = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
   for (Rung& rung : rungs) {
@@ -122,54 +184,6 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
     row["round_p50"] = rung.round_p50;
     results.push_back(row);
   }
-  // The floor and the ring, round by round: the spread a reader should expect between runs.
-  nlohmann::json round_ratios = nlohmann::json::object();
-  const auto rung_named = [&](const std::string& name) {
-    return std::find_if(rungs.begin(), rungs.end(),
-                        [&](const Rung& r) { return r.transport->name == name && r.skipped.empty(); });
-  };
-  if (const auto floor = rung_named("physical-floor"); floor != rungs.end()) {
-    for (const char* name :
-         {"physical-floor-again", "physical-floor-2line", "physical-floor-ring", "shm-call-spin", "shm-ring-spin", "shm-call-backoff",
-          "moodycamel-thread"}) {
-      const auto rung = rung_named(name);
-      if (rung == rungs.end() || rung->round_p50.size() != floor->round_p50.size()) continue;
-      nlohmann::json per_round = nlohmann::json::array();
-      for (std::size_t i = 0; i < floor->round_p50.size(); ++i) per_round.push_back(rung->round_p50[i] / floor->round_p50[i]);
-      round_ratios[std::string(name) + "/physical-floor"] = per_round;
-    }
-  }
-  // Ratios within this run: each rung's median over the physical floor's. The interpolated median,
-  // because on a host whose counter moves in steps the nearest-rank p50 of two rungs can differ
-  // only by whole steps (see LatencySummary::p50_interp).
-  nlohmann::json ratios = nlohmann::json::object();
-  const auto result_named = [&](const char* name) {
-    return std::find_if(results.begin(), results.end(), [&](const auto& r) { return r["name"] == name; });
-  };
-  const auto floor = result_named("physical-floor");
-  if (floor != results.end()) {
-    for (const auto& r : results)
-      if (r["name"] != "physical-floor")
-        ratios[r["name"].get<std::string>() + "/physical-floor"] =
-            r["p50_interp"].get<double>() / (*floor)["p50_interp"].get<double>();
-  }
-  // The rings against the two-line and the rotating-line floors: what the rings' software adds
-  // to the hardware cost of a request line and an answer line, fixed or moving every round trip.
-  const auto ring = result_named("shm-ring-spin");
-  for (const char* hardware : {"physical-floor-2line", "physical-floor-ring"}) {
-    const auto rung = result_named(hardware);
-    if (rung != results.end() && ring != results.end())
-      ratios[std::string("shm-ring-spin/") + hardware] =
-          (*ring)["p50_interp"].get<double>() / (*rung)["p50_interp"].get<double>();
-  }
-  // Every software transport against the product's blocking call: how much each alternative costs.
-  const auto call = result_named("shm-call-spin");
-  if (call != results.end()) {
-    for (const auto& r : results)
-      if (const auto name = r["name"].get<std::string>(); name != "shm-call-spin" && !name.starts_with("physical-floor"))
-        ratios[r["name"].get<std::string>() + "/shm-call-spin"] =
-            r["p50_interp"].get<double>() / (*call)["p50_interp"].get<double>();
-  }
   return nlohmann::json{
       {"suite", "ladder"},
       {"host", collect_host_info()},
@@ -181,8 +195,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
         {"ratios_from", "p50_interp: the grouped median, linear within the clock step holding the middle sample"}}},
       {"results", results},
       {"skipped", skipped},
-      {"ratios", ratios},
-      {"round_ratios", round_ratios},
+      {"ratios", ratios_json(results)},
+      {"round_ratios", round_ratios_json(rungs)},
   };
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <span>
 #include <random>
 #include <thread>
 
@@ -10,6 +12,7 @@
 
 #include "bench/engine_child.hpp"
 #include "bench/latency.hpp"
+#include "bench/suite_common.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
@@ -79,163 +82,204 @@ Expected<ShmClient> connect_with_patience(const std::string& name, ShmClientOpti
   }
 }
 
-}  // namespace
+// Subscribes `combos` on `subscriber`'s lane.
+Expected<void> subscribe_all(ShmClient& subscriber, std::span<const Combo> combos) {
+  for (const Combo& combo : combos) {
+    ResponseSlot answer{};
+    if (const CallStatus status = subscriber.subscribe(combo, answer); status != CallStatus::ok)
+      return fail(ErrorCode::io, "subscribe: {}", subscriber.describe(status));
+    if (static_cast<Status>(answer.status) != Status::ok)
+      return fail(ErrorCode::io, "subscribe refused: {}", to_string(static_cast<Status>(answer.status)));
+  }
+  return {};
+}
 
-Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
-  const TscClock clock = TscClock::calibrate();
-  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
+// What one latency or throughput run needs: the engine's two clients and the walk of closes.
+struct LiveRun {
+  const LiveBenchOptions& options;
+  const TscClock& clock;
+  ShmClient& writer;
+  ShmClient& subscriber;
+  Walk& walk;
+};
 
-  // The floor first, in the same run: the raw cache-line bounce between the two cpus.
-  TransportContext context;
-  context.samples = options.samples;
-  context.warmup = options.warmup;
-  context.client_cpu = client_cpu;
-  context.server_cpu = server_cpu;
-  context.binary = binary;
-  context.clock = &clock;
-  auto floor = run_physical_floor(context);
+// Waits for the `count` signals of the bar just appended; checks each; returns the clock reading
+// at the first one, or an error naming what was wrong.
+Expected<std::uint64_t> receive_signals(LiveRun& run, std::size_t count, std::uint64_t bar, std::uint64_t tick) {
+  std::uint64_t t_first = 0;
+  std::size_t got = 0;
+  SignalSlot signal{};
+  while (got < count) {
+    const CallStatus status = run.subscriber.poll_signal(signal);
+    if (status == CallStatus::empty) {
+      cpu_relax();
+      continue;
+    }
+    if (status != CallStatus::ok) return fail(ErrorCode::io, "signal: {}", run.subscriber.describe(status));
+    if (got == 0) t_first = TscClock::now();
+    if (signal.bar != bar || signal.tick != tick || signal.subscription != got || signal.flags != 0)
+      return fail(ErrorCode::io, "signal {} of bar {} is wrong: bar {}, subscription {}, flags {}", got, bar, signal.bar,
+                  signal.subscription, signal.flags);
+    ++got;
+  }
+  return t_first;
+}
+
+// One APPEND at a time: tick to the first and to all of the `count` signals of its bar, one-way.
+Expected<nlohmann::json> latency_run(LiveRun& run, std::size_t count) {
+  const std::uint64_t drops_before = run.subscriber.signals_dropped();
+  std::vector<double> first_ns;
+  std::vector<double> all_ns;
+  first_ns.reserve(run.options.samples);
+  all_ns.reserve(run.options.samples);
+  std::uint64_t expected_bar = run.subscriber.segment().published_series().size();
+  for (std::size_t i = 0; i < run.options.warmup + run.options.samples; ++i) {
+    const double close = run.walk.next();
+    std::uint64_t seq = 0;
+    const std::uint64_t t0 = TscClock::now();
+    if (const CallStatus status = run.writer.submit(append_request(close, t0), seq); status != CallStatus::ok)
+      return fail(ErrorCode::io, "append: {}", run.writer.describe(status));
+    auto t_first = receive_signals(run, count, expected_bar, t0);
+    if (!t_first) return std::unexpected(t_first.error());
+    const std::uint64_t t_all = TscClock::now();
+    ResponseSlot answer{};
+    if (const CallStatus status = run.writer.wait_response(answer); status != CallStatus::ok)
+      return fail(ErrorCode::io, "append answer: {}", run.writer.describe(status));
+    if (static_cast<Status>(answer.status) != Status::ok)
+      return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
+    ++expected_bar;
+    if (i >= run.options.warmup) {
+      first_ns.push_back(run.clock.to_ns(*t_first - t0));
+      all_ns.push_back(run.clock.to_ns(t_all - t0));
+    }
+  }
+  if (run.subscriber.signals_dropped() != drops_before)
+    return fail(ErrorCode::io, "{} signals were dropped in the latency run",
+                run.subscriber.signals_dropped() - drops_before);
+  return nlohmann::json{{"combos", count},
+                        {"first_signal", to_json(summarize(fmt::format("tick-to-first-signal-{}", count), "one-way",
+                                                           first_ns, run.clock.step_ns()))},
+                        {"all_signals", to_json(summarize(fmt::format("tick-to-all-signals-{}", count), "one-way",
+                                                          all_ns, run.clock.step_ns()))}};
+}
+
+// Back to back: appends pipelined through the request ring, signals drained in the same loop.
+Expected<nlohmann::json> throughput_run(LiveRun& run, std::size_t count) {
+  const std::uint64_t drops_start = run.subscriber.signals_dropped();
+  const std::size_t bars = run.options.throughput_bars;
+  std::uint64_t received = 0;
+  std::size_t answered = 0;
+  std::size_t submitted = 0;
+  const std::uint64_t start = TscClock::now();
+  SignalSlot signal{};
+  ResponseSlot answer{};
+  while (answered < bars) {
+    while (submitted < bars && run.writer.outstanding() < run.writer.capacity()) {
+      std::uint64_t seq = 0;
+      if (const CallStatus status = run.writer.submit(append_request(run.walk.next(), 0), seq); status != CallStatus::ok)
+        return fail(ErrorCode::io, "append: {}", run.writer.describe(status));
+      ++submitted;
+    }
+    while (run.writer.poll(answer) == CallStatus::ok) {
+      if (static_cast<Status>(answer.status) != Status::ok)
+        return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
+      ++answered;
+    }
+    while (run.subscriber.poll_signal(signal) == CallStatus::ok) ++received;
+  }
+  const double seconds = run.clock.to_ns(TscClock::now() - start) / 1e9;
+  // What was still on its way when the last append was answered.
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < drain_until)
+    if (run.subscriber.poll_signal(signal) == CallStatus::ok) ++received;
+  const std::uint64_t dropped = run.subscriber.signals_dropped() - drops_start;
+  return nlohmann::json{{"combos", count},
+                        {"bars", bars},
+                        {"seconds", seconds},
+                        {"bars_per_s", static_cast<double>(bars) / seconds},
+                        {"signals_received", received},
+                        {"signals_dropped", dropped},
+                        {"kept_up", dropped == 0}};
+}
+
+// The goal of docs/SPEC.md: one combo's tick-to-signal p50 within 2x of floor + one bar's compute.
+nlohmann::json goal_json(double floor_p50, double compute_p50, double one_combo_p50) {
+  return {{"what", "one combo: tick-to-signal p50 within 2x of (physical floor RTT p50 + one bar's compute p50)"},
+          {"bound_ns", 2.0 * (floor_p50 + compute_p50)},
+          {"p50_ns", one_combo_p50},
+          {"ratio", one_combo_p50 / (floor_p50 + compute_p50)},
+          {"met", one_combo_p50 <= 2.0 * (floor_p50 + compute_p50)}};
+}
+
+// The raw cache-line bounce between the two pinned cpus, in the same run.
+Expected<LatencySummary> physical_floor(const SuitePlacement& where, const LiveBenchOptions& options,
+                                        const TscClock& clock) {
+  auto floor = run_physical_floor(transport_context(where, options.samples, options.warmup, clock));
   if (!floor) return std::unexpected(floor.error());
-  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
-  LatencySummary floor_summary = summarize("physical-floor", "rtt", *floor, clock.step_ns());
-  std::vector<double> compute = one_bar_compute(clock, options.samples);
-  LatencySummary compute_summary = summarize("one-bar-compute-L6", "compute", compute, clock.step_ns());
+  if (auto pinned = pin_current_thread(where.client_cpu); !pinned) return std::unexpected(pinned.error());
+  return summarize("physical-floor", "rtt", *floor, clock.step_ns());
+}
 
+// A live engine on the server cpu with room for every bar the runs append.
+std::unique_ptr<EngineChild> start_live_engine(const SuitePlacement& where, const LiveBenchOptions& options) {
   std::size_t total_bars = options.preload_bars;
   for (std::size_t i = 0; i < options.combo_counts.size(); ++i)
     total_bars += options.warmup + options.samples + options.throughput_bars;
-  unpin_current_thread();
-  EngineChild engine(binary, unique_segment_name("bench-live"),
-                     {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--lanes", "2", "--bars",
-                      std::to_string(options.preload_bars), "--live", "--capacity", std::to_string(total_bars),
-                      "--signal-capacity", "8192", "--subscriptions", "128", "--max-bar-cost", "0"});
-  if (!engine.up()) return fail(ErrorCode::io, "the live engine did not come up");
-  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
+  unpin_current_thread();  // the engine inherits this mask
+  return std::make_unique<EngineChild>(
+      where.binary, unique_segment_name("bench-live"),
+      std::vector<std::string>{"--wait", "spin", "--cpu", std::to_string(where.server_cpu), "--lanes", "2", "--bars",
+                               std::to_string(options.preload_bars), "--live", "--capacity",
+                               std::to_string(total_bars), "--signal-capacity", "8192", "--subscriptions", "128",
+                               "--max-bar-cost", "0"});
+}
+
+}  // namespace
+
+Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
+  const SuitePlacement where = place_suite(options.client_cpu, options.server_cpu, options.binary);
+  const TscClock clock = TscClock::calibrate();
+  if (auto pinned = pin_current_thread(where.client_cpu); !pinned) return std::unexpected(pinned.error());
+  auto floor = physical_floor(where, options, clock);
+  if (!floor) return std::unexpected(floor.error());
+  std::vector<double> compute = one_bar_compute(clock, options.samples);
+  const LatencySummary compute_summary = summarize("one-bar-compute-L6", "compute", compute, clock.step_ns());
+
+  const auto engine = start_live_engine(where, options);
+  if (!engine->up()) return fail(ErrorCode::io, "the live engine did not come up");
+  if (auto pinned = pin_current_thread(where.client_cpu); !pinned) return std::unexpected(pinned.error());
   ShmClientOptions client_options;
   client_options.wait = WaitMode::spin;
   client_options.timeout = std::chrono::seconds(10);
-  auto writer = ShmClient::connect(engine.name(), client_options);
+  auto writer = ShmClient::connect(engine->name(), client_options);
   if (!writer) return std::unexpected(writer.error());
   Walk walk{.close = writer->segment().published_series().back()};
 
   nlohmann::json runs = nlohmann::json::array();
   nlohmann::json throughput = nlohmann::json::array();
   for (const std::size_t count : options.combo_counts) {
-    auto subscriber = connect_with_patience(engine.name(), client_options);
+    auto subscriber = connect_with_patience(engine->name(), client_options);
     if (!subscriber) return std::unexpected(subscriber.error());
-    const std::vector<Combo> combos = combos_for(count);
-    for (const Combo& combo : combos) {
-      ResponseSlot answer{};
-      if (const CallStatus status = subscriber->subscribe(combo, answer); status != CallStatus::ok)
-        return fail(ErrorCode::io, "subscribe: {}", subscriber->describe(status));
-      if (static_cast<Status>(answer.status) != Status::ok)
-        return fail(ErrorCode::io, "subscribe refused: {}", to_string(static_cast<Status>(answer.status)));
-    }
-    const std::uint64_t drops_before = subscriber->signals_dropped();
-    std::vector<double> first_ns;
-    std::vector<double> all_ns;
-    first_ns.reserve(options.samples);
-    all_ns.reserve(options.samples);
-    std::uint64_t expected_bar = subscriber->segment().published_series().size();
-    for (std::size_t i = 0; i < options.warmup + options.samples; ++i) {
-      const double close = walk.next();
-      std::uint64_t seq = 0;
-      const std::uint64_t t0 = TscClock::now();
-      if (const CallStatus status = writer->submit(append_request(close, t0), seq); status != CallStatus::ok)
-        return fail(ErrorCode::io, "append: {}", writer->describe(status));
-      std::uint64_t t_first = 0;
-      std::size_t got = 0;
-      SignalSlot signal{};
-      while (got < count) {
-        const CallStatus status = subscriber->poll_signal(signal);
-        if (status == CallStatus::empty) {
-          cpu_relax();
-          continue;
-        }
-        if (status != CallStatus::ok) return fail(ErrorCode::io, "signal: {}", subscriber->describe(status));
-        if (got == 0) t_first = TscClock::now();
-        if (signal.bar != expected_bar || signal.tick != t0 || signal.subscription != got || signal.flags != 0)
-          return fail(ErrorCode::io, "signal {} of bar {} is wrong: bar {}, subscription {}, flags {}", got, expected_bar,
-                      signal.bar, signal.subscription, signal.flags);
-        ++got;
-      }
-      const std::uint64_t t_all = TscClock::now();
-      ResponseSlot answer{};
-      if (const CallStatus status = writer->wait_response(answer); status != CallStatus::ok)
-        return fail(ErrorCode::io, "append answer: {}", writer->describe(status));
-      if (static_cast<Status>(answer.status) != Status::ok)
-        return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
-      ++expected_bar;
-      if (i >= options.warmup) {
-        first_ns.push_back(clock.to_ns(t_first - t0));
-        all_ns.push_back(clock.to_ns(t_all - t0));
-      }
-    }
-    if (subscriber->signals_dropped() != drops_before)
-      return fail(ErrorCode::io, "{} signals were dropped in the latency run", subscriber->signals_dropped() - drops_before);
-    runs.push_back({{"combos", count},
-                    {"first_signal", to_json(summarize(fmt::format("tick-to-first-signal-{}", count), "one-way",
-                                                       first_ns, clock.step_ns()))},
-                    {"all_signals", to_json(summarize(fmt::format("tick-to-all-signals-{}", count), "one-way", all_ns,
-                                                      clock.step_ns()))}});
-
-    // Back to back: appends pipelined through the request ring, signals drained in the same loop.
-    const std::uint64_t drops_start = subscriber->signals_dropped();
-    std::uint64_t received = 0;
-    std::size_t answered = 0;
-    std::size_t submitted = 0;
-    const std::uint64_t start = TscClock::now();
-    SignalSlot signal{};
-    ResponseSlot answer{};
-    while (answered < options.throughput_bars) {
-      while (submitted < options.throughput_bars && writer->outstanding() < writer->capacity()) {
-        std::uint64_t seq = 0;
-        if (const CallStatus status = writer->submit(append_request(walk.next(), 0), seq); status != CallStatus::ok)
-          return fail(ErrorCode::io, "append: {}", writer->describe(status));
-        ++submitted;
-      }
-      while (writer->poll(answer) == CallStatus::ok) {
-        if (static_cast<Status>(answer.status) != Status::ok)
-          return fail(ErrorCode::io, "append refused: {}", to_string(static_cast<Status>(answer.status)));
-        ++answered;
-      }
-      while (subscriber->poll_signal(signal) == CallStatus::ok) ++received;
-    }
-    const double seconds = clock.to_ns(TscClock::now() - start) / 1e9;
-    // What was still on its way when the last append was answered.
-    const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (std::chrono::steady_clock::now() < drain_until)
-      if (subscriber->poll_signal(signal) == CallStatus::ok) ++received;
-    const std::uint64_t dropped = subscriber->signals_dropped() - drops_start;
-    throughput.push_back({{"combos", count},
-                          {"bars", options.throughput_bars},
-                          {"seconds", seconds},
-                          {"bars_per_s", static_cast<double>(options.throughput_bars) / seconds},
-                          {"signals_received", received},
-                          {"signals_dropped", dropped},
-                          {"kept_up", dropped == 0}});
+    if (auto subscribed = subscribe_all(*subscriber, combos_for(count)); !subscribed)
+      return std::unexpected(subscribed.error());
+    LiveRun run{options, clock, *writer, *subscriber, walk};
+    auto latency = latency_run(run, count);
+    if (!latency) return std::unexpected(latency.error());
+    runs.push_back(std::move(*latency));
+    auto rate = throughput_run(run, count);
+    if (!rate) return std::unexpected(rate.error());
+    throughput.push_back(std::move(*rate));
   }
-  const double floor_p50 = floor_summary.p50_interp;
-  const double compute_p50 = compute_summary.p50_interp;
   const double one_combo_p50 = runs[0]["first_signal"]["p50_interp"].get<double>();
   return nlohmann::json{{"suite", "live"},
                         {"clock", {{"ghz", clock.ghz()}, {"step_ns", clock.step_ns()}}},
-                        {"client_cpu", client_cpu},
-                        {"server_cpu", server_cpu},
-                        {"physical_floor", to_json(floor_summary)},
+                        {"client_cpu", where.client_cpu},
+                        {"server_cpu", where.server_cpu},
+                        {"physical_floor", to_json(*floor)},
                         {"one_bar_compute", to_json(compute_summary)},
                         {"tick_to_signal", runs},
                         {"throughput", throughput},
-                        {"goal",
-                         {{"what", "one combo: tick-to-signal p50 within 2x of (physical floor RTT p50 + one bar's "
-                                   "compute p50)"},
-                          {"bound_ns", 2.0 * (floor_p50 + compute_p50)},
-                          {"p50_ns", one_combo_p50},
-                          {"ratio", one_combo_p50 / (floor_p50 + compute_p50)},
-                          {"met", one_combo_p50 <= 2.0 * (floor_p50 + compute_p50)}}}};
+                        {"goal", goal_json(floor->p50_interp, compute_summary.p50_interp, one_combo_p50)}};
 }
 
 void print_live_bench(const nlohmann::json& report) {

@@ -64,10 +64,11 @@ SyscallCounter::~SyscallCounter() {
 
 Expected<void> SyscallCounter::start(pid_t tid) {
   tid_ = tid;
-  phase_.store(1, std::memory_order_release);  // release: publishes tid_; pairs with the tracer's acquire
+  // release: publishes tid_; the thread start below orders it too (trace_loop reads it first).
+  phase_.store(1, std::memory_order_release);
   tracer_ = std::thread([this] { trace_loop(); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  // acquire: pairs with the tracer's release store of its phase (and error_number_).
+  // acquire: pairs with the release stores of 2 (or of -1 with error_number_) in trace_loop.
   while (phase_.load(std::memory_order_acquire) == 1) {
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -82,23 +83,26 @@ Expected<void> SyscallCounter::start(pid_t tid) {
 
 Expected<std::uint64_t> SyscallCounter::stop() {
   if (!tracer_.joinable()) return fail(ErrorCode::invalid_argument, "the syscall counter was not started");
-  phase_.store(3, std::memory_order_release);  // release: asks the tracer to detach; pairs with its acquire
+  // release: asks the tracer to detach; pairs with the acquire load in trace_loop's loop.
+  phase_.store(3, std::memory_order_release);
   tracer_.join();
-  if (phase_.load(std::memory_order_acquire) != 4)  // acquire: pairs with the tracer's final release
+  // acquire: pairs with trace_loop's final release store of 4 (or of -1); the join orders it too.
+  if (phase_.load(std::memory_order_acquire) != 4)
     return fail(ErrorCode::io, "detaching from thread {} failed: {}", tid_, std::strerror(error_number_));
-  return syscalls_.load(std::memory_order_relaxed);  // relaxed: the tracer has joined
+  return syscalls_.load(std::memory_order_relaxed);  // relaxed: trace_loop's fetch_add happened before the join
 }
 
 void SyscallCounter::trace_loop() {
   const auto failed = [this] {
     error_number_ = errno;
-    phase_.store(-1, std::memory_order_release);  // release: publishes error_number_; pairs with acquire in start/stop
+    // release: publishes error_number_; pairs with the acquire loads in start() and stop().
+    phase_.store(-1, std::memory_order_release);
   };
   if (ptrace(PTRACE_SEIZE, tid_, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD)) != 0) return failed();
   int status = 0;
   if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0 || waitpid(tid_, &status, __WALL) != tid_) return failed();
   if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return failed();
-  phase_.store(2, std::memory_order_release);  // release: tracing is live; pairs with acquire in start()
+  phase_.store(2, std::memory_order_release);  // release: tracing is live; pairs with the acquire loads in start()
   bool in_syscall = false;
   // acquire: pairs with the release store of 3 in stop().
   while (phase_.load(std::memory_order_acquire) == 2) {
@@ -110,7 +114,8 @@ void SyscallCounter::trace_loop() {
     if (got != tid_ || WIFEXITED(status) || WIFSIGNALED(status)) return failed();
     int deliver = 0;
     if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
-      if (!in_syscall) syscalls_.fetch_add(1, std::memory_order_relaxed);  // relaxed: read after join
+      // relaxed: stop() reads it after joining this thread.
+      if (!in_syscall) syscalls_.fetch_add(1, std::memory_order_relaxed);
       in_syscall = !in_syscall;  // stops alternate: entry, exit
     } else if (WIFSTOPPED(status) && status >> 16 == 0) {
       deliver = WSTOPSIG(status);  // a real signal: pass it on
@@ -124,7 +129,7 @@ void SyscallCounter::trace_loop() {
     if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) return failed();
   }
   if (ptrace(PTRACE_DETACH, tid_, nullptr, nullptr) != 0) return failed();
-  phase_.store(4, std::memory_order_release);  // release: counts are final; pairs with acquire in stop()
+  phase_.store(4, std::memory_order_release);  // release: counts are final; pairs with the acquire load in stop()
 }
 
 }  // namespace ipcfloor

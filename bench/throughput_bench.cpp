@@ -8,8 +8,11 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
 #include "bench/socket_server_child.hpp"
+#include "bench/suite_common.hpp"
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
@@ -56,6 +60,43 @@ double percentile(std::vector<double> values, double q) {
 struct Measured {
   std::vector<double> window_rates;  // requests per second, one per window
   std::vector<double> rtt_ns;        // one per request
+};
+
+// Counts answers into windows of `window_requests`. The first window warms up; after it, each
+// answer's RTT and each window's rate (its answers over the time since the previous window
+// closed) are kept. One per scenario run; allocates its vectors up front.
+class WindowTally {
+ public:
+  WindowTally(const ThroughputOptions& options, const TscClock& clock)
+      : window_(options.window_requests), total_((options.windows + 1) * options.window_requests), clock_(clock) {
+    measured_.rtt_ns.reserve(options.windows * options.window_requests);
+    measured_.window_rates.reserve(options.windows);
+  }
+
+  // Answers to wait for, the warm-up window included.
+  [[nodiscard]] std::size_t total() const noexcept { return total_; }
+  [[nodiscard]] std::size_t done() const noexcept { return done_; }
+
+  // One answer, read at `answered_at` for a request sent at `sent_at` (TscClock ticks).
+  void answered(std::uint64_t sent_at, std::uint64_t answered_at) {
+    if (done_ >= window_) measured_.rtt_ns.push_back(clock_.to_ns(answered_at - sent_at));
+    ++done_;
+    if (done_ % window_ != 0) return;
+    const std::uint64_t now = TscClock::now();
+    if (done_ > window_)
+      measured_.window_rates.push_back(static_cast<double>(window_) * 1e9 / clock_.to_ns(now - window_start_));
+    window_start_ = now;
+  }
+
+  [[nodiscard]] Measured take() { return std::move(measured_); }
+
+ private:
+  const std::size_t window_;
+  const std::size_t total_;
+  const TscClock& clock_;
+  Measured measured_;
+  std::size_t done_ = 0;
+  std::uint64_t window_start_ = TscClock::now();
 };
 
 nlohmann::json scenario_json(std::string name, std::string transport, std::size_t lanes, std::size_t in_flight,
@@ -98,19 +139,13 @@ Expected<Measured> run_rings(std::span<ShmClient*> clients, std::uint32_t in_fli
     lanes.push_back(Lane{client, std::vector<std::uint64_t>(client->capacity()),
                          std::vector<std::uint64_t>(client->capacity())});
   }
-  const std::size_t timed = options.windows * options.window_requests;
-  const std::size_t total = timed + options.window_requests;  // the first window warms up
-  Measured measured;
-  measured.rtt_ns.reserve(timed);
-  measured.window_rates.reserve(options.windows);
+  WindowTally tally(options, clock);
   std::uint64_t next_number = 0;
-  std::size_t done = 0;
-  std::uint64_t window_start = TscClock::now();
   std::size_t issued = 0;
-  while (done < total) {
+  while (tally.done() < tally.total()) {
     for (Lane& lane : lanes) {
       const std::uint32_t mask = lane.client->capacity() - 1;
-      while (lane.client->outstanding() < in_flight && issued < total) {
+      while (lane.client->outstanding() < in_flight && issued < tally.total()) {
         RequestSlot request{};
         request.opcode = static_cast<std::uint16_t>(Opcode::echo);
         request.params = payload_for(next_number);
@@ -132,49 +167,29 @@ Expected<Measured> run_rings(std::span<ShmClient*> clients, std::uint32_t in_fli
             !echoed(response, payload_for(lane.number[response.seq & mask])))
           return fail(ErrorCode::bad_data, "lane {}: the answer to seq {} is not its request's payload",
                       lane.client->lane(), response.seq);
-        if (done >= options.window_requests) measured.rtt_ns.push_back(clock.to_ns(t1 - lane.submitted_at[response.seq & mask]));
-        ++done;
-        if (done % options.window_requests == 0) {
-          const std::uint64_t now = TscClock::now();
-          if (done > options.window_requests)
-            measured.window_rates.push_back(static_cast<double>(options.window_requests) * 1e9 /
-                                            clock.to_ns(now - window_start));
-          window_start = now;
-        }
+        tally.answered(lane.submitted_at[response.seq & mask], t1);
       }
     }
   }
-  return measured;
+  return tally.take();
 }
 
 // One request at a time through the exchange line: call().
 Expected<Measured> run_calls(ShmClient& client, const ThroughputOptions& options, const TscClock& clock) {
-  const std::size_t timed = options.windows * options.window_requests;
-  Measured measured;
-  measured.rtt_ns.reserve(timed);
+  WindowTally tally(options, clock);
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(Opcode::echo);
   ResponseSlot response{};
-  std::uint64_t window_start = 0;
-  for (std::size_t n = 0; n < timed + options.window_requests; ++n) {
-    if (n % options.window_requests == 0) {
-      const std::uint64_t now = TscClock::now();
-      if (n > options.window_requests)
-        measured.window_rates.push_back(static_cast<double>(options.window_requests) * 1e9 /
-                                        clock.to_ns(now - window_start));
-      window_start = now;
-    }
+  for (std::size_t n = 0; n < tally.total(); ++n) {
     request.params = payload_for(n);
     const std::uint64_t t0 = TscClock::now();
     const CallStatus s = client.call(request, response);
     const std::uint64_t t1 = TscClock::now();
     if (s != CallStatus::ok) return fail(ErrorCode::io, "call: {}", client.describe(s));
     if (!echoed(response, request.params)) return fail(ErrorCode::bad_data, "call {}: wrong answer", n);
-    if (n >= options.window_requests) measured.rtt_ns.push_back(clock.to_ns(t1 - t0));
+    tally.answered(t0, t1);
   }
-  const std::uint64_t now = TscClock::now();
-  measured.window_rates.push_back(static_cast<double>(options.window_requests) * 1e9 / clock.to_ns(now - window_start));
-  return measured;
+  return tally.take();
 }
 
 Expected<void> write_all(int fd, const std::byte* data, std::size_t size) {
@@ -213,54 +228,32 @@ Expected<void> read_exact(int fd, std::byte* data, std::size_t size) {
 // `in_flight` 48-byte ECHO_PARAMS frames pipelined on one Unix-socket connection. The server
 // answers in order, so the oldest outstanding frame's clock read times each answer.
 Expected<Measured> run_socket(int fd, std::size_t in_flight, const ThroughputOptions& options, const TscClock& clock) {
-  const std::size_t timed = options.windows * options.window_requests;
-  const std::size_t total = timed + options.window_requests;
-  Measured measured;
-  measured.rtt_ns.reserve(timed);
+  WindowTally tally(options, clock);
   std::vector<std::uint64_t> sent_at(in_flight);
   std::array<std::byte, kEchoParamsRequestBytes> frame{};
   std::array<std::byte, kEchoParamsReplyBytes> reply{};
-  std::size_t issued = 0, done = 0;
-  std::uint64_t window_start = TscClock::now();
+  std::size_t issued = 0;
   const auto send_one = [&]() -> Expected<void> {
     encode_echo_params_request(payload_for(issued), frame);
     sent_at[issued % in_flight] = TscClock::now();
     ++issued;
     return write_all(fd, frame.data(), frame.size());
   };
-  while (issued < std::min(in_flight, total))
+  while (issued < std::min(in_flight, tally.total()))
     if (auto sent = send_one(); !sent) return std::unexpected(sent.error());
-  while (done < total) {
+  while (tally.done() < tally.total()) {
     if (auto got = read_exact(fd, reply.data(), reply.size()); !got) return std::unexpected(got.error());
     const std::uint64_t t1 = TscClock::now();
+    const std::size_t done = tally.done();
     const Combo expected = payload_for(done);
     if (load_le<std::uint32_t>(reply.data()) != kComboWireBytes ||
         std::memcmp(reply.data() + kLengthPrefixBytes, &expected, sizeof expected) != 0)
       return fail(ErrorCode::bad_data, "socket answer {} is not its request's payload", done);
-    if (done >= options.window_requests) measured.rtt_ns.push_back(clock.to_ns(t1 - sent_at[done % in_flight]));
-    ++done;
-    if (done % options.window_requests == 0) {
-      const std::uint64_t now = TscClock::now();
-      if (done > options.window_requests)
-        measured.window_rates.push_back(static_cast<double>(options.window_requests) * 1e9 /
-                                        clock.to_ns(now - window_start));
-      window_start = now;
-    }
-    if (issued < total)
+    tally.answered(sent_at[done % in_flight], t1);
+    if (issued < tally.total())
       if (auto sent = send_one(); !sent) return std::unexpected(sent.error());
   }
-  return measured;
-}
-
-Expected<void> same_results(std::string_view way, std::span<const BacktestResult> got,
-                            std::span<const BacktestResult> expected) {
-  if (got.size() != expected.size())
-    return fail(ErrorCode::bad_data, "{}: {} results for {} combos", way, got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(got[i] == expected[i]))
-      return fail(ErrorCode::bad_data, "{}: combo {} gave pnl {} trades {}, in-process {} {}", way, i, got[i].pnl,
-                  got[i].trades, expected[i].pnl, expected[i].trades);
-  return {};
+  return tally.take();
 }
 
 nlohmann::json grid_json(std::string name, std::string what, std::vector<double>& ms, std::size_t combos,
@@ -280,162 +273,229 @@ nlohmann::json grid_json(std::string name, std::string what, std::vector<double>
   };
 }
 
-}  // namespace
+// What every scenario of the suite shares: the options, where it runs, the clock, and the rows
+// so far. A new row is a function that takes it and pushes its row.
+struct ThroughputRun {
+  const ThroughputOptions& options;
+  SuitePlacement where;
+  TscClock clock;
+  double step_ns = 0;
+  nlohmann::json scenarios = nlohmann::json::array();
+  nlohmann::json grid = nlohmann::json::array();
+  std::vector<std::uint32_t> depths{};  // 1, 8 and a ring's capacity in flight, each once
+  std::uint32_t capacity = 0;         // slots per ring of the engine
 
-Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
-  if (options.windows == 0 || options.window_requests == 0 || options.grid_repeats == 0)
-    return fail(ErrorCode::invalid_argument, "throughput: windows, window requests and grid repeats must be > 0");
-  const auto cpus = allowed_cpus();
-  const int client_cpu = options.client_cpu >= 0 ? options.client_cpu : cpus.front();
-  const int server_cpu = options.server_cpu >= 0 ? options.server_cpu : cpus.back();
-  const std::string binary = options.binary.empty() ? self_executable() : options.binary;
-  if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
-  const TscClock clock = TscClock::calibrate();
-  const double step_ns = clock.step_ns();
-
-  const auto engine_args = [&](std::string_view wait, int lanes) {
-    std::vector<std::string> args{"--wait", std::string(wait), "--cpu", std::to_string(server_cpu), "--lanes",
-                                  std::to_string(lanes)};
+  // `serve` arguments for an engine on the server cpu.
+  [[nodiscard]] std::vector<std::string> engine_args(std::string_view wait, int lanes) const {
+    // No workers: the ECHO scenarios need none, and the grid here is the one-core comparison (the
+    // workers have their own section, bench/scaling_bench.hpp).
+    std::vector<std::string> args{"--wait", std::string(wait), "--cpu", std::to_string(where.server_cpu), "--lanes",
+                                  std::to_string(lanes), "--workers", "0"};
     if (options.ring_capacity != 0) {
       args.push_back("--ring-capacity");
       args.push_back(std::to_string(options.ring_capacity));
     }
     return args;
-  };
-  nlohmann::json scenarios = nlohmann::json::array();
-  std::vector<std::uint32_t> depths;  // 1, 8 and a ring's capacity in flight, each once
-  std::uint32_t capacity = 0;
-  {
-    // A spinning engine owns the server cpu while it lives: it serves the ECHO scenarios and is
-    // stopped before anything else runs there.
-    EngineChild engine(binary, unique_segment_name("throughput"), engine_args("spin", 4));
-    if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up ({} serve --wait spin)", binary);
-    ShmClientOptions client_options;
-    client_options.wait = WaitMode::spin;
-    std::vector<std::unique_ptr<ShmClient>> clients;
-    for (int i = 0; i < 4; ++i) {
-      auto client = ShmClient::connect(engine.name(), client_options);
-      if (!client) return std::unexpected(client.error());
-      clients.push_back(std::make_unique<ShmClient>(std::move(*client)));
-    }
-    capacity = clients.front()->capacity();
-    for (const std::uint32_t depth : {1u, 8u, capacity})
-      if (depth <= capacity && std::find(depths.begin(), depths.end(), depth) == depths.end()) depths.push_back(depth);
-
-    auto calls = run_calls(*clients.front(), options, clock);
-    if (!calls) return std::unexpected(calls.error());
-    scenarios.push_back(scenario_json("shm-call", "shm exchange line (call)", 1, 1, *calls, step_ns));
-    for (const std::uint32_t in_flight : depths) {
-      ShmClient* one[] = {clients.front().get()};
-      auto rings = run_rings(one, in_flight, options, clock);
-      if (!rings) return std::unexpected(rings.error());
-      scenarios.push_back(scenario_json(fmt::format("shm-ring-1lane-{}", in_flight), "shm rings", 1, in_flight,
-                                        *rings, step_ns));
-    }
-    for (const std::size_t lanes : {2u, 4u}) {
-      std::vector<ShmClient*> some;
-      for (std::size_t i = 0; i < lanes; ++i) some.push_back(clients[i].get());
-      auto rings = run_rings(some, capacity, options, clock);
-      if (!rings) return std::unexpected(rings.error());
-      scenarios.push_back(scenario_json(fmt::format("shm-ring-{}lanes-{}", lanes, capacity), "shm rings", lanes,
-                                        capacity * lanes, *rings, step_ns));
-    }
   }
+};
 
-  // The 80-combo grid: in-process, streamed through one lane, and over the socket, interleaved
-  // repeat by repeat so that each way sees the same host states.
-  auto series = generate_gbm(GbmParams{});
-  if (!series) return std::unexpected(series.error());
-  std::vector<Combo> combos;
-  for (const auto length : grid_lengths(6, 200, 80)) combos.push_back(combo_from_length(length));
-  auto expected = run_sweep(*series, combos, kDefaultFee, 1);
-  if (!expected) return std::unexpected(expected.error());
+// One request at a time through the exchange line.
+Expected<void> scenario_shm_call(ThroughputRun& run, ShmClient& client) {
+  auto calls = run_calls(client, run.options, run.clock);
+  if (!calls) return std::unexpected(calls.error());
+  run.scenarios.push_back(scenario_json("shm-call", "shm exchange line (call)", 1, 1, *calls, run.step_ns));
+  return {};
+}
 
-  auto server = start_socket_server(binary, server_cpu, false);
-  if (!server) return std::unexpected(server.error());
-  auto socket_client = connect_to(*server);
-  if (!socket_client) return std::unexpected(socket_client.error());
-  for (const std::size_t in_flight : depths) {
-    auto piped = run_socket(socket_client->native_handle(), in_flight, options, clock);
+// 1, 8 and a ring's capacity in flight through one lane.
+Expected<void> scenario_ring_depths(ThroughputRun& run, ShmClient& client) {
+  for (const std::uint32_t in_flight : run.depths) {
+    ShmClient* one[] = {&client};
+    auto rings = run_rings(one, in_flight, run.options, run.clock);
+    if (!rings) return std::unexpected(rings.error());
+    run.scenarios.push_back(scenario_json(fmt::format("shm-ring-1lane-{}", in_flight), "shm rings", 1, in_flight,
+                                          *rings, run.step_ns));
+  }
+  return {};
+}
+
+// A ring's capacity in flight in each of `lanes` lanes, one client thread visiting them in turn.
+Expected<void> scenario_ring_lanes(ThroughputRun& run, std::span<ShmClient*> clients) {
+  auto rings = run_rings(clients, run.capacity, run.options, run.clock);
+  if (!rings) return std::unexpected(rings.error());
+  run.scenarios.push_back(scenario_json(fmt::format("shm-ring-{}lanes-{}", clients.size(), run.capacity), "shm rings",
+                                        clients.size(), run.capacity * clients.size(), *rings, run.step_ns));
+  return {};
+}
+
+// The ECHO scenarios through the segment. A spinning engine owns the server cpu while it lives:
+// it is stopped before anything else runs there.
+Expected<void> shm_scenarios(ThroughputRun& run) {
+  EngineChild engine(run.where.binary, unique_segment_name("throughput"), run.engine_args("spin", 4));
+  if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up ({} serve --wait spin)", run.where.binary);
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  std::vector<std::unique_ptr<ShmClient>> clients;
+  for (int i = 0; i < 4; ++i) {
+    auto client = ShmClient::connect(engine.name(), client_options);
+    if (!client) return std::unexpected(client.error());
+    clients.push_back(std::make_unique<ShmClient>(std::move(*client)));
+  }
+  run.capacity = clients.front()->capacity();
+  for (const std::uint32_t depth : {1u, 8u, run.capacity})
+    if (depth <= run.capacity && std::find(run.depths.begin(), run.depths.end(), depth) == run.depths.end())
+      run.depths.push_back(depth);
+  if (auto call = scenario_shm_call(run, *clients.front()); !call) return call;
+  if (auto depths = scenario_ring_depths(run, *clients.front()); !depths) return depths;
+  for (const std::size_t lanes : {2u, 4u}) {
+    std::vector<ShmClient*> some;
+    for (std::size_t i = 0; i < lanes; ++i) some.push_back(clients[i].get());
+    if (auto spread = scenario_ring_lanes(run, some); !spread) return spread;
+  }
+  return {};
+}
+
+// The same 48-byte frames pipelined over one Unix-socket connection, at each depth.
+Expected<void> scenario_socket_depths(ThroughputRun& run, SocketClient& client) {
+  for (const std::size_t in_flight : run.depths) {
+    auto piped = run_socket(client.native_handle(), in_flight, run.options, run.clock);
     if (!piped) return std::unexpected(piped.error());
-    scenarios.push_back(scenario_json(fmt::format("uds-1conn-{}", in_flight), "Unix socket", 1, in_flight, *piped,
-                                      step_ns));
+    run.scenarios.push_back(scenario_json(fmt::format("uds-1conn-{}", in_flight), "Unix socket", 1, in_flight, *piped,
+                                          run.step_ns));
   }
-  if (auto loaded = socket_client->load(*series); !loaded) return std::unexpected(loaded.error());
+  return {};
+}
 
-  // The grid's engine blocks when idle, so that it, the idle socket server and the in-process
-  // sweep can share the server cpu: each way computes there on one thread, one way at a time.
-  EngineChild grid_engine(binary, unique_segment_name("throughput-grid"), engine_args("block", 1));
-  if (!grid_engine.up()) return fail(ErrorCode::io, "the engine did not come up ({} serve --wait block)", binary);
+// One way of computing the 80-combo grid: runs it once, checks the answers, returns the ms.
+struct GridWay {
+  std::string name;
+  std::string description;
+  std::function<Expected<double>()> run_once;
+  std::vector<double> ms;
+};
+
+// run_sweep on a thread pinned to the server cpu: the core the engine and the server compute on.
+Expected<double> grid_in_process(const ThroughputRun& run, std::span<const double> series,
+                                 std::span<const Combo> combos, std::span<const BacktestResult> expected) {
+  Expected<std::vector<BacktestResult>> swept = std::unexpected(Error{ErrorCode::io, "not run"});
+  double ms = 0.0;
+  std::thread worker([&] {
+    if (auto pinned = pin_current_thread(run.where.server_cpu); !pinned) {
+      swept = std::unexpected(pinned.error());
+      return;
+    }
+    const std::uint64_t t0 = TscClock::now();
+    swept = run_sweep(series, combos, kDefaultFee, 1);
+    ms = run.clock.to_ns(TscClock::now() - t0) / 1e6;
+  });
+  worker.join();
+  if (!swept) return std::unexpected(swept.error());
+  if (auto same = same_results("grid in process", *swept, expected); !same) return std::unexpected(same.error());
+  return ms;
+}
+
+// The grid as BACKTEST frames streamed through one lane of an engine in --wait block.
+Expected<double> grid_through_rings(const ThroughputRun& run, ShmClient& client, std::span<const Combo> combos,
+                                    std::span<const BacktestResult> expected) {
+  const std::uint64_t t0 = TscClock::now();
+  auto answers = run_all(client, combos, Opcode::backtest);
+  const double ms = run.clock.to_ns(TscClock::now() - t0) / 1e6;
+  if (!answers) return std::unexpected(answers.error());
+  std::vector<BacktestResult> through_shm;
+  for (const ResponseSlot& answer : *answers) {
+    if (answer.status != static_cast<std::uint16_t>(Status::ok))
+      return fail(ErrorCode::bad_data, "grid through the segment: status {}", answer.status);
+    through_shm.push_back({answer.pnl, answer.trades});
+  }
+  if (auto same = same_results("grid through the segment", through_shm, expected); !same)
+    return std::unexpected(same.error());
+  return ms;
+}
+
+// The grid in one sweep_loaded frame to a socket server holding the series.
+Expected<double> grid_over_socket(const ThroughputRun& run, SocketClient& client, std::span<const Combo> combos,
+                                  std::span<const BacktestResult> expected) {
+  const std::uint64_t t0 = TscClock::now();
+  auto answers = client.sweep_loaded(combos);
+  const double ms = run.clock.to_ns(TscClock::now() - t0) / 1e6;
+  if (!answers) return std::unexpected(answers.error());
+  if (auto same = same_results("grid over the socket", *answers, expected); !same) return std::unexpected(same.error());
+  return ms;
+}
+
+// Every way once per repeat, interleaved so that each sees the same host states; the first way
+// is the in-process reference of the overhead column.
+Expected<void> run_grid_ways(ThroughputRun& run, std::vector<GridWay>& ways, std::size_t combos) {
+  for (std::size_t r = 0; r < run.options.grid_repeats; ++r)
+    for (GridWay& way : ways) {
+      auto ms = way.run_once();
+      if (!ms) return std::unexpected(ms.error());
+      way.ms.push_back(*ms);
+    }
+  std::vector<double> reference = ways.front().ms;
+  std::sort(reference.begin(), reference.end());
+  const double reference_p50 = percentile(reference, 0.5);
+  for (GridWay& way : ways) run.grid.push_back(grid_json(way.name, way.description, way.ms, combos, reference_p50));
+  return {};
+}
+
+// The 80-combo grid: in-process, streamed through one lane, and over the socket. The grid's
+// engine blocks when idle, so that it, the idle socket server and the in-process sweep can share
+// the server cpu: each way computes there on one thread, one way at a time.
+Expected<void> grid_scenarios(ThroughputRun& run, SocketClient& socket_client, std::span<const double> series) {
+  const std::vector<Combo> combos = default_grid_combos();
+  auto expected = run_sweep(series, combos, kDefaultFee, 1);
+  if (!expected) return std::unexpected(expected.error());
+  if (auto loaded = socket_client.load(series); !loaded) return std::unexpected(loaded.error());
+  EngineChild grid_engine(run.where.binary, unique_segment_name("throughput-grid"), run.engine_args("block", 1));
+  if (!grid_engine.up())
+    return fail(ErrorCode::io, "the engine did not come up ({} serve --wait block)", run.where.binary);
   ShmClientOptions grid_options;
   grid_options.wait = WaitMode::spin;
   auto grid_client = ShmClient::connect(grid_engine.name(), grid_options);
   if (!grid_client) return std::unexpected(grid_client.error());
-  // run_sweep on a thread pinned to the server cpu: the core the engine and the server compute on.
-  const auto sweep_on_server_cpu = [&](double& ms) -> Expected<std::vector<BacktestResult>> {
-    Expected<std::vector<BacktestResult>> swept = std::unexpected(Error{ErrorCode::io, "not run"});
-    std::thread worker([&] {
-      if (auto pinned = pin_current_thread(server_cpu); !pinned) {
-        swept = std::unexpected(pinned.error());
-        return;
-      }
-      const std::uint64_t t0 = TscClock::now();
-      swept = run_sweep(*series, combos, kDefaultFee, 1);
-      ms = clock.to_ns(TscClock::now() - t0) / 1e6;
-    });
-    worker.join();
-    return swept;
-  };
+  std::vector<GridWay> ways;
+  ways.push_back({"in-process", "run_sweep on one thread pinned to the server cpu",
+                  [&] { return grid_in_process(run, series, combos, *expected); }, {}});
+  ways.push_back({"shm-rings",
+                  fmt::format("80 BACKTEST frames streamed through one lane, up to {} in flight, to an engine in --wait "
+                              "block without workers (--workers 0); it computes on its serving thread",
+                              run.capacity),
+                  [&] { return grid_through_rings(run, *grid_client, combos, *expected); }, {}});
+  ways.push_back({"uds-stateful", "the 80 combos in one frame to a socket server holding the series",
+                  [&] { return grid_over_socket(run, socket_client, combos, *expected); }, {}});
+  return run_grid_ways(run, ways, combos.size());
+}
 
-  std::vector<double> inproc_ms, shm_ms, socket_ms;
-  const auto ms_since = [&](std::uint64_t t0) { return clock.to_ns(TscClock::now() - t0) / 1e6; };
-  for (std::size_t r = 0; r < options.grid_repeats; ++r) {
-    double inproc = 0.0;
-    auto swept = sweep_on_server_cpu(inproc);
-    if (!swept) return std::unexpected(swept.error());
-    inproc_ms.push_back(inproc);
+}  // namespace
 
-    std::uint64_t t0 = TscClock::now();
-    auto answers = run_all(*grid_client, combos, Opcode::backtest);
-    shm_ms.push_back(ms_since(t0));
-    if (!answers) return std::unexpected(answers.error());
-    std::vector<BacktestResult> through_shm;
-    for (const ResponseSlot& answer : *answers) {
-      if (answer.status != static_cast<std::uint16_t>(Status::ok))
-        return fail(ErrorCode::bad_data, "grid through the segment: status {}", answer.status);
-      through_shm.push_back({answer.pnl, answer.trades});
-    }
-    if (auto same = same_results("grid through the segment", through_shm, *expected); !same)
-      return std::unexpected(same.error());
+Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
+  if (options.windows == 0 || options.window_requests == 0 || options.grid_repeats == 0)
+    return fail(ErrorCode::invalid_argument, "throughput: windows, window requests and grid repeats must be > 0");
+  ThroughputRun run{options, place_suite(options.client_cpu, options.server_cpu, options.binary), TscClock::calibrate()};
+  run.step_ns = run.clock.step_ns();
+  if (auto pinned = pin_current_thread(run.where.client_cpu); !pinned) return std::unexpected(pinned.error());
+  if (auto shm = shm_scenarios(run); !shm) return std::unexpected(shm.error());
 
-    t0 = TscClock::now();
-    auto over_socket = socket_client->sweep_loaded(combos);
-    socket_ms.push_back(ms_since(t0));
-    if (!over_socket) return std::unexpected(over_socket.error());
-    if (auto same = same_results("grid over the socket", *over_socket, *expected); !same)
-      return std::unexpected(same.error());
-  }
-  std::vector<double> sorted_inproc = inproc_ms;
-  std::sort(sorted_inproc.begin(), sorted_inproc.end());
-  const double inproc_p50 = percentile(sorted_inproc, 0.5);
-  nlohmann::json grid = nlohmann::json::array();
-  grid.push_back(grid_json("in-process", "run_sweep on one thread pinned to the server cpu", inproc_ms, combos.size(), inproc_p50));
-  grid.push_back(grid_json("shm-rings", fmt::format("80 BACKTEST frames streamed through one lane, up to {} in flight, to "
-                                                    "an engine in --wait block; it computes on its serving thread",
-                                                    capacity),
-                           shm_ms, combos.size(), inproc_p50));
-  grid.push_back(grid_json("uds-stateful", "the 80 combos in one frame to a socket server holding the series",
-                           socket_ms, combos.size(), inproc_p50));
+  auto series = generate_gbm(GbmParams{});
+  if (!series) return std::unexpected(series.error());
+  auto server = start_socket_server(run.where.binary, run.where.server_cpu, false);
+  if (!server) return std::unexpected(server.error());
+  auto socket_client = connect_to(*server);
+  if (!socket_client) return std::unexpected(socket_client.error());
+  if (auto piped = scenario_socket_depths(run, *socket_client); !piped) return std::unexpected(piped.error());
+  if (auto grid = grid_scenarios(run, *socket_client, *series); !grid) return std::unexpected(grid.error());
 
   return nlohmann::json{
       {"suite", "throughput"},
       {"host", collect_host_info()},
       {"config",
        {{"windows", options.windows}, {"window_requests", options.window_requests},
-        {"grid_repeats", options.grid_repeats}, {"ring_capacity", capacity}, {"client_cpu", client_cpu},
-        {"server_cpu", server_cpu}, {"client_threads", 1}, {"engine_wait", "spin"}, {"clock_step_ns", step_ns}}},
-      {"scenarios", scenarios},
-      {"grid", grid},
+        {"grid_repeats", options.grid_repeats}, {"ring_capacity", run.capacity},
+        {"client_cpu", run.where.client_cpu}, {"server_cpu", run.where.server_cpu}, {"client_threads", 1},
+        {"engine_wait", "spin"}, {"clock_step_ns", run.step_ns}}},
+      {"scenarios", run.scenarios},
+      {"grid", run.grid},
   };
 }
 

@@ -79,8 +79,10 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
   std::thread pong([&] {
     if (auto pinned = pin_current_thread(context.server_cpu); !pinned) {
       pong_error = pinned.error();
-      pong_failed.store(true, std::memory_order_release);  // release: publishes pong_error; pairs with acquire below
-      lines.reply(0).store(kDone, std::memory_order_release);  // release: unblocks ping; pairs with its acquire
+      // release: publishes pong_error; pairs with the acquire load of pong_failed at the end of bounce().
+      pong_failed.store(true, std::memory_order_release);
+      // release: unblocks ping; pairs with the acquire load of the reply line in bounce()'s loop.
+      lines.reply(0).store(kDone, std::memory_order_release);
       return;
     }
     std::size_t slot = 0;
@@ -88,19 +90,21 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
       std::atomic<std::uint64_t>& request = lines.request(slot);
       std::atomic<std::uint64_t>& reply = lines.reply(slot);
       for (;;) {
-        // acquire: pairs with ping's release store of the odd value (or of kDone).
+        // acquire: pairs with the release store of the odd value in bounce()'s loop (or of kDone in stop_pong).
         const std::uint64_t seen = request.load(std::memory_order_acquire);
         if (seen == kDone) return;
         if (seen == expect) break;
         cpu_relax();
       }
-      reply.store(expect + 1, std::memory_order_release);  // release: pairs with ping's acquire load
+      // release: pairs with the acquire load of the reply line in bounce()'s loop.
+      reply.store(expect + 1, std::memory_order_release);
     }
   });
 
   std::size_t slot = 0;
   const auto stop_pong = [&] {
-    // release: stops pong, which polls the request line of the next round trip; pairs with its acquire.
+    // release: stops pong, which polls the request line of the next round trip; pairs with the
+    // acquire load of the request line in the pong lambda.
     lines.request(slot).store(kDone, std::memory_order_release);
     pong.join();
   };
@@ -115,8 +119,9 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
     std::atomic<std::uint64_t>& request = lines.request(slot);
     std::atomic<std::uint64_t>& reply = lines.reply(slot);
     const std::uint64_t t0 = TscClock::now();
-    request.store(ping, std::memory_order_release);  // release: pairs with pong's acquire load
-    // acquire: pairs with pong's release store of ping + 1.
+    // release: pairs with the acquire load of the request line in the pong lambda.
+    request.store(ping, std::memory_order_release);
+    // acquire: pairs with the pong lambda's release store of ping + 1 (or of kDone).
     std::uint64_t seen = 0;
     while ((seen = reply.load(std::memory_order_acquire)) != ping + 1) {
       if (seen == kDone) break;
@@ -127,7 +132,8 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
     if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
   }
   stop_pong();
-  if (pong_failed.load(std::memory_order_acquire)) return std::unexpected(pong_error);  // acquire: see above
+  // acquire: pairs with the pong lambda's release store of pong_failed; the join in stop_pong orders it too.
+  if (pong_failed.load(std::memory_order_acquire)) return std::unexpected(pong_error);
   return samples;
 }
 

@@ -33,13 +33,15 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
   std::thread server([&] {
     if (auto pinned = pin_current_thread(context.server_cpu); !pinned) {
       server_error = pinned.error();
-      server_failed.store(true, std::memory_order_release);  // release: publishes server_error; pairs with acquire below
+      // release: publishes server_error; pairs with the acquire loads of server_failed in
+      // run_moodycamel_thread's client loop and after its finish().
+      server_failed.store(true, std::memory_order_release);
       return;
     }
     KernelWorkspace workspace(1);  // ECHO never touches it
     RequestSlot request{};
     ResponseSlot response{};
-    // acquire: pairs with the client's release store of stop after its last round trip.
+    // acquire: pairs with the release store of stop in finish() (run_moodycamel_thread).
     while (!stop.load(std::memory_order_acquire)) {
       if (!requests.try_dequeue(request)) {
         cpu_relax();
@@ -51,7 +53,8 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
   });
 
   const auto finish = [&] {
-    stop.store(true, std::memory_order_release);  // release: ends the server loop; pairs with its acquire
+    // release: ends the server loop; pairs with the acquire load of stop in the server lambda.
+    stop.store(true, std::memory_order_release);
     server.join();
   };
   if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
@@ -72,7 +75,7 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
       return fail(ErrorCode::protocol, "moodycamel-thread: the request queue is full with one request in flight");
     }
     while (!replies.try_dequeue(response)) {
-      // acquire: pairs with the server's release store when it could not pin (it never answers).
+      // acquire: pairs with the server lambda's release store when it could not pin (it never answers).
       if (server_failed.load(std::memory_order_acquire)) {
         answered = false;
         break;
@@ -90,7 +93,7 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
     if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
   }
   finish();
-  // acquire: pairs with the server's release store; join() already ordered it, this names the pair.
+  // acquire: pairs with the server lambda's release store; join() in finish() ordered it already.
   if (server_failed.load(std::memory_order_acquire)) return std::unexpected(server_error);
   return samples;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/latency.hpp"
+#include "bench/suite_common.hpp"
 #include "common/combo.hpp"
 #include "common/error.hpp"
 #include "shm/layout.hpp"
@@ -29,6 +30,20 @@ struct TransportContext {
   std::uint32_t ring_capacity = kDefaultRingCapacity;  // shm-ring-* engines; lines of physical-floor-ring
   const TscClock* clock = nullptr;
 };
+
+// The context of rungs run from `where`: this many samples and warm-up round trips, timed by
+// `clock` (which must outlive it); the default ring capacity.
+[[nodiscard]] inline TransportContext transport_context(const SuitePlacement& where, std::size_t samples,
+                                                        std::size_t warmup, const TscClock& clock) {
+  TransportContext context;
+  context.samples = samples;
+  context.warmup = warmup;
+  context.client_cpu = where.client_cpu;
+  context.server_cpu = where.server_cpu;
+  context.binary = where.binary;
+  context.clock = &clock;
+  return context;
+}
 
 // Round-trip samples in nanoseconds, one per request. The error says why the transport could
 // not run (e.g. its package is missing); the ladder reports it and goes on.

@@ -3,16 +3,28 @@
 // Unix-domain socket and/or TCP, inside `ipcfloor serve` beside (or instead of) the segment.
 //
 // Threads: start() spawns `threads` server threads ("ipcf-sock"), each with its own epoll set,
-// kernel workspace and connections; the listeners sit in every set (EPOLLEXCLUSIVE) and a
+// kernel workspaces and connections; the listeners sit in every set (EPOLLEXCLUSIVE) and a
 // connection stays on the thread that accepted it. Sockets are non-blocking, so a slow,
 // stuck or hostile client never holds up another: a frame must arrive whole within
 // `stall_timeout` of its first byte and a reply must be taken whole within it, or the
 // connection is dropped. These threads never touch the segment or the pinned shm thread.
 //
-// Memory: a connection holds at most one request frame (<= 4 + max_frame_bytes, allocated only
-// after the length prefix passed the limit), one reply and its loaded series (none when it uses
-// the server's preloaded one, which all connections share); a connection that
-// pipelines is not read again until its reply has left. At most `max_connections` are served.
+// Fairness: a sweep runs a chunk of combos at a time (at most sweep_chunk_cost work units per
+// sweep thread, and at least one combo), and between two chunks its thread serves every other
+// request that has arrived and one chunk of each other sweep in turn. So no connection waits
+// for more than one chunk of another's work, and stop() waits for one combo per sweep thread.
+// The bound is in work units (kernel/cost.hpp), never in time: the schedule is the same on
+// every host.
+//
+// Limits: at most `max_connections` are served. A newcomer at the limit closes the longest-idle
+// connection that has no request in flight (with too_many_connections, which clients call
+// busy), or is refused with it when there is none; a peer not proven to be the server's own uid
+// never closes one that is. Memory: a connection holds at most one request frame (<= 4 +
+// max_frame_bytes), its reply and scratch, and its loaded series (none when it uses the
+// server's preloaded one, which all connections share); a connection that pipelines is not
+// read again until its reply has left. Frames, replies, scratch and loaded series of every
+// connection together count against max_loaded_bytes; a frame that would pass it is refused
+// from its length prefix, before its buffer is allocated.
 
 #include <array>
 #include <atomic>
@@ -40,6 +52,11 @@ struct PreloadedSeries {
   std::uint64_t checksum = 0;  // fnv1a64 of close's bytes
 };
 
+// The work units one chunk of a sweep holds per sweep thread by default; what that takes on a
+// measured host is in docs/RELIABILITY.md.
+inline constexpr std::uint64_t kDefaultSweepChunkCost = std::uint64_t{1} << 27;
+inline constexpr std::uint64_t kMaxSweepChunkCost = std::uint64_t{1} << 40;
+
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket
   std::optional<TcpEndpoint> tcp;   // unset: no TCP listener
@@ -54,15 +71,21 @@ struct SocketServerOptions {
   // Slots only peers of the server's own uid may take (Unix-socket peers, whose uid
   // SO_PEERCRED proves): TCP peers, any local user, get at most max_connections - owner_reserve.
   std::size_t owner_reserve = 4;
-  // Bytes of series all connections together may hold through load (opcode 2); a load past it
-  // gets over_memory_cap. The preloaded series is shared and not counted.
+  // Bytes all connections together may hold: series loaded (opcode 2), frames being buffered,
+  // replies being sent and sweep scratch. A frame, load or request past it gets
+  // over_memory_cap and the connection stays usable. Not counted: the preloaded series (shared),
+  // the buffers a connection keeps between requests (input, reply, sweep scratch: each released
+  // past 4 MiB) and the sweep workers' kernel workspaces. >= 4096.
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;
   // Bound on one combo's backtest_cost (kernel/cost.hpp); 0: none. A sweep holding a costlier
-  // combo gets too_costly. Shutdown waits for at most one combo of a sweep.
+  // combo gets too_costly.
   std::uint64_t max_combo_cost = 0;
+  // Work units (backtest_cost) one chunk of a sweep may hold per sweep thread; a chunk always
+  // runs at least one combo. 1..2^40.
+  std::uint64_t sweep_chunk_cost = kDefaultSweepChunkCost;
   unsigned threads = 1;              // server threads, each with its own epoll set
   std::vector<int> cpus;             // the threads' affinity; empty: inherited
-  unsigned sweep_threads = 1;        // > 1: a sweep of several combos runs on that many workers
+  unsigned sweep_threads = 1;        // 1..64; > 1: each chunk of a sweep runs on that many workers
   bool any_uid = false;              // Unix socket file 0666 and no SO_PEERCRED uid check
   bool log = true;                   // rejected frames and dropped peers to stderr (rate-limited)
 };
@@ -85,7 +108,10 @@ struct SocketServerStats {
 // rejected 2 (bad_price 1, ...); 1 dropped, 0 refused". Allocates.
 [[nodiscard]] std::string format_stats(const SocketServerStats& stats);
 
-struct SharedBudget;  // what the server threads share (socket_server.cpp)
+namespace socket_detail {
+struct SharedBudget;  // what the server threads share (socket_request_handler.hpp)
+class ServerThread;   // one server thread's epoll set, connections and scratch (socket_thread.hpp)
+}  // namespace socket_detail
 
 class SocketServer {
  public:
@@ -114,7 +140,6 @@ class SocketServer {
   [[nodiscard]] std::string describe() const;
 
  private:
-  class Worker;  // one server thread's epoll set, connections and scratch (socket_server.cpp)
   SocketServer() = default;
 
   SocketServerOptions options_;
@@ -127,8 +152,8 @@ class SocketServer {
   std::uint64_t unix_dev_ = 0; // identity of the socket file we created, so stop() removes
   std::uint64_t unix_ino_ = 0; // only ours
   std::atomic<std::size_t> open_connections_{0};
-  std::unique_ptr<SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<socket_detail::SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
+  std::vector<std::unique_ptr<socket_detail::ServerThread>> workers_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;
 };

@@ -20,10 +20,9 @@
 // the producer position. A consumer waits on the stamp of the slot it reads next, so a frame
 // crosses between cores as one cache line: the payload and its "ready" flag arrive together.
 // Waiting on the position instead costs a second serial miss (the position's line, then the
-// slot's); docs/RESULTS.md, "The ring against the floor", has the A/B of the two layouts. The
-// position stays the ring's authority for fill level, bounds checks and restarts; the consumer
-// loads it only when the stamp says "not yet", to notice a producer that wrote an impossible
-// one, and then not on every poll: on the first empty poll after a frame and every
+// slot's). The position stays the ring's authority for fill level, bounds checks and restarts;
+// the consumer loads it only when the stamp says "not yet", to notice a producer that wrote an
+// impossible one, and then not on every poll: on the first empty poll after a frame and every
 // kEmptyPollsPerBoundsCheck polls after that. A hostile position is noticed within that many
 // empty polls of being written; probe_corrupt() checks at once.
 //
@@ -45,8 +44,7 @@ namespace ipcfloor {
 // A consumer that finds its next slot unstamped bounds-checks the producer position on that
 // first empty poll after a frame, then once every this many empty polls. Loading the position on
 // every poll keeps a second line in flight beside the slot's: the producer's position store
-// invalidates it once per frame and the re-fetch queues behind the slot's own transfer
-// (docs/RESULTS.md, "The ring against the floor", has what that cost).
+// invalidates it once per frame and the re-fetch queues behind the slot's own transfer.
 inline constexpr std::uint32_t kEmptyPollsPerBoundsCheck = 64;
 
 // Two 64-byte lines: the adjacent-line prefetcher pulls lines in pairs, so a value that must not
@@ -121,8 +119,9 @@ inline void copy_slot_payload(Slot& dst, const Slot& src) noexcept {
 template <RingSlot Slot>
 inline void clear_ring_stamps(Slot* slots, std::uint32_t capacity) noexcept {
   for (std::uint32_t i = 0; i < capacity; ++i) {
-    // relaxed: the caller publishes the reset ring with its own release store (e.g. the lane's
-    // owner word), which orders these before any later producer or consumer.
+    // relaxed: whoever hands the reset ring on orders these before its next producer and
+    // consumer: a thread start, a descriptor hand-off, or a release store such as set_phase's
+    // (engine/engine_lanes.hpp), paired with the acquire load that reads it.
     std::atomic_ref<std::uint32_t>(slots[i].stamp).store(0, std::memory_order_relaxed);
   }
 }
@@ -136,8 +135,8 @@ inline void clear_ring_stamps(Slot* slots, std::uint32_t capacity) noexcept {
 // Setup only: no producer or consumer handle may be live on this ring while it runs; the
 // segment publishes the result to the other process with its own release store.
 inline void init_ring(RingControl& control, std::uint64_t start = 0) noexcept {
-  // relaxed (all): no handle runs concurrently; the creator's later release publication of the
-  // segment (or a thread start) orders these before any handle's acquire loads in make().
+  // relaxed (all): no handle runs concurrently; whoever hands the ring on orders these before
+  // the acquire loads in RingProducer::make and RingConsumer::make, as in clear_ring_stamps.
   control.produced.store(start, std::memory_order_relaxed);
   control.consumed.store(start, std::memory_order_relaxed);
   control.data_word.store(0, std::memory_order_relaxed);
@@ -206,8 +205,10 @@ class RingProducer {
     if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
       return std::unexpected(std::move(checked.error()));
     }
-    // acquire (both): pairs with the release that published the initialised segment, and, on a
-    // re-attach, with the peer's last release store of its position.
+    // acquire (both): on a re-attach, pairs with the last release stores of the positions, in
+    // RingProducer::commit (`produced`) and RingConsumer::release (`consumed`). The ring's
+    // initial state comes with its mapping: the descriptor hand-off orders it for a client, and
+    // the release in set_phase (engine/engine_lanes.hpp) for the engine's serving thread.
     const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
     const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
     if (produced - consumed > capacity) {
@@ -231,7 +232,8 @@ class RingProducer {
     if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
       return std::unexpected(std::move(checked.error()));
     }
-    // acquire: pairs with the release that published the initialised segment.
+    // acquire: pairs with the release store of `produced` in RingProducer::commit, from this
+    // side's earlier life; the initial state comes with the mapping, as in make().
     const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
     // A cached consumer a full ring behind: the fast check says full, so the real one is loaded
     // (and bounds-checked) before any slot is handed out.
@@ -270,8 +272,7 @@ class RingProducer {
     // `produced` in RingConsumer::has_data's bounds check, make()/adopt() and probe_corrupt().
     control_->produced.store(head_, std::memory_order_release);
     // No prefetch-for-write of the next slot: the consumer polls that slot next, so taking its
-    // line early only makes it travel once more per frame (docs/RESULTS.md, "The ring against the
-    // floor", has the A/B).
+    // line early only makes it travel once more per frame (docs/DESIGN.md, "The rings").
   }
 
   // True when at least one slot is free; refreshes the cached consumer position only when the
@@ -349,8 +350,8 @@ class RingConsumer {
     if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
       return std::unexpected(std::move(checked.error()));
     }
-    // acquire (both): pairs with the release that published the initialised segment, and, on a
-    // re-attach, with the peer's last release store of its position.
+    // acquire (both): as in RingProducer::make, pairs with the release stores in
+    // RingConsumer::release (`consumed`) and RingProducer::commit (`produced`).
     const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
     const std::uint64_t produced = control->produced.load(std::memory_order_acquire);
     if (produced - consumed > capacity) {
@@ -371,7 +372,8 @@ class RingConsumer {
     if (auto checked = detail::check_ring_args<Slot>(control, slots, capacity); !checked) {
       return std::unexpected(std::move(checked.error()));
     }
-    // acquire: pairs with the release that published the initialised segment.
+    // acquire: pairs with the release store of `consumed` in RingConsumer::release, from this
+    // side's earlier life; the initial state comes with the mapping, as in RingProducer::make.
     const std::uint64_t consumed = control->consumed.load(std::memory_order_acquire);
     return RingConsumer(control, slots, capacity, consumed);
   }

@@ -106,6 +106,29 @@ RequestScan scan_request(std::span<const std::byte> buffered, std::uint32_t max_
   return scan;
 }
 
+namespace {
+
+// over_memory_cap, by what asked for the memory (SocketFault::field).
+std::string describe_memory_cap(const SocketFault& fault) {
+  const std::uint64_t total = fault.limit + fault.actual;
+  if (fault.field == kMemoryForFrame)
+    return fmt::format("a frame of {} bytes would take the memory this server holds for its connections (series, "
+                       "frames, replies) to {} bytes, past its cap of {} bytes (serve --max-loaded-mb); it was "
+                       "skipped: send it again once other requests have finished, or send smaller frames",
+                       fault.actual, total, fault.expected);
+  if (fault.field == kMemoryForRequest)
+    return fmt::format("this request needs {} bytes (its frame, reply and scratch), which would take the memory "
+                       "this server holds for its connections to {} bytes, past its cap of {} bytes (serve "
+                       "--max-loaded-mb); send it again once other requests have finished, or split it",
+                       fault.actual, total, fault.expected);
+  return fmt::format("loading {} bytes would take the memory this server holds for its connections (series, "
+                     "frames, replies) to {} bytes, past its cap of {} bytes; use_preloaded (opcode 5) needs no "
+                     "memory of its own",
+                     fault.actual, total, fault.expected);
+}
+
+}  // namespace
+
 std::string describe(const SocketFault& fault) {
   const auto opcode_name = [&] {
     return fault.opcode < kSocketOpcodeCount
@@ -168,15 +191,18 @@ std::string describe(const SocketFault& fault) {
       return fmt::format("uid {} may not use this socket: only uid {} (the server's) may", fault.actual,
                          fault.expected);
     case SocketError::too_many_connections:
-      return fmt::format("the server already serves its maximum of {} connections", fault.expected);
+      if (fault.field == kClosedForNewcomer)
+        return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
+                           "server serves a maximum of {} connections; connect again when you have a request",
+                           fault.limit, fault.expected);
+      return fmt::format("the server already serves its maximum of {} connections, none of them idle; try again when "
+                         "one has finished",
+                         fault.expected);
     case SocketError::idle_timeout:
       return fmt::format("no request for {} ms: idle connections are closed so that they cannot hold the server's "
                          "connection slots",
                          fault.limit);
-    case SocketError::over_memory_cap:
-      return fmt::format("loading {} bytes would take the series this server holds for its connections to {} bytes, "
-                         "past its cap of {} bytes; use_preloaded (opcode 5) needs no memory of its own",
-                         fault.actual, fault.limit + fault.actual, fault.expected);
+    case SocketError::over_memory_cap: return describe_memory_cap(fault);
     case SocketError::too_costly:
       return fmt::format("combo {}: its work ({} multiply-adds) exceeds the server's bound of {} per combo "
                          "(serve --max-frame-ms)",

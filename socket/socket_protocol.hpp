@@ -140,9 +140,20 @@ struct SocketFault {
   std::uint64_t actual = 0;     // body bytes received, or the declared length (too_large)
                                 // idle_timeout: limit = the timeout in ms
                                 // over_memory_cap: actual = bytes asked for, expected = the cap,
-                                //   limit = bytes the server already holds
+                                //   limit = bytes the server already holds for others, field = what
+                                //   asked (kMemoryForSeries, kMemoryForFrame, kMemoryForRequest)
+                                // too_many_connections: expected = the limit; field =
+                                //   kClosedForNewcomer when this idle connection was closed to
+                                //   admit a new peer, then limit = its idle time in ms
                                 // too_costly: index = the combo, actual = its cost, expected = the bound
 };
+
+// SocketFault::field for over_memory_cap: what asked for the memory.
+inline constexpr std::uint32_t kMemoryForSeries = 0;   // a load's series
+inline constexpr std::uint32_t kMemoryForFrame = 1;    // a frame being buffered, from its length prefix
+inline constexpr std::uint32_t kMemoryForRequest = 2;  // a request's frame, reply and scratch
+// SocketFault::field for too_many_connections: the longest-idle connection, closed for a newcomer.
+inline constexpr std::uint32_t kClosedForNewcomer = 1;
 
 // One full sentence naming what was wrong, e.g. "combo 3: window p (position 5) is 0, outside
 // [1, 150000] (the number of bars)". Allocates.

@@ -439,6 +439,31 @@ TEST_CASE("names, and which errors close the connection") {
   CHECK(describe(no_preloaded).find("holds no series of its own") != std::string::npos);
 }
 
+TEST_CASE("over_memory_cap says what asked for the memory, and too_many_connections whether it closed an idle "
+          "connection") {
+  SocketFault memory;
+  memory.error = SocketError::over_memory_cap;
+  memory.actual = 800'013;
+  memory.limit = 800'013;
+  memory.expected = 1'048'576;
+  memory.field = kMemoryForFrame;
+  CHECK(describe(memory).find("a frame of 800013 bytes would take the memory this server holds for its connections "
+                              "(series, frames, replies) to 1600026 bytes, past its cap of 1048576 bytes") !=
+        std::string::npos);
+  memory.field = kMemoryForRequest;
+  CHECK(describe(memory).find("this request needs 800013 bytes (its frame, reply and scratch)") != std::string::npos);
+  memory.field = kMemoryForSeries;
+  CHECK(describe(memory).find("loading 800013 bytes") != std::string::npos);
+  SocketFault busy;
+  busy.error = SocketError::too_many_connections;
+  busy.expected = 2;
+  CHECK(describe(busy).find("maximum of 2 connections, none of them idle") != std::string::npos);
+  busy.field = kClosedForNewcomer;
+  busy.limit = 1500;
+  CHECK(describe(busy).find("closed as the longest-idle connection (1500 ms without a request) to admit a new peer") !=
+        std::string::npos);
+}
+
 TEST_CASE("arbitrary bytes never crash the decoder, and every accepted frame is self-consistent") {
   std::mt19937_64 rng(20240611);
   const auto valid = good_body(SocketOpcode::sweep, kClose, {Combo{1, 2, 1, 1, 1, 1}});

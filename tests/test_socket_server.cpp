@@ -44,6 +44,7 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
+#include "engine/socket_request_handler.hpp"
 #include "engine/socket_server.hpp"
 #include "shm/segment.hpp"
 
@@ -168,6 +169,11 @@ class Raw {
     if (fd_ >= 0) close(fd_);
   }
   [[nodiscard]] int fd() const { return fd_; }
+  // Closes the connection from this side.
+  void hang_up() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
 
   // Blocking send of everything; false when the server has closed.
   bool send_all(std::span<const std::byte> bytes) {
@@ -1112,21 +1118,30 @@ TEST_CASE("garbage from many connections at once never takes the server down") {
   CHECK(stats.total_rejected() > 0);
 }
 
-TEST_CASE("at the connection limit a new peer is refused with too_many_connections, and a slot frees on close") {
+TEST_CASE("at the connection limit with every connection mid-request a new peer is refused with "
+          "too_many_connections, and a slot frees on close") {
   SocketServerOptions options;
   options.max_connections = 2;
   options.owner_reserve = 0;  // TCP and Unix peers alike
   LocalServer local(options);
-  std::optional<SocketClient> first = local.client(Via::unix_socket);
-  auto second = local.client(Via::tcp);
-  REQUIRE(first->echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
-  REQUIRE(second.echo_params(Combo{2, 2, 2, 2, 2, 2}).has_value());
+  // Both hold a frame in progress: neither is idle, so neither may be closed for a newcomer.
+  const auto frame = echo_params_frame(Combo{1, 1, 1, 1, 1, 1});
+  Raw first = local.raw(Via::unix_socket);
+  Raw second = local.raw(Via::tcp);
+  REQUIRE(first.send_all(std::span(frame).first(10)));
+  REQUIRE(second.send_all(std::span(frame).first(10)));
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 20; }));
   auto third = local.client(Via::unix_socket);
   auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().code == ErrorCode::busy);
   CHECK(refused.error().message.find("maximum of 2 connections") != std::string::npos);
-  first.reset();
+  // The two in progress are untouched: each finishes its frame and is answered.
+  REQUIRE(second.send_all(std::span(frame).subspan(10)));
+  const auto answered = second.read_frame();
+  REQUIRE(answered.has_value());
+  CHECK_FALSE(as_error(answered).has_value());
+  first.hang_up();
   CHECK(eventually([&] {
     auto fourth = local.client(Via::unix_socket);
     return fourth.echo_params(Combo{4, 4, 4, 4, 4, 4}).has_value();
@@ -1144,12 +1159,6 @@ TEST_CASE("an idle connection is closed with idle_timeout and frees its slot; a 
   Raw idle_tcp = local.raw(Via::tcp);
   auto busy = local.client(Via::unix_socket);
   REQUIRE(busy.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
-  {
-    auto locked_out = local.client(Via::tcp);
-    auto refused = locked_out.echo_params(Combo{2, 2, 2, 2, 2, 2});
-    REQUIRE_FALSE(refused.has_value());
-    CHECK(refused.error().code == ErrorCode::busy);
-  }
   // A request every 100 ms keeps `busy` from ever being idle for 400 ms.
   const auto start = std::chrono::steady_clock::now();
   int calls = 0;
@@ -1177,10 +1186,13 @@ TEST_CASE("TCP peers cannot take the owner's reserve: a Unix peer of our uid is 
   options.max_connections = 3;
   options.owner_reserve = 1;
   LocalServer local(options);
-  auto first = local.client(Via::tcp);
-  auto second = local.client(Via::tcp);
-  REQUIRE(first.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
-  REQUIRE(second.echo_params(Combo{2, 2, 2, 2, 2, 2}).has_value());
+  // Two TCP peers mid-frame hold the two slots TCP may take.
+  const auto frame = echo_params_frame(Combo{1, 1, 1, 1, 1, 1});
+  Raw first = local.raw(Via::tcp);
+  Raw second = local.raw(Via::tcp);
+  REQUIRE(first.send_all(std::span(frame).first(10)));
+  REQUIRE(second.send_all(std::span(frame).first(10)));
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 20; }));
   auto third = local.client(Via::tcp);
   auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
   REQUIRE_FALSE(refused.has_value());
@@ -1191,9 +1203,27 @@ TEST_CASE("TCP peers cannot take the owner's reserve: a Unix peer of our uid is 
   CHECK(local.rejected(SocketError::too_many_connections) == 1);
 }
 
+TEST_CASE("a TCP peer at the connection limit never closes an idle connection of the server's own uid") {
+  SocketServerOptions options;
+  options.max_connections = 2;
+  options.owner_reserve = 1;
+  LocalServer local(options);
+  auto owner = local.client(Via::unix_socket);
+  REQUIRE(owner.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  std::this_thread::sleep_for(150ms);  // idle, and published as idle
+  auto outsider = local.client(Via::tcp);
+  auto refused = outsider.echo_params(Combo{2, 2, 2, 2, 2, 2});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::busy);
+  CHECK(owner.echo_params(Combo{3, 3, 3, 3, 3, 3}).has_value());
+  CHECK(local.rejected(SocketError::too_many_connections) == 1);
+}
+
 TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a close gives the bytes back") {
   SocketServerOptions options;
-  options.max_loaded_bytes = 5000 * sizeof(double);  // small_series() is 3,000 bars
+  // small_series() is 3,000 bars. A load counts its frame (24,013 bytes) and reply while it is
+  // served, then its series (24,000 bytes).
+  options.max_loaded_bytes = 60'000;
   LocalServer local(options);
   const std::vector<double>& series = small_series();
   const std::span<const double> third(series.data(), 1000);
@@ -1205,7 +1235,7 @@ TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a 
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().code == ErrorCode::resource);
   CHECK(refused.error().message.find("over_memory_cap") != std::string::npos);
-  CHECK(refused.error().message.find("past its cap of 40000 bytes") != std::string::npos);
+  CHECK(refused.error().message.find("to 72033 bytes, past its cap of 60000 bytes") != std::string::npos);
   CHECK(b.last_server_error() == static_cast<std::uint32_t>(SocketError::over_memory_cap));
   CHECK_FALSE(b.broken());
   // `a` now holds 8,000 bytes in place of 24,000: b's 24,000 fit.
@@ -1215,7 +1245,7 @@ TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a 
   REQUIRE(answers.has_value());
   CHECK((*answers)[0] == (*run_sweep(series, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
   auto c = local.client(Via::unix_socket);
-  REQUIRE_FALSE(c.load(two_thirds).has_value());  // 8,000 + 24,000 + 16,000 > 40,000
+  REQUIRE_FALSE(c.load(two_thirds).has_value());  // 8,000 + 24,000 + 16,033 + 16,000 > 60,000
   a.reset();                                      // its 8,000 bytes go back
   CHECK(eventually([&] { return c.load(two_thirds).has_value(); }));
   CHECK(local.rejected(SocketError::over_memory_cap) >= 2);
@@ -1246,36 +1276,325 @@ TEST_CASE("a sweep holding a combo past the bound per combo gets too_costly nami
   CHECK(local.rejected(SocketError::too_costly) == 4);
 }
 
-TEST_CASE("stopping the server waits for at most one combo of a long sweep, never the whole sweep") {
+TEST_CASE("stopping the server waits for at most one combo of a long sweep per sweep thread, never the whole sweep") {
   const std::vector<double> series = series_of(150'000, 11);
-  LocalServer local;
   std::vector<Combo> combos(2000, combo_from_length(200));
   const auto t_one = std::chrono::steady_clock::now();
   REQUIRE(run_sweep(series, std::span(combos).first(1), kDefaultFee, 1).has_value());
   const double one_combo_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_one).count();
-  std::atomic<bool> answered{false};
-  std::thread caller([&] {
+  for (const unsigned sweep_threads : {1u, 2u}) {
+    CAPTURE(sweep_threads);
+    SocketServerOptions options;
+    options.sweep_threads = sweep_threads;
+    LocalServer local(options);
+    std::atomic<bool> answered{false};
+    std::thread caller([&] {
+      SocketClientOptions client_options;
+      client_options.timeout = 120'000ms;
+      auto client = SocketClient::connect_unix(local.path(), client_options);
+      if (!client) return;
+      (void)client->sweep(series, combos);  // an error or a hang-up: the server stopped under it
+      answered.store(true);                 // seq_cst: read after join
+    });
+    // Wait until the sweep is running: the server's bytes_in covers the whole request.
+    const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + combos.size() * kComboWireBytes;
+    REQUIRE(eventually([&] { return local.server().stats().bytes_in >= request_bytes; }, 10'000ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::max(20.0, 5 * one_combo_ms))));
+    const auto t_stop = std::chrono::steady_clock::now();
+    local.server().stop();
+    const double stop_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_stop).count();
+    caller.join();
+    CHECK(answered.load());
+    MESSAGE("one combo ", one_combo_ms, " ms; the sweep would take about ", one_combo_ms * 2000 / sweep_threads,
+            " ms on ", sweep_threads, " sweep thread(s); stop took ", stop_ms, " ms");
+    CHECK(stop_ms < 200.0 + 10 * one_combo_ms);
+    CHECK(stop_ms * 20 < one_combo_ms * 2000 / sweep_threads);
+  }
+}
+
+// ---- One peer never holds up another: fairness, the connection limit and the memory cap -----------
+
+TEST_CASE("a long sweep on one connection holds up another connection's requests for at most one chunk of its work") {
+  const std::vector<double> series = series_of(150'000, 11);
+  LocalServer local;  // one server thread: every connection below is served by the same thread
+  const std::vector<Combo> long_sweep(600, combo_from_length(160));
+  std::thread hog([&] {
     SocketClientOptions client_options;
-    client_options.timeout = 120'000ms;
-    auto client = SocketClient::connect_unix(local.path(), client_options);
-    if (!client) return;
-    (void)client->sweep(series, combos);  // an error or a hang-up: the server stopped under it
-    answered.store(true);                 // seq_cst: read after join
+    client_options.timeout = 300'000ms;
+    auto client = SocketClient::connect_tcp("127.0.0.1", local.server().tcp_port(), client_options);
+    if (client) (void)client->sweep(series, long_sweep);  // answered, or cut off by stop() below
   });
-  // Wait until the sweep is running: the server's bytes_in covers the whole request.
-  const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + combos.size() * kComboWireBytes;
+  const auto sweeps_served = [&] { return local.server().stats().served[static_cast<std::size_t>(SocketOpcode::sweep)]; };
+  // The long sweep is running once the server has read all of it.
+  const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + long_sweep.size() * kComboWireBytes;
   REQUIRE(eventually([&] { return local.server().stats().bytes_in >= request_bytes; }, 10'000ms));
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::max(20.0, 5 * one_combo_ms))));
-  const auto t_stop = std::chrono::steady_clock::now();
-  local.server().stop();
-  const double stop_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_stop).count();
-  caller.join();
-  CHECK(answered.load());
-  MESSAGE("one combo ", one_combo_ms, " ms; the sweep would take about ", one_combo_ms * 2000, " ms; stop took ",
-          stop_ms, " ms");
-  CHECK(stop_ms < 200.0 + 10 * one_combo_ms);
-  CHECK(stop_ms * 20 < one_combo_ms * 2000);
+
+  // The owner's ECHO over the Unix socket is answered while the long sweep is still running.
+  auto owner = local.client(Via::unix_socket, 300'000ms);
+  const auto t_echo = std::chrono::steady_clock::now();
+  auto echoed = owner.echo(small_series());
+  const double echo_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_echo).count();
+  REQUIRE_MESSAGE(echoed.has_value(), (echoed ? "" : echoed.error().message));
+  MESSAGE("the owner's ECHO took ", echo_ms, " ms during a sweep of ", long_sweep.size(), " combos of window 160");
+  CHECK(*echoed == small_series());
+  CHECK(sweeps_served() == 0);
+  // So is another peer's short sweep, with the right answer.
+  auto other = local.client(Via::tcp, 300'000ms);
+  const std::vector<Combo> short_sweep = {combo_from_length(31), combo_from_length(6)};
+  auto answers = other.sweep(small_series(), short_sweep);
+  REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
+  CHECK(*answers == *run_sweep(small_series(), short_sweep, kDefaultFee, 1));
+  CHECK(sweeps_served() == 1);
+  local.server().stop();  // waits for one combo of the long sweep, not for the rest of it
+  hog.join();
+}
+
+TEST_CASE("sweeps run a combo per chunk and interleaved, on one or two sweep threads, answer what the kernel "
+          "computes, bit for bit, pipelined frames in order") {
+  const std::vector<Combo> grid = default_grid();
+  const auto expected = run_sweep(small_series(), grid, kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  for (const unsigned sweep_threads : {1u, 2u}) {
+    CAPTURE(sweep_threads);
+    SocketServerOptions options;
+    options.sweep_chunk_cost = 1;  // every chunk is one combo per sweep thread
+    options.sweep_threads = sweep_threads;
+    LocalServer local(options);
+    std::atomic<int> good{0};
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.emplace_back([&, i] {
+        SocketClientOptions client_options;
+        client_options.timeout = 60'000ms;
+        auto client = i % 2 == 0 ? SocketClient::connect_unix(local.path(), client_options)
+                                 : SocketClient::connect_tcp("127.0.0.1", local.server().tcp_port(), client_options);
+        if (!client) return;
+        const bool loaded = i < 2 || client->load(small_series()).has_value();
+        auto answers = i < 2 ? client->sweep(small_series(), grid) : client->sweep_loaded(grid);
+        // relaxed: the joins below publish the count.
+        if (loaded && answers && *answers == *expected) good.fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+    for (auto& thread : clients) thread.join();
+    CHECK(good.load(std::memory_order_relaxed) == 4);  // relaxed: every writer has joined
+    const SocketServerStats stats = local.server().stats();
+    CHECK(stats.served[static_cast<std::size_t>(SocketOpcode::sweep)] == 2);
+    CHECK(stats.served[static_cast<std::size_t>(SocketOpcode::sweep_loaded)] == 2);
+
+    // Two sweeps with an echo_params between them, in one write: three replies, in order.
+    const auto head = std::span(grid).first(5);
+    const auto tail = std::span(grid).last(3);
+    std::vector<std::byte> bytes = request(SocketOpcode::sweep, small_series(), head);
+    const auto echo = echo_params_frame(Combo{9, 8, 7, 6, 5, 4});
+    bytes.insert(bytes.end(), echo.begin(), echo.end());
+    const auto second = request(SocketOpcode::sweep, small_series(), tail);
+    bytes.insert(bytes.end(), second.begin(), second.end());
+    Raw raw = local.raw(Via::unix_socket);
+    REQUIRE(raw.send_all(bytes));
+    for (const auto combos : {head, std::span<const Combo>(), tail}) {
+      const auto reply = raw.read_frame();
+      REQUIRE(reply.has_value());
+      REQUIRE_FALSE(as_error(reply).has_value());
+      if (combos.empty()) {
+        CHECK(reply->size() == kEchoParamsReplyBytes);
+        continue;
+      }
+      std::vector<BacktestResult> answers(combos.size());
+      REQUIRE(decode_sweep_reply(std::span(*reply).subspan(kLengthPrefixBytes), answers));
+      CHECK(answers == *run_sweep(small_series(), combos, kDefaultFee, 1));
+    }
+  }
+}
+
+TEST_CASE("a peer that hangs up while its sweep runs has the sweep abandoned, and the thread goes on") {
+  const std::vector<double> series = series_of(150'000, 11);
+  LocalServer local;
+  const std::vector<Combo> combos(2000, combo_from_length(200));
+  {
+    Raw raw = local.raw(Via::unix_socket);
+    REQUIRE(raw.send_all(request(SocketOpcode::sweep, series, combos)));
+    const std::uint64_t request_bytes = 13 + series.size() * sizeof(double) + combos.size() * kComboWireBytes;
+    REQUIRE(eventually([&] { return local.server().stats().bytes_in >= request_bytes; }, 10'000ms));
+  }  // closed: the sweep's reply has nobody to go to
+  CHECK(eventually([&] { return local.server().stats().connections_dropped == 1; }, 10'000ms));
+  CHECK(local.server().stats().served[static_cast<std::size_t>(SocketOpcode::sweep)] == 0);
+  local.check_good_client(Via::tcp);
+}
+
+TEST_CASE("the memory cap refuses growth past it without changing anything, and shrinking always succeeds") {
+  socket_detail::MemoryCap cap(1000);
+  std::uint64_t a = 0;
+  std::uint64_t b = 0;
+  CHECK_FALSE(cap.resize(a, 600, kMemoryForSeries).has_value());
+  CHECK(a == 600);
+  const auto refused = cap.resize(b, 401, kMemoryForFrame);
+  REQUIRE(refused.has_value());
+  CHECK(refused->error == SocketError::over_memory_cap);
+  CHECK(refused->field == kMemoryForFrame);
+  CHECK(refused->actual == 401);
+  CHECK(refused->expected == 1000);
+  CHECK(refused->limit == 600);
+  CHECK(b == 0);
+  CHECK_FALSE(cap.resize(b, 400, kMemoryForFrame).has_value());  // exactly the cap
+  CHECK_FALSE(cap.resize(a, 100, kMemoryForSeries).has_value());  // shrinking
+  CHECK_FALSE(cap.resize(b, 900, kMemoryForRequest).has_value());
+  const auto again = cap.resize(a, 101, kMemoryForSeries);
+  REQUIRE(again.has_value());
+  CHECK(again->limit == 900);
+  CHECK(a == 100);
+  CHECK_FALSE(cap.resize(a, 0, kMemoryForSeries).has_value());
+  CHECK_FALSE(cap.resize(b, 0, kMemoryForRequest).has_value());
+  CHECK_FALSE(cap.resize(a, 1000, kMemoryForSeries).has_value());  // everything went back
+}
+
+TEST_CASE("the memory cap under eight threads growing and shrinking at once never admits more than the cap, and ends "
+          "at zero") {
+  constexpr std::uint64_t kCap = 10'000;
+  socket_detail::MemoryCap cap(kCap);
+  std::atomic<std::uint64_t> admitted{0};  // the bytes granted and not yet given back, as the holders see them
+  std::atomic<std::uint64_t> peak{0};
+  std::atomic<std::uint64_t> refusals{0};
+  std::atomic<std::uint64_t> failed_shrinks{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 1);
+      std::uint64_t held = 0;  // kept between steps: eight holders of up to 3,000 often pass 10,000
+      for (int i = 0; i < 200'000; ++i) {
+        const std::uint64_t bytes = rng() % 3000;
+        // seq_cst on the shadow count: a holder adds bytes only after the cap granted them and
+        // removes them before giving them back, so the shadow never exceeds what the cap holds.
+        if (bytes <= held) {
+          admitted.fetch_sub(held - bytes);
+          if (cap.resize(held, bytes, kMemoryForRequest)) failed_shrinks.fetch_add(1);
+          continue;
+        }
+        const std::uint64_t more = bytes - held;
+        if (cap.resize(held, bytes, kMemoryForRequest)) {
+          refusals.fetch_add(1);
+          continue;
+        }
+        const std::uint64_t now = admitted.fetch_add(more) + more;
+        std::uint64_t seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+      }
+      admitted.fetch_sub(held);
+      if (cap.resize(held, 0, kMemoryForRequest)) failed_shrinks.fetch_add(1);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(peak.load() <= kCap);
+  CHECK(refusals.load() > 0);
+  CHECK(failed_shrinks.load() == 0);
+  std::uint64_t whole = 0;
+  CHECK_FALSE(cap.resize(whole, kCap, kMemoryForRequest).has_value());  // all of it came back
+}
+
+TEST_CASE("at the connection limit the longest-idle connection with no request in flight is closed with a busy error, "
+          "and the new peer is served") {
+  for (const Via via : {Via::unix_socket, Via::tcp}) {
+    for (const unsigned threads : {1u, 3u}) {
+      CAPTURE(name_of(via));
+      CAPTURE(threads);
+      SocketServerOptions options;
+      options.max_connections = 2;
+      options.owner_reserve = 0;
+      options.threads = threads;
+      LocalServer local(options);
+      auto first = local.client(via);
+      auto second = local.client(via);
+      REQUIRE(first.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+      REQUIRE(second.echo_params(Combo{2, 2, 2, 2, 2, 2}).has_value());
+      // Idle times are published once a tick (a quarter of the frame timeout, at most 100 ms).
+      std::this_thread::sleep_for(150ms);
+      auto third = local.client(via);
+      auto served = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
+      REQUIRE_MESSAGE(served.has_value(), (served ? "" : served.error().message));
+      // `first` was idle longest: it was told why it was closed, and a client library calls it busy.
+      auto closed = first.echo_params(Combo{4, 4, 4, 4, 4, 4});
+      REQUIRE_FALSE(closed.has_value());
+      CHECK(closed.error().code == ErrorCode::busy);
+      CHECK(closed.error().message.find("too_many_connections") != std::string::npos);
+      CHECK(closed.error().message.find("longest-idle") != std::string::npos);
+      CHECK(second.echo_params(Combo{5, 5, 5, 5, 5, 5}).has_value());
+      CHECK(third.echo_params(Combo{6, 6, 6, 6, 6, 6}).has_value());
+      CHECK(local.rejected(SocketError::too_many_connections) == 1);
+      CHECK(local.server().stats().connections_refused == 0);
+    }
+  }
+}
+
+TEST_CASE("frames being buffered count against the memory cap: one that would pass it is refused from its length "
+          "prefix, and the connection goes on") {
+  SocketServerOptions options;
+  options.max_loaded_bytes = 1u << 20;  // 1 MiB
+  LocalServer local(options);
+  // An ECHO of 100,000 bars: an 800,013-byte frame. Served, it needs as much again for its reply.
+  const std::vector<double> bars(100'000, 101.5);
+  const std::vector<std::byte> frame = request(SocketOpcode::echo, bars, {});
+  REQUIRE(frame.size() == 800'013);
+  Raw holder = local.raw(Via::tcp);
+  REQUIRE(holder.send_all(std::span(frame).first(1000)));
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 1000; }));
+
+  // A second such frame would take the bytes held past 1 MiB: refused from its 4-byte prefix.
+  Raw late = local.raw(Via::unix_socket);
+  REQUIRE(late.send_all(std::span(frame).first(kLengthPrefixBytes)));
+  const auto error = as_error(late.read_frame(3000ms));
+  REQUIRE(error.has_value());
+  CHECK(error->code == static_cast<std::uint32_t>(SocketError::over_memory_cap));
+  CHECK(error->message.find("a frame of 800013 bytes would take") != std::string::npos);
+  CHECK(error->message.find("to 1600026 bytes, past its cap of 1048576 bytes") != std::string::npos);
+  // The body it sends anyway is skipped, and its next frame is served.
+  REQUIRE(late.send_all(std::span(frame).subspan(kLengthPrefixBytes)));
+  REQUIRE(late.send_all(echo_params_frame(Combo{7, 7, 7, 7, 7, 7})));
+  const auto echoed = late.read_frame();
+  REQUIRE(echoed.has_value());
+  CHECK_FALSE(as_error(echoed).has_value());
+  CHECK(echoed->size() == kEchoParamsReplyBytes);
+
+  // Alone, the whole frame is admitted, but its reply would pass the cap: refused when decoded.
+  holder.hang_up();  // its unfinished frame stops counting
+  REQUIRE(eventually([&] { return local.rejected(SocketError::truncated) == 1; }));
+  REQUIRE(late.send_all(frame));
+  const auto too_big = as_error(late.read_frame());
+  REQUIRE(too_big.has_value());
+  CHECK(too_big->code == static_cast<std::uint32_t>(SocketError::over_memory_cap));
+  CHECK(too_big->message.find("this request needs 1600017 bytes (its frame, reply and scratch)") != std::string::npos);
+  // Half as many bars fit, frame and reply together.
+  const std::vector<std::byte> half = request(SocketOpcode::echo, std::span(bars).first(50'000), {});
+  REQUIRE(late.send_all(half));
+  const auto answered = late.read_frame();
+  REQUIRE(answered.has_value());
+  CHECK(answered->size() == kLengthPrefixBytes + 50'000 * sizeof(double));
+  CHECK(local.rejected(SocketError::over_memory_cap) == 2);
+}
+
+TEST_CASE("30 peers announcing near-maximum frames cannot make the server reserve more than --max-loaded-mb") {
+  ServerProcess engine({"--max-loaded-mb", "256"});
+  const std::uint64_t peak_before = vm_peak_kib(engine.child().pid());
+  REQUIRE(peak_before > 0);
+  // Each announces a 64 MiB - 1 byte body and sends 64 KiB of it: three fit under 256 MiB.
+  std::vector<std::byte> start(kLengthPrefixBytes + 65'536, std::byte{0});
+  store_le(start.data(), std::uint32_t{kDefaultMaxFrameBytes - 1});
+  std::vector<Raw> peers;
+  int refused = 0;
+  for (int i = 0; i < 30; ++i) {
+    peers.push_back(i % 2 == 0 ? Raw::to_unix(engine.path()) : Raw::to_tcp(engine.port()));
+    REQUIRE(peers.back().send_all(start));
+  }
+  for (Raw& peer : peers) {
+    const auto error = as_error(peer.read_frame(500ms));
+    if (error && error->code == static_cast<std::uint32_t>(SocketError::over_memory_cap)) ++refused;
+  }
+  CHECK(refused == 27);
+  const std::uint64_t grown_kib = vm_peak_kib(engine.child().pid()) - peak_before;
+  MESSAGE("VmPeak grew by ", grown_kib / 1024, " MiB");
+  CHECK(grown_kib < (256 + 64) * 1024);
+  auto client = engine.client(Via::unix_socket);
+  CHECK(client.echo_params(Combo{1, 2, 3, 4, 5, 6}).has_value());
 }
 
 TEST_CASE("the Unix socket file is 0600 and only our uid gets in; another uid is refused") {

@@ -1,0 +1,354 @@
+#include "engine/socket_thread.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <exception>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace ipcfloor::socket_detail {
+namespace {
+
+constexpr int kMaxEvents = 64;
+constexpr std::int64_t kNoneIdle = std::numeric_limits<std::int64_t>::max();
+
+}  // namespace
+
+ServerThread::ServerThread(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections,
+                           SharedBudget& budget, int unix_fd, int tcp_fd, int wake_fd, unsigned index)
+    : options_(options),
+      unix_fd_(unix_fd),
+      tcp_fd_(tcp_fd),
+      wake_fd_(wake_fd),
+      index_(index),
+      tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))),
+      limit_(open_connections, options.max_connections, options.owner_reserve),
+      log_(options.log),
+      requests_(options, budget),
+      context_{options, stats_, log_, epoll_, requests_},
+      oldest_idle_{kNoneIdle, kNoneIdle} {}
+
+ServerThread::~ServerThread() {
+  close_all();
+  if (reserve_fd_ >= 0) close(reserve_fd_);
+  if (inbox_fd_ >= 0) close(inbox_fd_);
+}
+
+template <class Work>
+void ServerThread::guarded(Connection* connection, Work&& work) noexcept {
+  try {
+    work();
+  } catch (const std::exception& error) {
+    if (connection != nullptr) {
+      connection->drop(fmt::format("dropped after an internal error: {}", error.what()));
+    } else {
+      log_.line(fmt::format("accept failed: {}", error.what()));
+    }
+  } catch (...) {
+    if (connection != nullptr) connection->mark_dead();
+  }
+}
+
+void ServerThread::close_all() noexcept {
+  for (auto& [fd, connection] : connections_) {
+    close(fd);
+    if (connection->holds_slot()) limit_.release();
+  }
+  connections_.clear();
+  run_queue_.clear();
+  const std::lock_guard lock(inbox_mutex_);
+  for (const Newcomer& newcomer : inbox_) close(newcomer.fd);
+  inbox_.clear();
+}
+
+Expected<void> ServerThread::init(std::span<ServerThread* const> all) {
+  all_.assign(all.begin(), all.end());
+  if (auto opened = epoll_.open(); !opened) return opened;
+  // Several threads share the listeners: EPOLLEXCLUSIVE wakes one of them per connection.
+  for (const int fd : {unix_fd_, tcp_fd_})
+    if (fd >= 0)
+      if (auto added = epoll_.add(fd, EPOLLIN | EPOLLEXCLUSIVE); !added) return added;
+  if (auto added = epoll_.add(wake_fd_, EPOLLIN); !added) return added;
+  inbox_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (inbox_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
+  if (auto added = epoll_.add(inbox_fd_, EPOLLIN); !added) return added;
+  // Spare descriptor: when the process runs out, it is closed to accept and shed a peer
+  // instead of spinning on a listener that stays readable.
+  reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return {};
+}
+
+void ServerThread::run() noexcept {
+  std::array<epoll_event, kMaxEvents> events{};
+  auto next_check = Clock::now() + tick_;
+  const int tick_ms = static_cast<int>(tick_.count());
+  for (;;) {
+    const int ready = epoll_.wait(events, run_queue_.empty() ? tick_ms : 0);
+    if (ready < 0 && errno != EINTR) {
+      log_.line(fmt::format("epoll_wait failed: {}; this server thread stops", os_error(errno)));
+      return;
+    }
+    const auto now = Clock::now();
+    for (int i = 0; i < ready; ++i) {
+      const int fd = events[static_cast<std::size_t>(i)].data.fd;
+      const std::uint32_t what = events[static_cast<std::size_t>(i)].events;
+      if (fd == wake_fd_) return;
+      if (fd == inbox_fd_) {
+        receive(now);
+        continue;
+      }
+      if (fd == unix_fd_ || fd == tcp_fd_) {
+        guarded(nullptr, [&] { accept_all(fd, now); });
+        continue;
+      }
+      const auto found = connections_.find(fd);
+      if (found == connections_.end() || found->second->dead()) continue;
+      Connection& connection = *found->second;
+      guarded(&connection, [&] { connection.on_events(what, now); });
+      enqueue(fd, connection);
+    }
+    if (now >= next_check) {
+      check_deadlines(now);
+      next_check = now + tick_;
+    }
+    run_next_chunk();
+    reap();
+  }
+}
+
+void ServerThread::accept_all(int listen_fd, Clock::time_point now) {
+  const bool is_unix = listen_fd == unix_fd_;
+  for (;;) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (keeps_accepting(listen_fd, errno)) continue;
+      return;
+    }
+    auto peer = check_peer(fd, is_unix, address);
+    if (peer) place(Newcomer{fd, std::move(*peer), 0}, now);
+  }
+}
+
+bool ServerThread::keeps_accepting(int listen_fd, int error) {
+  if (error == EAGAIN || error == EWOULDBLOCK) return false;
+  if (error == EINTR || error == ECONNABORTED || error == EPROTO) return true;
+  if ((error == EMFILE || error == ENFILE) && reserve_fd_ >= 0) {
+    close(reserve_fd_);
+    const int shed = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (shed >= 0) close(shed);
+    reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    log_.line("out of file descriptors: shed a new connection");
+    stats_.refused.add();
+    return true;
+  }
+  log_.line(fmt::format("accept failed: {}", os_error(error)));
+  return false;
+}
+
+std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const sockaddr_storage& address) {
+  PeerCheck peer;
+  if (is_unix) {
+    ucred credentials{};
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+      log_.line(fmt::format("SO_PEERCRED failed: {}; connection closed", os_error(errno)));
+      close(fd);
+      stats_.refused.add();
+      return std::nullopt;
+    }
+    peer.name = fmt::format("unix peer pid {} uid {}", credentials.pid, credentials.uid);
+    // Only a Unix peer's uid is proven (SO_PEERCRED, unless any_uid): TCP peers are anyone's.
+    peer.owner = !options_.any_uid && credentials.uid == geteuid();
+    if (!options_.any_uid && credentials.uid != geteuid()) {
+      SocketFault fault;
+      fault.error = SocketError::permission_denied;
+      fault.actual = credentials.uid;
+      fault.expected = geteuid();
+      peer.refusal = fault;
+    }
+    return peer;
+  }
+  peer.name = tcp_peer_name(address);
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    log_.line(fmt::format("{}: TCP_NODELAY failed: {}; connection closed", peer.name, os_error(errno)));
+    close(fd);
+    stats_.refused.add();
+    return std::nullopt;
+  }
+  return peer;
+}
+
+void ServerThread::place(Newcomer newcomer, Clock::time_point now) {
+  newcomer.tried |= std::uint64_t{1} << index_;
+  if (!newcomer.peer.refusal) {
+    const bool owner = newcomer.peer.owner;
+    if (auto refusal = limit_.claim(owner)) {
+      Connection* local = longest_idle(owner);
+      if (ServerThread* other = thread_with_older_idle(owner, newcomer.tried, local)) {
+        other->hand_over(std::move(newcomer));
+        return;
+      }
+      newcomer.peer.refusal = claim_by_closing(local, owner, *refusal, now);
+    }
+  }
+  serve_or_refuse(newcomer.fd, std::move(newcomer.peer), now);
+}
+
+void ServerThread::serve_or_refuse(int fd, PeerCheck peer, Clock::time_point now) {
+  const bool holds_slot = !peer.refusal;
+  // Refused peers linger briefly to receive their error; past this many, they are cut off.
+  if (!holds_slot && connections_.size() >= 2 * options_.max_connections + 16) {
+    close(fd);
+    stats_.refused.add();
+    return;
+  }
+  std::unique_ptr<Connection> connection;
+  try {
+    connection = std::make_unique<Connection>(context_, fd, std::move(peer.name), peer.owner, next_id_++, now);
+  } catch (...) {
+    close(fd);
+    if (holds_slot) limit_.release();
+    throw;
+  }
+  if (holds_slot) connection->hold_slot();
+  Connection& added = *connection;
+  connections_.emplace(fd, std::move(connection));
+  if (auto registered = epoll_.add(fd, EPOLLIN | EPOLLRDHUP); !registered) {
+    added.drop(registered.error().message);
+    return;
+  }
+  if (peer.refusal) {
+    stats_.refused.add();
+    added.close_with_error(peer.refusal->error, ipcfloor::describe(*peer.refusal), now);
+  } else {
+    stats_.accepted.add();
+  }
+}
+
+Connection* ServerThread::longest_idle(bool owner) const noexcept {
+  Connection* oldest = nullptr;
+  for (const auto& [fd, connection] : connections_) {
+    if (!connection->evictable() || (!owner && connection->owner())) continue;
+    if (oldest == nullptr || connection->idle_since() < oldest->idle_since()) oldest = connection.get();
+  }
+  return oldest;
+}
+
+ServerThread* ServerThread::thread_with_older_idle(bool owner, std::uint64_t tried,
+                                                   const Connection* than) const noexcept {
+  std::int64_t oldest = than != nullptr ? than->idle_since().time_since_epoch().count() : kNoneIdle;
+  ServerThread* found = nullptr;
+  for (ServerThread* other : all_) {
+    if ((tried >> other->index_ & 1) != 0) continue;
+    // relaxed: a hint (pairs with the relaxed store in ServerThread::check_deadlines on the
+    // other thread); that thread looks at its own connections again in place().
+    const std::int64_t since = other->oldest_idle_[owner ? 0 : 1].load(std::memory_order_relaxed);
+    if (since < oldest) {
+      oldest = since;
+      found = other;
+    }
+  }
+  return found;
+}
+
+std::optional<SocketFault> ServerThread::claim_by_closing(Connection* victim, bool owner, const SocketFault& refusal,
+                                                          Clock::time_point now) {
+  if (victim == nullptr || !limit_.one_release_admits(owner)) return refusal;
+  SocketFault fault;
+  fault.error = SocketError::too_many_connections;
+  fault.field = kClosedForNewcomer;
+  fault.expected = options_.max_connections;
+  fault.limit = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - victim->idle_since()).count());
+  victim->close_with_error(fault.error, ipcfloor::describe(fault), now);
+  victim->slot_returned();
+  limit_.release();
+  return limit_.claim(owner);
+}
+
+void ServerThread::hand_over(Newcomer newcomer) {
+  try {
+    const std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(newcomer));
+  } catch (...) {
+    close(newcomer.fd);
+    throw;
+  }
+  const std::uint64_t one = 1;
+  // The counter cannot overflow here: at most one write per newcomer.
+  [[maybe_unused]] const ssize_t written = write(inbox_fd_, &one, sizeof one);
+}
+
+void ServerThread::receive(Clock::time_point now) {
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t got = read(inbox_fd_, &count, sizeof count);  // resets the eventfd
+  std::vector<Newcomer> arrived;
+  {
+    const std::lock_guard lock(inbox_mutex_);
+    arrived.swap(inbox_);
+  }
+  for (Newcomer& newcomer : arrived) guarded(nullptr, [&] { place(std::move(newcomer), now); });
+}
+
+void ServerThread::enqueue(int fd, Connection& connection) {
+  if (!connection.sweeping() || connection.queued() || connection.dead()) return;
+  run_queue_.emplace_back(fd, connection.id());
+  connection.set_queued(true);
+}
+
+void ServerThread::run_next_chunk() {
+  while (!run_queue_.empty()) {
+    const auto [fd, id] = run_queue_.front();
+    run_queue_.pop_front();
+    const auto found = connections_.find(fd);
+    if (found == connections_.end() || found->second->id() != id) continue;  // closed since
+    Connection& connection = *found->second;
+    connection.set_queued(false);
+    if (connection.dead() || !connection.sweeping()) continue;
+    guarded(&connection, [&] { connection.run_chunk(); });
+    enqueue(fd, connection);  // more chunks to come, or a sweep pipelined behind the last
+    return;
+  }
+}
+
+void ServerThread::check_deadlines(Clock::time_point now) {
+  std::int64_t any = kNoneIdle;
+  std::int64_t others = kNoneIdle;
+  for (auto& [fd, connection] : connections_) {
+    connection->check_deadline(now);
+    if (!connection->evictable()) continue;
+    const std::int64_t since = connection->idle_since().time_since_epoch().count();
+    any = std::min(any, since);
+    if (!connection->owner()) others = std::min(others, since);
+  }
+  // relaxed: hints for other threads' place() (pairs with the relaxed load in
+  // ServerThread::thread_with_older_idle); nothing is published through them.
+  oldest_idle_[0].store(any, std::memory_order_relaxed);
+  oldest_idle_[1].store(others, std::memory_order_relaxed);
+}
+
+void ServerThread::reap() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!it->second->dead()) {
+      ++it;
+      continue;
+    }
+    close(it->first);
+    if (it->second->holds_slot()) limit_.release();
+    it = connections_.erase(it);
+  }
+}
+
+}  // namespace ipcfloor::socket_detail
