@@ -187,6 +187,14 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
       ->capture_default_str();
   bench->add_option("--threads", options.compute.threads, "compute: kernel worker threads (0 = one per core)");
   bench->add_option("--python", options.python, "python with numpy, numba and matplotlib")->capture_default_str();
+  bench->add_option("--workers", options.throughput.workers.workers,
+                    "throughput: worker counts, one row each (default: 0, 1, powers of two up to all cpus but two)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 256u));
+  bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid")
+      ->capture_default_str();
+  bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
+                  "throughput: leave out the workers section");
   return bench;
 }
 
@@ -251,6 +259,12 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     options.throughput.windows = std::min<std::size_t>(options.throughput.windows, 8);
     options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
     options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
+    if (options.throughput.workers.workers.empty()) options.throughput.workers.workers = {0, 1};
+    options.throughput.workers.grid = "6:200:16";
+    options.throughput.workers.bars = 30'000;
+    options.throughput.workers.repeats = 1;
+    options.throughput.workers.echo_samples = 2'000;
+    options.throughput.workers.pickups = 3;
     options.python_bench.sweeps = std::min<std::size_t>(options.python_bench.sweeps, 5);
     options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
     options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);

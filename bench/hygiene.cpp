@@ -84,7 +84,7 @@ Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
   // client's and the server's; else it shares the client's, and the client waits in backoff mode
   // so that it yields to it (how the client waits does not change what the serving thread does).
   int worker_cpu = client_cpu;
-  for (const int cpu : cpus)
+  for (const int cpu : allowed_cpus())
     if (cpu != client_cpu && cpu != server_cpu) worker_cpu = cpu;
   const bool worker_shares_client = worker_cpu == client_cpu;
   {

@@ -485,6 +485,14 @@ Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
   if (!socket_client) return std::unexpected(socket_client.error());
   if (auto piped = scenario_socket_depths(run, *socket_client); !piped) return std::unexpected(piped.error());
   if (auto grid = grid_scenarios(run, *socket_client, *series); !grid) return std::unexpected(grid.error());
+  nlohmann::json workers;
+  if (options.with_workers) {
+    ScalingOptions scaling = options.workers;
+    if (scaling.binary.empty()) scaling.binary = run.where.binary;
+    auto scaled = run_scaling(scaling);
+    if (!scaled) return std::unexpected(scaled.error());
+    workers = std::move(*scaled);
+  }
 
   return nlohmann::json{
       {"suite", "throughput"},
@@ -496,6 +504,7 @@ Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
         {"engine_wait", "spin"}, {"clock_step_ns", run.step_ns}}},
       {"scenarios", run.scenarios},
       {"grid", run.grid},
+      {"workers", workers},
   };
 }
 
@@ -517,6 +526,7 @@ void print_throughput(const nlohmann::json& report) {
     fmt::print("  {:<14} {:>9.2f} {:>9.2f} {:>9.2f} {:>12.0f} {:>+9.2f}%\n", g["name"].get<std::string>(),
                g["p50_ms"].get<double>(), g["min_ms"].get<double>(), g["max_ms"].get<double>(),
                g["combos_per_s"].get<double>(), g["overhead_vs_inproc"].get<double>() * 100.0);
+  if (report.contains("workers") && !report["workers"].is_null()) print_scaling(report["workers"]);
 }
 
 }  // namespace ipcfloor

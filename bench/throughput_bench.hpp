@@ -4,7 +4,10 @@
 // (1, 8, a ring's capacity, and 1 through the exchange line), then a ring's capacity in each of 1,
 // 2 and 4 lanes, and the same 48-byte frames pipelined over the Unix socket. Then the 80-combo
 // grid as BACKTEST frames streamed through one lane, against in-process run_sweep on one thread
-// (the engine serves on one thread) and against the socket, interleaved repeat by repeat.
+// (the engine serves on one thread) and against the socket, interleaved repeat by repeat. Last,
+// the workers section (bench/scaling_bench.hpp): a row per worker count against in-process and
+// socket sweeps on as many threads, a blocking call while another lane streams, and a client
+// attaching mid-stream.
 //
 // Rates are samples too: each window of completed requests is timed on its own and the report
 // gives percentiles over windows, alongside each request's RTT (submit to answer, its own clock
@@ -15,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/scaling_bench.hpp"
 #include "common/error.hpp"
 
 namespace ipcfloor {
@@ -27,6 +31,8 @@ struct ThroughputOptions {
   int client_cpu = -1;                   // -1: first allowed cpu
   int server_cpu = -1;                   // -1: last allowed cpu
   std::string binary;                    // empty: this executable
+  bool with_workers = true;              // the workers section (bench/scaling_bench.hpp)
+  ScalingOptions workers;
 };
 
 [[nodiscard]] Expected<nlohmann::json> run_throughput(const ThroughputOptions& options);
