@@ -22,9 +22,22 @@ Expected<std::vector<double>> run_shm(const TransportContext& context, const cha
   auto mode = parse_wait_mode(wait_mode);
   if (!mode) return std::unexpected(mode.error());
   const char* what = path == ShmPath::call ? "ladder-call-" : "ladder-ring-";
-  EngineChild engine(context.binary, unique_segment_name(std::string(what) + wait_mode),
-                     {"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000", "--ring-capacity",
-                      std::to_string(context.ring_capacity), "--workers", "0"});  // ECHO only: no compute
+  // The engine as users run it, with workers, on the cores neither side of the ladder uses (an
+  // ECHO never reaches them; a host with no such core runs it without: --workers 0).
+  std::vector<std::string> args{"--wait", wait_mode, "--cpu", std::to_string(context.server_cpu), "--bars", "1000",
+                                "--ring-capacity", std::to_string(context.ring_capacity)};
+  std::string spare;
+  for (const int cpu : allowed_cpus()) {
+    if (cpu == context.client_cpu || cpu == context.server_cpu) continue;
+    if (!spare.empty()) spare += ',';
+    spare += std::to_string(cpu);
+  }
+  if (spare.empty()) {
+    args.insert(args.end(), {"--workers", "0"});
+  } else {
+    args.insert(args.end(), {"--worker-cpus", spare});
+  }
+  EngineChild engine(context.binary, unique_segment_name(std::string(what) + wait_mode), args);
   if (!engine.up())
     return fail(ErrorCode::io, "the engine ({} serve --wait {}) did not come up", context.binary, wait_mode);
   ShmClientOptions options;
