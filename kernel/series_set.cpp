@@ -26,6 +26,13 @@ Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, 
   return set;
 }
 
+std::optional<std::size_t> series_index_of(const std::string& selector, std::size_t count) {
+  if (selector.empty() || selector.size() > 4 || selector.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const std::size_t index = std::stoul(selector);
+  return index < count ? std::optional<std::size_t>(index) : std::nullopt;
+}
+
 Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector) const {
   std::vector<std::size_t> chosen;
   if (selector == "all" || (selector.empty() && names_.size() == 1)) {
@@ -37,8 +44,10 @@ Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector
                 names_.size(), fmt::join(names_, ", "));
   for (std::size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == selector) return std::vector<std::size_t>{i};
-  return fail(ErrorCode::invalid_argument, "--series '{}' is not one of the series given ({}), nor 'all'", selector,
-              fmt::join(names_, ", "));
+  if (const auto index = series_index_of(selector, names_.size())) return std::vector<std::size_t>{*index};
+  return fail(ErrorCode::invalid_argument,
+              "--series '{}' is not one of the series given ({}), nor an index 0..{}, nor 'all'", selector,
+              fmt::join(names_, ", "), names_.size() - 1);
 }
 
 Expected<LoadedSeries> SeriesSet::load(std::size_t index) const {

@@ -1,9 +1,11 @@
 #pragma once
 // Several close series in one sweep, each by name: a --data file is named after its file name
 // without the extension ("/data/ES_2024.npy" is "ES_2024"), the generated series is "default".
-// A sweep picks one by name or all of them (--series NAME|all). Setup path: allocates.
+// A sweep picks one by name or index, or all of them (--series NAME|INDEX|all). Setup path:
+// allocates.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,9 @@ namespace ipcfloor {
 
 // The series a sweep may run on: one per --data path in order, or the generator when there is
 // none. Names only; nothing is loaded.
+// The index `selector` spells when it is all digits and below `count`; nullopt otherwise.
+[[nodiscard]] std::optional<std::size_t> series_index_of(const std::string& selector, std::size_t count);
+
 class SeriesSet {
  public:
   // invalid_argument when two paths give the same name (naming both).
@@ -22,8 +27,10 @@ class SeriesSet {
   [[nodiscard]] std::size_t size() const noexcept { return names_.size(); }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
 
-  // The indices `selector` names: "all"; a name; or "" when there is exactly one series.
-  // invalid_argument naming the known names otherwise.
+  // The indices `selector` names: "all"; a name; a 0-based index in the order given (the index
+  // a BACKTEST, the C ABI and Python name a series by; a name that is all digits wins over the
+  // index it spells); or "" when there is exactly one series. invalid_argument naming the known
+  // names otherwise.
   [[nodiscard]] Expected<std::vector<std::size_t>> select(const std::string& selector) const;
 
   // Loads (or generates) series `index`; the error names the file and the bad bar.

@@ -322,10 +322,10 @@ TEST_CASE("load_series validates the bars and names the file, bar index and valu
   }
 }
 
-TEST_CASE("reports a missing file with its path and the OS reason") {
+TEST_CASE("reports a missing file with its path and the OS reason, as bad input") {
   const TempDir dir;
   const std::string path = dir.file("absent.csv");
-  check_error(ipcfloor::load_series(path), ErrorCode::io,
+  check_error(ipcfloor::load_series(path), ErrorCode::invalid_argument,
               {path, "No such file or directory"});
 }
 
@@ -334,7 +334,7 @@ TEST_CASE("reports an unreadable file with its path and the OS reason") {
   SUBCASE("a directory") {
     const std::string path = dir.file("folder.f64");
     fs::create_directory(path);
-    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Is a directory"});
+    check_error(ipcfloor::load_series(path), ErrorCode::invalid_argument, {path, "is a directory"});
   }
   SUBCASE("no read permission") {
     if (::geteuid() == 0) {
@@ -344,7 +344,7 @@ TEST_CASE("reports an unreadable file with its path and the OS reason") {
     const std::string path = dir.file("locked.npy");
     write_bytes(path, "x");
     ::chmod(path.c_str(), 0);
-    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Permission denied"});
+    check_error(ipcfloor::load_series(path), ErrorCode::permission, {path, "Permission denied"});
   }
 }
 
