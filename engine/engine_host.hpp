@@ -55,7 +55,7 @@ class EngineHost {
 
   EngineHost(const EngineHost&) = delete;
   EngineHost& operator=(const EngineHost&) = delete;
-  ~EngineHost();  // stop()
+  ~EngineHost();  // stop(); then the engine's socket and lock file, and the socket server's socket, go
 
   // Keeper: serves hand-offs, departures and the heartbeat, passing every event to `sink`, until
   // a stop signal or request_stop(). Returns the signal that ended it (SIGINT, SIGTERM), or 0 for
