@@ -158,7 +158,7 @@ Expected<void> stream_through_segment(const SweepOptions& options, Expected<ShmC
         p.row.result = {answer.pnl, answer.trades};
       } else {
         const auto status = static_cast<Status>(answer.status);
-        p.row.error = status == Status::window_out_of_range ? window_error(p.row.params, n_bars)
+        p.row.error = status == Status::window_out_of_range ? window_error(p.row, n_bars)
                       : status == Status::too_costly
                           ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-ms)",
                                         options.name)

@@ -65,8 +65,9 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
   return plan;
 }
 
-std::string window_error(const Combo& combo, std::size_t n_bars, std::size_t line) {
-  const auto w = combo.as_array();
+std::string window_error(const SweepRow& row, std::size_t n_bars) {
+  const auto w = row.params.as_array();
+  const std::size_t line = row.line;
   return fmt::format("window_out_of_range: {}windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]",
                      line == 0 ? std::string() : fmt::format("line {}: ", line), w[0], w[1], w[2], w[3], w[4], w[5],
                      n_bars);
@@ -76,7 +77,7 @@ void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars) {
   for (PlannedRow& p : plan) {
     if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
     p.runnable = false;
-    p.row.error = window_error(p.row.params, n_bars, p.row.line);
+    p.row.error = window_error(p.row, n_bars);
   }
 }
 

@@ -47,9 +47,10 @@ struct ComboSpec {
 // empty; a length or grid does not parse. A bad row of a combo file is a row with its error.
 [[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec);
 
-// "window_out_of_range: windows [...] must each be in [1, n_bars]", with "line N: " after the
-// status when `line` is not 0 (a row of a combo file).
-[[nodiscard]] std::string window_error(const Combo& combo, std::size_t n_bars, std::size_t line = 0);
+// "window_out_of_range: windows [...] must each be in [1, n_bars]" for the row's params, with
+// "line N: " after the status when the row came from a combo file. Every way of running a sweep
+// words it here, so their rows stay identical.
+[[nodiscard]] std::string window_error(const SweepRow& row, std::size_t n_bars);
 
 // Marks every runnable row whose windows a series of `n_bars` cannot hold, with its error.
 void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars);

@@ -90,12 +90,10 @@ void prepare_child(const Spawn& spawn, int in, int out, int err) {
   }
 }
 
-Ran run(const Spawn& spawn) {
-  const int out = temp_fd(), err = temp_fd(), in = temp_fd();
-  REQUIRE(out >= 0);
-  REQUIRE(::write(in, spawn.input.data(), spawn.input.size()) == static_cast<ssize_t>(spawn.input.size()));
-  ::lseek(in, 0, SEEK_SET);
+// Forks the binary with spawn.args after `first` (the subcommand, when the caller fixes one).
+pid_t start_child(const Spawn& spawn, int in, int out, int err, const std::vector<std::string>& first = {}) {
   std::vector<std::string> argv{IPCFLOOR_BINARY};
+  argv.insert(argv.end(), first.begin(), first.end());
   argv.insert(argv.end(), spawn.args.begin(), spawn.args.end());
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -106,6 +104,15 @@ Ran run(const Spawn& spawn) {
     ::execv(raw[0], raw.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+Ran run(const Spawn& spawn) {
+  const int out = temp_fd(), err = temp_fd(), in = temp_fd();
+  REQUIRE(out >= 0);
+  REQUIRE(::write(in, spawn.input.data(), spawn.input.size()) == static_cast<ssize_t>(spawn.input.size()));
+  ::lseek(in, 0, SEEK_SET);
+  const pid_t pid = start_child(spawn, in, out, err);
   Ran ran;
   const auto deadline = std::chrono::steady_clock::now() + spawn.limit;
   int status = 0;
@@ -160,20 +167,11 @@ class Served {
                   std::optional<rlim_t> memlock = std::nullopt)
       : out_(temp_fd()), err_(temp_fd()) {
     Spawn spawn;
+    spawn.args = args;
     spawn.env = env;
     spawn.memlock = memlock;
-    std::vector<std::string> argv{IPCFLOOR_BINARY, "serve"};
-    argv.insert(argv.end(), args.begin(), args.end());
     const int in = ::open("/dev/null", O_RDONLY);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      prepare_child(spawn, in, out_, err_);
-      std::vector<char*> raw;
-      for (std::string& a : argv) raw.push_back(a.data());
-      raw.push_back(nullptr);
-      ::execv(raw[0], raw.data());
-      ::_exit(127);
-    }
+    pid_ = start_child(spawn, in, out_, err_, {"serve"});
     ::close(in);
     for (int i = 0; i < 1000 && !ready_; ++i) {
       ready_ = contains(read_all(out_), "ready {");

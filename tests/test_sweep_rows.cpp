@@ -147,7 +147,9 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows m
   check_windows(*plan, 60);
   CHECK((*plan)[0].runnable);
   CHECK_FALSE((*plan)[2].runnable);
-  CHECK((*plan)[2].row.error == window_error((*plan)[2].row.params, 60, 4));
+  CHECK((*plan)[2].row.error == window_error((*plan)[2].row, 60));
+  CHECK((*plan)[2].row.error.rfind("window_out_of_range: line 4: windows [50, 100, 10, 17, 25, 50]", 0) == 0);
+  CHECK((*plan)[1].row.raw == "x,6,2,1,2,3");
   std::filesystem::remove(path);
 
   ComboSpec empty;
