@@ -557,8 +557,16 @@ TEST_CASE("a FIFO as --data or --combos is refused at once, naming it, instead o
 
 TEST_CASE("/dev/zero and /dev/urandom as --data are refused as devices, and stdin from /dev/zero stops at the bound") {
   // The limit on the child's address space turns a read without a bound into a failed run here
-  // instead of the host's OOM killer.
-  const rlim_t one_gib = rlim_t{1} << 30;
+  // instead of the host's OOM killer. ASan cannot start under one (it reserves terabytes of
+  // shadow) and aborts on a refused allocation, so there the devices and the combos (32 MiB bound)
+  // run without it, and a series from an endless stdin (4 GiB bound) is left to the release suite.
+#if defined(__SANITIZE_ADDRESS__)
+  const std::optional<rlim_t> one_gib;
+  constexpr bool kEndlessStdin = false;
+#else
+  const std::optional<rlim_t> one_gib = rlim_t{1} << 30;
+  constexpr bool kEndlessStdin = true;
+#endif
   for (const char* device : {"/dev/zero", "/dev/urandom"}) {
     CAPTURE(device);
     const Ran ran = run(Spawn{.args = {"sweep", "--inproc", "--data", device, "--lengths", "6"},
@@ -567,19 +575,23 @@ TEST_CASE("/dev/zero and /dev/urandom as --data are refused as devices, and stdi
     CHECK_MESSAGE(contains(ran.err, "character device"), ran.err);
     CHECK(contains(ran.err, device));
   }
+  const Ran feed = run(Spawn{.args = {"feed", "--name", unique_name("zero")}, .stdin_path = "/dev/zero",
+                             .address_space = one_gib, .limit = std::chrono::seconds(20)});
+  CHECK(feed.code != 0);
+  CHECK(feed.code != -1);
   const Ran combos = run(Spawn{.args = {"sweep", "--inproc", "--combos", "-", "--bars", "1000"},
                                .stdin_path = "/dev/zero", .address_space = one_gib, .limit = std::chrono::seconds(60)});
   CHECK_MESSAGE(combos.code == 3, combos.err);
   CHECK_MESSAGE(contains(combos.err, "standard input"), combos.err);
   CHECK_MESSAGE(contains(combos.err, "more than"), combos.err);
+  if (!kEndlessStdin) {
+    MESSAGE("skipped under ASan: a series from standard input /dev/zero, read up to its 4 GiB bound");
+    return;
+  }
   const Ran data = run(Spawn{.args = {"sweep", "--inproc", "--data", "-", "--lengths", "6"}, .stdin_path = "/dev/zero",
                              .address_space = one_gib, .limit = std::chrono::seconds(60)});
   CHECK_MESSAGE((data.code == 3 || data.code == 4), data.err);  // over the bound, or over what the limit lets it hold
   CHECK_MESSAGE(contains(data.err, "standard input"), data.err);
-  const Ran feed = run(Spawn{.args = {"feed", "--name", unique_name("zero")}, .stdin_path = "/dev/zero",
-                             .address_space = one_gib, .limit = std::chrono::seconds(20)});
-  CHECK(feed.code != 0);
-  CHECK(feed.code != -1);
 }
 
 TEST_CASE("--data - reads a series from standard input, CSV or .npy, with the same rows as the file") {
