@@ -149,6 +149,87 @@ bool write_combined_report(const BenchOptions& options, nlohmann::json& combined
   return true;
 }
 
+// --quick: fewer samples and repeats in every suite.
+void make_quick(BenchOptions& options) {
+  options.compute.repeats = 3;
+  options.compute.reference_repeats = 1;
+  options.ladder.samples = std::min<std::size_t>(options.ladder.samples, 20'000);
+  options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
+  options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
+  options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
+  options.hygiene.socket_requests = std::min<std::size_t>(options.hygiene.socket_requests, 5'000);
+  options.hygiene.memory_touch_bytes = std::min<std::size_t>(options.hygiene.memory_touch_bytes, 16 << 20);
+  options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
+  options.granularity.repeats = std::min<std::size_t>(options.granularity.repeats, 3);
+  options.granularity.floor_samples = std::min<std::size_t>(options.granularity.floor_samples, 5'000);
+  options.ablation.short_samples = std::min<std::size_t>(options.ablation.short_samples, 5'000);
+  options.ablation.default_samples = std::min<std::size_t>(options.ablation.default_samples, 60);
+  options.echo.max_samples = std::min<std::size_t>(options.echo.max_samples, 300);
+  options.throughput.windows = std::min<std::size_t>(options.throughput.windows, 8);
+  options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
+  options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
+  if (options.throughput.workers.workers.empty()) options.throughput.workers.workers = {0, 1};
+  options.throughput.workers.grid = "6:200:16";
+  options.throughput.workers.bars = 30'000;
+  options.throughput.workers.repeats = 1;
+  options.throughput.workers.echo_samples = 2'000;
+  options.throughput.workers.pickups = 3;
+  options.python_bench.sweeps = std::min<std::size_t>(options.python_bench.sweeps, 5);
+  options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
+  options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);
+  options.live.throughput_bars = std::min<std::size_t>(options.live.throughput_bars, 5'000);
+}
+
+// The options one flag sets for every suite: the cpus, the python, the ladder's transports.
+void share_common_options(BenchOptions& options) {
+  if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
+  options.compute.python = options.python;
+  options.python_bench.python = options.python;
+  options.python_bench.samples = options.ladder.samples;
+  options.python_bench.rounds = options.ladder.rounds;
+  options.python_bench.client_cpu = options.ladder.client_cpu;
+  options.python_bench.server_cpu = options.ladder.server_cpu;
+  options.hygiene.client_cpu = options.ladder.client_cpu;
+  options.hygiene.server_cpu = options.ladder.server_cpu;
+  options.granularity.client_cpu = options.ladder.client_cpu;
+  options.granularity.server_cpu = options.ladder.server_cpu;
+  options.ablation.client_cpu = options.ladder.client_cpu;
+  options.ablation.server_cpu = options.ladder.server_cpu;
+  options.echo.client_cpu = options.ladder.client_cpu;
+  options.echo.server_cpu = options.ladder.server_cpu;
+  options.throughput.client_cpu = options.ladder.client_cpu;
+  options.throughput.server_cpu = options.ladder.server_cpu;
+  options.live.client_cpu = options.ladder.client_cpu;
+  options.live.server_cpu = options.ladder.server_cpu;
+}
+
+// The suites' names, and the ladder's transports, as validators of what names them.
+CLI::Validator suite_names() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text == "all") return {};
+        for (const Suite& s : suites())
+          if (s.name == text) return {};
+        std::string known;
+        for (const Suite& s : suites()) known += (known.empty() ? "" : ", ") + s.name;
+        return fmt::format("unknown suite '{}'; available: {} (or all)", text, known);
+      },
+      "a suite");
+}
+
+CLI::Validator transport_names() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        for (const std::string& name : split_commas(text)) {
+          const auto& known = all_transports();
+          if (std::none_of(known.begin(), known.end(), [&](const Transport& t) { return t.name == name; }))
+            return fmt::format("unknown transport '{}' (bench --list names them)", name);
+        }
+        return {};
+      },
+      "transports, comma-separated");
+}
+
 }  // namespace
 
 CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
@@ -156,41 +237,56 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   for (const Suite& s : suites()) names += (names.empty() ? "" : ", ") + s.name;
   auto* bench = app.add_subcommand("bench", "Run benchmark suites; print their tables and write their JSON");
   bench->add_option("suite", options.suites,
-                    "suites to run: " + names + ", or all (every suite plus report.json, report.md and plots in --out)");
-  bench->add_option("--out", options.out_dir, "directory for the JSON reports");
+                    "suites to run: " + names + ", or all (every suite plus report.json, report.md and plots in --out)")
+      ->check(suite_names());
+  bench->add_option("--out", options.out_dir, "directory for the JSON reports")->check(file_path());
   bench->add_flag("--json", options.json, "print the reports as JSON");
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
   bench->add_flag("--list", options.list, "name every suite and ladder transport, then exit");
   bench->add_option("--hgrm", options.hgrm_dir,
-                    "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)");
-  bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)");
+                    "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)")
+      ->check(file_path());
+  bench->add_option("--transports", options.transports, "ladder: comma-separated transports (default: all)")
+      ->check(transport_names());
   bench->add_option("--samples", options.ladder.samples, "ladder and python: timed round trips per transport")
+      ->check(in_range<std::size_t>(1, 100'000'000))
       ->capture_default_str();
-  bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first, per round")->capture_default_str();
+  bench->add_option("--warmup", options.ladder.warmup, "ladder: untimed round trips first, per round")
+      ->check(in_range<std::size_t>(0, 100'000'000))
+      ->capture_default_str();
   bench->add_option("--rounds", options.ladder.rounds,
                     "ladder and python: interleaved rounds; each takes samples/rounds of every transport")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(in_range<std::size_t>(1, 1000));
   bench->add_option("--ring-capacity", options.ladder.ring_capacity,
                     "ladder: slots per ring of the shm-ring-* engines, and lines per array of physical-floor-ring")
       ->capture_default_str()
-      ->check(CLI::Range(std::uint32_t{2}, kMaxRingCapacity))
-      ->check([](const std::string& text) -> std::string {
-        return valid_ring_capacity(std::strtoull(text.c_str(), nullptr, 10)) ? "" : "not a power of two: " + text;
-      });
-  bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)");
-  bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)");
-  bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")->capture_default_str();
-  bench->add_option("--wait", options.hygiene.wait, "hygiene: engine and client wait mode")->capture_default_str();
-  bench->add_option("--repeats", options.compute.repeats, "compute: timed in-process sweeps")->capture_default_str();
-  bench->add_option("--reference-repeats", options.compute.reference_repeats, "compute: timed numba sweeps")
+      ->check(power_of_two(2, kMaxRingCapacity));
+  bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)")
+      ->check(cpu_index());
+  bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)")
+      ->check(cpu_index());
+  bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")
+      ->check(in_range<std::size_t>(1, 1'000'000'000))
       ->capture_default_str();
-  bench->add_option("--threads", options.compute.threads, "compute: kernel worker threads (0 = one per core)");
-  bench->add_option("--python", options.python, "python with numpy, numba and matplotlib")->capture_default_str();
+  bench->add_option("--wait", options.hygiene.wait, "hygiene: engine and client wait mode")
+      ->check(one_of({"spin", "backoff", "block"}))
+      ->capture_default_str();
+  bench->add_option("--repeats", options.compute.repeats, "compute: timed in-process sweeps")
+      ->check(in_range(1u, 10'000u))
+      ->capture_default_str();
+  bench->add_option("--reference-repeats", options.compute.reference_repeats, "compute: timed numba sweeps")
+      ->check(in_range(1u, 10'000u))
+      ->capture_default_str();
+  bench->add_option("--threads", options.compute.threads, "compute: kernel worker threads (0 = one per core)")
+      ->check(in_range(0u, 1024u));
+  bench->add_option("--python", options.python, "python with numpy, numba and matplotlib")
+      ->check(file_path())
+      ->capture_default_str();
   bench->add_option("--workers", options.throughput.workers.workers,
                     "throughput: worker counts, one row each (default: 0, 1, powers of two up to all cpus but two)")
       ->delimiter(',')
-      ->check(CLI::Range(0u, 256u));
+      ->check(in_range(0u, 256u));
   bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid")
       ->capture_default_str();
   bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
@@ -241,54 +337,8 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     }
     chosen.push_back(&*it);
   }
-  if (options.quick) {
-    options.compute.repeats = 3;
-    options.compute.reference_repeats = 1;
-    options.ladder.samples = std::min<std::size_t>(options.ladder.samples, 20'000);
-    options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
-    options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
-    options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
-    options.hygiene.socket_requests = std::min<std::size_t>(options.hygiene.socket_requests, 5'000);
-    options.hygiene.memory_touch_bytes = std::min<std::size_t>(options.hygiene.memory_touch_bytes, 16 << 20);
-    options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
-    options.granularity.repeats = std::min<std::size_t>(options.granularity.repeats, 3);
-    options.granularity.floor_samples = std::min<std::size_t>(options.granularity.floor_samples, 5'000);
-    options.ablation.short_samples = std::min<std::size_t>(options.ablation.short_samples, 5'000);
-    options.ablation.default_samples = std::min<std::size_t>(options.ablation.default_samples, 60);
-    options.echo.max_samples = std::min<std::size_t>(options.echo.max_samples, 300);
-    options.throughput.windows = std::min<std::size_t>(options.throughput.windows, 8);
-    options.throughput.window_requests = std::min<std::size_t>(options.throughput.window_requests, 5'000);
-    options.throughput.grid_repeats = std::min<std::size_t>(options.throughput.grid_repeats, 3);
-    if (options.throughput.workers.workers.empty()) options.throughput.workers.workers = {0, 1};
-    options.throughput.workers.grid = "6:200:16";
-    options.throughput.workers.bars = 30'000;
-    options.throughput.workers.repeats = 1;
-    options.throughput.workers.echo_samples = 2'000;
-    options.throughput.workers.pickups = 3;
-    options.python_bench.sweeps = std::min<std::size_t>(options.python_bench.sweeps, 5);
-    options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
-    options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);
-    options.live.throughput_bars = std::min<std::size_t>(options.live.throughput_bars, 5'000);
-  }
-  if (!options.transports.empty()) options.ladder.transports = split_commas(options.transports);
-  options.compute.python = options.python;
-  options.python_bench.python = options.python;
-  options.python_bench.samples = options.ladder.samples;
-  options.python_bench.rounds = options.ladder.rounds;
-  options.python_bench.client_cpu = options.ladder.client_cpu;
-  options.python_bench.server_cpu = options.ladder.server_cpu;
-  options.hygiene.client_cpu = options.ladder.client_cpu;
-  options.hygiene.server_cpu = options.ladder.server_cpu;
-  options.granularity.client_cpu = options.ladder.client_cpu;
-  options.granularity.server_cpu = options.ladder.server_cpu;
-  options.ablation.client_cpu = options.ladder.client_cpu;
-  options.ablation.server_cpu = options.ladder.server_cpu;
-  options.echo.client_cpu = options.ladder.client_cpu;
-  options.echo.server_cpu = options.ladder.server_cpu;
-  options.throughput.client_cpu = options.ladder.client_cpu;
-  options.throughput.server_cpu = options.ladder.server_cpu;
-  options.live.client_cpu = options.ladder.client_cpu;
-  options.live.server_cpu = options.ladder.server_cpu;
+  if (options.quick) make_quick(options);
+  share_common_options(options);
 
   nlohmann::json combined{{"context", bench_context(options.command_line)},
                           {"host", collect_host_info()},

@@ -1,10 +1,24 @@
 #pragma once
 // What every subcommand of the command line shares: the exit code of a failure and the way an
-// error reaches the user, and the GBM options that gen, sweep and serve all take.
+// error reaches the user, the ranges every option is checked against, and the GBM options that
+// gen, sweep and serve all take.
+//
+// Every option has a range (docs/OPERATIONS.md, "Exit codes"): a value outside it, or a value
+// that is not what the option takes, is refused by CLI11 before anything runs, naming the option
+// and its range, with exit code 2 (usage). A cross-option rule that CLI11 cannot check (one
+// option bounded by another) is refused by the subcommand with usage_error(), also exit 2.
+// Bad content of a file (a series, a combo file) is exit 3.
 
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <initializer_list>
+#include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -15,8 +29,85 @@ namespace ipcfloor {
 // Prints "ipcfloor COMMAND: MESSAGE" on stderr and returns exit_code_for(error.code).
 int report_error(std::string_view command, const Error& error);
 
-// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`. When `given` is set, it turns true if
-// the command line names any of them.
+// Prints "ipcfloor COMMAND: MESSAGE" on stderr and returns kExitUsage: a command line whose
+// options disagree with each other.
+int usage_error(std::string_view command, std::string_view message);
+
+namespace cli_detail {
+
+// Parses a whole decimal number of type T: integers without a base prefix (CLI11 would read
+// "010" as octal) or, for an unsigned T, a sign; floating point finite. False otherwise.
+template <class T>
+bool parse_number(const std::string& text, T& value) {
+  const char* end = text.data() + text.size();
+  if constexpr (std::is_floating_point_v<T>) {
+    const auto [at, error] = std::from_chars(text.data(), end, value);
+    return error == std::errc{} && at == end && std::isfinite(value);
+  } else {
+    if (text.size() > 1 && (text[0] == '0' || (text[0] == '-' && text[1] == '0'))) return false;
+    const auto [at, error] = std::from_chars(text.data(), end, value, 10);
+    return error == std::errc{} && at == end;
+  }
+}
+
+}  // namespace cli_detail
+
+// The range [lo, hi] of a number option, as a CLI11 validator. Its help shows "in LO..HI"; a
+// value outside it, or not a plain decimal number of the option's type, is refused as
+// "--opt: VALUE is outside LO..HI" (exit 2). Integers are passed on in canonical decimal.
+template <class T>
+  requires std::is_arithmetic_v<T>
+CLI::Validator in_range(T lo, T hi) {
+  const std::string range = fmt::format("{}..{}", lo, hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        T value{};
+        if (!cli_detail::parse_number(text, value))
+          return fmt::format("'{}' is not {} in {}", text,
+                             std::is_floating_point_v<T> ? "a finite number" : "a whole number", range);
+        if (value < lo || value > hi) return fmt::format("{} is outside {}", text, range);
+        if constexpr (std::is_integral_v<T>) text = fmt::format("{}", value);
+        return {};
+      },
+      "in " + range);
+}
+
+// A power of two in [lo, hi] (ring and signal capacities).
+[[nodiscard]] CLI::Validator power_of_two(std::uint64_t lo, std::uint64_t hi);
+
+// One of `words`, spelled exactly: "--wait: 'x' is not one of spin, backoff, block".
+[[nodiscard]] CLI::Validator one_of(std::initializer_list<std::string_view> words);
+
+// An engine name as `serve --name` takes it (shm/segment.hpp, valid_segment_name).
+[[nodiscard]] CLI::Validator engine_name();
+
+// An absolute directory path (the socket directory); that it exists is checked where it is used.
+[[nodiscard]] CLI::Validator absolute_path();
+
+// A file path: not empty. Whether it can be read is checked where it is read (exit 3).
+[[nodiscard]] CLI::Validator file_path();
+
+// HOST:PORT or PORT, as socket/tcp_endpoint.hpp parses it.
+[[nodiscard]] CLI::Validator tcp_endpoint();
+
+// A comma-separated list of lengths ("6,8,11"), as kernel/grid.hpp parses it.
+[[nodiscard]] CLI::Validator length_list();
+
+// FIRST:LAST:COUNT, as kernel/grid.hpp parses it.
+[[nodiscard]] CLI::Validator grid_spec();
+
+// A cpu index in 0..CPU_SETSIZE-1 (whether this process may use it is checked when it pins).
+[[nodiscard]] CLI::Validator cpu_index();
+
+// The directory engines' sockets live in when no --socket-dir says: $IPCFLOOR_SOCKET_DIR, or
+// /dev/shm (clients/socket_dir.hpp, the client library's rule).
+[[nodiscard]] std::string socket_dir_default();
+
+// --socket-dir DIR on `command`, bound to `dir` (which should start as socket_dir_default()).
+CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir);
+
+// --bars --seed --mu --sigma --s0 --dt, bound to `gbm`, each with its range. When `given` is
+// set, it turns true if the command line names any of them.
 void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given = nullptr);
 
 }  // namespace ipcfloor

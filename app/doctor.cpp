@@ -25,6 +25,10 @@
 namespace ipcfloor {
 namespace {
 
+// What engine/shm_engine.cpp names its serving thread (pthread_setname_np); the benchmarks find
+// it by the same name.
+constexpr std::string_view kServingThreadName = "ipcf-serve";
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   if (!in) return {};
@@ -33,6 +37,12 @@ std::string read_text(const std::string& path) {
   std::string value = text.str();
   while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
   return value;
+}
+
+std::string_view trim_text(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
+  return text;
 }
 
 bool list_has(const std::string& cpu_list, int cpu) {
@@ -76,6 +86,8 @@ void add(std::vector<HostCheck>& checks, std::string name, CheckLevel level, std
   checks.push_back(HostCheck{std::move(name), level, std::move(finding), std::move(fix)});
 }
 
+// The same rule and the same fix as the segment's own fallback (shm/shared_object.cpp):
+// huge_page_budget() for the pool, huge_pages_fix() for the command.
 void check_huge_pages(std::vector<HostCheck>& checks, const SegmentGeometry& huge) {
   const HugePageBudget budget = huge_page_budget();
   const std::uint64_t need = huge.data_bytes / kHugePageBytes;
@@ -87,27 +99,54 @@ void check_huge_pages(std::vector<HostCheck>& checks, const SegmentGeometry& hug
         fmt::format("{} of {} 2 MiB huge pages free; the data object needs {}: serve falls back to 4 KiB pages "
                     "(more TLB misses when the kernel scans the series)",
                     budget.available, budget.total, need),
-        fmt::format("echo {} > /proc/sys/vm/nr_hugepages", budget.total + need - std::min(need, budget.available)));
+        huge_pages_fix(need, budget));
   }
 }
 
+// The rule mlock follows (shm/shared_object.hpp, memlock_limit_bytes): CAP_IPC_LOCK, as root
+// has, lifts the limit, so doctor says what serve will do.
 void check_memlock(std::vector<HostCheck>& checks, std::uint64_t locked_bytes) {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
-    add(checks, "memlock", CheckLevel::warn, "cannot read RLIMIT_MEMLOCK");
-    return;
-  }
-  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= locked_bytes) {
+  const std::optional<std::uint64_t> limit = memlock_limit_bytes();
+  if (!limit) {
     add(checks, "memlock", CheckLevel::ok,
-        fmt::format("RLIMIT_MEMLOCK {} covers the {} the engine locks",
-                    limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : human_bytes(limit.rlim_cur),
+        fmt::format("nothing limits what this process locks (CAP_IPC_LOCK, or RLIMIT_MEMLOCK unlimited): the engine "
+                    "locks the {} it needs in RAM",
                     human_bytes(locked_bytes)));
+  } else if (*limit >= locked_bytes) {
+    add(checks, "memlock", CheckLevel::ok,
+        fmt::format("RLIMIT_MEMLOCK {} covers the {} the engine locks", human_bytes(*limit), human_bytes(locked_bytes)));
   } else {
     add(checks, "memlock", CheckLevel::warn,
-        fmt::format("RLIMIT_MEMLOCK {} is less than the {} the engine locks: it runs unlocked (pages may be swapped "
-                    "out and fault back in on the request path)",
-                    human_bytes(limit.rlim_cur), human_bytes(locked_bytes)),
+        fmt::format("RLIMIT_MEMLOCK {} is less than the {} the engine locks, and this process lacks CAP_IPC_LOCK: it "
+                    "runs unlocked (pages may be swapped out and fault back in on the request path)",
+                    human_bytes(*limit), human_bytes(locked_bytes)),
         "ulimit -l unlimited (shell), LimitMEMLOCK=infinity (systemd), or prlimit --memlock=unlimited --pid PID");
+  }
+}
+
+// Yama's ptrace_scope decides who may ptrace a process or open its /proc/PID/mem. A client's
+// lane is its own memory: at scope 0 (or with no Yama at all) any process of the same user may
+// read and write it there, and so forge the answers it waits for.
+void check_ptrace_scope(std::vector<HostCheck>& checks) {
+  const std::string scope = read_text("/proc/sys/kernel/yama/ptrace_scope");
+  const std::string danger =
+      "any process of the same user may ptrace a client, or read and write its memory through /proc/PID/mem, and so "
+      "read or forge the answers it waits for: clients of one user are only as separate as that user's processes";
+  const std::string fix =
+      "sysctl -w kernel.yama.ptrace_scope=1 (only a process's ancestors may then trace it), and in "
+      "/etc/sysctl.d/10-ptrace.conf for the next boot";
+  if (scope.empty()) {
+    add(checks, "ptrace_scope", CheckLevel::warn,
+        fmt::format("no Yama LSM (/proc/sys/kernel/yama/ptrace_scope missing), which is the same as scope 0: {}",
+                    danger),
+        "boot a kernel with Yama (CONFIG_SECURITY_YAMA), then " + fix);
+  } else if (scope == "0") {
+    add(checks, "ptrace_scope", CheckLevel::warn, fmt::format("kernel.yama.ptrace_scope is 0: {}", danger), fix);
+  } else {
+    add(checks, "ptrace_scope", CheckLevel::ok,
+        fmt::format("kernel.yama.ptrace_scope is {}: a process of the same user cannot ptrace a client or open its "
+                    "/proc/PID/mem unless it is the client's ancestor (1) or privileged (2, 3)",
+                    scope));
   }
 }
 
@@ -298,7 +337,48 @@ void check_kernel_features(std::vector<HostCheck>& checks) {
   }
 }
 
+// A process's command line, NULs as spaces, cut for a message.
+std::string command_line_of(const std::string& pid) {
+  std::string text = read_text("/proc/" + pid + "/cmdline");
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text.size() > 120 ? text.substr(0, 117) + "..." : text;
+}
+
 }  // namespace
+
+HostCheck check_cpu_free(int cpu) {
+  std::vector<std::string> holders;
+  std::error_code error;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& process : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string pid = process.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    std::error_code task_error;
+    for (const auto& task : std::filesystem::directory_iterator(process.path() / "task", task_error)) {
+      // The serving threads name themselves (engine/shm_engine.cpp): "ipcf-serve".
+      if (read_text(task.path().string() + "/comm").rfind(kServingThreadName, 0) != 0) continue;
+      const std::string status = read_text(task.path().string() + "/status");
+      const auto at = status.find("Cpus_allowed_list:");
+      if (at == std::string::npos) continue;
+      const auto end = status.find('\n', at);
+      const std::vector<int> cpus = parse_cpu_list(std::string(trim_text(status.substr(at + 18, end - at - 18))));
+      if (cpus.size() == 1 && cpus.front() == cpu)
+        holders.push_back(fmt::format("pid {} ({})", pid, command_line_of(pid)));
+    }
+  }
+  if (holders.empty())
+    return HostCheck{"cpu_shared", CheckLevel::ok, fmt::format("no other engine pins its serving thread to cpu {}", cpu),
+                     ""};
+  std::string joined;
+  for (const std::string& holder : holders) joined += (joined.empty() ? "" : "; ") + holder;
+  return HostCheck{"cpu_shared", CheckLevel::warn,
+                   fmt::format("another engine already pins its serving thread to cpu {}: {}. Two serving threads on "
+                               "one cpu take turns, and each one's requests wait out the other's time slices",
+                               cpu, joined),
+                   fmt::format("give each engine a cpu of its own: serve --cpu K with a K no engine uses, or stop the "
+                               "one on cpu {}", cpu)};
+}
 
 const char* to_string(CheckLevel level) noexcept {
   switch (level) {
@@ -334,6 +414,7 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
       compute_geometry(options.lanes, options.ring_capacity, options.bars, kSmallPageBytes, options.bulk_bytes);
   const bool huge_ok = huge_page_budget().available >= huge.data_bytes / kHugePageBytes;
   check_memlock(checks, std::uint64_t{options.lanes} * small.lane_bytes + (huge_ok ? 0 : small.data_bytes));
+  checks.push_back(check_cpu_free(cpu));
   check_isolation(checks, cpu);
   check_sibling_and_steal(checks, cpu, options.sample_seconds);
   check_frequency(checks, cpu);
@@ -342,6 +423,7 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   check_socket_dir(checks, options.socket_dir);
   check_irqs(checks, cpu);
   check_kernel_features(checks);
+  check_ptrace_scope(checks);
   return checks;
 }
 

@@ -29,12 +29,19 @@ struct DoctorOptions {
   std::uint32_t lanes = 4;
   std::uint32_t ring_capacity = 8;
   std::size_t bulk_bytes = std::size_t{5} << 19;
-  std::string socket_dir = "/dev/shm";
+  std::string socket_dir = "/dev/shm";  // the CLI fills in $IPCFLOOR_SOCKET_DIR or /dev/shm
   double sample_seconds = 0.25;  // how long to watch /proc/stat for a busy sibling and steal time
 };
 
 // Runs every check. Never fails: a check that cannot read its source says so as a warning.
+// The checks that serve also decides on (huge pages, memlock) use serve's own rules from shm/,
+// so the two cannot disagree.
 [[nodiscard]] std::vector<HostCheck> run_host_checks(const DoctorOptions& options);
+
+// "cpu_shared": warn when another process's serving thread (an engine's, named "ipcf-serve") is
+// pinned to `cpu` alone, naming its pid and command line; ok otherwise. This process's own
+// threads are not counted. serve logs it before it pins its own serving thread.
+[[nodiscard]] HostCheck check_cpu_free(int cpu);
 
 [[nodiscard]] const char* to_string(CheckLevel level) noexcept;
 [[nodiscard]] nlohmann::json to_json(const std::vector<HostCheck>& checks);

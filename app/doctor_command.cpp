@@ -5,15 +5,22 @@
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
+#include "shm/layout.hpp"
 
 namespace ipcfloor {
 
 CLI::App* add_doctor_subcommand(CLI::App& app, DoctorCli& cli) {
   auto* doctor = app.add_subcommand("doctor", "Check the host for the latency floor: each finding with its fix");
-  doctor->add_option("--cpu", cli.options.cpu, "the serving cpu to check (default: the one serve would pick)");
-  doctor->add_option("--bars", cli.options.bars, "bars of the planned series")->capture_default_str();
-  doctor->add_option("--lanes", cli.options.lanes, "lanes of the planned engine")->capture_default_str();
-  doctor->add_option("--socket-dir", cli.options.socket_dir, "the engine's socket directory")->capture_default_str();
+  doctor->add_option("--cpu", cli.options.cpu, "the serving cpu to check (default: the one serve would pick)")
+      ->check(cpu_index());
+  doctor->add_option("--bars", cli.options.bars, "bars of the planned series")
+      ->check(in_range<std::size_t>(2, 1'000'000'000))
+      ->capture_default_str();
+  doctor->add_option("--lanes", cli.options.lanes, "lanes of the planned engine")
+      ->check(in_range<std::uint32_t>(1, kMaxLanes))
+      ->capture_default_str();
+  cli.options.socket_dir = socket_dir_default();
+  add_socket_dir_option(*doctor, cli.options.socket_dir);
   doctor->add_flag("--json", cli.json, "print JSON");
   return doctor;
 }

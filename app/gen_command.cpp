@@ -12,7 +12,7 @@ namespace ipcfloor {
 CLI::App* add_gen_subcommand(CLI::App& app, GenOptions& options) {
   auto* gen = app.add_subcommand("gen", "Write numpy's GBM close series (default_rng) without Python");
   add_gbm_options(*gen, options.gbm);
-  gen->add_option("-o,--out", options.out_path, "output file: .f64 (raw little-endian), .csv or .npy")->required();
+  gen->add_option("-o,--out", options.out_path, "output file: .f64 (raw little-endian), .csv or .npy")->check(file_path())->required();
   return gen;
 }
 

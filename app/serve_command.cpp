@@ -1,34 +1,28 @@
 #include "app/serve_command.hpp"
 
-#include <pthread.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
 #include "app/doctor.hpp"
 #include "app/readiness.hpp"
-#include "common/log.hpp"
-#include "common/unique_fd.hpp"
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
+#include "common/log.hpp"
+#include "engine/engine_host.hpp"
+#include "engine/telemetry.hpp"
 #include "kernel/cost_rate.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/series_set.hpp"
-#include "engine/shm_engine.hpp"
-#include "engine/socket_server.hpp"
-#include "engine/telemetry.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
@@ -96,6 +90,9 @@ class EventLog {
 
 // Room for appended bars when --live gives no --capacity.
 constexpr std::size_t kDefaultLiveRoom = 1'000'000;
+
+// The socket server takes at most this many threads of each kind (engine/socket_server.cpp).
+constexpr unsigned kMaxSocketThreads = 64;
 
 // The socket server's options from the serve options; the cpus keep it off the shm thread's core.
 Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, int shm_cpu) {
@@ -173,141 +170,128 @@ std::uint32_t serve_ring_capacity(const ServeOptions& options, std::size_t worke
   return std::max(options.ring_capacity, std::min(wanted, kMaxRingCapacity));
 }
 
-}  // namespace
+// What serve builds before anything starts: the series, the servers' configurations and the
+// serving cpu.
+struct ServePlan {
+  int cpu = 0;
+  std::shared_ptr<PreloadedSeries> series;  // null: sockets only, holding no series of their own
+  std::vector<std::vector<double>> more;     // the further --data series, which host.shm views
+  EngineHostConfig host;
+};
 
-int run_serve(const ServeOptions& options) {
-  if (!std::isfinite(options.fee))
-    return report_error(Error{ErrorCode::invalid_argument, fmt::format("fee {} is not a finite number", options.fee)});
-  if (options.heartbeat.count() < 1 || options.heartbeat.count() > 10'000)
-    return report_error(Error{ErrorCode::invalid_argument,
-                              fmt::format("heartbeat {} ms is outside 1..10000", options.heartbeat.count())});
-  const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
-  if (!options.shm && !sockets)
-    return report_error(Error{ErrorCode::invalid_argument,
-                              "--no-shm leaves nothing to serve: add --socket PATH and/or --tcp HOST:PORT"});
+// The main series, shared by the segment (which copies it in) and every socket connection.
+Expected<std::shared_ptr<PreloadedSeries>> load_main_series(const ServeOptions& options) {
+  auto loaded = load_series_source(options.source);
+  if (!loaded) return std::unexpected(loaded.error());
+  auto series = std::make_shared<PreloadedSeries>();
+  series->checksum = fnv1a64(std::as_bytes(std::span<const double>(loaded->close)));
+  series->close = std::move(loaded->close);
+  series->name = std::move(loaded->description);
+  return series;
+}
 
+// The segment's configuration: the main series, every further --data series, the engine's
+// geometry and its serving thread.
+Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan& plan, const SeriesSet& names) {
+  ShmEngineConfig config;
+  SegmentConfig& segment = config.segment;
+  segment.name = options.name;
+  segment.lanes = options.lanes;
+  auto worker_cpus = choose_worker_cpus(options, plan.cpu);
+  if (!worker_cpus) return std::unexpected(worker_cpus.error());
+  config.worker_cpus = *worker_cpus;
+  segment.ring_capacity = serve_ring_capacity(options, worker_cpus->size());
+  segment.bulk_bytes = options.bulk_bytes;
+  segment.hugepages = options.hugepages;
+  segment.mlock = options.mlock;
+  segment.series = plan.series->close;
+  segment.series_name = plan.series->name;
+  segment.series_key = names.names().front();
+  for (std::size_t i = 1; i < names.size(); ++i) {
+    auto loaded = names.load(i);
+    if (!loaded) return std::unexpected(loaded.error());
+    plan.more.push_back(std::move(loaded->close));
+  }
+  for (std::size_t i = 0; i < plan.more.size(); ++i) segment.more_series.push_back({names.names()[i + 1], plan.more[i]});
+  segment.fee = options.fee;
+  segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
+  segment.socket_dir = options.socket_dir;
+  segment.live = options.live;
+  segment.capacity_bars = !options.live            ? 0
+                          : options.capacity_bars == 0 ? plan.series->close.size() + kDefaultLiveRoom
+                                                       : options.capacity_bars;
+  segment.signal_capacity = options.live ? options.signal_capacity : 0;
+  config.subscriptions_per_lane = options.subscriptions_per_lane;
+  config.wait = options.wait;
+  config.cpu = plan.cpu;
+  config.fifo = options.fifo;
+  config.fifo_priority = options.fifo_priority;
+  config.max_frame_cost = options.max_frame_cost;
+  config.max_frame_time = options.max_frame_time;
+  config.inline_cost = options.inline_cost;
+  config.max_bar_cost = options.max_bar_cost;
+  return config;
+}
+
+// The socket sweeps run on the socket threads, but a combo that holds one for minutes still
+// delays every connection of that thread and shutdown: the same bound per combo as the
+// segment's, measured on the series served (or a default-length generated one).
+std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSeries* series) {
+  std::vector<double> generated;
+  std::span<const double> calibration;
+  if (series != nullptr) {
+    calibration = series->close;
+  } else if (auto made = generate_gbm(GbmParams{}); made) {
+    generated = std::move(*made);
+    calibration = generated;
+  }
+  return max_cost_for(measure_cost_rate(calibration), options.max_frame_time);
+}
+
+Expected<ServePlan> plan_serve(const ServeOptions& options) {
+  ServePlan plan;
   const auto allowed = allowed_cpus();
-  const int cpu = options.cpu.value_or(allowed.empty() ? 0 : allowed.back());
-  std::optional<SocketServerOptions> socket_options;
-  if (sockets) {
-    auto built = socket_options_for(options, cpu);
-    if (!built) return report_error(built.error());
-    socket_options = std::move(*built);
-  }
-  // One copy of the series serves the segment (which copies it in) and every socket connection.
-  std::shared_ptr<PreloadedSeries> series;
+  plan.cpu = options.cpu.value_or(allowed.empty() ? 0 : allowed.back());
+  const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
   if (options.shm || (sockets && options.socket_series)) {
-    auto loaded = load_series_source(options.source);
-    if (!loaded) return report_error(loaded.error());
-    series = std::make_shared<PreloadedSeries>();
-    series->checksum = fnv1a64(std::as_bytes(std::span<const double>(loaded->close)));
-    series->close = std::move(loaded->close);
-    series->name = std::move(loaded->description);
-    if (socket_options && options.socket_series) socket_options->preloaded = series;
+    auto series = load_main_series(options);
+    if (!series) return std::unexpected(series.error());
+    plan.series = std::move(*series);
   }
-  // More --data files: further series of the segment, named as `sweep --series` names them.
+  // Every --data file, named as `sweep --series` names them; the first is the main series.
   std::vector<std::string> paths;
   if (options.source.data_path) paths.push_back(*options.source.data_path);
   paths.insert(paths.end(), options.more_data.begin(), options.more_data.end());
   auto names = SeriesSet::make(paths, options.source.gbm);
-  if (!names) return report_error(names.error());
-  std::vector<LoadedSeries> more_series;
-  for (std::size_t i = 1; i < names->size(); ++i) {
-    auto loaded = names->load(i);
-    if (!loaded) return report_error(loaded.error());
-    more_series.push_back(std::move(*loaded));
+  if (!names) return std::unexpected(names.error());
+  if (sockets) {
+    auto socket = socket_options_for(options, plan.cpu);
+    if (!socket) return std::unexpected(socket.error());
+    if (options.socket_series) socket->preloaded = plan.series;
+    socket->max_combo_cost = options.max_frame_cost;
+    if (options.max_frame_time.count() > 0) socket->max_combo_cost = socket_combo_bound(options, plan.series.get());
+    plan.host.sockets = std::move(*socket);
   }
-  if (!more_series.empty() && !options.shm)
-    return report_error(Error{ErrorCode::invalid_argument,
-                              "several --data series need the segment: the socket server holds one (drop --no-shm)"});
-  // The socket sweeps run on the socket threads, but a combo that holds one for minutes still
-  // delays every connection of that thread and shutdown: the same bound per combo as the
-  // segment's, measured on the series served (or a default-length generated one).
-  if (socket_options) socket_options->max_combo_cost = options.max_frame_cost;
-  if (socket_options && options.max_frame_time.count() > 0) {
-    std::vector<double> generated;
-    std::span<const double> calibration;
-    if (series) {
-      calibration = series->close;
-    } else if (auto made = generate_gbm(GbmParams{}); made) {
-      generated = std::move(*made);
-      calibration = generated;
-    }
-    socket_options->max_combo_cost = max_cost_for(measure_cost_rate(calibration), options.max_frame_time);
-  }
-
-  // Signals go to the keeper (this thread) only, through a signalfd: block them before any
-  // thread exists so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  UniqueFd signals(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!signals) return report_error(Error{ErrorCode::io, fmt::format("signalfd failed: {}", std::strerror(errno))});
-
-  // Sockets first: a socket path held by a live server fails before a segment exists.
-  std::unique_ptr<SocketServer> socket_server;
-  if (socket_options) {
-    auto started = SocketServer::start(*socket_options);
-    if (!started) return report_error(started.error());
-    socket_server = std::move(*started);
-  }
-  std::unique_ptr<ShmEngine> shm;
   if (options.shm) {
-    ShmEngineConfig config;
-    config.segment.name = options.name;
-    config.segment.lanes = options.lanes;
-    auto worker_cpus = choose_worker_cpus(options, cpu);
-    if (!worker_cpus) return report_error(worker_cpus.error());
-    config.worker_cpus = *worker_cpus;
-    config.segment.ring_capacity = serve_ring_capacity(options, worker_cpus->size());
-    config.segment.bulk_bytes = options.bulk_bytes;
-    config.segment.hugepages = options.hugepages;
-    config.segment.mlock = options.mlock;
-    config.segment.series = series->close;
-    config.segment.series_name = series->name;
-    config.segment.series_key = names->names().front();
-    for (std::size_t i = 0; i < more_series.size(); ++i)
-      config.segment.more_series.push_back({names->names()[i + 1], more_series[i].close});
-    config.segment.fee = options.fee;
-    config.segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
-    config.segment.socket_dir = options.socket_dir;
-    config.segment.live = options.live;
-    config.segment.capacity_bars = 0;
-    if (options.live) {
-      config.segment.capacity_bars = options.capacity_bars == 0 ? series->close.size() + kDefaultLiveRoom
-                                                                 : options.capacity_bars;
-      if (config.segment.capacity_bars < series->close.size())
-        return report_error(Error{ErrorCode::invalid_argument,
-                                  fmt::format("--capacity {} is below the {} bars preloaded", options.capacity_bars,
-                                              series->close.size())});
-    }
-    config.segment.signal_capacity = options.live ? options.signal_capacity : 0;
-    config.subscriptions_per_lane = options.subscriptions_per_lane;
-    config.wait = options.wait;
-    config.cpu = cpu;
-    config.fifo = options.fifo;
-    config.fifo_priority = options.fifo_priority;
-    config.max_frame_cost = options.max_frame_cost;
-    config.max_frame_time = options.max_frame_time;
-    config.inline_cost = options.inline_cost;
-    config.max_bar_cost = options.max_bar_cost;
-    auto started = ShmEngine::start(std::move(config));
-    if (!started) return report_error(started.error());  // ~SocketServer removes the socket file
-    shm = std::move(*started);
-    for (const std::string& warning : shm->warnings()) log(LogLevel::warn, "serve: {}", warning);
+    auto shm = shm_config_for(options, plan, *names);
+    if (!shm) return std::unexpected(shm.error());
+    plan.host.shm = std::move(*shm);
   }
+  return plan;
+}
 
-  if (shm) {
+// The lines that say what serves where, once everything serves.
+void log_serving(const ServeOptions& options, const ServePlan& plan, const EngineHost& host) {
+  if (const ShmEngine* shm = host.shm()) {
+    for (const std::string& warning : shm->warnings()) log(LogLevel::warn, "serve: {}", warning);
     const Segment& segment = shm->segment();
     const DataHeader& header = segment.header();
     log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}, {}), {} lanes x {} slots", segment.name(),
         segment.socket_path(), segment.size(), backing_name(segment.backing()),
         segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
-    log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", series->name,
-        series->close.size(), header.series_checksum, options.fee);
+    log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", plan.series->name,
+        plan.series->close.size(), header.series_checksum, options.fee);
     for (std::uint32_t i = 1; i < segment.series_count(); ++i)
       log(LogLevel::info, "serve: series {} {} ({} bars, checksum {:016x})", i, header.series_table[i].name,
           header.series_table[i].bars, header.series_table[i].checksum);
@@ -323,238 +307,321 @@ int run_serve(const ServeOptions& options) {
     else if (shm->max_frame_cost() != 0)
       log(LogLevel::info, "serve: one BACKTEST may cost at most {} units (--max-frame-cost); costlier ones get "
           "too_costly", shm->max_frame_cost());
-    log(LogLevel::info, "serve: {} workers on cpu {}; BACKTESTs under {} units are computed on the serving thread",
-        shm->worker_cpus().size(), shm->worker_cpus().empty() ? "(none)" : cpu_list(shm->worker_cpus()),
+    log(LogLevel::info, "serve: {} workers on {}; BACKTESTs under {} units are computed on the serving thread",
+        shm->worker_cpus().size(), shm->worker_cpus().empty() ? "no cpu" : cpu_list(shm->worker_cpus()),
         options.inline_cost);
-    log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", cpu,
+    log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", plan.cpu,
         to_string(options.wait), getpid());
   }
-  if (socket_server) {
+  if (const SocketServer* sockets = host.sockets()) {
+    const SocketServerOptions& socket = *plan.host.sockets;
     log(LogLevel::info,
         "serve: sockets: {}; {} thread(s) on {}, max frame {} bytes, frame timeout {} ms, fee {}; pid {}{}",
-        socket_server->describe(), socket_options->threads, cpu_list(socket_options->cpus),
-        socket_options->max_frame_bytes, socket_options->stall_timeout.count(), options.fee, getpid(),
-        shm ? "" : "; no segment (--no-shm); Ctrl-C stops");
-    if (socket_options->preloaded && !shm)
-      log(LogLevel::info, "serve: sockets: series {} ({} bars, checksum {:016x}) for use_preloaded", series->name,
-          series->close.size(), series->checksum);
-    if (!socket_options->preloaded)
+        sockets->describe(), socket.threads, cpu_list(socket.cpus), socket.max_frame_bytes,
+        socket.stall_timeout.count(), options.fee, getpid(), host.shm() ? "" : "; no segment (--no-shm); Ctrl-C stops");
+    if (socket.preloaded && !host.shm())
+      log(LogLevel::info, "serve: sockets: series {} ({} bars, checksum {:016x}) for use_preloaded",
+          socket.preloaded->name, socket.preloaded->close.size(), socket.preloaded->checksum);
+    if (!socket.preloaded)
       log(LogLevel::info, "serve: sockets: no series of their own (give --data or --bars to hold one); clients ship "
           "theirs");
   }
+}
 
-  if (options.shm) {
-    DoctorOptions doctor;
-    doctor.cpu = cpu;
-    doctor.bars = series->close.size();
-    doctor.lanes = options.lanes;
-    doctor.ring_capacity = shm->segment().ring_capacity();
-    doctor.bulk_bytes = options.bulk_bytes;
-    doctor.socket_dir = options.socket_dir;
-    doctor.sample_seconds = 0.05;
-    log(LogLevel::info, "serve: host checks: {}; `ipcfloor doctor --cpu {}` explains and gives the fixes",
-        summarize(run_host_checks(doctor)), cpu);
-  }
+// The host checks `ipcfloor doctor` makes, summed up in one line (the same checks, so the two
+// agree).
+void log_host_checks(const ServeOptions& options, const ServePlan& plan) {
+  DoctorOptions doctor;
+  doctor.cpu = plan.cpu;
+  doctor.bars = plan.series->close.size();
+  doctor.lanes = options.lanes;
+  doctor.ring_capacity = plan.host.shm ? plan.host.shm->segment.ring_capacity : options.ring_capacity;
+  doctor.bulk_bytes = options.bulk_bytes;
+  doctor.socket_dir = options.socket_dir;
+  doctor.sample_seconds = 0.05;
+  log(LogLevel::info, "serve: host checks: {}; `ipcfloor doctor --cpu {}` explains and gives the fixes",
+      summarize(run_host_checks(doctor)), plan.cpu);
+}
 
-  if (!options.pidfile.empty())
-    if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
+// The `ready {...}` line's facts.
+nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, const EngineHost& host) {
   nlohmann::json facts{{"pid", getpid()}};
-  if (shm) {
+  if (const ShmEngine* shm = host.shm()) {
     facts["engine"] = shm->segment().name();
     facts["socket"] = shm->segment().socket_path();
     facts["lanes"] = shm->segment().lane_count();
     facts["wait"] = to_string(options.wait);
-    facts["cpu"] = cpu;
+    facts["cpu"] = plan.cpu;
     facts["workers"] = shm->worker_cpus().size();
     facts["worker_cpus"] = shm->worker_cpus();
-    facts["bars"] = series->close.size();
+    facts["bars"] = plan.series->close.size();
     facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
     if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
   }
-  if (socket_server) facts["sockets"] = socket_server->describe();
-  print_ready_line(facts);
-  notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
-                             shm ? shm->segment().name() : std::string("sockets")));
+  if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
+  return facts;
+}
 
-  // The keeper loop: engine work (hand-offs, departures, heartbeat) and signals, never blocking
-  // longer than the engine asks. Log lines go to a writer thread of their own, so a stalled
-  // stderr cannot stop the heartbeat or the reaction to SIGTERM.
-  EventLog events(options.quiet);
-  int signal_number = 0;
-  while (signal_number == 0) {
-    pollfd watch[2] = {{signals.get(), POLLIN, 0}, {shm ? shm->event_fd() : -1, POLLIN, 0}};
-    const auto timeout = shm ? shm->service_timeout() : std::chrono::milliseconds(1000);
-    (void)::poll(watch, 2, static_cast<int>(timeout.count()));
-    if (shm) {
-      shm->service();
-      shm->drain_events(events);
-    }
-    signalfd_siginfo info{};
-    if (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info))
-      signal_number = static_cast<int>(info.ssi_signo);
-  }
-  const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
-  notify_systemd("STOPPING=1");
-
-  if (shm) {
-    shm->stop();
-    shm->drain_events(events);
-    events.flush_suppressed();
+// The last lines: what each server served, and what it removed.
+void log_stopped(const ServeOptions& options, const EngineHost& host, int signal_number) {
+  const char* signal_name = signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "stop";
+  const LogLevel level = options.quiet ? LogLevel::debug : LogLevel::info;
+  if (const ShmEngine* shm = host.shm()) {
     const DataHeader& header = shm->segment().header();
-    log(options.quiet ? LogLevel::debug : LogLevel::info,
-        "serve: {} received; served {} requests ({} rejected); removed {}", signal_name,
+    log(level, "serve: {} received; served {} requests ({} rejected); removed {}", signal_name,
         header.requests.load(std::memory_order_relaxed),    // relaxed: the writer has joined
         header.bad_frames.load(std::memory_order_relaxed),  // relaxed: as above
         shm->segment().socket_path());
   }
-  if (socket_server) {
-    socket_server->stop();
-    log(options.quiet ? LogLevel::debug : LogLevel::info, "serve: {}sockets: {}{}",
-        shm ? "" : fmt::format("{} received; ", signal_name), format_stats(socket_server->stats()),
-        socket_server->unix_path().empty() ? "" : fmt::format("; removed {}", socket_server->unix_path()));
-  }
+  if (const SocketServer* sockets = host.sockets())
+    log(level, "serve: {}sockets: {}{}", host.shm() ? "" : fmt::format("{} received; ", signal_name),
+        format_stats(sockets->stats()),
+        sockets->unix_path().empty() ? "" : fmt::format("; removed {}", sockets->unix_path()));
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& options) {
+  // Before any thread exists (the log writer's included), so that SIGINT and SIGTERM reach the
+  // keeper's signalfd only and the engine always stops cleanly.
+  block_stop_signals();
+  auto plan = plan_serve(options);
+  if (!plan) return report_error(plan.error());
+  if (options.live && plan->host.shm && plan->host.shm->segment.capacity_bars < plan->series->close.size())
+    return usage_error("serve", fmt::format("--capacity {} is below the {} bars preloaded", options.capacity_bars,
+                                            plan->series->close.size()));
+  if (options.shm)
+    if (const HostCheck shared = check_cpu_free(plan->cpu); shared.level != CheckLevel::ok)
+      log(LogLevel::warn, "serve: {} (fix: {})", shared.finding, shared.fix);
+  auto host = EngineHost::start(plan->host);
+  if (!host) return report_error(host.error());
+  log_serving(options, *plan, **host);
+  if (options.shm) log_host_checks(options, *plan);
+  if (!options.pidfile.empty())
+    if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
+  print_ready_line(ready_facts(options, *plan, **host));
+  notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
+                             (*host)->shm() ? (*host)->shm()->segment().name() : std::string("sockets")));
+
+  // The keeper loop: engine work and signals (engine/engine_host.hpp). Log lines go to a writer
+  // thread of their own, so a stalled stderr cannot stop the heartbeat or the reaction to SIGTERM.
+  EventLog events(options.quiet);
+  const EngineEventSink sink = [&events](const EngineEvent& event) { events(event); };
+  const int signal_number = (*host)->run(sink);
+  notify_systemd("STOPPING=1");
+  (*host)->stop(sink);
+  events.flush_suppressed();
+  log_stopped(options, **host, signal_number);
   if (!options.pidfile.empty()) std::remove(options.pidfile.c_str());
   return 0;
 }
 
-CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
-  ServeOptions& o = cli.options;
-  auto* serve = app.add_subcommand("serve", "Preload the series into a shared-memory segment and serve combos");
-  serve->add_option("--name", o.name, "engine name: clients attach to it through the socket DIR/NAME")
-      ->capture_default_str();
-  serve->add_option("--socket-dir", o.socket_dir, "DIR for the engine's socket and lock file")->capture_default_str();
-  serve->add_option("--max-frame-cost", o.max_frame_cost,
-                    "bound on one BACKTEST's work in units (about n_bars x the sum of its windows); 0: none")
-      ->capture_default_str();
-  serve->add_option("--max-frame-ms", cli.max_frame_ms,
-                    "opt-in instead of --max-frame-cost: a bound in ms, turned into units once at start by timing "
-                    "this host's kernel (the verdicts then depend on the host)");
-  serve->add_option("--workers", cli.workers,
-                    "compute workers, pinned one per cpu (default: every allowed cpu but the serving one; 0: the "
-                    "serving thread computes everything)")
-      ->check(CLI::Range(0, static_cast<int>(kMaxWorkers)));
-  serve->add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)");
-  serve->add_option("--inline-cost", o.inline_cost,
-                    "BACKTESTs cheaper than this many units are computed on the serving thread")
-      ->capture_default_str();
-  serve->add_option("--max-bar-cost", o.max_bar_cost,
-                    "live: bound on one bar's work over every subscription, in units; 0: none")
-      ->capture_default_str();
-  serve->add_flag("--live", o.live,
-                  "live mode: clients append bars (ipcfloor feed) and subscribe combos to per-bar signals "
-                  "(ipcfloor signals)");
-  serve->add_option("--capacity", o.capacity_bars,
-                    "live: room for this many bars in all, the preloaded ones included (default: preloaded + "
-                    "1,000,000)");
-  serve->add_option("--signal-capacity", o.signal_capacity,
-                    "live: signal slots per lane (a power of two); a subscriber this far behind loses frames, "
-                    "counted and flagged")
-      ->capture_default_str();
-  serve->add_option("--subscriptions", o.subscriptions_per_lane, "live: combos one lane may subscribe")
-      ->capture_default_str();
-  serve->add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)");
-  serve->add_option("--log-level", cli.log_level, "debug, info, warn, error or off (default info; warn with --quiet)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  serve->add_option("--data", cli.data,
-                    "close series: .csv with a close column, .f64 or .npy; repeat it to preload several (named "
-                    "after their files; a BACKTEST names one by index, the first is 0)")
-      ->check(CLI::ExistingFile);
-  add_gbm_options(*serve, o.source.gbm, &cli.gbm_given);
-  serve->add_option("--cpu", cli.cpu, "core for the serving thread (default: the last allowed core)");
-  serve->add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
-  serve->add_option("--lanes", o.lanes, "client lanes")->capture_default_str();
-  serve->add_option("--ring-capacity", o.ring_capacity,
-                    "slots per ring (power of two; default 8, or twice the workers when that is more)")
-      ->each([&o](const std::string&) { o.ring_capacity_given = true; });
-  serve->add_option("--bulk-bytes", o.bulk_bytes,
-                    "bytes of each lane's bulk region for ECHO_BULK (rounded up to 4 KiB; 0 for none)")
-      ->capture_default_str();
-  serve->add_option("--fee", o.fee, "fee per round trip, percentage points")->capture_default_str();
-  serve->add_option("--wait", cli.wait, "serving thread when idle: spin, backoff or block")->capture_default_str();
-  serve->add_option("--hugepages", cli.hugepages, "auto, require or off")->capture_default_str();
-  serve->add_option("--mlock", cli.mlock, "auto, require or off")->capture_default_str();
-  serve->add_option("--heartbeat-ms", cli.heartbeat_ms, "heartbeat and liveness-check interval")->capture_default_str();
-  serve->add_flag("--quiet", o.quiet, "print only warnings and errors");
-  serve->add_option("--socket", o.socket_path,
-                    "also serve the socket protocol on this Unix-domain socket (mode 0600, own uid only)");
-  serve->add_option("--tcp", o.tcp_endpoint,
-                    "also serve it on TCP HOST:PORT with TCP_NODELAY (host defaults to 127.0.0.1)");
-  serve->add_flag("--no-shm", cli.no_shm,
-                  "serve the sockets only: no segment, no pinned spinning thread; the sockets hold a series "
-                  "(use_preloaded) only when --data or --bars/--seed/... say which");
-  serve->add_option("--socket-cpu", cli.socket_cpu,
-                    "core for the socket threads (default: every allowed core but the shm serving thread's; "
-                    "with --no-shm, any)");
-  serve->add_option("--socket-threads", o.socket_threads, "socket server threads")->capture_default_str();
-  serve->add_option("--sweep-threads", o.sweep_threads, "workers for one socket sweep of many combos")
-      ->capture_default_str();
-  serve->add_option("--max-frame", o.max_frame_bytes, "largest socket request body, bytes")
-      ->capture_default_str();
-  serve->add_option("--frame-timeout-ms", cli.frame_timeout_ms,
-                    "a socket frame must arrive, and a reply be read, within this long")
-      ->capture_default_str();
-  serve->add_option("--max-connections", o.max_connections, "socket connections served at once")
-      ->capture_default_str();
-  serve->add_option("--owner-reserve", o.owner_reserve,
-                    "of --max-connections, slots only Unix-socket peers of the server's own uid may take (TCP "
-                    "peers, any local user, never get them; at most --max-connections - 1)")
-      ->capture_default_str();
-  serve->add_option("--idle-timeout-s", cli.idle_timeout_s,
-                    "close a socket connection that sends no request for this long (0: never)")
-      ->capture_default_str();
-  serve->add_option("--max-loaded-mb", cli.max_loaded_mb,
-                    "MiB all socket connections together may hold: series loaded (opcode 2), frames being read, "
-                    "replies and sweep scratch")
-      ->capture_default_str();
-  serve->add_flag("--socket-any-uid", o.socket_any_uid,
-                  "let any uid use the Unix socket (mode 0666, no SO_PEERCRED check)");
+namespace {
 
+// A Unix-domain socket path: not empty, and short enough for sockaddr_un (108 bytes with its NUL).
+CLI::Validator unix_socket_path() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!text.empty() && text.size() < 108) return {};
+        return fmt::format("'{}' is not a Unix socket path of 1..107 bytes", text);
+      },
+      "a path of 1..107 bytes");
+}
+
+// The engine itself: its name, series, geometry, serving thread and memory.
+void add_engine_options(CLI::App& serve, ServeCli& cli) {
+  ServeOptions& o = cli.options;
+  serve.add_option("--name", o.name, "engine name: clients attach to it through the socket DIR/NAME")
+      ->check(engine_name())
+      ->capture_default_str();
+  o.socket_dir = socket_dir_default();
+  add_socket_dir_option(serve, o.socket_dir);
+  serve.add_option("--data", cli.data,
+                   "close series: .csv with a close column, .f64 or .npy, or '-' for standard input (.npy or CSV); "
+                   "repeat it to preload several (named after their files; a BACKTEST names one by index, the "
+                   "first is 0)")
+      ->check(file_path());
+  add_gbm_options(serve, o.source.gbm, &cli.gbm_given);
+  serve.add_option("--cpu", o.cpu, "core for the serving thread (default: the last allowed core)")->check(cpu_index());
+  serve.add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
+  serve.add_option("--lanes", o.lanes, "client lanes")->check(in_range<std::uint32_t>(1, kMaxLanes))->capture_default_str();
+  serve.add_option("--ring-capacity", o.ring_capacity,
+                   "slots per ring (default 8, or twice the workers when that is more)")
+      ->check(power_of_two(2, kMaxRingCapacity))
+      ->each([&o](const std::string&) { o.ring_capacity_given = true; });
+  serve.add_option("--bulk-bytes", o.bulk_bytes,
+                   "bytes of each lane's bulk region for ECHO_BULK (rounded up to 4 KiB; 0 for none)")
+      ->check(in_range<std::size_t>(0, kMaxBulkBytes))
+      ->capture_default_str();
+  serve.add_option("--fee", o.fee, "fee per round trip, percentage points")
+      ->check(in_range(0.0, 100.0))
+      ->capture_default_str();
+  serve.add_option("--wait", cli.wait, "serving thread when idle")
+      ->check(one_of({"spin", "backoff", "block"}))
+      ->capture_default_str();
+  serve.add_option("--hugepages", cli.hugepages, "2 MiB pages for the data object")
+      ->check(one_of({"auto", "require", "off"}))
+      ->capture_default_str();
+  serve.add_option("--mlock", cli.mlock, "lock the engine's memory in RAM")
+      ->check(one_of({"auto", "require", "off"}))
+      ->capture_default_str();
+  serve.add_option("--heartbeat-ms", cli.heartbeat_ms, "heartbeat and liveness-check interval")
+      ->check(in_range(1u, 10'000u))
+      ->capture_default_str();
+  serve.add_option("--max-frame-cost", o.max_frame_cost,
+                   "bound on one BACKTEST's work in units (about n_bars x the sum of its windows); 0: none")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
+      ->capture_default_str();
+  serve.add_option("--max-frame-ms", cli.max_frame_ms,
+                   "opt-in instead of --max-frame-cost: a bound in ms, turned into units once at start by timing "
+                   "this host's kernel (the verdicts then depend on the host); 0: not used")
+      ->check(in_range(0u, 60'000u))
+      ->capture_default_str();
+  serve.add_option("--workers", cli.workers,
+                   "compute workers, pinned one per cpu (default: every allowed cpu but the serving one; 0: the "
+                   "serving thread computes everything)")
+      ->check(in_range(0, static_cast<int>(kMaxWorkers)));
+  serve.add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)");
+  serve.add_option("--inline-cost", o.inline_cost,
+                   "BACKTESTs cheaper than this many units are computed on the serving thread")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
+      ->capture_default_str();
+  serve.add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)")
+      ->check(file_path());
+  serve.add_option("--log-level", cli.log_level, "stderr's level (default info; warn with --quiet)")
+      ->check(one_of({"debug", "info", "warn", "error", "off"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  serve.add_flag("--quiet", o.quiet, "print only warnings and errors");
+}
+
+// Live mode: its room, its signal rings and its subscriptions.
+void add_live_options(CLI::App& serve, ServeCli& cli) {
+  ServeOptions& o = cli.options;
+  const auto given = [&cli](const std::string&) { cli.live_options_given = true; };
+  serve.add_flag("--live", o.live,
+                 "live mode: clients append bars (ipcfloor feed) and subscribe combos to per-bar signals "
+                 "(ipcfloor signals)");
+  serve.add_option("--capacity", o.capacity_bars,
+                   "live: room for this many bars in all, the preloaded ones included (default: preloaded + "
+                   "1,000,000)")
+      ->check(in_range<std::size_t>(2, 1'000'000'000))
+      ->each(given);
+  serve.add_option("--signal-capacity", o.signal_capacity,
+                   "live: signal slots per lane; a subscriber this far behind loses frames, counted and flagged")
+      ->check(power_of_two(2, kMaxRingCapacity))
+      ->capture_default_str()
+      ->each(given);
+  serve.add_option("--subscriptions", o.subscriptions_per_lane, "live: combos one lane may subscribe")
+      ->check(in_range<std::uint32_t>(1, kMaxSubscriptionsPerLane))
+      ->capture_default_str()
+      ->each(given);
+  serve.add_option("--max-bar-cost", o.max_bar_cost,
+                   "live: bound on one bar's work over every subscription, in units; 0: none")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
+      ->capture_default_str()
+      ->each(given);
+}
+
+// The socket baseline served beside (or instead of) the segment.
+void add_socket_options(CLI::App& serve, ServeCli& cli) {
+  ServeOptions& o = cli.options;
+  serve.add_option("--socket", o.socket_path,
+                   "also serve the socket protocol on this Unix-domain socket (mode 0600, own uid only)")
+      ->check(unix_socket_path());
+  serve.add_option("--tcp", o.tcp_endpoint, "also serve it on TCP HOST:PORT with TCP_NODELAY (host defaults to 127.0.0.1)")
+      ->check(tcp_endpoint());
+  serve.add_flag("--no-shm", cli.no_shm,
+                 "serve the sockets only: no segment, no pinned spinning thread; the sockets hold a series "
+                 "(use_preloaded) only when --data or --bars/--seed/... say which");
+  serve.add_option("--socket-cpu", o.socket_cpu,
+                   "core for the socket threads (default: every allowed core but the shm serving thread's; with "
+                   "--no-shm, any)")
+      ->check(cpu_index());
+  serve.add_option("--socket-threads", o.socket_threads, "socket server threads")
+      ->check(in_range(1u, kMaxSocketThreads))
+      ->capture_default_str();
+  serve.add_option("--sweep-threads", o.sweep_threads, "workers for one socket sweep of many combos")
+      ->check(in_range(1u, kMaxSocketThreads))
+      ->capture_default_str();
+  serve.add_option("--max-frame", o.max_frame_bytes, "largest socket request body, bytes")
+      ->check(in_range(kMinMaxFrameBytes, kMaxMaxFrameBytes))
+      ->capture_default_str();
+  serve.add_option("--frame-timeout-ms", cli.frame_timeout_ms,
+                   "a socket frame must arrive, and a reply be read, within this long")
+      ->check(in_range(1u, 3'600'000u))
+      ->capture_default_str();
+  serve.add_option("--max-connections", o.max_connections, "socket connections served at once")
+      ->check(in_range<std::size_t>(1, 65'536))
+      ->capture_default_str();
+  serve.add_option("--owner-reserve", o.owner_reserve,
+                   "of --max-connections, slots only Unix-socket peers of the server's own uid may take (TCP "
+                   "peers, any local user, never get them; at most --max-connections - 1)")
+      ->check(in_range<std::size_t>(0, 65'535))
+      ->capture_default_str()
+      ->each([&cli](const std::string&) { cli.owner_reserve_given = true; });
+  serve.add_option("--idle-timeout-s", cli.idle_timeout_s,
+                   "close a socket connection that sends no request for this long (0: never)")
+      ->check(in_range(0u, 604'800u))
+      ->capture_default_str();
+  serve.add_option("--max-loaded-mb", cli.max_loaded_mb,
+                   "MiB of series all socket connections together may hold through load (opcode 2)")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 20))
+      ->capture_default_str();
+  serve.add_flag("--socket-any-uid", o.socket_any_uid, "let any uid use the Unix socket (mode 0666, no SO_PEERCRED check)");
+}
+
+// The rules between options that CLI11 cannot check one option at a time. Empty when they hold.
+std::string conflicting_options(const ServeCli& cli) {
+  const ServeOptions& o = cli.options;
+  const bool sockets = !o.socket_path.empty() || !o.tcp_endpoint.empty();
+  if (cli.no_shm && !sockets) return "--no-shm leaves nothing to serve: add --socket PATH and/or --tcp HOST:PORT";
+  if (cli.no_shm && o.live) return "--live needs the segment: drop --no-shm";
+  if (cli.no_shm && cli.data.size() > 1)
+    return "several --data series need the segment: the socket server holds one (drop --no-shm)";
+  if (!o.live && cli.live_options_given) return "--capacity, --signal-capacity and --subscriptions need --live";
+  if (cli.owner_reserve_given && o.owner_reserve >= o.max_connections)
+    return fmt::format("--owner-reserve {} must be below --max-connections {} (TCP peers need a slot too)",
+                       o.owner_reserve, o.max_connections);
+  if (std::count(cli.data.begin(), cli.data.end(), "-") > 1) return "--data - (standard input) may be given once";
+  return {};
+}
+
+}  // namespace
+
+CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli) {
+  auto* serve = app.add_subcommand("serve", "Preload the series into a shared-memory segment and serve combos");
+  add_engine_options(*serve, cli);
+  add_live_options(*serve, cli);
+  add_socket_options(*serve, cli);
   return serve;
 }
 
 int run_serve_command(ServeCli& cli) {
+  if (const std::string conflict = conflicting_options(cli); !conflict.empty()) return usage_error("serve", conflict);
   ServeOptions& options = cli.options;
   if (!cli.data.empty()) {
     options.source.data_path = cli.data.front();
     options.more_data.assign(cli.data.begin() + 1, cli.data.end());
   }
-  if (cli.cpu >= 0) options.cpu = cli.cpu;
   options.heartbeat = std::chrono::milliseconds(cli.heartbeat_ms);
-  auto wait = parse_wait_mode(cli.wait);
-  if (!wait) return report_error(wait.error());
-  auto hugepages = parse_hugepages_mode(cli.hugepages);
-  if (!hugepages) return report_error(hugepages.error());
-  auto mlock = parse_mlock_mode(cli.mlock);
-  if (!mlock) return report_error(mlock.error());
-  options.wait = *wait;
-  options.hugepages = *hugepages;
-  options.mlock = *mlock;
+  // The spellings were checked by the options' validators; these cannot fail.
+  options.wait = parse_wait_mode(cli.wait).value_or(WaitMode::spin);
+  options.hugepages = parse_hugepages_mode(cli.hugepages).value_or(HugePagesMode::automatic);
+  options.mlock = parse_mlock_mode(cli.mlock).value_or(MlockMode::automatic);
   options.shm = !cli.no_shm;
   options.socket_series = options.shm || !cli.data.empty() || cli.gbm_given;
-  if (cli.socket_cpu >= 0) options.socket_cpu = cli.socket_cpu;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
   if (cli.workers >= 0) options.workers = static_cast<std::uint32_t>(cli.workers);
   if (!cli.worker_cpus.empty()) {
     options.worker_cpus = parse_cpu_list(cli.worker_cpus);
     if (options.worker_cpus.empty())
-      return report_error(Error{ErrorCode::invalid_argument,
-                                fmt::format("--worker-cpus '{}' is not a cpu list such as 0-6,8", cli.worker_cpus)});
+      return usage_error("serve", fmt::format("--worker-cpus '{}' is not a cpu list such as 0-6,8", cli.worker_cpus));
   }
   options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
-  if (!options.live && (options.capacity_bars != 0))
-    return report_error(Error{ErrorCode::invalid_argument, "--capacity needs --live"});
-  if (options.live && (options.signal_capacity < 2 || (options.signal_capacity & (options.signal_capacity - 1)) != 0 ||
-                       options.signal_capacity > kMaxRingCapacity))
-    return report_error(Error{ErrorCode::invalid_argument,
-                              fmt::format("--signal-capacity {} is not a power of two in 2..{}", options.signal_capacity,
-                                          kMaxRingCapacity)});
-  if (options.live && cli.no_shm)
-    return report_error(Error{ErrorCode::invalid_argument, "--live needs the segment: drop --no-shm"});
   options.max_loaded_bytes = cli.max_loaded_mb << 20;
   auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
-  if (!level) return report_error(level.error());
-  log_configure(*level);
+  log_configure(level.value_or(LogLevel::info));
   const int code = run_serve(options);
   // The last lines get one heartbeat to reach stderr: plenty for any sink that is read, and a
   // sink nobody reads cannot hold the exit longer (SIGTERM ends the engine within one bounded

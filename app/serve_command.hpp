@@ -35,7 +35,8 @@ struct ServeOptions {
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
   std::chrono::milliseconds heartbeat{10};
-  // Where the engine's socket DIR/NAME and lock DIR/NAME.lock live (--socket-dir).
+  // Where the engine's socket DIR/NAME lives (--socket-dir; the command line's default is
+  // $IPCFLOOR_SOCKET_DIR, else /dev/shm).
   std::string socket_dir = std::string(kDefaultSocketDir);
   // The bound on one BACKTEST's work, in backtest_cost units (--max-frame-cost; 0: none): fixed,
   // so a request gets the same verdict on every host.
@@ -76,19 +77,23 @@ struct ServeOptions {
   std::size_t max_connections = 64;                         // --max-connections N
   std::size_t owner_reserve = 4;    // --owner-reserve N: of those, slots only the server's own uid may take
   std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
-  std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: series held by all connections
+  std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: what all connections hold (series, frames, replies)
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
 };
 
+// The most combos one lane may subscribe in live mode (--subscriptions). Each lane's history
+// arena of 65,536 doubles (engine/live_book.hpp) is the tighter bound for long windows.
+inline constexpr std::uint32_t kMaxSubscriptionsPerLane = 4096;
+
 // What the command line gives before it becomes ServeOptions: the spellings still to parse.
+// Every option carries its range (app/cli_common.hpp); the rules between options are checked
+// by run_serve_command, with exit code 2.
 struct ServeCli {
   ServeOptions options;
   std::vector<std::string> data;  // --data FILE, repeatable; empty: generate
   std::string wait = "spin";
   std::string hugepages = "auto";
   std::string mlock = "auto";
-  int cpu = -1;         // -1: the default core
-  int socket_cpu = -1;  // -1: the default cores
   unsigned heartbeat_ms = 10;
   unsigned frame_timeout_ms = 5000;
   unsigned max_frame_ms = 0;
@@ -98,17 +103,21 @@ struct ServeCli {
   std::uint64_t max_loaded_mb = 1024;
   std::string log_level;  // empty: info, or warn with --quiet
   bool no_shm = false;
-  bool gbm_given = false;  // --bars, --seed, ... appeared
+  bool gbm_given = false;            // --bars, --seed, ... appeared
+  bool live_options_given = false;   // --capacity, --signal-capacity or --subscriptions appeared
+  bool owner_reserve_given = false;  // --owner-reserve appeared
 };
 
 // Adds the `serve` subcommand, bound to `cli`.
 CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli);
 
-// Parses what is left in `cli` and runs run_serve. Returns the exit code.
+// Checks the rules between options (exit 2), parses what is left in `cli` and runs run_serve.
+// Returns the exit code.
 [[nodiscard]] int run_serve_command(ServeCli& cli);
 
-// Runs until SIGINT or SIGTERM. Returns the process exit code; errors are printed to stderr.
-// On the way out it removes the segment and the socket file and prints both servers' counters.
+// Loads the series, starts an EngineHost (engine/engine_host.hpp) and runs its keeper loop
+// until SIGINT or SIGTERM. Returns the process exit code; errors are printed to stderr. On the
+// way out it removes the segment and the socket file and prints both servers' counters.
 [[nodiscard]] int run_serve(const ServeOptions& options);
 
 }  // namespace ipcfloor

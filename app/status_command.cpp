@@ -365,13 +365,18 @@ int run_status(const StatusOptions& options) {
 
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options) {
   auto* status = app.add_subcommand("status", "Show what a live engine holds and does: engine, series, lanes, counters");
-  status->add_option("--name", options.name, "engine name")->capture_default_str();
-  status->add_option("--socket-dir", options.socket_dir, "the engine's socket directory")->capture_default_str();
+  status->add_option("--name", options.name, "engine name")->check(engine_name())->capture_default_str();
+  options.socket_dir = socket_dir_default();
+  add_socket_dir_option(*status, options.socket_dir);
   auto* json = status->add_flag("--json", options.json, "print JSON (with a timestamp, schema version and histograms)");
   status->add_flag("--prometheus", options.prometheus, "print a Prometheus text exposition")->excludes(json);
   status->add_flag("--watch", options.watch, "refresh like aeron-stat: rates, ring fill, service-time percentiles");
-  status->add_option("--interval", options.interval_s, "seconds between --watch refreshes")->capture_default_str();
-  status->add_option("--count", options.count, "--watch refreshes before stopping (0: until Ctrl-C)")->capture_default_str();
+  status->add_option("--interval", options.interval_s, "seconds between --watch refreshes")
+      ->check(in_range(0.01, 3600.0))
+      ->capture_default_str();
+  status->add_option("--count", options.count, "--watch refreshes before stopping (0: until Ctrl-C)")
+      ->check(in_range<std::uint64_t>(0, ~std::uint64_t{0}))
+      ->capture_default_str();
   return status;
 }
 

@@ -26,7 +26,7 @@ inline constexpr int kStatusSchemaVersion = 2;
 
 struct StatusOptions {
   std::string name = "ipcfloor";
-  std::string socket_dir = std::string(kDefaultSocketDir);
+  std::string socket_dir = std::string(kDefaultSocketDir);  // the CLI's default: $IPCFLOOR_SOCKET_DIR, else this
   bool json = false;
   bool prometheus = false;
   bool watch = false;

@@ -20,6 +20,7 @@ struct SweepOptions {
   std::string name;  // set: stream through the engine's shm segment
   std::string socket_path;  // set: sweep through `serve --socket PATH`
   std::string tcp;          // set: sweep through `serve --tcp HOST:PORT`
+  std::string socket_dir;   // --name: where the engine's socket lives ($IPCFLOOR_SOCKET_DIR, else /dev/shm)
   bool ship = false;        // socket: send our own series instead of using the server's preloaded one
   bool stateful = false;    // socket with ship: load the series once, then combos only
   bool gbm_given = false;   // --bars, --seed, ... appeared
@@ -29,7 +30,7 @@ struct SweepOptions {
   bool fee_given = false;
   SeriesSource source;                 // the generator's parameters (and the one --data, if one)
   std::vector<std::string> data_paths;  // every --data, in order
-  std::string series;                  // --series NAME|all: name the series each row ran on
+  std::string series;                  // --series NAME|INDEX|all: name the series each row ran on
   ComboSpec combos;                    // --combos, --lengths or --grid
   bool json = false;
   bool csv = false;

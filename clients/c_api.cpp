@@ -130,17 +130,12 @@ ipcfloor_client* ipcfloor_attach_with(const char* name, const ipcfloor_options* 
 
 void ipcfloor_detach(ipcfloor_client* c) { delete c; }
 
-size_t ipcfloor_series(const ipcfloor_client* c, const double** close) {
-  if (c == nullptr) {
-    if (close != nullptr) *close = nullptr;
-    return 0;
-  }
-  const auto series = c->engine->series();
-  if (close != nullptr) *close = series.data();
-  return series.size();
-}
+// One rule for what a series call returns: the bars a BACKTEST on that series runs on now. For
+// series 0 of a live engine those are the published ones (preloaded, then appended); for every
+// other series, and on an engine that is not live, the preloaded ones.
+size_t ipcfloor_series(const ipcfloor_client* c, const double** close) { return ipcfloor_series_at(c, 0, close); }
 
-uint64_t ipcfloor_bars(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->series().size(); }
+uint64_t ipcfloor_bars(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->published_series().size(); }
 double ipcfloor_fee(const ipcfloor_client* c) { return c == nullptr ? std::nan("") : c->engine->fee(); }
 const char* ipcfloor_series_name(const ipcfloor_client* c) { return c == nullptr ? "" : c->engine->series_name().c_str(); }
 uint64_t ipcfloor_series_checksum(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->checksum(); }
@@ -158,7 +153,9 @@ const char* ipcfloor_series_key(const ipcfloor_client* c, uint32_t index) {
 }
 
 size_t ipcfloor_series_at(const ipcfloor_client* c, uint32_t index, const double** close) {
-  const auto series = c == nullptr ? std::span<const double>{} : c->engine->series_at(index);
+  const auto series = c == nullptr  ? std::span<const double>{}
+                      : index == 0 ? c->engine->published_series()
+                                   : c->engine->series_at(index);
   if (close != nullptr) *close = series.empty() ? nullptr : series.data();
   return series.size();
 }

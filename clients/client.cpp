@@ -46,8 +46,10 @@ Client::~Client() = default;
 
 void Client::fail(int code) const { throw ClientError(code, impl_->engine->last_error()); }
 
-std::span<const double> Client::series() const noexcept { return impl_->engine->series(); }
-std::uint64_t Client::bars() const noexcept { return impl_->engine->series().size(); }
+// series(), bars() and series_at(0): the bars a BACKTEST on the main series runs on now (the
+// published ones), the same rule as the C ABI's.
+std::span<const double> Client::series() const noexcept { return impl_->engine->published_series(); }
+std::uint64_t Client::bars() const noexcept { return impl_->engine->published_series().size(); }
 double Client::fee() const noexcept { return impl_->engine->fee(); }
 std::string_view Client::series_name() const noexcept { return impl_->engine->series_name(); }
 std::uint64_t Client::series_checksum() const noexcept { return impl_->engine->checksum(); }
@@ -60,7 +62,9 @@ std::uint64_t Client::capacity() const noexcept { return impl_->engine->capacity
 std::span<const double> Client::published_series() const noexcept { return impl_->engine->published_series(); }
 std::uint64_t Client::signals_dropped() const noexcept { return impl_->engine->signals_dropped(); }
 std::uint32_t Client::series_count() const noexcept { return impl_->engine->series_count(); }
-std::span<const double> Client::series_at(std::uint32_t index) const noexcept { return impl_->engine->series_at(index); }
+std::span<const double> Client::series_at(std::uint32_t index) const noexcept {
+  return index == 0 ? impl_->engine->published_series() : impl_->engine->series_at(index);
+}
 
 std::string_view Client::series_key(std::uint32_t index) const noexcept {
   const char* key = impl_->engine->series_key(index);

@@ -7,13 +7,13 @@
 
 namespace ipcfloor::mpi {
 
-std::string error_text(const ResultWire& result, const Combo& combo, std::size_t n_bars) {
+std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars) {
   if (result.engine == 0) {
     const auto status = static_cast<KernelStatus>(result.status);
-    return status == KernelStatus::window_out_of_range ? window_error(combo, n_bars) : std::string(to_string(status));
+    return status == KernelStatus::window_out_of_range ? window_error(row, n_bars) : std::string(to_string(status));
   }
   const auto status = static_cast<Status>(result.status);
-  if (status == Status::window_out_of_range) return window_error(combo, n_bars);
+  if (status == Status::window_out_of_range) return window_error(row, n_bars);
   return std::string(to_string(status));
 }
 
@@ -53,9 +53,9 @@ void RowSink::flush() {
     SweepRow row = plan_[k].row;
     row.series = names_[selected_[s]];
     if (item == kNone) {
-      if (row.error.empty()) row.error = window_error(row.params, n_bars_[s]);
+      if (row.error.empty()) row.error = window_error(row, n_bars_[s]);
     } else if (results_[item].status != 0) {
-      row.error = error_text(results_[item], row.params, n_bars_[s]);
+      row.error = error_text(results_[item], row, n_bars_[s]);
     } else {
       row.result = BacktestResult{results_[item].pnl, results_[item].trades};
     }

@@ -46,6 +46,6 @@ class RowSink {
 };
 
 // The error text of a row whose result carries a non-zero status.
-[[nodiscard]] std::string error_text(const ResultWire& result, const Combo& combo, std::size_t n_bars);
+[[nodiscard]] std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars);
 
 }  // namespace ipcfloor::mpi

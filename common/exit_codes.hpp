@@ -9,8 +9,8 @@
 namespace ipcfloor {
 
 inline constexpr int kExitFailure = 1;      // the command ran and failed (a sweep that did not match, ...)
-inline constexpr int kExitUsage = 2;        // the command line is wrong
-inline constexpr int kExitInput = 3;        // a file, series, combo list or value is bad
+inline constexpr int kExitUsage = 2;        // the command line is wrong: an option, its value or its range
+inline constexpr int kExitInput = 3;        // a file (missing, not a regular file, malformed), series or combo is bad
 inline constexpr int kExitEnvironment = 4;  // the host lacks something (huge pages, memlock, a free name)
 inline constexpr int kExitEngineGone = 5;   // the engine is not there, died, or stopped answering
 
@@ -33,8 +33,8 @@ inline constexpr int kExitEngineGone = 5;   // the engine is not there, died, or
 
 // The help text's epilogue: the exit codes every subcommand shares.
 inline constexpr std::string_view kExitCodesHelp =
-    "Exit codes: 0 ok, 1 failed (e.g. a result that does not match), 2 usage, 3 bad input (file, series, "
-    "combo, value), 4 environment (huge pages, memlock, name in use, permissions), 5 engine gone or not "
-    "answering.";
+    "Exit codes: 0 ok, 1 failed (e.g. a result that does not match), 2 usage (an option, a value outside its "
+    "range), 3 bad input (a file, series or combo), 4 environment (huge pages, memlock, name in use, "
+    "permissions), 5 engine gone or not answering.";
 
 }  // namespace ipcfloor

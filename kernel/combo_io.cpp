@@ -2,27 +2,20 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <charconv>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "kernel/input_file.hpp"
+#include "kernel/series_formats.hpp"
 
 namespace ipcfloor {
 namespace {
 
 constexpr std::array<std::string_view, 6> kColumns = {"h", "L", "s", "p3", "p2", "p"};
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\r')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
-  return text;
-}
+using series_formats::trim;
 
 std::vector<std::string_view> split(std::string_view line, char separator) {
   std::vector<std::string_view> fields;
@@ -69,6 +62,7 @@ Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size
     const auto [number, line] = lines[i];
     ComboLine row;
     row.line = number;
+    row.raw = series_formats::snippet(trim(line));
     const std::vector<std::string_view> fields = split(line, ',');
     if (fields.size() != names.size()) {
       row.error = fmt::format("line {} has {} fields, the header {}", number, fields.size(), names.size());
@@ -91,6 +85,7 @@ Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size
 ComboLine parse_json_line(std::size_t number, std::string_view line) {
   ComboLine row;
   row.line = number;
+  row.raw = series_formats::snippet(trim(line));
   const nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
   if (object.is_discarded() || !object.is_object()) {
     row.error = fmt::format("line {} is not a JSON object", number);
@@ -140,17 +135,16 @@ Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string
 }
 
 Expected<std::vector<ComboLine>> load_combos(const std::string& path) {
+  auto input = InputFile::open(path, "combo file");
+  if (!input) return std::unexpected(input.error());
   std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(ErrorCode::io, "cannot read the combo file {}: {}", path, std::strerror(errno));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
-  }
-  return parse_combos(text, path == "-" ? std::string_view("standard input") : std::string_view(path));
+  auto read = input->read_all(kMaxComboFileBytes, [&text](std::size_t bytes) {
+    text.resize(bytes);
+    return text.data();
+  });
+  if (!read) return std::unexpected(read.error());
+  text.resize(*read);
+  return parse_combos(text, input->name());
 }
 
 }  // namespace ipcfloor

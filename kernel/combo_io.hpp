@@ -21,15 +21,22 @@ namespace ipcfloor {
 
 struct ComboLine {
   std::size_t line = 0;  // 1-based line in the source (0 for combos that did not come from text)
-  Combo combo{};
+  Combo combo{};         // all zero when the row did not parse: never run or print it then
   std::string error;     // empty when the row parsed; otherwise why it did not
+  std::string raw;       // the row's text as written (trimmed; control bytes escaped, long rows cut)
 };
+
+// The largest combo input read: 32 MiB, about two million rows (less when the host has less
+// memory available: kernel/input_file.hpp).
+inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
 
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
 // means JSON lines). `source` names the input in errors. Blank lines are skipped.
 [[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source);
 
-// Reads and parses `path`; "-" reads standard input.
+// Reads and parses `path`; "-" reads standard input. Only a regular file or standard input is
+// read (never a FIFO or a device), and at most kMaxComboFileBytes of it: invalid_argument
+// otherwise, naming the path and what it is; permission or io when the OS refuses the file.
 [[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path);
 
 }  // namespace ipcfloor

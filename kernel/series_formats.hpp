@@ -2,8 +2,8 @@
 // The series file formats one by one, behind kernel/series_io.hpp. Internal to the kernel: only
 // series_io.cpp calls these, after it has picked the format from the path and read the file;
 // validation, the file system and the choice of format stay there. One translation unit per
-// format (series_csv.cpp, series_npy.cpp, series_raw.cpp); the helpers they share are here or in
-// series_io.cpp.
+// format (series_csv.cpp, series_npy.cpp, series_raw.cpp); the helpers they share are here and
+// in series_formats.cpp, which calls nothing of series_io.cpp (so no two files call each other).
 //
 // Readers fail with ErrorCode::bad_data, their message naming `path` and the fault; writers
 // append the whole file's bytes to `out` and cannot fail.
@@ -37,10 +37,11 @@ inline std::string_view trim(std::string_view s) {
   return s;
 }
 
-// ASCII case-insensitive equality (file extensions, the `close` header name).
+// ASCII case-insensitive equality (file extensions, the `close` header name). series_formats.cpp.
 bool iequals(std::string_view a, std::string_view b);
 
-// File text quoted in a message: control and non-ASCII bytes escaped, long text cut.
+// File text quoted in a message: control and non-ASCII bytes escaped, long text cut (also the
+// combo files' rows, kernel/combo_io.cpp). series_formats.cpp.
 std::string snippet(std::string_view text);
 
 // A whole file's bytes, stored in doubles so a raw or .npy series is decoded in place and

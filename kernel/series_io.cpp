@@ -14,44 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "kernel/input_file.hpp"
 #include "kernel/series_formats.hpp"
 
 namespace ipcfloor {
-namespace series_formats {
-namespace {
-
-// Quoted file text in messages is cut to this many characters so one bad row cannot flood
-// the terminal.
-constexpr std::size_t kMaxSnippet = 60;
-
-char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-}  // namespace
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(),
-                    [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
-}
-
-std::string snippet(std::string_view text) {
-  std::string out;
-  const bool cut = text.size() > kMaxSnippet;
-  if (cut) text = text.substr(0, kMaxSnippet);
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte >= 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
-  }
-  if (cut) out += "...";
-  return out;
-}
-
-}  // namespace series_formats
-
 namespace {
 
 using series_formats::FileBytes;
@@ -81,36 +47,22 @@ class FdGuard {
   int fd_;
 };
 
-Expected<FileBytes> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return fail(ErrorCode::io, "{}: cannot open the series file: {}", path, os_reason(err));
-  }
-  FdGuard guard(fd);
-  // Size the buffer from fstat so a regular file is read in one call; +1 so end of file is
-  // seen without growing. Pipes and the like grow as they go.
-  std::size_t capacity = 64 * 1024;
-  struct stat info {};
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
-    capacity = static_cast<std::size_t>(info.st_size) + 1;
-  }
+// The whole input (a regular file, or standard input for "-"), at most kMaxSeriesFileBytes.
+Expected<FileBytes> read_whole_file(InputFile& input) {
   FileBytes file;
-  file.storage.resize((capacity + kBytesPerBar - 1) / kBytesPerBar);
-  std::size_t& used = file.size;
-  for (;;) {
-    if (used == file.storage.size() * kBytesPerBar) file.storage.resize(file.storage.size() * 2);
-    char* const buffer = reinterpret_cast<char*>(file.storage.data());
-    const ssize_t got = ::read(fd, buffer + used, file.storage.size() * kBytesPerBar - used);
-    if (got < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return fail(ErrorCode::io, "{}: cannot read the series file: {}", path, os_reason(err));
-    }
-    if (got == 0) break;
-    used += static_cast<std::size_t>(got);
-  }
+  auto read = input.read_all(kMaxSeriesFileBytes, [&file](std::size_t bytes) {
+    file.storage.resize((bytes + kBytesPerBar - 1) / kBytesPerBar);
+    return reinterpret_cast<char*>(file.storage.data());
+  });
+  if (!read) return std::unexpected(read.error());
+  file.size = *read;
   return file;
+}
+
+// Standard input has no extension to name its format: a .npy says so in its first bytes, and
+// anything else is read as CSV (raw float64 has no mark of its own: give it as a file).
+SeriesFormat format_of_stdin(std::string_view bytes) {
+  return bytes.starts_with("\x93NUMPY") ? SeriesFormat::npy : SeriesFormat::csv;
 }
 
 Expected<void> write_file_atomically(const std::string& path, std::string_view bytes) {
@@ -191,20 +143,26 @@ Expected<void> validate_series(std::span<const double> close, std::string_view s
 }
 
 Expected<std::vector<double>> load_series(const std::string& path) {
-  const auto format = format_from_path(path);
+  // What the path is comes first: a FIFO or a device is refused as such, whatever its name.
+  auto input = InputFile::open(path, "series file");
+  if (!input) return std::unexpected(input.error());
+  const bool from_stdin = input->is_stdin();
+  auto format = from_stdin ? Expected<SeriesFormat>(SeriesFormat::csv) : format_from_path(path);
   if (!format) return std::unexpected(format.error());
-  auto file = read_whole_file(path);
+  auto file = read_whole_file(*input);
   if (!file) return std::unexpected(file.error());
-  if (file->size == 0) return fail(ErrorCode::bad_data, "{}: the file is empty", path);
+  const std::string& name = input->name();
+  if (file->size == 0) return fail(ErrorCode::bad_data, "{}: the {} is empty", name, from_stdin ? "input" : "file");
+  if (from_stdin) *format = format_of_stdin(file->view());
 
   Expected<std::vector<double>> close;
   switch (*format) {
-    case SeriesFormat::csv: close = series_formats::parse_csv(file->view(), path); break;
-    case SeriesFormat::f64: close = series_formats::take_raw(*file, path); break;
-    case SeriesFormat::npy: close = series_formats::take_npy(*file, path); break;
+    case SeriesFormat::csv: close = series_formats::parse_csv(file->view(), name); break;
+    case SeriesFormat::f64: close = series_formats::take_raw(*file, name); break;
+    case SeriesFormat::npy: close = series_formats::take_npy(*file, name); break;
   }
   if (!close) return close;
-  if (auto valid = validate_series(*close, path); !valid) return std::unexpected(valid.error());
+  if (auto valid = validate_series(*close, name); !valid) return std::unexpected(valid.error());
   return close;
 }
 

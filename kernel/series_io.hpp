@@ -8,6 +8,7 @@
 // Every failure message names the file and the fault in it (the bad bar, line, dtype, size),
 // because the person reading it is looking at a data file, not at this code.
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,10 +28,18 @@ enum class SeriesFormat {
 // ErrorCode::invalid_argument for any other extension or none. Pure: never touches the file.
 [[nodiscard]] Expected<SeriesFormat> format_from_path(std::string_view path);
 
+// The largest series file read: 4 GiB, about 537 million float64 bars (or fewer, when the host
+// has less memory available: kernel/input_file.hpp).
+inline constexpr std::size_t kMaxSeriesFileBytes = std::size_t{4} << 30;
+
 // Reads the whole file in the format its extension names and validate_series()es it; returns
 // the bars in file order. Exact: every value comes back bit for bit (CSV digits are parsed
-// with correct rounding). Fails with ErrorCode::io when the OS refuses the file, bad_data when
-// its content is malformed or holds a bad bar, invalid_argument for an unknown extension.
+// with correct rounding). "-" reads standard input: a .npy when it starts with the .npy magic,
+// CSV otherwise. Only a regular file or standard input is read (never a FIFO or a device), and
+// at most kMaxSeriesFileBytes of it. Fails with invalid_argument for no such file, something
+// that is not a regular file, an input over the bound or an unknown extension; permission
+// when the file may not be read; io when the OS refuses it otherwise; bad_data when its content
+// is malformed or holds a bad bar.
 [[nodiscard]] Expected<std::vector<double>> load_series(const std::string& path);
 
 // Succeeds when the series has at least 2 bars and every bar is finite and > 0; otherwise

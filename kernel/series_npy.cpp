@@ -185,10 +185,14 @@ std::string describe_shape(const PyValue& shape) {
   return out + ")";
 }
 
-}  // namespace
+// Where a .npy's header text starts and how long it is: the magic, the version and the length
+// field checked against the file's size.
+struct NpyPreamble {
+  std::size_t header_offset = 0;
+  std::size_t header_length = 0;
+};
 
-Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path) {
-  const std::string_view bytes = file.view();
+Expected<NpyPreamble> read_npy_preamble(std::string_view bytes, const std::string& path) {
   const std::size_t magic_seen = std::min(bytes.size(), kNpyMagic.size());
   if (bytes.substr(0, magic_seen) != kNpyMagic.substr(0, magic_seen)) {
     return fail(ErrorCode::bad_data,
@@ -230,9 +234,12 @@ Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path)
                 "follow the preamble",
                 path, header_length, bytes.size() - preamble);
   }
-  const std::string_view header = bytes.substr(preamble, header_length);
-  const std::string_view data = bytes.substr(preamble + header_length);
+  return NpyPreamble{preamble, header_length};
+}
 
+// The bar count a .npy header declares, once its dtype, order and shape are what a series
+// needs: '<f8', C order, 1-D.
+Expected<std::uint64_t> read_npy_bars(std::string_view header, const std::string& path) {
   auto dict = PyLiteralReader(header).read_header_dict();
   if (!dict) {
     return fail(ErrorCode::bad_data, "{}: malformed .npy header ({}): '{}'", path, dict.error(),
@@ -278,19 +285,31 @@ Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path)
                 "(save arr.ravel())",
                 path, describe_shape(*shape), shape->items.size());
   }
-  const std::uint64_t bars = shape->items.front().number;
-  if (bars > data.size() / kBytesPerBar) {
+  return shape->items.front().number;
+}
+
+}  // namespace
+
+Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path) {
+  const std::string_view bytes = file.view();
+  const auto preamble = read_npy_preamble(bytes, path);
+  if (!preamble) return std::unexpected(preamble.error());
+  const std::size_t data_offset = preamble->header_offset + preamble->header_length;
+  const auto bars = read_npy_bars(bytes.substr(preamble->header_offset, preamble->header_length), path);
+  if (!bars) return std::unexpected(bars.error());
+  const std::string_view data = bytes.substr(data_offset);
+  if (*bars > data.size() / kBytesPerBar) {
     return fail(ErrorCode::bad_data,
                 "{}: data truncated: shape ({},) needs {} bars but only {} bytes ({} whole "
                 "bars) follow the header",
-                path, bars, bars, data.size(), data.size() / kBytesPerBar);
+                path, *bars, *bars, data.size(), data.size() / kBytesPerBar);
   }
-  if (data.size() != bars * kBytesPerBar) {
+  if (data.size() != *bars * kBytesPerBar) {
     return fail(ErrorCode::bad_data,
                 "{}: {} stray bytes follow the {} bars that shape ({},) declares", path,
-                data.size() - bars * kBytesPerBar, bars, bars);
+                data.size() - *bars * kBytesPerBar, *bars, *bars);
   }
-  return file.take_series(preamble + header_length, bars);
+  return file.take_series(data_offset, *bars);
 }
 
 void append_npy(std::string& out, std::span<const double> values) {

@@ -26,6 +26,13 @@ Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, 
   return set;
 }
 
+std::optional<std::size_t> series_index_of(const std::string& selector, std::size_t count) {
+  if (selector.empty() || selector.size() > 4 || selector.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const std::size_t index = std::stoul(selector);
+  return index < count ? std::optional<std::size_t>(index) : std::nullopt;
+}
+
 Expected<std::vector<std::size_t>> select_series(std::span<const std::string> names, const std::string& selector) {
   std::vector<std::size_t> chosen;
   if (selector == "all" || (selector.empty() && names.size() == 1)) {
@@ -37,8 +44,10 @@ Expected<std::vector<std::size_t>> select_series(std::span<const std::string> na
                 names.size(), fmt::join(names, ", "));
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == selector) return std::vector<std::size_t>{i};
-  return fail(ErrorCode::invalid_argument, "--series '{}' is not one of the series given ({}), nor 'all'", selector,
-              fmt::join(names, ", "));
+  if (const auto index = series_index_of(selector, names.size())) return std::vector<std::size_t>{*index};
+  return fail(ErrorCode::invalid_argument,
+              "--series '{}' is not one of the series given ({}), nor an index 0..{}, nor 'all'", selector,
+              fmt::join(names, ", "), names.size() - 1);
 }
 
 Expected<std::vector<std::size_t>> SeriesSet::select(const std::string& selector) const {

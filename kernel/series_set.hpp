@@ -1,9 +1,11 @@
 #pragma once
 // Several close series in one sweep, each by name: a --data file is named after its file name
 // without the extension ("/data/ES_2024.npy" is "ES_2024"), the generated series is "default".
-// A sweep picks one by name or all of them (--series NAME|all). Setup path: allocates.
+// A sweep picks one by name or index, or all of them (--series NAME|INDEX|all). Setup path:
+// allocates.
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,8 +15,13 @@
 
 namespace ipcfloor {
 
-// The indices of `names` that `selector` names: "all"; a name; or "" when there is exactly one.
-// invalid_argument naming the known names otherwise. Pure apart from the error's allocation.
+// The index `selector` spells when it is all digits and below `count`; nullopt otherwise.
+[[nodiscard]] std::optional<std::size_t> series_index_of(const std::string& selector, std::size_t count);
+
+// The indices of `names` that `selector` names: "all"; a name; a 0-based index in the order
+// given (the index a BACKTEST, the C ABI and Python name a series by; a name that is all digits
+// wins over the index it spells); or "" when there is exactly one. invalid_argument naming the
+// known names otherwise. Pure apart from the error's allocation.
 [[nodiscard]] Expected<std::vector<std::size_t>> select_series(std::span<const std::string> names,
                                                                const std::string& selector);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kernel/input_file.hpp"
 #include "kernel/series_io.hpp"
 
 namespace ipcfloor {
@@ -12,6 +13,11 @@ Expected<LoadedSeries> load_series_source(const SeriesSource& source) {
     if (!close) return std::unexpected(close.error());
     return LoadedSeries{std::move(*close), *source.data_path, false};
   }
+  // 8 bytes a bar, refused before they are allocated when the host cannot give them.
+  const std::size_t bytes = source.gbm.bars * sizeof(double);
+  if (const auto available = available_memory_bytes(); available && bytes > *available)
+    return fail(ErrorCode::resource, "{} generated bars need {}; this host has {} of memory available",
+                source.gbm.bars, byte_size_text(bytes), byte_size_text(*available));
   auto close = generate_gbm(source.gbm);
   if (!close) return std::unexpected(close.error());
   const GbmParams defaults{};

@@ -22,7 +22,8 @@ struct LoadedSeries {
   bool is_default = false;  // the embedded default data set, where the fingerprint applies
 };
 
-// Loads or generates the series. Setup path: allocates; the error names the file and bar.
+// Loads or generates the series. Setup path: allocates; the error names the file and bar, or
+// (resource) the memory generated bars would need when the host has less available.
 [[nodiscard]] Expected<LoadedSeries> load_series_source(const SeriesSource& source);
 
 // The published parity fingerprint of docs/SPEC.md §1: L=6 on the default data.

@@ -12,6 +12,10 @@ namespace {
 std::string json_escaped(const std::string& text) {
   std::string escaped;
   for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20) {  // a control byte of a row's text: JSON needs it escaped
+      escaped += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+      continue;
+    }
     if (c == '"' || c == '\\') escaped.push_back('\\');
     escaped.push_back(c);
   }
@@ -38,9 +42,11 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
       PlannedRow p;
       p.row.length = line.combo.L;
       p.row.params = line.combo;
+      p.row.line = line.line;
       if (!line.error.empty()) {
         p.runnable = false;
         p.row.error = "bad_row: " + line.error;
+        p.row.raw = std::move(line.raw);
       }
       plan.push_back(std::move(p));
     }
@@ -59,17 +65,19 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
   return plan;
 }
 
-std::string window_error(const Combo& combo, std::size_t n_bars) {
-  const auto w = combo.as_array();
-  return fmt::format("window_out_of_range: windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]", w[0], w[1], w[2],
-                     w[3], w[4], w[5], n_bars);
+std::string window_error(const SweepRow& row, std::size_t n_bars) {
+  const auto w = row.params.as_array();
+  const std::size_t line = row.line;
+  return fmt::format("window_out_of_range: {}windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]",
+                     line == 0 ? std::string() : fmt::format("line {}: ", line), w[0], w[1], w[2], w[3], w[4], w[5],
+                     n_bars);
 }
 
 void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars) {
   for (PlannedRow& p : plan) {
     if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
     p.runnable = false;
-    p.row.error = window_error(p.row.params, n_bars);
+    p.row.error = window_error(p.row, n_bars);
   }
 }
 
@@ -78,43 +86,50 @@ void SweepWriter::header() {
     if (with_series_) fmt::print(out_, "{:<16}  ", "series");
     fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", "L", "params [h,L,s,p3,p2,p]", "pnl (% points)", "trades");
   } else if (format_ == SweepFormat::csv) {
-    fmt::print(out_, "{}length,h,L,s,p3,p2,p,pnl,trades,error\n", with_series_ ? "series," : "");
+    fmt::print(out_, "{}h,L,s,p3,p2,p,pnl,trades,error,raw\n", with_series_ ? "series," : "");
   }
   std::fflush(out_);
 }
 
 void SweepWriter::row(const SweepRow& row) {
   const auto w = row.params.as_array();
+  const bool parsed = row.raw.empty();
+  const std::string params = fmt::format("{},{},{},{},{},{}", w[0], w[1], w[2], w[3], w[4], w[5]);
   switch (format_) {
     case SweepFormat::json: {
       const std::string series = with_series_ ? fmt::format("\"series\":\"{}\",", json_escaped(row.series)) : "";
-      if (row.error.empty()) {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{},{},{},{},{},{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series,
-                   row.length, w[0], w[1], w[2], w[3], w[4], w[5], row.result.pnl, row.result.trades);
+      if (!parsed) {
+        fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"}}\n", series, json_escaped(row.raw),
+                   json_escaped(row.error));
+      } else if (row.error.empty()) {
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series, row.length, params,
+                   row.result.pnl, row.result.trades);
       } else {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{},{},{},{},{},{}],\"error\":\"{}\"}}\n", series, row.length, w[0],
-                   w[1], w[2], w[3], w[4], w[5], json_escaped(row.error));
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"error\":\"{}\"}}\n", series, row.length, params,
+                   json_escaped(row.error));
       }
       break;
     }
     case SweepFormat::csv: {
       const std::string series = with_series_ ? fmt::format("\"{}\",", csv_quoted(row.series)) : "";
-      if (row.error.empty()) {
-        fmt::print(out_, "{}{},{},{},{},{},{},{},{:.17g},{},\n", series, row.length, w[0], w[1], w[2], w[3], w[4], w[5],
-                   row.result.pnl, row.result.trades);
+      if (!parsed) {
+        fmt::print(out_, "{},,,,,,,,\"{}\",\"{}\"\n", series, csv_quoted(row.error), csv_quoted(row.raw));
+      } else if (row.error.empty()) {
+        fmt::print(out_, "{}{},{:.17g},{},,\n", series, params, row.result.pnl, row.result.trades);
       } else {
-        fmt::print(out_, "{}{},{},{},{},{},{},{},,,\"{}\"\n", series, row.length, w[0], w[1], w[2], w[3], w[4], w[5],
-                   csv_quoted(row.error));
+        fmt::print(out_, "{}{},,,\"{}\",\n", series, params, csv_quoted(row.error));
       }
       break;
     }
     case SweepFormat::table: {
       if (with_series_) fmt::print(out_, "{:<16}  ", row.series);
-      const std::string params = fmt::format("[{},{},{},{},{},{}]", w[0], w[1], w[2], w[3], w[4], w[5]);
-      if (row.error.empty()) {
-        fmt::print(out_, "{:>5}  {:<28}  {:>22.13f}  {:>7}\n", row.length, params, row.result.pnl, row.result.trades);
+      if (!parsed) {
+        fmt::print(out_, "{:>5}  {:<28}  {}\n", "-", row.raw, row.error);
+      } else if (row.error.empty()) {
+        fmt::print(out_, "{:>5}  [{:<27}  {:>22.13f}  {:>7}\n", row.length, params + "]", row.result.pnl,
+                   row.result.trades);
       } else {
-        fmt::print(out_, "{:>5}  {:<28}  {}\n", row.length, params, row.error);
+        fmt::print(out_, "{:>5}  [{:<27}  {}\n", row.length, params + "]", row.error);
       }
       break;
     }

@@ -18,10 +18,14 @@ namespace ipcfloor {
 
 struct SweepRow {
   std::string series;       // the series' name; written only when the sweep names series
-  std::int64_t length = 0;  // the user-facing L the combo was built from (its L window otherwise)
+  std::int64_t length = 0;  // the user-facing L the combo was built from: always its L window
   Combo params{};
   BacktestResult result{};
   std::string error;        // empty when the combo ran; otherwise its status and why
+  std::size_t line = 0;     // its line in the combo file (0: not from a file); errors name it
+  // Set exactly when the row of a combo file did not parse: its text as written. Such a row
+  // has no params; the writer prints this text in their place.
+  std::string raw;
 };
 
 // One row to run, and whether it can: a row whose error is known before anything runs (a bad
@@ -43,8 +47,10 @@ struct ComboSpec {
 // empty; a length or grid does not parse. A bad row of a combo file is a row with its error.
 [[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec);
 
-// "window_out_of_range: windows [...] must each be in [1, n_bars]".
-[[nodiscard]] std::string window_error(const Combo& combo, std::size_t n_bars);
+// "window_out_of_range: windows [...] must each be in [1, n_bars]" for the row's params, with
+// "line N: " after the status when the row came from a combo file. Every way of running a sweep
+// words it here, so their rows stay identical.
+[[nodiscard]] std::string window_error(const SweepRow& row, std::size_t n_bars);
 
 // Marks every runnable row whose windows a series of `n_bars` cannot hold, with its error.
 void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars);
@@ -60,8 +66,11 @@ class SweepWriter {
   // The table's or CSV's header line (nothing for JSON lines).
   void header();
   // JSON: {"L":6,"params":[3,6,2,1,2,3],"pnl":-5165.577039790348,"trades":57029} (pnl with 17
-  // significant digits); a failed row {"L":..,"params":[..],"error":"..."}. CSV:
-  // length,h,L,s,p3,p2,p,pnl,trades,error.
+  // significant digits); a failed row {"L":..,"params":[..],"error":"..."}; a combo-file row
+  // that did not parse {"raw":"3,x,2,1,2,3","error":"bad_row: line 4: ..."}. CSV, under the
+  // header h,L,s,p3,p2,p,pnl,trades,error,raw (the combo file's columns, then the results; L is
+  // the L column of the table and of JSON): a row that did not parse has empty windows and its
+  // text in `raw`. The table prints that text in the params column.
   void row(const SweepRow& row);
 
  private:

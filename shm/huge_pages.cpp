@@ -102,4 +102,10 @@ HugePageBudget huge_page_budget() {
   return budget;
 }
 
+std::string huge_pages_fix(std::uint64_t pages_needed, const HugePageBudget& budget) {
+  const std::uint64_t want =
+      std::max<std::uint64_t>(64, budget.total + pages_needed - std::min(pages_needed, budget.available));
+  return "echo " + std::to_string(want) + " > /proc/sys/vm/nr_hugepages";
+}
+
 }  // namespace ipcfloor

@@ -27,4 +27,9 @@ struct HugePageBudget {
 // size); zeros when the host has no such pool.
 [[nodiscard]] HugePageBudget huge_page_budget();
 
+// The command that gives the pool room for `pages_needed` more pages beside what it holds now
+// ("echo N > /proc/sys/vm/nr_hugepages", N at least 64): the one fix serve prints when it falls
+// back to 4 KiB pages and doctor prints for the same shortfall.
+[[nodiscard]] std::string huge_pages_fix(std::uint64_t pages_needed, const HugePageBudget& budget);
+
 }  // namespace ipcfloor

@@ -54,12 +54,6 @@ std::string memlock_fix() {
   return fmt::format("ulimit -l unlimited or prlimit --memlock=unlimited --pid {}", ::getpid());
 }
 
-std::string huge_pages_fix(std::uint64_t pages_needed, const HugePageBudget& budget) {
-  const std::uint64_t want =
-      std::max<std::uint64_t>(64, budget.total + pages_needed - std::min(pages_needed, budget.available));
-  return fmt::format("echo {} > /proc/sys/vm/nr_hugepages", want);
-}
-
 // memfd_create, sized and reserved: a full pool or an exhausted memory must fail here with a
 // message, never later as a SIGBUS on first touch.
 Expected<UniqueFd> make_memfd(const std::string& label, std::size_t bytes, bool huge) {
@@ -88,10 +82,16 @@ Expected<HugePagesMode> parse_hugepages_mode(std::string_view text) {
   return fail(ErrorCode::invalid_argument, "--hugepages '{}' is not one of auto, require, off", text);
 }
 
-Expected<void> check_memlock_budget(std::uint64_t bytes, std::string_view what) {
-  if (has_ipc_lock_capability()) return {};
+std::optional<std::uint64_t> memlock_limit_bytes() {
+  if (has_ipc_lock_capability()) return std::nullopt;
   rlimit limit{};
-  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes) return {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<std::uint64_t>(limit.rlim_cur);
+}
+
+Expected<void> check_memlock_budget(std::uint64_t bytes, std::string_view what) {
+  const auto limit = memlock_limit_bytes();
+  if (!limit || *limit >= bytes) return {};
   return fail(ErrorCode::resource, "--mlock require: RLIMIT_MEMLOCK is {}, {} need {} (fix: {}, then start again)",
               memlock_limit_text(), what, kib_text(bytes), memlock_fix());
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,11 @@ inline constexpr std::size_t kSmallPageBytes = 4096;
 // A process with CAP_IPC_LOCK has no limit. Objects created later still lock one by one; this
 // only makes a limit that cannot hold them all fail at start instead of at the Nth client.
 [[nodiscard]] Expected<void> check_memlock_budget(std::uint64_t bytes, std::string_view what);
+
+// What this process may lock, by the rule mlock follows: nullopt when nothing limits it
+// (CAP_IPC_LOCK, as root has, or an unlimited RLIMIT_MEMLOCK), else RLIMIT_MEMLOCK in bytes.
+// The rule check_memlock_budget applies and `ipcfloor doctor` reports, so the two agree.
+[[nodiscard]] std::optional<std::uint64_t> memlock_limit_bytes();
 
 struct ObjectSpec {
   std::string label;  // memfd name, seen in /proc/PID/fd and maps: "ipcfloor:NAME:data"

@@ -3,7 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,10 +23,12 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "kernel/combo_io.hpp"
 #include "kernel/series_io.hpp"
 
 namespace fs = std::filesystem;
@@ -322,10 +327,10 @@ TEST_CASE("load_series validates the bars and names the file, bar index and valu
   }
 }
 
-TEST_CASE("reports a missing file with its path and the OS reason") {
+TEST_CASE("reports a missing file with its path and the OS reason, as bad input") {
   const TempDir dir;
   const std::string path = dir.file("absent.csv");
-  check_error(ipcfloor::load_series(path), ErrorCode::io,
+  check_error(ipcfloor::load_series(path), ErrorCode::invalid_argument,
               {path, "No such file or directory"});
 }
 
@@ -334,7 +339,7 @@ TEST_CASE("reports an unreadable file with its path and the OS reason") {
   SUBCASE("a directory") {
     const std::string path = dir.file("folder.f64");
     fs::create_directory(path);
-    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Is a directory"});
+    check_error(ipcfloor::load_series(path), ErrorCode::invalid_argument, {path, "is a directory"});
   }
   SUBCASE("no read permission") {
     if (::geteuid() == 0) {
@@ -344,7 +349,7 @@ TEST_CASE("reports an unreadable file with its path and the OS reason") {
     const std::string path = dir.file("locked.npy");
     write_bytes(path, "x");
     ::chmod(path.c_str(), 0);
-    check_error(ipcfloor::load_series(path), ErrorCode::io, {path, "Permission denied"});
+    check_error(ipcfloor::load_series(path), ErrorCode::permission, {path, "Permission denied"});
   }
 }
 
@@ -712,4 +717,118 @@ TEST_CASE("loads 150,000 bars from every format in a few milliseconds") {
     // Generous so sanitizer and loaded CI builds pass; catches an accidental quadratic pass.
     CHECK(best_ms < 250.0);
   }
+}
+
+// ---- Only regular files and standard input, and never past a bound ---------------------------
+
+namespace {
+
+// What a reader said about one input, from a child process: its error code and message, or "ok".
+// The child runs under a 1 GiB address-space limit (not under ASan, which cannot start under one)
+// and the parent waits at most `limit`, so a reader that would wait forever or read until memory
+// runs out fails this test instead of hanging it or taking the host.
+struct ChildVerdict {
+  bool finished = false;  // false: still waiting after `limit`, or killed by a signal
+  std::string text;
+};
+
+template <class Read>
+ChildVerdict verdict_in_child(Read read, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+#if !defined(__SANITIZE_ADDRESS__)  // ASan reserves terabytes of shadow: it cannot start under the limit
+    const rlimit one_gib{rlim_t{1} << 30, rlim_t{1} << 30};
+    ::setrlimit(RLIMIT_AS, &one_gib);
+#endif
+    // Nothing may escape the child: doctest would go on running the other cases in it.
+    try {
+      const std::string text = read();
+      (void)!::write(pipe_fds[1], text.data(), text.size());
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  ChildVerdict verdict;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ::close(pipe_fds[0]);
+      return verdict;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) verdict.text.append(buffer, got);
+  ::close(pipe_fds[0]);
+  verdict.finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return verdict;
+}
+
+template <class T>
+std::string describe(const Expected<T>& result) {
+  if (result) return "ok";
+  return fmt::format("{}|{}", static_cast<int>(result.error().code), result.error().message);
+}
+
+std::string invalid_argument_text() { return fmt::format("{}|", static_cast<int>(ErrorCode::invalid_argument)); }
+
+}  // namespace
+
+TEST_CASE("load_series and load_combos refuse a FIFO at once, naming it, without waiting for a writer") {
+  const TempDir dir;
+  const std::string fifo = dir.file("prices.csv");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const bool combos : {false, true}) {
+    CAPTURE(combos);
+    const auto start = std::chrono::steady_clock::now();
+    const ChildVerdict verdict = verdict_in_child(
+        [&] { return combos ? describe(ipcfloor::load_combos(fifo)) : describe(ipcfloor::load_series(fifo)); },
+        std::chrono::seconds(5));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    REQUIRE_MESSAGE(verdict.finished, "the reader waited for a writer");
+    CHECK(verdict.text.rfind(invalid_argument_text(), 0) == 0);
+    CHECK_MESSAGE(verdict.text.find("FIFO") != std::string::npos, verdict.text);
+    CHECK(verdict.text.find(fifo) != std::string::npos);
+  }
+}
+
+TEST_CASE("load_series and load_combos refuse /dev/zero and /dev/urandom as character devices, reading nothing") {
+  for (const std::string device : {"/dev/zero", "/dev/urandom"}) {
+    for (const bool combos : {false, true}) {
+      CAPTURE(device);
+      CAPTURE(combos);
+      const ChildVerdict verdict = verdict_in_child(
+          [&] { return combos ? describe(ipcfloor::load_combos(device)) : describe(ipcfloor::load_series(device)); });
+      REQUIRE_MESSAGE(verdict.finished, "the reader did not come back (read until memory ran out?)");
+      CHECK(verdict.text.rfind(invalid_argument_text(), 0) == 0);
+      CHECK_MESSAGE(verdict.text.find("character device") != std::string::npos, verdict.text);
+    }
+  }
+}
+
+TEST_CASE("a series or combo file over its bound is refused from its size, before anything is allocated") {
+  const TempDir dir;
+  // Sparse: the size is there, the disk blocks are not.
+  const std::string series = dir.file("huge.f64");
+  const std::string combos = dir.file("huge.csv");
+  write_bytes(series, "");
+  fs::resize_file(series, ipcfloor::kMaxSeriesFileBytes + 8);
+  write_bytes(combos, "");
+  fs::resize_file(combos, ipcfloor::kMaxComboFileBytes + 1);
+  const ChildVerdict too_long = verdict_in_child([&] { return describe(ipcfloor::load_series(series)); });
+  REQUIRE(too_long.finished);
+  CHECK(too_long.text.rfind(invalid_argument_text(), 0) == 0);
+  CHECK_MESSAGE(too_long.text.find("more than") != std::string::npos, too_long.text);
+  const ChildVerdict too_many = verdict_in_child([&] { return describe(ipcfloor::load_combos(combos)); });
+  REQUIRE(too_many.finished);
+  CHECK(too_many.text.rfind(invalid_argument_text(), 0) == 0);
+  CHECK_MESSAGE(too_many.text.find("32.0 MiB") != std::string::npos, too_many.text);
 }

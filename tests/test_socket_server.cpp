@@ -497,14 +497,14 @@ TEST_CASE("`ipcfloor sweep --socket/--tcp` runs on the server's preloaded series
   // Shipping is explicit: a series option without --ship, --stateful without --ship, --ship without a socket.
   const std::string no_ship =
       run_command(binary + " sweep --socket " + engine.path() + " --bars 500 --lengths 6 2>&1", code);
-  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(code == 2);  // usage: the options contradict each other
   CHECK(no_ship.find("add --ship") != std::string::npos);
   const std::string stateful = run_command(binary + " sweep --socket " + engine.path() + " --stateful 2>&1", code);
-  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(code == 2);  // usage: the options contradict each other
   CHECK(stateful.find("--stateful") != std::string::npos);
   CHECK(stateful.find("--ship") != std::string::npos);
   const std::string inproc_ship = run_command(binary + " sweep --inproc --ship 2>&1", code);
-  CHECK(code == 3);  // bad input: the options contradict each other
+  CHECK(code == 2);  // usage: the options contradict each other
   CHECK(inproc_ship.find("--ship needs --socket") != std::string::npos);
   // --ship with another series still works on the same server.
   const std::string shipped = run_command(binary + " sweep --socket " + engine.path() + " --ship --bars 3000 --seed 7 "

@@ -147,7 +147,9 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows m
   check_windows(*plan, 60);
   CHECK((*plan)[0].runnable);
   CHECK_FALSE((*plan)[2].runnable);
-  CHECK((*plan)[2].row.error == window_error((*plan)[2].row.params, 60));
+  CHECK((*plan)[2].row.error == window_error((*plan)[2].row, 60));
+  CHECK((*plan)[2].row.error.rfind("window_out_of_range: line 4: windows [50, 100, 10, 17, 25, 50]", 0) == 0);
+  CHECK((*plan)[1].row.raw == "x,6,2,1,2,3");
   std::filesystem::remove(path);
 
   ComboSpec empty;
@@ -158,15 +160,21 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows m
 }
 
 TEST_CASE("rows name their series only when asked, in JSON, CSV and the table alike") {
-  SweepRow ok{"ES", 6, combo_from_length(6), BacktestResult{-1.5, 7}, {}};
-  SweepRow bad{"ES", 6, combo_from_length(6), {}, "window_out_of_range: \"x\""};
+  SweepRow ok;
+  ok.series = "ES";
+  ok.length = 6;
+  ok.params = combo_from_length(6);
+  ok.result = BacktestResult{-1.5, 7};
+  SweepRow bad = ok;
+  bad.result = {};
+  bad.error = "window_out_of_range: \"x\"";
   CHECK(written(SweepFormat::json, false, {ok}) == "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
   CHECK(written(SweepFormat::json, true, {ok}) ==
         "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
   CHECK(written(SweepFormat::json, true, {bad}) ==
         "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\"}\n");
-  CHECK(written(SweepFormat::csv, false, {ok}) == "length,h,L,s,p3,p2,p,pnl,trades,error\n6,3,6,2,1,2,3,-1.5,7,\n");
+  CHECK(written(SweepFormat::csv, false, {ok}) == "h,L,s,p3,p2,p,pnl,trades,error,raw\n3,6,2,1,2,3,-1.5,7,,\n");
   CHECK(written(SweepFormat::csv, true, {bad}) ==
-        "series,length,h,L,s,p3,p2,p,pnl,trades,error\n\"ES\",6,3,6,2,1,2,3,,,\"window_out_of_range: \"\"x\"\"\"\n");
+        "series,h,L,s,p3,p2,p,pnl,trades,error,raw\n\"ES\",3,6,2,1,2,3,,,\"window_out_of_range: \"\"x\"\"\",\n");
   CHECK(written(SweepFormat::table, true, {ok}).find("ES") != std::string::npos);
 }

@@ -109,7 +109,10 @@ class IPCFLOOR_CXX_API Client {
   ~Client();  // hands the lane back; series() views die with the client
   // A moved-from Client may only be destroyed or assigned to.
 
-  // The engine's preloaded close series, zero-copy and read-only (it may be mapped read-only).
+  // The main series as a BACKTEST sees it now, zero-copy and read-only (it may be mapped
+  // read-only): on a live engine every bar published so far (the same as published_series(); it
+  // only grows, call again for newer bars), otherwise the preloaded bars. bars() is its size. The
+  // rule of the C ABI's ipcfloor_series; bars are named by their 0-based index everywhere.
   [[nodiscard]] std::span<const double> series() const noexcept;
   [[nodiscard]] std::uint64_t bars() const noexcept;
   [[nodiscard]] double fee() const noexcept;                  // per round trip, percentage points
@@ -133,7 +136,8 @@ class IPCFLOOR_CXX_API Client {
   // Series `index`'s name: its file's name without the extension, or "default" for a generated
   // series (NUL-terminated; "" past the table). series_name() is the main series' description.
   [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept;
-  // Series `index`'s preloaded closes, zero-copy and read-only; empty past the table.
+  // Series `index`'s closes, zero-copy and read-only: index 0 is series(), any other its
+  // preloaded bars; empty past the table.
   [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept;
 
   // One backtest. Throws ClientError when the engine refuses the combo (IPCFLOOR_E_WINDOW, ...) or the

@@ -167,10 +167,15 @@ IPCFLOOR_API void ipcfloor_detach(ipcfloor_client *c);
 
 /* ---- The series and its metadata (any thread; never allocate) ---------------------------- */
 
-/* The engine's preloaded close series, zero-copy: stores its first bar in *close (when close is
- * not NULL) and returns the number of bars. Read-only; valid until ipcfloor_detach. */
+/* The main series as a BACKTEST sees it now, zero-copy: stores its first bar in *close (when
+ * close is not NULL) and returns the number of bars. The rule for every series call: the bars a
+ * BACKTEST on that series runs on. On a live engine that is every bar published so far (the
+ * preloaded ones, then the appended ones; the count only grows: call again for newer bars), the
+ * same as ipcfloor_published_series; otherwise the preloaded bars. Bars are numbered by their
+ * 0-based index here, in signals (ipcfloor_signal.bar) and in the CLI. Read-only; valid until
+ * ipcfloor_detach. */
 IPCFLOOR_API size_t ipcfloor_series(const ipcfloor_client *c, const double **close);
-/* The series' bar count (the same as ipcfloor_series returns). */
+/* The main series' bar count now (the same as ipcfloor_series returns). */
 IPCFLOOR_API uint64_t ipcfloor_bars(const ipcfloor_client *c);
 /* The fee the engine charges per round trip, percentage points. */
 IPCFLOOR_API double ipcfloor_fee(const ipcfloor_client *c);
@@ -204,9 +209,10 @@ IPCFLOOR_API uint32_t ipcfloor_series_count(const ipcfloor_client *c);
  * NUL-terminated, valid until detach; NULL when index >= ipcfloor_series_count. (The description
  * of the main series' source is ipcfloor_series_name.) */
 IPCFLOOR_API const char *ipcfloor_series_key(const ipcfloor_client *c, uint32_t index);
-/* Series `index`'s preloaded closes, zero-copy: stores its first bar in *close (when close is
- * not NULL) and returns its bars; index 0 is what ipcfloor_series returns. Past the table: 0 and
- * *close NULL (a series holds at least one bar). Read-only; valid until ipcfloor_detach. */
+/* Series `index`'s closes, zero-copy: stores its first bar in *close (when close is not NULL)
+ * and returns its bars; index 0 is what ipcfloor_series returns (on a live engine, the published
+ * bars), any other index its preloaded bars. Past the table: 0 and *close NULL (a series holds at
+ * least one bar). Read-only; valid until ipcfloor_detach. */
 IPCFLOOR_API size_t ipcfloor_series_at(const ipcfloor_client *c, uint32_t index, const double **close);
 /* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
  * that fell behind): compare with the `dropped` its signals reported, and ask for a snapshot
