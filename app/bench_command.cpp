@@ -288,6 +288,7 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
       ->delimiter(',')
       ->check(in_range(0u, 256u));
   bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid")
+      ->check(grid_spec())
       ->capture_default_str();
   bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
                   "throughput: leave out the workers section");

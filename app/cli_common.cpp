@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "clients/socket_dir.hpp"
+#include "common/affinity.hpp"
 #include "kernel/grid.hpp"
 #include "shm/segment.hpp"
 #include "socket/tcp_endpoint.hpp"
@@ -109,6 +110,18 @@ CLI::Validator grid_spec() {
 }
 
 CLI::Validator cpu_index() { return in_range(0, CPU_SETSIZE - 1); }
+
+CLI::Validator cpu_list_spec() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::vector<int> cpus = parse_cpu_list(text);
+        if (cpus.empty()) return fmt::format("'{}' is not a cpu list such as 0-6,8", text);
+        for (const int cpu : cpus)
+          if (cpu < 0 || cpu >= CPU_SETSIZE) return fmt::format("cpu {} is outside 0..{}", cpu, CPU_SETSIZE - 1);
+        return {};
+      },
+      "cpu list such as 0-6,8");
+}
 
 std::string socket_dir_default() { return default_socket_dir(); }
 

@@ -99,6 +99,9 @@ CLI::Validator in_range(T lo, T hi) {
 // A cpu index in 0..CPU_SETSIZE-1 (whether this process may use it is checked when it pins).
 [[nodiscard]] CLI::Validator cpu_index();
 
+// A kernel cpu list such as "0-6,8" (common/affinity.hpp), each cpu in 0..CPU_SETSIZE-1.
+[[nodiscard]] CLI::Validator cpu_list_spec();
+
 // The directory engines' sockets live in when no --socket-dir says: $IPCFLOOR_SOCKET_DIR, or
 // /dev/shm (clients/socket_dir.hpp, the client library's rule).
 [[nodiscard]] std::string socket_dir_default();

@@ -481,7 +481,8 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
                    "compute workers, pinned one per cpu (default: every allowed cpu but the serving one; 0: the "
                    "serving thread computes everything)")
       ->check(in_range(0, static_cast<int>(kMaxWorkers)));
-  serve.add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)");
+  serve.add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)")
+      ->check(cpu_list_spec());
   serve.add_option("--inline-cost", o.inline_cost,
                    "BACKTESTs cheaper than this many units are computed on the serving thread")
       ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))

@@ -641,6 +641,9 @@ const std::vector<BadValue>& bad_values() {
       {"serve", "--socket-threads", "0"}, {"serve", "--sweep-threads", "100"}, {"serve", "--max-frame", "10"},
       {"serve", "--frame-timeout-ms", "0"}, {"serve", "--max-connections", "0"}, {"serve", "--owner-reserve", "70000"},
       {"serve", "--idle-timeout-s", "10000000"}, {"serve", "--max-loaded-mb", "2000000"},
+      {"serve", "--max-frame-cost", "9223372036854775807"}, {"serve", "--workers", "300"},
+      {"serve", "--worker-cpus", "x"}, {"serve", "--inline-cost", "9223372036854775807"},
+      {"serve", "--max-bar-cost", "9223372036854775807"},
       {"feed", "--name", ""}, {"feed", "--data", ""}, {"feed", "--replay", ""}, {"feed", "--from", "-1"},
       {"feed", "--count", "-1"}, {"feed", "--rate", "-1"}, {"feed", "--socket-dir", "."},
       {"signals", "--name", "a b"}, {"signals", "--lengths", "0"}, {"signals", "--combos", ""},
@@ -653,6 +656,7 @@ const std::vector<BadValue>& bad_values() {
       {"bench", "--ring-capacity", "3"}, {"bench", "--client-cpu", "-1"}, {"bench", "--server-cpu", "99999"},
       {"bench", "--requests", "0"}, {"bench", "--wait", "x"}, {"bench", "--repeats", "0"},
       {"bench", "--reference-repeats", "0"}, {"bench", "--threads", "5000"}, {"bench", "--python", ""},
+      {"bench", "--workers", "300"}, {"bench", "--workers-grid", "x"},
   };
   return table;
 }

@@ -420,7 +420,8 @@ TEST_CASE("sizes the host cannot back are refused before anything is allocated, 
       {{"--bars", "1000", "--live", "--capacity", "200000000"}, "--capacity 200000000"},
       {{"--bulk-bytes", "1073741824", "--lanes", "4"}, "--bulk-bytes 1073741824"},
       {{"--ring-capacity", "16777216", "--lanes", "4"}, "--ring-capacity 16777216"},
-      {{"--live", "--subscriptions", "4294967295"}, "--subscriptions 4294967295"},
+      // A live engine whose signal rings alone outgrow the limit.
+      {{"--live", "--lanes", "64", "--signal-capacity", "1048576"}, "--signal-capacity 1048576"},
   };
   for (const Command& command : commands) {
     CAPTURE(command.names);

@@ -73,8 +73,10 @@ class Engine(_ipcfloor.Client):
 
     @property
     def series(self) -> npt.NDArray[np.float64]:
-        """The engine's main series (index 0): its preloaded closes as a read-only float64 numpy
-        array over the mapping, without a copy."""
+        """The engine's main series (index 0) as a backtest on it runs on it now, a read-only
+        float64 numpy array over the mapping, without a copy: on a live engine every bar published
+        so far (the same as published_series; read it again for newer ones), else the preloaded
+        closes."""
         return self.series_at(0)
 
     @property
@@ -85,9 +87,13 @@ class Engine(_ipcfloor.Client):
 
     def series_at(self, series: _input.SeriesKey) -> npt.NDArray[np.float64]:
         """Series `series` of the engine's table, an index or a name from series_names, as a
-        read-only float64 numpy array of its preloaded closes, without a copy. Raises NoSuchSeries
-        for an index past the table, InvalidArgument for a name the engine does not hold."""
+        read-only float64 numpy array, without a copy, of the bars a backtest on it runs on now:
+        its preloaded closes, or, for a live engine's main series (index 0), every bar published so
+        far. Raises NoSuchSeries for an index past the table, InvalidArgument for a name the engine
+        does not hold."""
         index = self._series_index("series_at", series)
+        if index == 0 and self.live:
+            return self.published_series  # it grows: a new view each time, never a cached one
         view = self._views.get(index)
         if view is None:
             buffer = self._series_buffer(index)
