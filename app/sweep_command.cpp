@@ -16,6 +16,7 @@
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "clients/socket_client.hpp"
+#include "common/affinity.hpp"
 #include "common/checksum.hpp"
 #include "kernel/combo_io.hpp"
 #include "kernel/gbm.hpp"
@@ -48,11 +49,8 @@ struct SeriesStart {
 };
 using BeginSeries = std::function<void(const SeriesStart&)>;
 
-// The default data set's checksum, to tell whether an engine serves the fingerprint's data.
-bool is_default_series(std::uint64_t checksum) {
-  auto close = generate_gbm(GbmParams{});
-  return close && fnv1a64(std::as_bytes(std::span<const double>(*close))) == checksum;
-}
+// Whether an engine serves the fingerprint's data.
+bool is_default_series(std::uint64_t checksum) { return checksum == kDefaultSeriesChecksum; }
 
 // Runs the plan's runnable rows in chunks of at most `chunk` through `run` and emits every row
 // in order as soon as it and the rows before it are done (rows that cannot run at once).
@@ -127,6 +125,21 @@ Expected<std::vector<std::uint32_t>> engine_series(const SweepOptions& options, 
   return chosen;
 }
 
+// The sweep keeps off the cores the engine's workers compute on, where it has others: it wakes for
+// every answer, and each wake on a worker's core takes that core from the combos. On a host the
+// workers fill but for the serving core, it shares that one (the serving thread only polls).
+void keep_off_worker_cpus(const DataHeader& header) {
+  // relaxed: the keeper wrote these before any client could attach.
+  const std::uint32_t workers = std::min<std::uint32_t>(header.workers.load(std::memory_order_relaxed),
+                                                        static_cast<std::uint32_t>(kMaxWorkerCpus));
+  std::vector<int> cpus = allowed_cpus();
+  std::erase_if(cpus, [&](int cpu) {
+    return std::find(header.worker_cpus, header.worker_cpus + workers, cpu) != header.worker_cpus + workers;
+  });
+  if (workers == 0 || cpus.empty()) return;
+  (void)restrict_current_thread(cpus);  // best effort: a sweep that stays where it is still runs
+}
+
 // One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
 Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, std::uint32_t series_index,
@@ -170,6 +183,7 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
   auto client = ShmClient::connect(options.name, client_options);
   if (!client) return std::unexpected(client.error());
   const DataHeader& header = client->segment().header();
+  keep_off_worker_cpus(header);
   fee = header.fee;
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",

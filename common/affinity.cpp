@@ -54,16 +54,21 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-Expected<void> pin_current_thread(int cpu) {
+Expected<void> pin_current_thread(int cpu) { return restrict_current_thread({cpu}); }
+
+Expected<void> restrict_current_thread(const std::vector<int>& cpus) {
   const auto allowed = allowed_cpus();
-  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
-    return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(allowed, ","));
+  if (cpus.empty()) return fail(ErrorCode::invalid_argument, "no cpu given (online: {})", fmt::join(allowed, ","));
   cpu_set_t set;
   CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
+  for (const int cpu : cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
+      return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(allowed, ","));
+    CPU_SET(cpu, &set);
+  }
   if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0)
-    return fail(ErrorCode::io, "could not pin the thread to cpu {}: {} (a cpuset or container may exclude it)", cpu,
-                std::strerror(rc));
+    return fail(ErrorCode::io, "could not put the thread on cpus {}: {} (a cpuset or container may exclude them)",
+                fmt::join(cpus, ","), std::strerror(rc));
   return {};
 }
 

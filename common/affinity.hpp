@@ -13,6 +13,10 @@ namespace ipcfloor {
 // Pins the calling thread to `cpu`. Errors name the cpu and the online range.
 [[nodiscard]] Expected<void> pin_current_thread(int cpu);
 
+// Lets the calling thread run on any of `cpus` and no other (a set, where pin_current_thread
+// takes one). Errors name the first cpu that is not online, or the kernel's refusal.
+[[nodiscard]] Expected<void> restrict_current_thread(const std::vector<int>& cpus);
+
 // Gives the calling thread SCHED_FIFO at `priority` (1..99). Needs CAP_SYS_NICE; the error
 // says so. A spinning FIFO thread can starve its core: use it only on an isolated core.
 [[nodiscard]] Expected<void> set_fifo_priority(int priority);

@@ -3,6 +3,9 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
@@ -17,12 +20,14 @@ namespace {
 // never find it asleep; backoff and block workers poll only briefly.
 constexpr std::chrono::milliseconds kSpinAfterJob{10};
 constexpr std::chrono::microseconds kBriefSpin{50};
-// Then it naps: short naps for a while after its last job (a job after a pause waits at most one
-// of them), then long ones (an idle engine costs almost nothing). No wake-up is needed from the
-// serving thread, which makes no syscall. A block-mode worker sleeps on a futex instead.
-constexpr std::chrono::microseconds kShortNap{20};
-constexpr std::chrono::seconds kShortNapsFor{1};
-constexpr std::chrono::milliseconds kLongNap{1};
+// Then it naps, each nap twice the last, from kFirstNap up to kLongestNap: a job after a short pause
+// waits at most a short nap, and a worker idle for longer wakes a thousand times a second, not
+// fifty thousand. Those wakes matter where the workers fill every core but the serving one: each
+// one preempts whatever else runs there (a client starting up, the keeper answering a hand-off).
+// No wake-up is needed from the serving thread, which makes no syscall. A block-mode worker sleeps
+// on a futex instead.
+constexpr std::chrono::microseconds kFirstNap{20};
+constexpr std::chrono::milliseconds kLongestNap{1};
 // A block-mode worker sleeps on its futex at most this long before it looks at the stop flag.
 constexpr std::chrono::milliseconds kBlockWaitBound{50};
 
@@ -112,6 +117,7 @@ bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_po
   };
   const auto spin_for = worker.config.wait == WaitMode::spin ? std::chrono::nanoseconds(kSpinAfterJob)
                                                        : std::chrono::nanoseconds(kBriefSpin);
+  std::chrono::nanoseconds nap = kFirstNap;
   while (!ready()) {
     for (int i = 0; i < 1024 && !ready(); ++i) cpu_relax();
     if (ready()) break;
@@ -127,7 +133,8 @@ bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_po
       auto check = ready;
       (void)detail::block_until(check, {worker.wake_word, worker.sleeping}, WaitClock::now() + kBlockWaitBound);
     } else {
-      detail::sleep_for(idle < kShortNapsFor ? std::chrono::nanoseconds(kShortNap) : std::chrono::nanoseconds(kLongNap));
+      detail::sleep_for(nap);
+      nap = std::min<std::chrono::nanoseconds>(2 * nap, kLongestNap);
     }
   }
   // relaxed: as above.
@@ -139,7 +146,7 @@ void WorkerPool::run_worker(Worker& worker, std::uint32_t index) noexcept {
   KernelWorkspace workspace(config.workspace_bars);
   bool stall_next = static_cast<int>(index) == config.stall_worker_for_test;
   // A worker that has had no job yet waits like one idle for long: it costs an idle engine nothing.
-  auto last_job = std::chrono::steady_clock::now() - kShortNapsFor;
+  auto last_job = std::chrono::steady_clock::now() - kSpinAfterJob;
   while (wait_for_job(worker, last_job)) {
     WorkerJob* job = worker.in.peek();
     if (stall_next) {

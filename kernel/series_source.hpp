@@ -2,6 +2,7 @@
 // Where the close series comes from: a file (--data) or the embedded default, which is the
 // GBM generator of docs/SPEC.md §1 run at startup (150,000 bars, seed 42 unless told otherwise).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,5 +31,8 @@ struct LoadedSeries {
 inline constexpr std::int64_t kFingerprintLength = 6;
 inline constexpr double kFingerprintPnl = -5165.577039790348;
 inline constexpr std::int64_t kFingerprintTrades = 57029;
+// The default data's checksum (fnv1a64 of its bytes, as a segment's header carries it): a client
+// tells an engine that serves the fingerprint's data without generating the series again.
+inline constexpr std::uint64_t kDefaultSeriesChecksum = 0xaa8dbb76d06ab607ULL;
 
 }  // namespace ipcfloor

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/checksum.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/isa.hpp"
 #include "kernel/kernel.hpp"
@@ -353,6 +354,7 @@ TEST_CASE("L=6 on the embedded default data gives the published fingerprint on e
   auto series = load_series_source(SeriesSource{});
   REQUIRE(series.has_value());
   CHECK(series->is_default);
+  CHECK(fnv1a64(std::as_bytes(std::span<const double>(series->close))) == kDefaultSeriesChecksum);
   KernelWorkspace workspace(series->close.size());
   on_every_path([&](KernelIsa) {
     BacktestResult out;
