@@ -111,6 +111,13 @@ CLI::Validator grid_spec() {
 
 CLI::Validator cpu_index() { return in_range(0, CPU_SETSIZE - 1); }
 
+std::string cpu_list(const std::vector<int>& cpus) {
+  if (cpus.empty()) return "any cpu";
+  std::string text = cpus.size() == 1 ? "cpu " : "cpus ";
+  for (std::size_t i = 0; i < cpus.size(); ++i) text += fmt::format("{}{}", i == 0 ? "" : ",", cpus[i]);
+  return text;
+}
+
 CLI::Validator cpu_list_spec() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

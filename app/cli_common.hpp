@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -98,6 +99,9 @@ CLI::Validator in_range(T lo, T hi) {
 
 // A cpu index in 0..CPU_SETSIZE-1 (whether this process may use it is checked when it pins).
 [[nodiscard]] CLI::Validator cpu_index();
+
+// "cpu 3", "cpus 0,1,2", or "any cpu" for none: how logs and checks name a set of cpus.
+[[nodiscard]] std::string cpu_list(const std::vector<int>& cpus);
 
 // A kernel cpu list such as "0-6,8" (common/affinity.hpp), each cpu in 0..CPU_SETSIZE-1.
 [[nodiscard]] CLI::Validator cpu_list_spec();

@@ -16,7 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "app/cli_common.hpp"
 #include "common/affinity.hpp"
+#include "engine/shm_engine.hpp"
+#include "kernel/cost.hpp"
 #include "kernel/isa.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/layout.hpp"
@@ -148,6 +151,22 @@ void check_ptrace_scope(std::vector<HostCheck>& checks) {
                     "/proc/PID/mem unless it is the client's ancestor (1) or privileged (2, 3)",
                     scope));
   }
+}
+
+// What serve would start with the same cpu and no --workers: one pinned worker per other cpu.
+void check_workers(std::vector<HostCheck>& checks, int cpu) {
+  const std::vector<int> workers = default_worker_cpus(cpu);
+  if (workers.empty()) {
+    add(checks, "workers", CheckLevel::warn,
+        fmt::format("no cpu besides the serving cpu {}: serve would start no worker, so its serving thread computes "
+                    "every BACKTEST and the other lanes wait behind each one",
+                    cpu),
+        "run with at least two cpus (taskset/cgroup cpuset)");
+    return;
+  }
+  add(checks, "workers", CheckLevel::ok,
+      fmt::format("serve --cpu {} would start {} worker{} on {}; BACKTESTs of {} work units or more go to them", cpu,
+                  workers.size(), workers.size() == 1 ? "" : "s", cpu_list(workers), kDefaultInlineCost));
 }
 
 void check_isolation(std::vector<HostCheck>& checks, int cpu) {
@@ -415,6 +434,7 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   const bool huge_ok = huge_page_budget().available >= huge.data_bytes / kHugePageBytes;
   check_memlock(checks, std::uint64_t{options.lanes} * small.lane_bytes + (huge_ok ? 0 : small.data_bytes));
   checks.push_back(check_cpu_free(cpu));
+  check_workers(checks, cpu);
   check_isolation(checks, cpu);
   check_sibling_and_steal(checks, cpu, options.sample_seconds);
   check_frequency(checks, cpu);

@@ -123,13 +123,6 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   return socket;
 }
 
-std::string cpu_list(const std::vector<int>& cpus) {
-  if (cpus.empty()) return "any cpu";
-  std::string text = cpus.size() == 1 ? "cpu " : "cpus ";
-  for (std::size_t i = 0; i < cpus.size(); ++i) text += fmt::format("{}{}", i == 0 ? "" : ",", cpus[i]);
-  return text;
-}
-
 // The workers' cpus: --worker-cpus as given (each allowed, none twice, not the serving cpu), or
 // the first --workers of the default ones (every allowed cpu but the serving one), or all of them.
 Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int serving_cpu) {

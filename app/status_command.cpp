@@ -186,6 +186,10 @@ nlohmann::json describe_segment(const Attachment& segment) {
     });
   }
   const char* name_end = static_cast<const char*>(std::memchr(h.series_name, '\0', sizeof h.series_name));
+  // relaxed: the keeper wrote the count and cpus before any client attached; the rest is for people.
+  const std::uint32_t workers = h.workers.load(std::memory_order_relaxed);
+  std::vector<int> worker_cpus;
+  for (std::uint32_t i = 0; i < workers && i < kMaxWorkerCpus; ++i) worker_cpus.push_back(h.worker_cpus[i]);
   return nlohmann::json{
       {"schema", kStatusSchemaVersion},
       {"time_unix_ns", wall},
@@ -200,6 +204,11 @@ nlohmann::json describe_segment(const Attachment& segment) {
       {"ring_capacity", segment.ring_capacity()},
       {"bulk_bytes_per_lane", h.lane_bulk_bytes},
       {"max_frame_cost", h.max_frame_cost},
+      {"workers", {{"count", workers}, {"cpus", worker_cpus},
+                   {"stalled", h.workers_stalled.load(std::memory_order_relaxed)},
+                   {"jobs", h.worker_jobs.load(std::memory_order_relaxed)},
+                   {"inline_cost", h.inline_cost.load(std::memory_order_relaxed)},
+                   {"max_bar_cost", h.max_bar_cost.load(std::memory_order_relaxed)}}},
       {"engine", {{"pid", segment.engine_pid()}, {"uid", h.engine_uid}, {"alive", !segment.engine_hung_up()},
                   {"uptime_s", wall > h.engine_start_unix_ns ? static_cast<double>(wall - h.engine_start_unix_ns) / 1e9 : 0.0},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
@@ -256,6 +265,14 @@ std::string to_prometheus(const nlohmann::json& status) {
   metric("ipcfloor_signals_dropped_total", "counter", "live signals dropped on full signal rings");
   out += fmt::format("ipcfloor_signals_dropped_total{{engine=\"{}\"}} {}\n", engine,
                      status["live"]["signals_dropped"].get<std::uint64_t>());
+  metric("ipcfloor_workers", "gauge", "compute workers the engine started");
+  out += fmt::format("ipcfloor_workers{{engine=\"{}\"}} {}\n", engine, status["workers"]["count"].get<std::uint32_t>());
+  metric("ipcfloor_workers_stalled", "gauge", "workers stuck on one job past its bound, at the last heartbeat");
+  out += fmt::format("ipcfloor_workers_stalled{{engine=\"{}\"}} {}\n", engine,
+                     status["workers"]["stalled"].get<std::uint32_t>());
+  metric("ipcfloor_worker_jobs_total", "counter", "BACKTESTs the workers finished");
+  out += fmt::format("ipcfloor_worker_jobs_total{{engine=\"{}\"}} {}\n", engine,
+                     status["workers"]["jobs"].get<std::uint64_t>());
   metric("ipcfloor_requests_total", "counter", "requests answered, per lane");
   for (const auto& lane : status["lanes"])
     out += fmt::format("ipcfloor_requests_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
@@ -342,6 +359,14 @@ int run_status(const StatusOptions& options) {
              s["bulk_bytes_per_lane"].get<std::uint64_t>(),
              s["max_frame_cost"].get<std::uint64_t>() == 0 ? std::string("anything")
                                                            : fmt::format("{:.3g}", s["max_frame_cost"].get<double>()));
+  const auto& w = s["workers"];
+  const auto worker_count = w["count"].get<std::uint32_t>();
+  if (worker_count == 0)
+    fmt::print("workers   none: the serving thread computes every BACKTEST\n");
+  else
+    fmt::print("workers   {} on {}, {} stalled, {} jobs done; BACKTESTs of {} work units or more go to them\n",
+               worker_count, cpu_list(w["cpus"].get<std::vector<int>>()), w["stalled"].get<std::uint32_t>(),
+               w["jobs"].get<std::uint64_t>(), w["inline_cost"].get<std::uint64_t>());
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <fmt/ranges.h>
@@ -40,18 +41,49 @@ std::vector<int> parse_cpu_list(std::string_view text) {
   return cpus;
 }
 
-std::vector<int> allowed_cpus() {
-  // The online cpus, not this thread's mask: a benchmark thread is usually pinned already, and
-  // the threads and children it starts must still be able to go to the other core.
-  std::ifstream online("/sys/devices/system/cpu/online");
+namespace {
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
   std::string line;
-  if (online && std::getline(online, line)) {
-    auto cpus = parse_cpu_list(line);
-    if (!cpus.empty()) return cpus;
+  if (in) std::getline(in, line);
+  return line;
+}
+
+// The cpus this process's cgroup lets it use (a container's --cpuset-cpus), from cgroup v2's
+// cpuset.cpus.effective or v1's cpuset.effective_cpus; empty where neither can be read.
+std::vector<int> cgroup_cpus() {
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (cgroups && std::getline(cgroups, line)) {
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    if (path == "/") path.clear();
+    std::string file;
+    if (controllers.empty()) file = "/sys/fs/cgroup" + path + "/cpuset.cpus.effective";
+    else if (controllers == "cpuset") file = "/sys/fs/cgroup/cpuset" + path + "/cpuset.effective_cpus";
+    else continue;
+    if (auto cpus = parse_cpu_list(first_line(file)); !cpus.empty()) return cpus;
   }
-  std::vector<int> cpus;
-  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
-  return cpus;
+  return {};
+}
+
+}  // namespace
+
+std::vector<int> allowed_cpus() {
+  // The online cpus that the cgroup allows, not this thread's mask: a benchmark thread is
+  // usually pinned already, and the threads and children it starts must still be able to go to
+  // the other cores. A container's cpuset does bind every thread, so it is taken into account.
+  std::vector<int> cpus = parse_cpu_list(first_line("/sys/devices/system/cpu/online"));
+  if (cpus.empty())
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
+  const std::vector<int> permitted = cgroup_cpus();
+  std::vector<int> both;
+  std::set_intersection(cpus.begin(), cpus.end(), permitted.begin(), permitted.end(), std::back_inserter(both));
+  return both.empty() ? cpus : both;
 }
 
 Expected<void> pin_current_thread(int cpu) { return restrict_current_thread({cpu}); }

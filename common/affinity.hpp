@@ -21,7 +21,8 @@ namespace ipcfloor {
 // says so. A spinning FIFO thread can starve its core: use it only on an isolated core.
 [[nodiscard]] Expected<void> set_fifo_priority(int priority);
 
-// The online CPUs, ascending (whatever mask the calling thread has now).
+// The online CPUs that this process's cgroup cpuset allows (a container's), ascending, whatever
+// mask the calling thread has now.
 [[nodiscard]] std::vector<int> allowed_cpus();
 
 // True when `cpu` is listed in /sys/devices/system/cpu/isolated.

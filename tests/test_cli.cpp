@@ -22,9 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "bench/engine_child.hpp"
+#include "common/affinity.hpp"
 #include "bench/latency.hpp"
 #include "kernel/isa.hpp"
 
@@ -195,6 +197,12 @@ class Served {
   [[nodiscard]] bool ready() const noexcept { return ready_; }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   [[nodiscard]] std::string err() const { return read_all(err_); }
+  // The ready line's fields (null before it came).
+  [[nodiscard]] nlohmann::json ready_fields() const {
+    for (const std::string& line : lines_of(read_all(out_)))
+      if (line.rfind("ready {", 0) == 0) return nlohmann::json::parse(line.substr(6), nullptr, false);
+    return nullptr;
+  }
   // The exit code when it exited before it was ready (-1 otherwise).
   [[nodiscard]] int exited() const noexcept { return exited_; }
 
@@ -347,6 +355,14 @@ TEST_CASE("serve prints one ready line and writes its pidfile; status --promethe
   const auto status = nlohmann::json::parse(json.out, nullptr, false);
   REQUIRE_FALSE(status.is_discarded());
   CHECK(status.contains("schema"));
+  // The workers the ready line names are the ones status reads from the segment.
+  CHECK(status["workers"]["count"] == fields["workers"]);
+  CHECK(status["workers"]["cpus"] == fields["worker_cpus"]);
+  CHECK(contains(prometheus.out, fmt::format("ipcfloor_workers{{engine=\"{}\"}} {}", name, fields["workers"].dump())));
+  const Ran text = run({"status", "--name", name});
+  CHECK_MESSAGE(contains(text.out, fields["workers"] == 0 ? std::string("workers   none")
+                                                           : fmt::format("workers   {} on", fields["workers"].dump())),
+                text.out);
 
   ::kill(pid, SIGTERM);
   int wait_status = 0;
@@ -948,6 +964,28 @@ TEST_CASE("doctor and serve warn when another engine already pins its serving th
   const std::string log = second.err();
   CHECK_MESSAGE(contains(log, "already pins its serving thread to cpu 0"), log);
   CHECK_MESSAGE(contains(log, fmt::format("pid {}", engine.pid())), log);
+}
+
+TEST_CASE("doctor names the workers serve starts on the same serving cpu") {
+  const int serving = allowed_cpus().back();
+  Served engine({"--name", unique_name("workers"), "--cpu", std::to_string(serving), "--bars", "1000", "--wait",
+                 "block", "--hugepages", "off", "--quiet"});
+  REQUIRE_MESSAGE(engine.ready(), engine.err());
+  const nlohmann::json ready = engine.ready_fields();
+  REQUIRE(ready.is_object());
+  const Ran doctor = run({"doctor", "--json", "--cpu", std::to_string(serving)});
+  const nlohmann::json check = doctor_check(doctor.out, "workers");
+  REQUIRE_MESSAGE(!check.is_null(), doctor.out);
+  const auto cpus = ready["worker_cpus"].get<std::vector<int>>();
+  if (cpus.empty()) {
+    CHECK(check["level"] == "warn");
+    CHECK(contains(check["finding"].get<std::string>(), "would start no worker"));
+  } else {
+    CHECK(check["level"] == "ok");
+    const std::string listed = fmt::format("{} {}", cpus.size() == 1 ? "cpu" : "cpus", fmt::join(cpus, ","));
+    CHECK_MESSAGE(contains(check["finding"].get<std::string>(), listed), check.dump());
+    CHECK(contains(check["finding"].get<std::string>(), fmt::format("{} worker", cpus.size())));
+  }
 }
 
 TEST_CASE("doctor warns when kernel.yama.ptrace_scope is 0 or Yama is absent, and says what that lets a process do") {
