@@ -124,7 +124,8 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
 }
 
 // The workers' cpus: --worker-cpus as given (each allowed, none twice, not the serving cpu), or
-// the first --workers of the default ones (every allowed cpu but the serving one), or all of them.
+// --workers of the default ones (default_worker_cpus: every allowed cpu but the serving one, in
+// its order), or all of them.
 Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int serving_cpu) {
   const std::vector<int> allowed = allowed_cpus();
   if (!options.worker_cpus.empty()) {

@@ -18,6 +18,7 @@
 #include "clients/socket_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
+#include "engine/shm_engine.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
@@ -43,10 +44,11 @@ struct Placement {
   int serving = 0;
   int client = 0;
   int probe = 0;
+  // serve's own order (default_worker_cpus), the cpus the client and the probe run on last.
   [[nodiscard]] std::vector<int> workers(std::size_t count) const {
     std::vector<int> chosen;
-    for (const int cpu : cpus)
-      if (cpu != serving && cpu != client && cpu != probe && chosen.size() < count) chosen.push_back(cpu);
+    for (const int cpu : default_worker_cpus(serving))
+      if (cpu != client && cpu != probe && chosen.size() < count) chosen.push_back(cpu);
     for (const int cpu : {probe, client})
       if (chosen.size() < count && cpu != serving && std::find(chosen.begin(), chosen.end(), cpu) == chosen.end())
         chosen.push_back(cpu);

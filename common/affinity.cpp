@@ -115,6 +115,13 @@ Expected<void> set_fifo_priority(int priority) {
   return {};
 }
 
+std::vector<int> smt_siblings(int cpu) {
+  std::vector<int> siblings =
+      parse_cpu_list(first_line("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list"));
+  std::erase(siblings, cpu);
+  return siblings;
+}
+
 bool cpu_isolated(int cpu) {
   std::ifstream in("/sys/devices/system/cpu/isolated");
   std::string line;

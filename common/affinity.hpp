@@ -25,6 +25,9 @@ namespace ipcfloor {
 // mask the calling thread has now.
 [[nodiscard]] std::vector<int> allowed_cpus();
 
+// The other hardware threads of `cpu`'s core (empty without SMT, or where /sys does not say).
+[[nodiscard]] std::vector<int> smt_siblings(int cpu);
+
 // True when `cpu` is listed in /sys/devices/system/cpu/isolated.
 [[nodiscard]] bool cpu_isolated(int cpu);
 

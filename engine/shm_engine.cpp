@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -162,6 +163,12 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
 std::vector<int> default_worker_cpus(int serving_cpu) {
   std::vector<int> cpus = allowed_cpus();
   std::erase(cpus, serving_cpu);
+  const std::vector<int> siblings = smt_siblings(serving_cpu);
+  const auto rank = [&](int cpu) {
+    const bool sibling = std::find(siblings.begin(), siblings.end(), cpu) != siblings.end();
+    return std::tuple{sibling, cpu == 0, -cpu};
+  };
+  std::sort(cpus.begin(), cpus.end(), [&](int a, int b) { return rank(a) < rank(b); });
   return cpus;
 }
 

@@ -57,7 +57,10 @@ struct ShmEngineConfig {
   int stall_worker_for_test = -1;  // fault tests only: this worker never finishes its first job
 };
 
-// serve's default workers: every cpu this process may run on except the serving cpu.
+// serve's default workers: every cpu this process may run on except the serving cpu, in the
+// order `serve --workers N` takes them: the serving cpu's SMT siblings last (a worker there shares
+// a core with the polling thread), cpu 0 just before them (the kernel's housekeeping and most
+// interrupts land there), the others from the highest down. Setup path: reads /sys, allocates.
 [[nodiscard]] std::vector<int> default_worker_cpus(int serving_cpu);
 
 // Something the keeper or the serving thread has to say, for the caller to log.

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -573,6 +574,25 @@ TEST_CASE("SIGTERM with combos queued at the workers ends the engine after the c
   // would take 32 combos.
   CHECK(stop_ms < 3.0 * dear.ms + 500.0);
   CHECK(stop_ms < 16.0 * dear.ms);
+}
+
+TEST_CASE("serve's default workers take every other cpu, cpu 0 and the serving core's SMT siblings last") {
+  for (const int serving : allowed_cpus()) {
+    const std::vector<int> order = default_worker_cpus(serving);
+    std::vector<int> expected = allowed_cpus();
+    std::erase(expected, serving);
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == expected);  // each other cpu once, the serving one never
+    const std::vector<int> siblings = smt_siblings(serving);
+    const auto is_sibling = [&](int cpu) { return std::find(siblings.begin(), siblings.end(), cpu) != siblings.end(); };
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      CHECK((is_sibling(order[i - 1]) <= is_sibling(order[i])));  // siblings come after the rest
+      if (is_sibling(order[i - 1]) == is_sibling(order[i]) && order[i - 1] != 0 && order[i] != 0)
+        CHECK(order[i - 1] > order[i]);  // the others from the highest down
+      if (order[i - 1] == 0) CHECK(is_sibling(order[i]));  // cpu 0 after every cpu that is not a sibling
+    }
+  }
 }
 
 TEST_CASE("the default bound admits every combo of the default grid and of 6:2000:200 on a million bars, on any host") {
