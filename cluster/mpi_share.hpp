@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "cluster/mpi_sweep.hpp"
+#include "cluster/mpi_options.hpp"
 #include "cluster/mpi_wire.hpp"
 #include "common/error.hpp"
 #include "kernel/series_set.hpp"

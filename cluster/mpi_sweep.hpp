@@ -18,31 +18,11 @@
 // series preloaded once): the series are the engine's own table (`serve --data a --data b`),
 // chosen with --series by the names the engine gave them, and each request names its series.
 
-#include <string>
-#include <vector>
-
 #include <CLI/CLI.hpp>
 
-#include "kernel/gbm.hpp"
-#include "kernel/kernel.hpp"
-#include "kernel/sweep_rows.hpp"
+#include "cluster/mpi_options.hpp"
 
 namespace ipcfloor {
-
-struct MpiSweepOptions {
-  std::vector<std::string> data_paths;
-  GbmParams gbm;
-  std::string series;  // a name, "all", or "" (the one series)
-  ComboSpec combos;
-  bool json = false;
-  bool csv = false;
-  std::string out;  // "" : stdout
-  double fee = kDefaultFee;
-  unsigned threads = 1;  // kernel threads per rank (in-process)
-  std::string name;      // set: compute through this host's engine
-  double timeout_s = 30.0;
-  bool timings = false;  // rank 0 prints each rank's share and compute time on stderr
-};
 
 // Declares ipcfloor-mpi's options on `app`, each writing into `options`. Setup path.
 void add_mpi_sweep_options(CLI::App& app, MpiSweepOptions& options);

@@ -58,6 +58,30 @@ std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
 
 ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu) : segment_(std::move(segment)), wait_(wait), cpu_(cpu) {}
 
+// One lane object per lane, each at its first generation; a single warning for those that could
+// not be locked, naming how many.
+Expected<void> ShmEngine::make_lane_objects() {
+  std::uint32_t unlocked_lanes = 0;
+  std::string lane_warning;
+  for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) {
+    auto object = segment_.make_lane_object(i, ++generations_[i]);
+    if (!object) return std::unexpected(object.error());
+    if (!object->warnings().empty()) {
+      ++unlocked_lanes;
+      if (lane_warning.empty()) lane_warning = object->warnings().front();
+    }
+    lanes_.lanes[i].view = object->view();
+    lanes_.lanes[i].generation = object->generation();
+    objects_[i].emplace(std::move(*object));
+  }
+  if (unlocked_lanes > 0)
+    warnings_.push_back(unlocked_lanes == segment_.lane_count()
+                            ? fmt::format("{} (and the same for every lane object)", lane_warning)
+                            : fmt::format("{} (and the same for {} of {} lane objects)", lane_warning,
+                                          unlocked_lanes, segment_.lane_count()));
+  return {};
+}
+
 Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // Not dumpable: another process of the same user can then neither ptrace the engine nor open
   // its descriptors through /proc/PID/fd, which would hand it every lane object. Only root can.
@@ -91,24 +115,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   listen_event.data.fd = e.segment_.listen_fd();
   if (::epoll_ctl(e.epoll_.get(), EPOLL_CTL_ADD, e.segment_.listen_fd(), &listen_event) != 0)
     return fail(ErrorCode::io, "cannot watch {}: {}", e.segment_.socket_path(), std::strerror(errno));
-  std::uint32_t unlocked_lanes = 0;
-  std::string lane_warning;
-  for (std::uint32_t i = 0; i < e.segment_.lane_count(); ++i) {
-    auto object = e.segment_.make_lane_object(i, ++e.generations_[i]);
-    if (!object) return std::unexpected(object.error());
-    if (!object->warnings().empty()) {
-      ++unlocked_lanes;
-      if (lane_warning.empty()) lane_warning = object->warnings().front();
-    }
-    e.lanes_.lanes[i].view = object->view();
-    e.lanes_.lanes[i].generation = object->generation();
-    e.objects_[i].emplace(std::move(*object));
-  }
-  if (unlocked_lanes > 0)
-    e.warnings_.push_back(unlocked_lanes == e.segment_.lane_count()
-                              ? fmt::format("{} (and the same for every lane object)", lane_warning)
-                              : fmt::format("{} (and the same for {} of {} lane objects)", lane_warning,
-                                            unlocked_lanes, e.segment_.lane_count()));
+  if (auto lanes = e.make_lane_objects(); !lanes) return std::unexpected(lanes.error());
 
   const TscClock clock = TscClock::calibrate(20);
   ShmServerConfig server_config;

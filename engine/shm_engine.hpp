@@ -177,6 +177,7 @@ class ShmEngine {
   [[nodiscard]] bool prepare_lane(std::uint32_t lane) noexcept;
   void note(EngineEvent event) noexcept;
   // Starts the workers and records them in the header. Setup path.
+  [[nodiscard]] Expected<void> make_lane_objects();  // setup: every lane's first object
   [[nodiscard]] Expected<void> start_workers(const ShmEngineConfig& config);
   // Once a heartbeat: stalled workers are reported and counted in the header.
   void watch_workers() noexcept;

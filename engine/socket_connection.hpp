@@ -18,7 +18,7 @@
 
 #include "engine/socket_listener.hpp"
 #include "engine/socket_request_handler.hpp"
-#include "engine/socket_server.hpp"
+#include "engine/socket_options.hpp"
 #include "socket/socket_protocol.hpp"
 
 namespace ipcfloor::socket_detail {

@@ -16,7 +16,7 @@
 
 #include "common/backtest_result.hpp"
 #include "common/combo.hpp"
-#include "engine/socket_server.hpp"
+#include "engine/socket_options.hpp"
 #include "kernel/kernel.hpp"
 #include "socket/socket_protocol.hpp"
 

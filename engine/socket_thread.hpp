@@ -28,7 +28,7 @@
 #include "engine/socket_connection.hpp"
 #include "engine/socket_listener.hpp"
 #include "engine/socket_request_handler.hpp"
-#include "engine/socket_server.hpp"
+#include "engine/socket_options.hpp"
 
 namespace ipcfloor::socket_detail {
 
