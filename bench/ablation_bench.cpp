@@ -32,6 +32,51 @@ nlohmann::json attribution_row(const char* transport, std::size_t bars, const At
                         {"plumbing_share", plumbing / a.full}};
 }
 
+struct ShmMeasure {
+  const std::string& binary;
+  int server_cpu;
+  std::size_t bars;
+  std::size_t samples;
+  Combo combo;
+  BacktestResult expected;
+  const TscClock& clock;
+};
+
+struct ShmTimes {
+  double echo_p50 = 0, full_p50 = 0;
+};
+
+// One engine child with `engine_args`; ECHO then BACKTEST over the exchange line, each timed on
+// its own; every BACKTEST is checked against the in-process kernel.
+Expected<ShmTimes> measure_shm_call(const ShmMeasure& m, const std::vector<std::string>& engine_args) {
+  std::vector<std::string> args{"--wait", "spin", "--cpu", std::to_string(m.server_cpu), "--bars", std::to_string(m.bars)};
+  args.insert(args.end(), engine_args.begin(), engine_args.end());
+  EngineChild engine(m.binary, unique_segment_name("ablation"), args);
+  if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
+  ShmClientOptions client_options;
+  client_options.wait = WaitMode::spin;
+  auto client = ShmClient::connect(engine.name(), client_options);
+  if (!client) return std::unexpected(client.error());
+  std::vector<double> echo, full;
+  RequestSlot request{};
+  request.params = m.combo;
+  ResponseSlot response{};
+  for (const Opcode opcode : {Opcode::echo, Opcode::backtest}) {
+    request.opcode = static_cast<std::uint16_t>(opcode);
+    auto& into = opcode == Opcode::echo ? echo : full;
+    for (std::size_t i = 0; i < m.samples + m.samples / 10; ++i) {
+      const std::uint64_t t0 = TscClock::now();
+      const CallStatus status = client->call(request, response);
+      const std::uint64_t t1 = TscClock::now();
+      if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
+      if (opcode == Opcode::backtest && (response.pnl != m.expected.pnl || response.trades != m.expected.trades))
+        return fail(ErrorCode::bad_data, "the exchange line's BACKTEST differs from the in-process kernel");
+      if (i >= m.samples / 10) into.push_back(m.clock.to_ns(t1 - t0));
+    }
+  }
+  return ShmTimes{p50_of(echo), p50_of(full)};
+}
+
 }  // namespace
 
 Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
@@ -64,36 +109,17 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
     if (auto pinned = pin_current_thread(client_cpu); !pinned) return std::unexpected(pinned.error());
     const double kernel_p50 = p50_of(kernel);
 
-    // The shm ring: an engine preloaded with the same series.
-    {
-      EngineChild engine(binary, unique_segment_name("ablation"),
-                         // The serving thread computes each combo itself: this measures what the
-                         // transport adds to one backtest, not a hand-off to a worker.
-                         {"--wait", "spin", "--cpu", std::to_string(server_cpu), "--bars", std::to_string(bars),
-                          "--workers", "0"});
-      if (!engine.up()) return fail(ErrorCode::io, "the engine did not come up");
-      ShmClientOptions client_options;
-      client_options.wait = WaitMode::spin;
-      auto client = ShmClient::connect(engine.name(), client_options);
-      if (!client) return std::unexpected(client.error());
-      std::vector<double> echo, full;
-      RequestSlot request{};
-      request.params = combo;
-      ResponseSlot response{};
-      for (const Opcode opcode : {Opcode::echo, Opcode::backtest}) {
-        request.opcode = static_cast<std::uint16_t>(opcode);
-        auto& into = opcode == Opcode::echo ? echo : full;
-        for (std::size_t i = 0; i < samples + samples / 10; ++i) {
-          const std::uint64_t t0 = TscClock::now();
-          const CallStatus status = client->call(request, response);
-          const std::uint64_t t1 = TscClock::now();
-          if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
-          if (opcode == Opcode::backtest && (response.pnl != expected.pnl || response.trades != expected.trades))
-            return fail(ErrorCode::bad_data, "the ring's BACKTEST differs from the in-process kernel");
-          if (i >= samples / 10) into.push_back(clock.to_ns(t1 - t0));
-        }
-      }
-      rows.push_back(attribution_row("shm-call-spin", bars, {kernel_p50, p50_of(echo), p50_of(full)}));
+    // The exchange line: an engine preloaded with the same series. The serving thread computes
+    // each combo itself first (what the transport adds to one backtest), then hands each to a
+    // worker (--inline-cost 0): the difference is what the hand-over and back costs, the figure
+    // behind the default --inline-cost.
+    const ShmMeasure measure{binary, server_cpu, bars, samples, combo, expected, clock};
+    for (const auto& [label, engine_args] :
+         {std::pair<const char*, std::vector<std::string>>{"shm-call-spin", {"--workers", "0"}},
+          {"shm-call-worker", {"--workers", "1", "--inline-cost", "0"}}}) {
+      auto timed = measure_shm_call(measure, engine_args);
+      if (!timed) return std::unexpected(timed.error());
+      rows.push_back(attribution_row(label, bars, {kernel_p50, timed->echo_p50, timed->full_p50}));
     }
 
     // The Unix socket: a socket-only engine, series loaded once on the connection.

@@ -3,6 +3,8 @@
 // third seed's latency-floor analysis. For the shm ring and for the Unix socket, on a short
 // series and on the default one: the kernel alone (in-process), the transport alone (ECHO of
 // 48 bytes) and the full request (one BACKTEST combo); plumbing = full - kernel - transport.
+// The shm row is taken twice: computed on the serving thread (--workers 0) and handed to a worker
+// (--inline-cost 0), whose difference is the cost of the hand-over behind --inline-cost.
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,11 @@
 #pragma once
 // How a ring side waits for the other (docs/SPEC.md §3): for data (consumer) or for space (producer).
 //
-//  spin    PAUSE-loop on the ring's readiness test: the latency floor. No syscall, no allocation; the
-//          deadline is read from the vDSO clock once every kSpinsPerClockCheck polls.
+//  spin    PAUSE-loop on the ring's readiness test: the latency floor. No allocation; the deadline
+//          is read from the vDSO clock once every kSpinsPerClockCheck polls. A wait that outlasts
+//          kSpinAlone (an answer that is compute, not transport) yields the cpu once per
+//          clock check, so an engine worker that shares the waiter's cpu runs at once instead of
+//          at the scheduler's next tick.
 //  backoff spin kBackoffSpins polls, then sched_yield kBackoffYields times, then nanosleep from
 //          kBackoffFirstSleep doubling up to kBackoffMaxSleep: cheap on a busy or idle host.
 //  block   futex(FUTEX_WAIT) on a 32-bit word in the shared RingControl (shared, not
@@ -64,6 +67,7 @@ using WaitClock = std::chrono::steady_clock;
 using WaitDeadline = WaitClock::time_point;
 
 inline constexpr std::uint32_t kSpinsPerClockCheck = 256;
+inline constexpr std::chrono::nanoseconds kSpinAlone{20'000};
 inline constexpr std::uint32_t kBackoffSpins = 1024;
 inline constexpr std::uint32_t kBackoffYields = 16;
 inline constexpr std::chrono::nanoseconds kBackoffFirstSleep{2'000};
@@ -110,14 +114,22 @@ struct WaitChannel {
   std::atomic<std::uint32_t>& sleeping;  // 1 while the waiter may be asleep
 };
 
+// No clock read before the first kSpinsPerClockCheck polls: a transport-speed answer pays none.
 template <class Ready>
 [[nodiscard]] WaitStatus spin_until(Ready& ready, WaitDeadline deadline) noexcept {
+  WaitDeadline first_check{};
   for (;;) {
     for (std::uint32_t i = 0; i < kSpinsPerClockCheck; ++i) {
       if (ready()) return WaitStatus::ready;
       cpu_relax();
     }
-    if (WaitClock::now() >= deadline) return ready() ? WaitStatus::ready : WaitStatus::timeout;
+    const WaitDeadline now = WaitClock::now();
+    if (now >= deadline) return ready() ? WaitStatus::ready : WaitStatus::timeout;
+    if (first_check == WaitDeadline{}) {
+      first_check = now;
+    } else if (now - first_check >= kSpinAlone) {
+      yield_thread();
+    }
   }
 }
 
