@@ -30,8 +30,9 @@ Expected<std::uint16_t> free_port() {
 
 }  // namespace
 
-Expected<SocketClient> connect_to(const SocketServerChild& server) {
-  return server.tcp ? SocketClient::connect_tcp("127.0.0.1", server.port) : SocketClient::connect_unix(server.path);
+Expected<SocketClient> connect_to(const SocketServerChild& server, const SocketClientOptions& options) {
+  return server.tcp ? SocketClient::connect_tcp("127.0.0.1", server.port, options)
+                    : SocketClient::connect_unix(server.path, options);
 }
 
 Expected<SocketServerChild> start_socket_server(const std::string& binary, int server_cpu, bool tcp) {

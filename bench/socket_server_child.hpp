@@ -22,7 +22,8 @@ struct SocketServerChild {
 // Spawns the server and waits (up to 10 s) until it accepts a connection. Setup path.
 [[nodiscard]] Expected<SocketServerChild> start_socket_server(const std::string& binary, int server_cpu, bool tcp);
 
-// A new connection to it.
-[[nodiscard]] Expected<SocketClient> connect_to(const SocketServerChild& server);
+// A new connection to it, with the client's default bound on each call unless `options` says
+// otherwise (a whole grid in one frame needs more).
+[[nodiscard]] Expected<SocketClient> connect_to(const SocketServerChild& server, const SocketClientOptions& options = {});
 
 }  // namespace ipcfloor

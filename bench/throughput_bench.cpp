@@ -481,7 +481,10 @@ Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
   if (!series) return std::unexpected(series.error());
   auto server = start_socket_server(run.where.binary, run.where.server_cpu, false);
   if (!server) return std::unexpected(server.error());
-  auto socket_client = connect_to(*server);
+  // The grid travels in one frame: its answer takes seconds on a slow host or a sanitizer build.
+  SocketClientOptions socket_options;
+  socket_options.timeout = std::chrono::seconds(600);
+  auto socket_client = connect_to(*server, socket_options);
   if (!socket_client) return std::unexpected(socket_client.error());
   if (auto piped = scenario_socket_depths(run, *socket_client); !piped) return std::unexpected(piped.error());
   if (auto grid = grid_scenarios(run, *socket_client, *series); !grid) return std::unexpected(grid.error());

@@ -132,9 +132,9 @@ class ShmEngine {
   // measured at start that turned the time into units (0 otherwise).
   [[nodiscard]] std::uint64_t max_frame_cost() const noexcept { return max_frame_cost_; }
   [[nodiscard]] double measured_cost_per_us() const noexcept { return cost_per_us_; }
-  // The compute workers' cpus (empty: none), and how many of them are stalled now.
+  // The compute workers' cpus (empty: none). How many of them are stalled, the keeper writes to
+  // the data header (DataHeader::workers_stalled) in service().
   [[nodiscard]] const std::vector<int>& worker_cpus() const noexcept { return worker_cpus_; }
-  [[nodiscard]] std::uint32_t workers_stalled() const noexcept { return workers_stalled_; }
 
  private:
   struct Connection {
@@ -193,7 +193,7 @@ class ShmEngine {
   std::unique_ptr<ShmServer> server_;
   std::unique_ptr<WorkerPool> pool_;
   std::vector<int> worker_cpus_;
-  std::uint32_t workers_stalled_ = 0;
+  std::uint32_t workers_stalled_ = 0;  // at the last watch_workers; keeper thread only
   std::atomic<bool> stop_{false};
   std::thread serving_;
   UniqueFd epoll_;

@@ -573,10 +573,11 @@ TEST_CASE("a FIFO as --data or --combos is refused at once, naming it, instead o
 
 TEST_CASE("/dev/zero and /dev/urandom as --data are refused as devices, and stdin from /dev/zero stops at the bound") {
   // The limit on the child's address space turns a read without a bound into a failed run here
-  // instead of the host's OOM killer. ASan cannot start under one (it reserves terabytes of
-  // shadow) and aborts on a refused allocation, so there the devices and the combos (32 MiB bound)
-  // run without it, and a series from an endless stdin (4 GiB bound) is left to the release suite.
-#if defined(__SANITIZE_ADDRESS__)
+  // instead of the host's OOM killer. ASan and TSan cannot start under one (they reserve terabytes
+  // of shadow) and abort on a refused allocation, so there the devices and the combos (32 MiB
+  // bound) run without it, and a series from an endless stdin (4 GiB bound) is left to the release
+  // suite.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   const std::optional<rlim_t> one_gib;
   constexpr bool kEndlessStdin = false;
 #else

@@ -1417,7 +1417,8 @@ TEST_CASE("with no lane free but one draining, an attach waits for it and succee
   REQUIRE(engine.up());
   auto watch = observe(engine.name());
   REQUIRE(watch.has_value());
-  const auto options = client_options(WaitMode::backoff, std::chrono::seconds(10));
+  // Patient: a slow frame takes a few hundred ms in release and several seconds under TSan.
+  const auto options = client_options(WaitMode::backoff, std::chrono::seconds(60));
   auto busy = ShmClient::connect(engine.name(), options);
   auto leaving = ShmClient::connect(engine.name(), options);
   REQUIRE(busy.has_value());
