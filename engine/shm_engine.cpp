@@ -221,6 +221,12 @@ void ShmEngine::watch_workers() noexcept {
 ShmEngine::~ShmEngine() {
   stop();
   connections_.clear();  // clients see their connection end: the engine is gone
+  if (pool_ && pool_->left_behind() != 0) {
+    // A stuck worker may still run its job: it reads the server (its runner's context) and the
+    // series. Both stay, never freed, until the process exits; lane objects it never reads.
+    (void)server_.release();
+    segment_.keep_data_mapped();
+  }
 }
 
 EngineEvent ShmEngine::from_telemetry(const TelemetryEvent& event) {

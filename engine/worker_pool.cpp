@@ -221,6 +221,7 @@ void WorkerPool::stop() noexcept {
     if (stuck && !worker->exited.load(std::memory_order_acquire)) {  // acquire: as above
       worker->thread.detach();
       (void)worker.release();  // the thread may still touch it: it stays allocated
+      ++left_behind_;
       continue;
     }
     worker->thread.join();

@@ -86,12 +86,18 @@ struct WorkerPoolConfig {
 };
 
 // How long a job of `cost` units may be out before its worker counts as stalled: 2 s plus 2 ns per
-// unit (some ten times what the slowest supported kernel path needs). A fault limit, never a
-// verdict on a request.
+// unit (some ten times what the slowest supported kernel path needs), ten times that in a
+// sanitizer build, whose kernel runs about ten times slower. A fault limit, never a verdict on a
+// request.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr std::uint64_t kStallLimitScale = 10;
+#else
+inline constexpr std::uint64_t kStallLimitScale = 1;
+#endif
 [[nodiscard]] constexpr std::uint64_t stall_limit_ns(std::uint64_t cost) noexcept {
-  constexpr std::uint64_t kBase = 2'000'000'000ULL;
+  constexpr std::uint64_t kBase = 2'000'000'000ULL * kStallLimitScale;
   constexpr std::uint64_t kCap = ~std::uint64_t{0} / 4;
-  return cost >= kCap / 2 ? kCap : kBase + 2 * cost;
+  return cost >= kCap / 2 ? kCap : kBase + 2 * kStallLimitScale * cost;
 }
 
 class WorkerPool {
@@ -168,6 +174,9 @@ class WorkerPool {
   // Keeper: tells every worker to stop after its current job and joins them (a stalled worker is
   // left behind, detached: the process is going away). Idempotent.
   void stop() noexcept;
+  // After stop(): how many workers were left behind. What they may still read (the series, the
+  // runner's context) must then never be freed.
+  [[nodiscard]] std::uint32_t left_behind() const noexcept { return left_behind_; }
 
  private:
   // What the keeper, the worker and the serving thread share about one worker, on its own line.
@@ -208,6 +217,7 @@ class WorkerPool {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::uint32_t idle_count_ = 0;  // the serving thread's count of workers holding no job
   bool stopped_ = false;
+  std::uint32_t left_behind_ = 0;
 };
 
 }  // namespace ipcfloor

@@ -179,6 +179,9 @@ class Segment {
 
   // Engine side, on shutdown: tells attachers the engine is going away.
   void mark_stopping() noexcept;
+  // Engine side, last: leaves the data object mapped when this Segment goes (a compute thread
+  // that could not be stopped may still read the series). Nothing may use this Segment after.
+  void keep_data_mapped() noexcept { data_.keep_mapped(); }
 
   [[nodiscard]] DataHeader& header() const noexcept { return *reinterpret_cast<DataHeader*>(data_.data()); }
   [[nodiscard]] LaneStatus& lane_status(std::uint32_t lane) const noexcept {

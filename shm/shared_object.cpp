@@ -256,6 +256,11 @@ SharedObject& SharedObject::operator=(SharedObject&& other) noexcept {
 
 SharedObject::~SharedObject() { unmap(); }
 
+void SharedObject::keep_mapped() noexcept {
+  address_ = nullptr;
+  bytes_ = 0;
+}
+
 void SharedObject::unmap() noexcept {
   if (address_ != nullptr) ::munmap(address_, bytes_);  // also drops the mlock
   address_ = nullptr;

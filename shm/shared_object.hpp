@@ -113,6 +113,11 @@ class SharedObject {
   [[nodiscard]] bool locked() const noexcept { return locked_; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
+  // Lets go of the mapping without unmapping it: the pages stay mapped until the process exits
+  // (the descriptor still closes). For memory that a thread which could not be stopped may still
+  // read. Leaves this object empty. Any thread that owns the object.
+  void keep_mapped() noexcept;
+
  private:
   void unmap() noexcept;
 
