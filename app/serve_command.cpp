@@ -478,7 +478,8 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
   serve.add_option("--worker-cpus", cli.worker_cpus, "the workers' cpus, a list such as 0-6,8 (default: see --workers)")
       ->check(cpu_list_spec());
   serve.add_option("--inline-cost", o.inline_cost,
-                   "BACKTESTs cheaper than this many units are computed on the serving thread")
+                   "BACKTESTs, and live APPENDs' signal work, cheaper than this many units are computed on the "
+                   "serving thread; dearer ones go to the workers")
       ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
       ->capture_default_str();
   serve.add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)")

@@ -220,18 +220,40 @@ Expected<LatencySummary> physical_floor(const SuitePlacement& where, const LiveB
   return summarize("physical-floor", "rtt", *floor, clock.step_ns());
 }
 
-// A live engine on the server cpu with room for every bar the runs append.
-std::unique_ptr<EngineChild> start_live_engine(const SuitePlacement& where, const LiveBenchOptions& options) {
+// A live engine on the server cpu with room for every bar the runs append; `extra` adds options.
+std::unique_ptr<EngineChild> start_live_engine(const SuitePlacement& where, const LiveBenchOptions& options,
+                                               const std::vector<std::string>& extra = {}) {
   std::size_t total_bars = options.preload_bars;
   for (std::size_t i = 0; i < options.combo_counts.size(); ++i)
     total_bars += options.warmup + options.samples + options.throughput_bars;
   unpin_current_thread();  // the engine inherits this mask
-  return std::make_unique<EngineChild>(
-      where.binary, unique_segment_name("bench-live"),
-      std::vector<std::string>{"--wait", "spin", "--cpu", std::to_string(where.server_cpu), "--lanes", "2", "--bars",
-                               std::to_string(options.preload_bars), "--live", "--capacity",
-                               std::to_string(total_bars), "--signal-capacity", "8192", "--subscriptions", "128",
-                               "--max-bar-cost", "0"});
+  std::vector<std::string> args{"--wait", "spin", "--cpu", std::to_string(where.server_cpu), "--lanes", "2", "--bars",
+                                std::to_string(options.preload_bars), "--live", "--capacity",
+                                std::to_string(total_bars), "--signal-capacity", "8192", "--subscriptions", "128",
+                                "--max-bar-cost", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<EngineChild>(where.binary, unique_segment_name("bench-live"), args);
+}
+
+// The latency run of `count` combos on an engine whose workers compute every bar's signal work.
+Expected<nlohmann::json> at_workers_run(const SuitePlacement& where, const LiveBenchOptions& options,
+                                        const TscClock& clock, const ShmClientOptions& client_options, std::size_t count) {
+  const auto engine = start_live_engine(where, options, {"--inline-cost", "1"});
+  if (!engine->up()) return fail(ErrorCode::io, "the live engine with workers did not come up");
+  if (auto pinned = pin_current_thread(where.client_cpu); !pinned) return std::unexpected(pinned.error());
+  auto writer = ShmClient::connect(engine->name(), client_options);
+  if (!writer) return std::unexpected(writer.error());
+  if (writer->segment().header().workers == 0)
+    return fail(ErrorCode::io, "the live engine has no workers on this host: nothing to hand the signal work to");
+  Walk walk{.close = writer->segment().published_series().back()};
+  auto subscriber = connect_with_patience(engine->name(), client_options);
+  if (!subscriber) return std::unexpected(subscriber.error());
+  if (auto subscribed = subscribe_all(*subscriber, combos_for(count)); !subscribed)
+    return std::unexpected(subscribed.error());
+  LiveRun run{options, clock, *writer, *subscriber, walk};
+  auto latency = latency_run(run, count);
+  if (latency) (*latency)["at_workers"] = true;
+  return latency;
 }
 
 }  // namespace
@@ -270,6 +292,11 @@ Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
     if (!rate) return std::unexpected(rate.error());
     throughput.push_back(std::move(*rate));
   }
+  if (options.worker_combos != 0) {
+    auto at_workers = at_workers_run(where, options, clock, client_options, options.worker_combos);
+    if (!at_workers) return std::unexpected(at_workers.error());
+    runs.push_back(std::move(*at_workers));
+  }
   const double one_combo_p50 = runs[0]["first_signal"]["p50_interp"].get<double>();
   return nlohmann::json{{"suite", "live"},
                         {"clock", {{"ghz", clock.ghz()}, {"step_ns", clock.step_ns()}}},
@@ -287,17 +314,18 @@ void print_live_bench(const nlohmann::json& report) {
              "subscriber's receipt (ns)\n");
   const auto& floor = report["physical_floor"];
   const auto& compute = report["one_bar_compute"];
-  fmt::print("  {:<28} {:>9} {:>9} {:>9} {:>9}\n", "", "p50", "p99", "p99.9", "max");
-  fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "physical-floor (RTT)", floor["p50_interp"].get<double>(),
+  fmt::print("  {:<36} {:>9} {:>9} {:>9} {:>9}\n", "", "p50", "p99", "p99.9", "max");
+  fmt::print("  {:<36} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "physical-floor (RTT)", floor["p50_interp"].get<double>(),
              floor["p99"].get<double>(), floor["p999"].get<double>(), floor["max"].get<double>());
-  fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "one bar of L=6 (compute)",
+  fmt::print("  {:<36} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n", "one bar of L=6 (compute)",
              compute["p50_interp"].get<double>(), compute["p99"].get<double>(), compute["p999"].get<double>(),
              compute["max"].get<double>());
   for (const auto& run : report["tick_to_signal"]) {
     for (const char* which : {"first_signal", "all_signals"}) {
       const auto& s = run[which];
-      fmt::print("  {:<28} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n",
-                 fmt::format("{} combos, {}", run["combos"].get<std::size_t>(),
+      fmt::print("  {:<36} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}\n",
+                 fmt::format("{} combos{}, {}", run["combos"].get<std::size_t>(),
+                             run.value("at_workers", false) ? " at workers" : "",
                              std::string(which) == "first_signal" ? "first signal" : "all signals"),
                  s["p50_interp"].get<double>(), s["p99"].get<double>(), s["p999"].get<double>(), s["max"].get<double>());
     }

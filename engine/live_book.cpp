@@ -1,6 +1,7 @@
 #include "engine/live_book.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
@@ -37,6 +38,7 @@ Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<con
   slot.emplace(combo, limits_.fee, std::span<double>(book.arena).subspan(book.arena_used, need));
   book.arena_used += need;
   ++book.count;
+  ++total_;
   book.cost_per_bar += per_bar;
   cost_per_bar_ += per_bar;
   for (std::size_t i = 0; i < history.size(); ++i) (void)slot->on_bar(history.first(i + 1));
@@ -45,9 +47,25 @@ Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<con
   return Status::ok;
 }
 
+void LiveBook::on_bar_share(std::uint32_t first, std::uint32_t count, std::span<const double> history) noexcept {
+  std::uint32_t skip = first;  // subscriptions of the order before the share
+  for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0 && count != 0; pending &= pending - 1) {
+    LaneBook& book = lanes_[static_cast<std::size_t>(std::countr_zero(pending))];
+    if (skip >= book.count) {
+      skip -= book.count;
+      continue;
+    }
+    const std::uint32_t end = std::min(book.count, skip + count);
+    for (std::uint32_t id = skip; id < end; ++id) (void)book.subscriptions[id]->on_bar(history);
+    count -= end - skip;
+    skip = 0;
+  }
+}
+
 void LiveBook::clear_lane(std::uint32_t lane) noexcept {
   LaneBook& book = lanes_[lane];
   for (std::uint32_t id = 0; id < book.count; ++id) book.subscriptions[id].reset();
+  total_ -= book.count;
   book.count = 0;
   book.arena_used = 0;
   cost_per_bar_ -= book.cost_per_bar;

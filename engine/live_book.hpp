@@ -4,7 +4,8 @@
 // a client, so a client can only ask for subscriptions, never write their state.
 //
 // Threads: make() is setup (allocates everything up front); every other call belongs to the
-// serving thread and is noexcept, allocation-free and syscall-free.
+// serving thread, except on_bar_share (the workers' share of a bar), and all are noexcept,
+// allocation-free and syscall-free.
 
 #include <bit>
 #include <cstdint>
@@ -47,14 +48,20 @@ class LiveBook {
   Status subscribe(std::uint32_t lane, const Combo& combo, std::span<const double> history, std::uint32_t& id,
                    LiveBar& state) noexcept;
 
-  // Evaluates every subscription of every lane on the bar history.back(); calls
-  // `publish(lane, id, bar_state)` for each, lane by lane, then `lane_done(lane)` after a lane's last.
+  // Evaluates the subscriptions [first, first + count) of the book's order (lane by lane, each
+  // lane's in id order) on the bar history.back(), each into its own state (see publish_bar).
+  // Touches those subscriptions' state and nothing else of the book, so the serving thread may
+  // give disjoint shares of one bar to several workers at once (engine/shm_server_live.cpp); it
+  // must then leave the book alone until every share is back. Any thread; no allocation.
+  void on_bar_share(std::uint32_t first, std::uint32_t count, std::span<const double> history) noexcept;
+
+  // Calls `publish(lane, id, state)` for each subscription with its state after the last bar
+  // evaluated, lane by lane, then `lane_done(lane)` after a lane's last.
   template <class Publish, class LaneDone>
-  void on_bar(std::span<const double> history, Publish&& publish, LaneDone&& lane_done) noexcept {
+  void publish_bar(Publish&& publish, LaneDone&& lane_done) const noexcept {
     for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {
       const auto lane = static_cast<std::uint32_t>(std::countr_zero(pending));
-      LaneBook& book = lanes_[lane];
-      for (std::uint32_t id = 0; id < book.count; ++id) publish(lane, id, book.subscriptions[id]->on_bar(history));
+      for_each(lane, [&](std::uint32_t id, const LiveBar& state) noexcept { publish(lane, id, state); });
       lane_done(lane);
     }
   }
@@ -67,6 +74,8 @@ class LiveBook {
   }
 
   [[nodiscard]] std::uint32_t count(std::uint32_t lane) const noexcept { return lanes_[lane].count; }
+  // Subscriptions of every lane together: the book's order runs over [0, total()).
+  [[nodiscard]] std::uint32_t total() const noexcept { return total_; }
 
   // Forgets every subscription of `lane` (its client left).
   void clear_lane(std::uint32_t lane) noexcept;
@@ -88,6 +97,7 @@ class LiveBook {
   std::vector<LaneBook> lanes_;
   std::uint64_t lanes_with_subscriptions_ = 0;  // bit per lane
   std::uint64_t cost_per_bar_ = 0;              // of every lane's subscriptions
+  std::uint32_t total_ = 0;                     // subscriptions of every lane
 };
 
 }  // namespace ipcfloor

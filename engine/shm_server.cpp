@@ -88,6 +88,12 @@ WorkerPoolConfig ShmServer::workers_config(std::vector<int> cpus) noexcept {
 
 void ShmServer::run_job(void* context, const WorkerJob& job, KernelWorkspace& workspace, WorkerDone& done) noexcept {
   const ShmServer& server = *static_cast<const ShmServer*>(context);
+  if (job.ticket.kind == JobTicket::Kind::live) {
+    // This worker's share of a bar; the serving thread leaves the book alone until it is back.
+    server.live_->on_bar_share(job.live_first, job.live_count, job.series());
+    done.status = static_cast<std::uint16_t>(Status::ok);
+    return;
+  }
   // Admitted by the serving thread (route) before it was handed over: only the kernel runs here.
   BacktestResult result;
   const Status status = status_of(run_backtest(job.series(), job.params, server.fee_, workspace, result));
@@ -162,7 +168,12 @@ void ShmServer::scan_lanes() noexcept {
         // object once the keeper unmaps it.
         lane = Lane{};
         quarantined_ &= ~bit;
-        if (live_) live_->clear_lane(i);
+        // A bar out at the workers holds the book: this lane's subscriptions go when it is back.
+        if (live_ && bar_at_workers_.active) {
+          bar_at_workers_.clear_after |= bit;
+        } else if (live_ && !live_broken_) {
+          live_->clear_lane(i);
+        }
         if (writer_lane_ == static_cast<int>(i)) writer_lane_ = -1;
         set_phase(shared, LanePhase::drained);
         break;
@@ -236,16 +247,22 @@ std::size_t ShmServer::serve_call(std::uint32_t index, Lane& lane, bool& heavy_a
   // The engine's one copy of the request (the client may scribble on the line); the answer is
   // written into the line itself, which is the engine's until publish_answer().
   const RequestSlot request = exchange.copy_request();
-  const Routed routed = route(request);
+  const Routed routed = route(index, request);
+  if (routed.live_wait) return 0;  // still in the line: asked again once the bar is back
   if (routed.heavy) {
     if (!heavy_allowed || !heavy_may_start()) return 0;  // still in the line: asked again next round
     heavy_allowed = false;
     round_start_ = index + 1;
-    if (pool_ != nullptr) {
-      hand_to_worker({JobTicket::Kind::call, index, lane.generation, 0, request.seq, request.opcode, t0}, request, routed);
-      lane.call_at_worker = true;
-      return 1;
+  }
+  if (routed.fan_out || (routed.heavy && pool_ != nullptr)) {
+    const JobTicket ticket{JobTicket::Kind::call, index, lane.generation, 0, request.seq, request.opcode, t0};
+    if (routed.fan_out) {
+      start_bar_at_workers(index, request, ticket);
+    } else {
+      hand_to_worker(ticket, request, routed);
     }
+    lane.call_at_worker = true;
+    return 1;
   }
   const Status status = serve_request(index, request, exchange.answer_slot());
   exchange.publish_answer();
@@ -267,7 +284,8 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane, bool& heavy_a
       break;
     }
     const RequestSlot request = *shared;  // private copy: the client may still scribble on it
-    const Routed routed = route(request);
+    const Routed routed = route(index, request);
+    if (routed.live_wait) break;  // stays in the ring until the bar out at the workers is back
     // An ECHO is answered in a few ns, under the histogram's first bound: no clock read for it.
     const bool timed = request.opcode != static_cast<std::uint16_t>(Opcode::echo);
     const std::uint64_t t0 = timed ? TscClock::now() : 0;
@@ -275,14 +293,18 @@ std::size_t ShmServer::serve_ring(std::uint32_t index, Lane& lane, bool& heavy_a
       if (!heavy_allowed || !heavy_may_start()) break;  // stays in the ring until its turn
       heavy_allowed = false;
       round_start_ = index + 1;
-      if (pool_ != nullptr) {
-        hand_to_worker({JobTicket::Kind::ring, index, lane.generation, lane.taken, request.seq, request.opcode, t0},
-                       request, routed);
-        done_at(index, lane.taken) = 0;
-        take_request(lane);
-        ++served;
-        continue;  // cheap requests behind it are answered now, into the window
+    }
+    if (routed.fan_out || (routed.heavy && pool_ != nullptr)) {
+      const JobTicket ticket{JobTicket::Kind::ring, index, lane.generation, lane.taken, request.seq, request.opcode, t0};
+      if (routed.fan_out) {
+        start_bar_at_workers(index, request, ticket);
+      } else {
+        hand_to_worker(ticket, request, routed);
       }
+      done_at(index, lane.taken) = 0;
+      take_request(lane);
+      ++served;
+      continue;  // cheap requests behind it are answered now, into the window
     }
     Status status = Status::ok;
     if (lane.taken == lane.published) {
@@ -355,9 +377,15 @@ void ShmServer::between_heavy_frames(std::uint32_t index) noexcept {
 
 bool ShmServer::heavy_may_start() const noexcept { return pool_ == nullptr || pool_->idle_count() != 0; }
 
-ShmServer::Routed ShmServer::route(const RequestSlot& request) const noexcept {
+ShmServer::Routed ShmServer::route(std::uint32_t index, const RequestSlot& request) const noexcept {
   Routed routed;
-  if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return routed;
+  const auto opcode = static_cast<Opcode>(request.opcode);
+  if (live_ && (opcode == Opcode::append || opcode == Opcode::subscribe || opcode == Opcode::snapshot)) {
+    routed.live_wait = bar_at_workers_.active;
+    routed.fan_out = !routed.live_wait && opcode == Opcode::append && fans_out(index, request);
+    return routed;
+  }
+  if (opcode != Opcode::backtest) return routed;
   const std::uint32_t series = request.flags & kSeriesIndexMask;
   // Frames refused for their flags, their series or their windows are answered here, at once.
   if ((request.flags & ~kSeriesIndexMask) != 0 || series >= series_count_) return routed;
@@ -396,6 +424,10 @@ std::size_t ShmServer::collect_from_workers() noexcept {
 
 void ShmServer::finish_job(const WorkerDone& done) noexcept {
   const JobTicket& ticket = done.ticket;
+  if (ticket.kind == JobTicket::Kind::live) {
+    finish_bar_share(done);  // answers the APPEND through this function once the bar is done
+    return;
+  }
   Lane& lane = lanes_[ticket.lane];
   // The lane's client left, or was quarantined, since: the answer is nobody's.
   if ((active_ & (std::uint64_t{1} << ticket.lane)) == 0 || lane.generation != ticket.generation) return;
@@ -472,6 +504,8 @@ std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
 std::size_t ShmServer::poll_once() noexcept {
   if (lanes_changed() || ++passes_since_scan_ >= kPassesPerScan) scan_lanes();
   std::size_t served = pool_ != nullptr ? collect_from_workers() : 0;
+  // A bar's shares go before any new heavy request, so an APPEND waits for at most one combo.
+  if (bar_at_workers_.active) hand_bar_shares();
   // Rounds while heavy work was started and workers are still free, so that lanes with more heavy
   // requests get them, one per lane per round; without workers, one round per pass.
   const std::uint32_t rounds = pool_ != nullptr ? pool_->size() + 1 : 1;

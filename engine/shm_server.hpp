@@ -102,6 +102,8 @@ class ShmServer {
   // How the serving thread routes one request.
   struct Routed {
     bool heavy = false;             // a BACKTEST for a worker (or, without workers, rationed)
+    bool fan_out = false;           // an APPEND whose signal work goes to the workers
+    bool live_wait = false;         // a live request while a bar is out at the workers: it waits
     std::span<const double> close;  // the series it runs on
     std::uint64_t cost = 0;
   };
@@ -134,10 +136,25 @@ class ShmServer {
   [[nodiscard]] bool heavy_may_start() const noexcept;
   // Hands `request` (routed heavy) to a free worker.
   void hand_to_worker(const JobTicket& ticket, const RequestSlot& request, const Routed& routed) noexcept;
-  [[nodiscard]] Routed route(const RequestSlot& request) const noexcept;
+  [[nodiscard]] Routed route(std::uint32_t index, const RequestSlot& request) const noexcept;
   // Answers one request here: the live opcodes, everything else through dispatch_request.
   Status serve_request(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
   Status append_bar(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
+  // Why an APPEND from lane `index` is refused, or ok. A pure function of the request and state.
+  [[nodiscard]] Status check_append(std::uint32_t index, const RequestSlot& request) const noexcept;
+  // True when an APPEND that check_append admits goes to the workers: there are workers, and its
+  // signal work costs at least inline_cost_.
+  [[nodiscard]] bool fans_out(std::uint32_t index, const RequestSlot& request) const noexcept;
+  // Adds an admitted APPEND's bar to the series and publishes the count; returns its close.
+  double take_bar(std::uint32_t index, const RequestSlot& request) noexcept;
+  // Sends every subscription's state after the last bar to its lane's signal ring.
+  void publish_bar(std::uint64_t tick) noexcept;
+  // An admitted APPEND whose signal work goes to the workers in shares; `ticket` says where its
+  // answer goes once every share is back (finish_bar_share).
+  void start_bar_at_workers(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket) noexcept;
+  // Hands the bar's remaining shares to idle workers.
+  void hand_bar_shares() noexcept;
+  void finish_bar_share(const WorkerDone& done) noexcept;
   Status subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
   Status snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
   // Puts one signal on a lane's signal ring, or counts it dropped when the ring is full.
@@ -171,6 +188,22 @@ class ShmServer {
   std::span<double> room_;          // the series' whole room (live: where bars are appended)
   std::uint64_t published_ = 0;     // mirrors header_.bars_published; only this thread writes it
   int writer_lane_ = -1;            // the lane whose client appends; -1 until one does
+  // The one bar whose signal work is out at the workers. While `active`, the book belongs to the
+  // workers' shares: live requests wait, and lanes that leave are cleared from it afterwards.
+  struct BarAtWorkers {
+    bool active = false;
+    bool failed = false;           // a share came back failed or was given up
+    JobTicket answer;              // where the APPEND's answer goes
+    double close = 0.0;
+    std::uint64_t tick = 0;
+    std::uint32_t total = 0;       // subscriptions in the book's order
+    std::uint32_t shares = 0;      // split into this many
+    std::uint32_t handed = 0;      // handed to workers so far
+    std::uint32_t back = 0;        // come back so far
+    std::uint64_t clear_after = 0;  // lanes to clear from the book once the bar is done (bit per lane)
+  };
+  BarAtWorkers bar_at_workers_;
+  bool live_broken_ = false;  // a share's worker never returned: live requests answer engine_error
   std::uint64_t signals_sent_ = 0;     // mirrors header_.signals_sent
   std::uint64_t signals_dropped_ = 0;  // mirrors header_.signals_dropped
   std::uint64_t max_frame_cost_;

@@ -1,6 +1,6 @@
 #pragma once
 // The engine's compute workers: pinned threads that run the BACKTESTs the serving thread hands
-// them, so the serving core stays free to move frames for every lane. Each worker has a pair of moodycamel ReaderWriterQueues: jobs in
+// them (and shares of a live APPEND's signal work), so the serving core stays free to move frames for every lane. Each worker has a pair of moodycamel ReaderWriterQueues: jobs in
 // (serving thread -> worker) and answers out (worker -> serving thread), each with exactly one
 // producer and one consumer, pre-sized so that neither side ever allocates.
 //
@@ -38,9 +38,10 @@ namespace ipcfloor {
 
 inline constexpr std::uint32_t kMaxWorkers = 256;
 
-// Where a job's answer goes, carried to the worker and back unchanged.
+// Where a job's answer goes, carried to the worker and back unchanged. `live`: a share of one
+// APPEND's signal work (the serving thread answers the APPEND once every share is back).
 struct JobTicket {
-  enum class Kind : std::uint8_t { ring, call };
+  enum class Kind : std::uint8_t { ring, call, live };
   Kind kind = Kind::ring;
   std::uint32_t lane = 0;
   std::uint64_t generation = 0;  // of the lane object the request came from
@@ -50,13 +51,16 @@ struct JobTicket {
   std::uint64_t started = 0;  // TSC when the serving thread took the request, for its service time
 };
 
-// One job: a BACKTEST of `params` on `close`, admitted by the serving thread.
+// One job: a BACKTEST of `params` on `close`, admitted by the serving thread; or (ticket.kind
+// live) the live subscriptions [live_first, live_first + live_count) evaluated on close's last bar.
 struct WorkerJob {
   JobTicket ticket;
   Combo params{};
   const double* close = nullptr;  // a span, as pointer and size: the queue stores plain data
   std::size_t bars = 0;
   std::uint64_t cost = 0;  // backtest_cost of the job, for the stall limit
+  std::uint32_t live_first = 0;
+  std::uint32_t live_count = 0;
   [[nodiscard]] std::span<const double> series() const noexcept { return {close, bars}; }
 };
 

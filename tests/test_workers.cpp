@@ -3,7 +3,8 @@
 // stalled worker), and the engine with 0, 1 and 3 workers: parity with the in-process sweep, the
 // order of each lane's answers, two clients at once, a lane that floods the engine, a client
 // killed while its combos are at the workers, shutdown with work queued, a new client attaching
-// while another streams, and the default bound admitting the default grid.
+// while another streams, the default bound admitting the default grid, and live bars whose
+// signal work goes to the workers in shares.
 //
 // Timing bounds here are derived from one combo's measured compute on this host (a verdict of the
 // engine never depends on timing; these bounds check how long a client waits).
@@ -17,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
+#include <functional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -189,7 +192,9 @@ namespace {
 // would refuse on a small host (three workers sharing one cpu).
 class InProcessEngine {
  public:
-  InProcessEngine(std::span<const double> series, std::vector<int> worker_cpus, int stall_worker = -1) {
+  // `tweak` changes the configuration last (live mode, the inline bound).
+  InProcessEngine(std::span<const double> series, std::vector<int> worker_cpus, int stall_worker = -1,
+                  const std::function<void(ShmEngineConfig&)>& tweak = {}) {
     ShmEngineConfig config;
     config.segment.name = unique_segment_name("workers");
     config.segment.series = series;
@@ -202,6 +207,7 @@ class InProcessEngine {
     config.cpu = allowed_cpus().back();
     config.worker_cpus = std::move(worker_cpus);
     config.stall_worker_for_test = stall_worker;
+    if (tweak) tweak(config);
     auto started = ShmEngine::start(std::move(config));
     REQUIRE_MESSAGE(started.has_value(), (started ? "" : started.error().message));
     engine_ = std::move(*started);
@@ -621,6 +627,202 @@ TEST_CASE("the default bound admits every combo of the default grid and of 6:200
   for (const ResponseSlot& answer : *answers) CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
   CHECK((*answers)[0].pnl == -5165.577039790348);
   CHECK((*answers)[0].trades == 57029);
+}
+
+}  // namespace ipcfloor
+
+namespace ipcfloor {
+namespace {
+
+// A live engine in this process: `preload` bars of `series`, room for all of them, and
+// `worker_count` workers on one cpu; inline_cost 1 sends every APPEND's signal work to them (in
+// as many shares as there are workers), the default keeps it on the serving thread.
+std::unique_ptr<InProcessEngine> live_engine(std::span<const double> series, std::size_t preload, std::size_t worker_count,
+                                             std::uint64_t inline_cost, int stall_worker = -1) {
+  return std::make_unique<InProcessEngine>(
+      series.first(preload), std::vector<int>(worker_count, allowed_cpus().front()), stall_worker,
+      [&](ShmEngineConfig& config) {
+        config.segment.live = true;
+        config.segment.capacity_bars = series.size();
+        config.segment.signal_capacity = 1 << 16;
+        config.inline_cost = inline_cost;
+      });
+}
+
+bool same_signal(const SignalSlot& a, const SignalSlot& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Two readers subscribe (5 and 4 combos), the writer appends the rest of `series`; returns every
+// signal each reader got, in order, and checks that none was lost and that the workers ran
+// `worker_jobs` jobs (the shares of every bar; none when the serving thread computes them).
+std::vector<std::vector<SignalSlot>> stream_live(const InProcessEngine& engine, std::span<const double> series,
+                                                 std::size_t preload, std::uint64_t worker_jobs) {
+  auto writer = ShmClient::connect(engine.name(), patient_client());
+  REQUIRE(writer.has_value());
+  std::vector<ShmClient> readers;
+  const std::vector<std::vector<std::int64_t>> lengths{{6, 9, 20, 47, 100}, {7, 12, 31, 64}};
+  for (const auto& wanted : lengths) {
+    auto reader = ShmClient::connect(engine.name(), patient_client());
+    REQUIRE(reader.has_value());
+    for (const std::int64_t length : wanted) {
+      ResponseSlot answer{};
+      REQUIRE(reader->subscribe(combo_from_length(length), answer) == CallStatus::ok);
+      REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+    }
+    readers.push_back(std::move(*reader));
+  }
+  std::vector<std::vector<SignalSlot>> got(readers.size());
+  for (std::size_t sent = preload; sent < series.size();) {
+    for (const std::size_t end = std::min(series.size(), sent + 500); sent < end; ++sent) {
+      ResponseSlot answer{};
+      REQUIRE(writer->append(series[sent], sent, answer) == CallStatus::ok);
+      REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+      REQUIRE(answer.trades == static_cast<std::int64_t>(sent + 1));
+    }
+    for (std::size_t r = 0; r < readers.size(); ++r) {
+      SignalSlot signal{};
+      while (readers[r].poll_signal(signal) == CallStatus::ok) got[r].push_back(signal);
+    }
+  }
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    CHECK(readers[r].signals_dropped() == 0);
+    CHECK(got[r].size() == lengths[r].size() * (series.size() - preload));
+  }
+  // The keeper copies the workers' count into the header once a pass.
+  const auto& jobs = writer->segment().header().worker_jobs;
+  const auto seen_by = Clock::now() + std::chrono::seconds(10);
+  while (jobs.load() != worker_jobs && Clock::now() < seen_by) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(jobs.load() == worker_jobs);
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("a live bar's signal work split over three workers gives every subscriber the signals the serving thread "
+          "alone gives, bit for bit and in order") {
+  const std::vector<double> series = series_of(8'000, 17);
+  const std::size_t preload = 5'000;
+  // Nine subscriptions of these lengths cost under the default inline bound per bar: computed by
+  // the serving thread. With a bound of 1 unit each bar goes out in three shares.
+  const auto alone = stream_live(*live_engine(series, preload, 3, kDefaultInlineCost), series, preload, 0);
+  const auto shared = stream_live(*live_engine(series, preload, 3, 1), series, preload, 3 * (series.size() - preload));
+  REQUIRE(alone.size() == shared.size());
+  for (std::size_t r = 0; r < alone.size(); ++r) {
+    REQUIRE(alone[r].size() == shared[r].size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < alone[r].size(); ++i) differ += same_signal(alone[r][i], shared[r][i]) ? 0 : 1;
+    CAPTURE(r);
+    CHECK(differ == 0);
+  }
+  // And the last signal of each combo is the batch kernel's result on the whole series.
+  const auto batch = run_sweep(series, std::vector<Combo>{combo_from_length(6), combo_from_length(100)}, kDefaultFee, 1);
+  REQUIRE(batch.has_value());
+  const SignalSlot& last6 = shared[0][shared[0].size() - 5];
+  const SignalSlot& last100 = shared[0].back();
+  CHECK(last6.subscription == 0);
+  CHECK(last6.trades == (*batch)[0].trades);
+  CHECK(last6.pnl == (*batch)[0].pnl);
+  CHECK(last100.subscription == 4);
+  CHECK(last100.trades == (*batch)[1].trades);
+  CHECK(last100.pnl == (*batch)[1].pnl);
+}
+
+TEST_CASE("subscribers that come and go while bars are out at the workers leave the others' signals whole") {
+  const std::vector<double> series = series_of(6'000, 23);
+  const std::size_t preload = 4'000;
+  auto engine = live_engine(series, preload, 2, 1);
+  auto writer = ShmClient::connect(engine->name(), patient_client());
+  auto reader = ShmClient::connect(engine->name(), patient_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(reader.has_value());
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(combo_from_length(40), answer) == CallStatus::ok);
+  REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+  std::atomic<bool> done{false};
+  std::atomic<int> visits{0};
+  std::thread churn([&] {
+    // Each visitor takes a lane, subscribes (its state replays the bars so far) and leaves,
+    // often while a bar's shares are at the workers.
+    while (!done.load()) {
+      auto visitor = ShmClient::connect(engine->name(), patient_client());
+      REQUIRE(visitor.has_value());
+      ResponseSlot subscribed{};
+      REQUIRE(visitor->subscribe(combo_from_length(25), subscribed) == CallStatus::ok);
+      CHECK(subscribed.status == static_cast<std::uint16_t>(Status::ok));
+      ++visits;
+    }
+  });
+  std::vector<SignalSlot> got;
+  for (std::size_t sent = preload; sent < series.size(); ++sent) {
+    REQUIRE(writer->append(series[sent], sent, answer) == CallStatus::ok);
+    REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+    SignalSlot signal{};
+    while (reader->poll_signal(signal) == CallStatus::ok) got.push_back(signal);
+  }
+  done.store(true);
+  churn.join();
+  SignalSlot signal{};
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (got.size() < series.size() - preload && Clock::now() < deadline)
+    if (reader->poll_signal(signal) == CallStatus::ok) got.push_back(signal);
+  MESSAGE(visits.load() << " visitors came and went during " << series.size() - preload << " bars");
+  CHECK(visits.load() > 0);
+  REQUIRE(got.size() == series.size() - preload);
+  for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i].bar == preload + i);
+  const auto batch = run_sweep(series, std::vector<Combo>{combo_from_length(40)}, kDefaultFee, 1);
+  REQUIRE(batch.has_value());
+  CHECK(got.back().trades == (*batch)[0].trades);
+  CHECK(got.back().pnl == (*batch)[0].pnl);
+}
+
+TEST_CASE("while a live bar is out at a stalled worker, other lanes are served; its APPEND and later live requests "
+          "answer engine_error, backtests go on") {
+  const std::vector<double> series = series_of(4'000, 5);
+  auto engine = live_engine(series, 3'000, 2, 1, /*stall_worker=*/0);
+  auto writer = ShmClient::connect(engine->name(), patient_client(std::chrono::seconds(60)));
+  auto reader = ShmClient::connect(engine->name(), patient_client());
+  auto other = ShmClient::connect(engine->name(), patient_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(reader.has_value());
+  REQUIRE(other.has_value());
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(combo_from_length(20), answer) == CallStatus::ok);
+  REQUIRE(answer.status == static_cast<std::uint16_t>(Status::ok));
+
+  // One subscription, so one share: worker 0 takes it and never returns.
+  ResponseSlot appended{};
+  CallStatus append_status = CallStatus::ok;
+  double append_ms = 0.0;
+  std::thread appending([&] {
+    const auto start = Clock::now();
+    append_status = writer->append(series[3'000], 3'000, appended);
+    append_ms = ms_since(start);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the share is out by now
+  const auto asked = Clock::now();
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  request.params = Combo{4, 4, 4, 4, 4, 4};
+  REQUIRE(other->call(request, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = combo_from_length(30);
+  REQUIRE(other->call(request, answer) == CallStatus::ok);  // worker 1
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  const double others_ms = ms_since(asked);
+  appending.join();
+  MESSAGE("the other lane's ECHO and BACKTEST took " << others_ms << " ms; the APPEND " << append_ms << " ms");
+  const double limit_ms = static_cast<double>(stall_limit_ns(0)) / 1e6;  // the share's limit is at least this
+  CHECK(others_ms < limit_ms - 500.0);  // while the share was out
+  REQUIRE(append_status == CallStatus::ok);
+  CHECK(appended.status == static_cast<std::uint16_t>(Status::engine_error));
+  CHECK(append_ms >= limit_ms);
+
+  REQUIRE(writer->append(series[3'001], 3'001, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::engine_error));
+  REQUIRE(reader->subscribe(combo_from_length(8), answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::engine_error));
+  REQUIRE(other->call(request, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
 }
 
 }  // namespace ipcfloor
