@@ -110,11 +110,9 @@ Expected<std::uint64_t> receive_signals(LiveRun& run, std::size_t count, std::ui
   std::size_t got = 0;
   SignalSlot signal{};
   while (got < count) {
-    const CallStatus status = run.subscriber.poll_signal(signal);
-    if (status == CallStatus::empty) {
-      cpu_relax();
-      continue;
-    }
+    // As a subscriber waits (spin: PAUSE, and a yield once it waits long, so that a worker on
+    // this cpu can run).
+    const CallStatus status = run.subscriber.wait_signal(signal);
     if (status != CallStatus::ok) return fail(ErrorCode::io, "signal: {}", run.subscriber.describe(status));
     if (got == 0) t_first = TscClock::now();
     if (signal.bar != bar || signal.tick != tick || signal.subscription != got || signal.flags != 0)

@@ -55,8 +55,22 @@ class LiveBook {
   // must then leave the book alone until every share is back. Any thread; no allocation.
   void on_bar_share(std::uint32_t first, std::uint32_t count, std::span<const double> history) noexcept;
 
-  // Calls `publish(lane, id, state)` for each subscription with its state after the last bar
-  // evaluated, lane by lane, then `lane_done(lane)` after a lane's last.
+  // Evaluates every subscription on the bar history.back() and calls `publish(lane, id, state)`
+  // for each as soon as it is done, lane by lane, then `lane_done(lane)` after a lane's last: the
+  // serving thread's own way, so the first subscriber hears of a bar before the last combo is
+  // computed. Serving thread only.
+  template <class Publish, class LaneDone>
+  void on_bar(std::span<const double> history, Publish&& publish, LaneDone&& lane_done) noexcept {
+    for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {
+      const auto lane = static_cast<std::uint32_t>(std::countr_zero(pending));
+      LaneBook& book = lanes_[lane];
+      for (std::uint32_t id = 0; id < book.count; ++id) publish(lane, id, book.subscriptions[id]->on_bar(history));
+      lane_done(lane);
+    }
+  }
+
+  // After the workers' shares of a bar are back: calls `publish(lane, id, state)` for each
+  // subscription with its state after that bar, in on_bar's order. Serving thread only.
   template <class Publish, class LaneDone>
   void publish_bar(Publish&& publish, LaneDone&& lane_done) const noexcept {
     for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {

@@ -147,8 +147,9 @@ class ShmServer {
   [[nodiscard]] bool fans_out(std::uint32_t index, const RequestSlot& request) const noexcept;
   // Adds an admitted APPEND's bar to the series and publishes the count; returns its close.
   double take_bar(std::uint32_t index, const RequestSlot& request) noexcept;
-  // Sends every subscription's state after the last bar to its lane's signal ring.
-  void publish_bar(std::uint64_t tick) noexcept;
+  // Sends every subscription's state after the last bar to its lane's signal ring: computing each
+  // first (`evaluate`, the serving thread's own APPEND) or as the workers' shares left it.
+  void publish_bar(std::uint64_t tick, bool evaluate) noexcept;
   // An admitted APPEND whose signal work goes to the workers in shares; `ticket` says where its
   // answer goes once every share is back (finish_bar_share).
   void start_bar_at_workers(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket) noexcept;

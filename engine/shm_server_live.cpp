@@ -44,14 +44,18 @@ double ShmServer::take_bar(std::uint32_t index, const RequestSlot& request) noex
   return bar.close;
 }
 
-void ShmServer::publish_bar(std::uint64_t tick) noexcept {
-  live_->publish_bar(
-      [this, tick](std::uint32_t lane, std::uint32_t id, const LiveBar& state) noexcept {
-        push_signal(lane, id, state, tick, 0);
-      },
-      [this](std::uint32_t lane) noexcept {
-        if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
-      });
+void ShmServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
+  const auto publish = [this, tick](std::uint32_t lane, std::uint32_t id, const LiveBar& state) noexcept {
+    push_signal(lane, id, state, tick, 0);
+  };
+  const auto lane_done = [this](std::uint32_t lane) noexcept {
+    if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
+  };
+  if (evaluate) {
+    live_->on_bar(close_, publish, lane_done);
+  } else {
+    live_->publish_bar(publish, lane_done);
+  }
   // relaxed: counters only this thread writes; readers tolerate staleness.
   header_.signals_sent.store(signals_sent_, std::memory_order_relaxed);
   header_.signals_dropped.store(signals_dropped_, std::memory_order_relaxed);
@@ -61,8 +65,7 @@ Status ShmServer::append_bar(std::uint32_t index, const RequestSlot& request, Re
   const Status checked = check_append(index, request);
   if (checked != Status::ok) return answer_status(response, request, checked);
   const double close = take_bar(index, request);
-  live_->on_bar_share(0, live_->total(), close_);
-  publish_bar(LiveAppend::from_params(request.params).tick);
+  publish_bar(LiveAppend::from_params(request.params).tick, /*evaluate=*/true);
   answer_status(response, request, Status::ok);
   response.pnl = close;
   response.trades = static_cast<std::int64_t>(published_);
@@ -119,7 +122,7 @@ void ShmServer::finish_bar_share(const WorkerDone& done) noexcept {
   for (std::uint64_t pending = bar.clear_after; pending != 0 && !live_broken_; pending &= pending - 1)
     live_->clear_lane(static_cast<std::uint32_t>(std::countr_zero(pending)));
   bar.clear_after = 0;
-  if (!live_broken_) publish_bar(bar.tick);
+  if (!live_broken_) publish_bar(bar.tick, /*evaluate=*/false);
   WorkerDone answer;
   answer.ticket = bar.answer;
   answer.status = static_cast<std::uint16_t>(bar.failed ? Status::engine_error : Status::ok);
