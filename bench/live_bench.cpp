@@ -218,6 +218,15 @@ Expected<LatencySummary> physical_floor(const SuitePlacement& where, const LiveB
   return summarize("physical-floor", "rtt", *floor, clock.step_ns());
 }
 
+// A new client of engine `name` that has subscribed the `count` combos of combos_for.
+Expected<ShmClient> subscribed_client(const std::string& name, const ShmClientOptions& options, std::size_t count) {
+  auto subscriber = connect_with_patience(name, options);
+  if (!subscriber) return std::unexpected(subscriber.error());
+  if (auto subscribed = subscribe_all(*subscriber, combos_for(count)); !subscribed)
+    return std::unexpected(subscribed.error());
+  return subscriber;
+}
+
 // A live engine on the server cpu with room for every bar the runs append; `extra` adds options.
 std::unique_ptr<EngineChild> start_live_engine(const SuitePlacement& where, const LiveBenchOptions& options,
                                                const std::vector<std::string>& extra = {}) {
@@ -244,10 +253,8 @@ Expected<nlohmann::json> at_workers_run(const SuitePlacement& where, const LiveB
   if (writer->segment().header().workers == 0)
     return fail(ErrorCode::io, "the live engine has no workers on this host: nothing to hand the signal work to");
   Walk walk{.close = writer->segment().published_series().back()};
-  auto subscriber = connect_with_patience(engine->name(), client_options);
+  auto subscriber = subscribed_client(engine->name(), client_options, count);
   if (!subscriber) return std::unexpected(subscriber.error());
-  if (auto subscribed = subscribe_all(*subscriber, combos_for(count)); !subscribed)
-    return std::unexpected(subscribed.error());
   LiveRun run{options, clock, *writer, *subscriber, walk};
   auto latency = latency_run(run, count);
   if (latency) (*latency)["at_workers"] = true;
@@ -278,10 +285,8 @@ Expected<nlohmann::json> run_live_bench(const LiveBenchOptions& options) {
   nlohmann::json runs = nlohmann::json::array();
   nlohmann::json throughput = nlohmann::json::array();
   for (const std::size_t count : options.combo_counts) {
-    auto subscriber = connect_with_patience(engine->name(), client_options);
+    auto subscriber = subscribed_client(engine->name(), client_options, count);
     if (!subscriber) return std::unexpected(subscriber.error());
-    if (auto subscribed = subscribe_all(*subscriber, combos_for(count)); !subscribed)
-      return std::unexpected(subscribed.error());
     LiveRun run{options, clock, *writer, *subscriber, walk};
     auto latency = latency_run(run, count);
     if (!latency) return std::unexpected(latency.error());
