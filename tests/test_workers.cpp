@@ -369,7 +369,7 @@ TEST_CASE("a stalled worker's job is answered engine_error after its limit, and 
   CHECK(answer.status == static_cast<std::uint16_t>(Status::engine_error));
   MESSAGE("the stuck job was answered engine_error after " << waited_ms << " ms");
   const double limit_ms = static_cast<double>(stall_limit_ns(backtest_cost(request.params, series.size()))) / 1e6;
-  CHECK(waited_ms >= limit_ms);  // not before its limit
+  CHECK(waited_ms >= 0.99 * limit_ms);  // not before its limit (the keeper's TSC rate is calibrated to ~0.1%)
   CHECK(waited_ms < limit_ms + 8'000.0);
   // The keeper publishes the count on its next pass (status reads it from the header).
   const auto seen_by = Clock::now() + std::chrono::seconds(10);
@@ -815,7 +815,7 @@ TEST_CASE("while a live bar is out at a stalled worker, other lanes are served; 
   CHECK(others_ms < limit_ms - 500.0);  // while the share was out
   REQUIRE(append_status == CallStatus::ok);
   CHECK(appended.status == static_cast<std::uint16_t>(Status::engine_error));
-  CHECK(append_ms >= limit_ms);
+  CHECK(append_ms >= 0.99 * limit_ms);  // not before it (the keeper's TSC rate is calibrated to ~0.1%)
 
   REQUIRE(writer->append(series[3'001], 3'001, answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::engine_error));
