@@ -315,10 +315,12 @@ TEST_CASE("a writer SIGKILLed mid-stream leaves a consistent series: the subscri
     for (;;) ::pause();
   }
   REQUIRE(writer > 0);
-  // Let it write for a while, asking backtests of the growing series meanwhile.
+  // Let it write for a while, asking backtests of the growing series meanwhile: 300 ms and at
+  // least 11 answers (a sanitizer build computes some twenty times slower; 30 s at most).
   std::size_t backtests = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto busy_for = [&] { return std::chrono::steady_clock::now() - started; };
+  while ((busy_for() < std::chrono::milliseconds(300) || backtests <= 10) && busy_for() < std::chrono::seconds(30)) {
     RequestSlot backtest{};
     backtest.opcode = static_cast<std::uint16_t>(Opcode::backtest);
     backtest.params = combo_from_length(20);
@@ -330,6 +332,8 @@ TEST_CASE("a writer SIGKILLed mid-stream leaves a consistent series: the subscri
   int status = 0;
   REQUIRE(::waitpid(writer, &status, 0) == writer);
   CHECK(WIFSIGNALED(status));
+  MESSAGE(backtests << " backtests answered in "
+                     << std::chrono::duration<double, std::milli>(busy_for()).count() << " ms while the writer streamed");
   CHECK(backtests > 10);
 
   // Whatever moment it died at, the published series is whole and the signals match it.
