@@ -24,6 +24,7 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_set.hpp"
 #include "kernel/sweep_rows.hpp"
+#include "shm/memory_budget.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
 
@@ -77,10 +78,28 @@ Expected<void> run_in_chunks(std::vector<Planned>& plan, std::size_t chunk, cons
   return {};
 }
 
+unsigned inproc_threads(const SweepOptions& options) {
+  return options.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : options.threads;
+}
+
+// run_sweep makes one kernel workspace per thread it starts, each as long as the series: refused
+// when the host cannot back them, before the series' table begins, not by the OOM killer.
+Expected<void> check_workspace_memory(const SweepOptions& options, std::size_t bars, const std::vector<Planned>& plan) {
+  const unsigned threads = inproc_threads(options);
+  const auto runnable =
+      static_cast<std::size_t>(std::count_if(plan.begin(), plan.end(), [](const Planned& p) { return p.runnable; }));
+  const std::size_t used = std::clamp<std::size_t>(runnable, 1, threads);
+  const MemoryNeed workspaces{
+      fmt::format("{} kernel workspace{} of {} bars (one per thread)", used, used == 1 ? "" : "s", bars),
+      used * KernelWorkspace::bytes_for(bars),
+      fmt::format("--threads {} or the series ({} bars; --bars or --data)", threads, bars)};
+  return check_memory_budget(std::span(&workspaces, 1), read_host_memory());
+}
+
 Expected<void> run_inproc(const SweepOptions& options, const LoadedSeries& series, std::vector<Planned>& plan,
                           const Emit& emit) {
   check_windows(plan, series.close.size());
-  const unsigned threads = options.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : options.threads;
+  const unsigned threads = inproc_threads(options);
   const std::size_t chunk = std::max<std::size_t>(1, kInprocChunkPerThread * threads);
   return run_in_chunks(
       plan, chunk, [&](const std::vector<Combo>& combos) { return run_sweep(series.close, combos, options.fee, threads); },
@@ -95,6 +114,7 @@ Expected<void> run_inproc_series(const SweepOptions& options, const SeriesSet& s
     auto series = set.load(index);
     if (!series) return std::unexpected(series.error());
     is_default = series->is_default;
+    if (auto fits = check_workspace_memory(options, series->close.size(), plan); !fits) return fits;
     begin_series(SeriesStart{fmt::format("over {} ({} bars), in-process", series->description, series->close.size()),
                              options.fee, {}});
     std::vector<Planned> rows = plan;

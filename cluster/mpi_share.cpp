@@ -1,11 +1,16 @@
 #include "cluster/mpi_share.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <span>
+
+#include <fmt/format.h>
 
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "kernel/kernel.hpp"
+#include "shm/memory_budget.hpp"
 
 namespace ipcfloor::mpi {
 namespace {
@@ -92,6 +97,15 @@ Expected<void> compute_inproc(const MpiSweepOptions& options, const SeriesSet& s
       if (!next_series) return std::unexpected(next_series.error());
       loaded = std::move(*next_series);
       loaded_index = series;
+      // One kernel workspace per thread, each as long as the series: refused when the host
+      // cannot back them, not by the OOM killer.
+      const std::size_t threads = std::max(1u, options.threads);
+      const std::size_t bars = loaded.close.size();
+      const MemoryNeed workspaces{
+          fmt::format("{} kernel workspace{} of {} bars (one per thread)", threads, threads == 1 ? "" : "s", bars),
+          threads * KernelWorkspace::bytes_for(bars),
+          fmt::format("--threads {} or the series ({} bars)", threads, bars)};
+      if (auto fits = check_memory_budget(std::span(&workspaces, 1), read_host_memory()); !fits) return fits;
       if (options.threads <= 1) workspace.emplace(loaded.close.size());
     }
     if (auto chunk = compute_series_chunk(options, loaded, rows, items, mine, at, workspace, out); !chunk) return chunk;

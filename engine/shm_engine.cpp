@@ -54,6 +54,23 @@ std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
   return needs;
 }
 
+// The kernel workspaces, which ShmServer::make and WorkerPool::make allocate whole at start: the
+// serving thread's and one per worker, each for the longest series a BACKTEST may run on (live:
+// every bar of --capacity).
+MemoryNeed workspace_need(const ShmEngineConfig& config) {
+  const SegmentConfig& segment = config.segment;
+  std::size_t longest = segment.live ? std::max(segment.capacity_bars, segment.series.size()) : segment.series.size();
+  for (const SegmentConfig::NamedSeries& more : segment.more_series) longest = std::max(longest, more.close.size());
+  const std::size_t count = 1 + config.worker_cpus.size();
+  const std::string length = segment.live && segment.capacity_bars > segment.series.size()
+                                 ? fmt::format("--capacity {}", segment.capacity_bars)
+                                 : fmt::format("the series ({} bars; --bars or --data)", longest);
+  return {fmt::format("{} kernel workspace{} of {} bars (the serving thread's and one per worker)", count,
+                      count == 1 ? "" : "s", longest),
+          count * KernelWorkspace::bytes_for(longest),
+          count > 1 ? fmt::format("{} or --workers {}", length, count - 1) : length};
+}
+
 }  // namespace
 
 ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu) : segment_(std::move(segment)), wait_(wait), cpu_(cpu) {}
@@ -87,9 +104,10 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // its descriptors through /proc/PID/fd, which would hand it every lane object. Only root can.
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Everything the engine will allocate, checked against what the host can back before any of it
-  // exists: the segment's objects and, live, the subscription book next to them.
-  if (auto fits = Segment::check_memory(config.segment, live_book_needs(config)); !fits)
-    return std::unexpected(fits.error());
+  // exists: the segment's objects, the kernel workspaces and, live, the subscription book.
+  std::vector<MemoryNeed> needs = live_book_needs(config);
+  needs.push_back(workspace_need(config));
+  if (auto fits = Segment::check_memory(config.segment, needs); !fits) return std::unexpected(fits.error());
   double rate = 0.0;
   std::uint64_t max_cost = config.max_frame_cost;
   if (config.max_frame_time.count() > 0) {

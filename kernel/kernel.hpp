@@ -36,10 +36,16 @@ class KernelWorkspace {
  public:
   explicit KernelWorkspace(std::size_t n_bars);
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  // The bytes a workspace for `n_bars` bars allocates, every one of them touched (the series
+  // start zeroed). Pure: for memory budgets checked before any workspace exists.
+  [[nodiscard]] static constexpr std::uint64_t bytes_for(std::size_t n_bars) noexcept {
+    return std::uint64_t{kSeriesCount} * sizeof(double) * n_bars;
+  }
 
  private:
   friend KernelStatus run_backtest(std::span<const double>, const Combo&, double,
                                    KernelWorkspace&, BacktestResult&) noexcept;
+  static constexpr unsigned kSeriesCount = 5;  // the vectors below
   std::size_t capacity_;
   std::vector<double> a_, b_, c_, hma_, hma3_;
 };

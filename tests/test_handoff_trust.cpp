@@ -443,4 +443,35 @@ TEST_CASE("sizes the host cannot back are refused before anything is allocated, 
   CHECK(WIFEXITED(fits.stop(SIGTERM)));
 }
 
+TEST_CASE("kernel workspaces the host cannot back are refused before they are allocated, by serve and by an "
+          "in-process sweep") {
+  // Each workspace holds five series as long as the longest a BACKTEST may run on. Here the
+  // segment fits the cgroup's 256 MiB, and one workspace (320 MB for 8M bars) does not: the
+  // engine and the sweep were killed by the cgroup's OOM killer at start before they counted them.
+  const auto cgroup = MemoryCgroup::make(std::uint64_t{256} << 20);
+  if (!cgroup) {
+    MESSAGE("skipped: no memory cgroup could be made here (needs root and a writable cgroup hierarchy)");
+    return;
+  }
+  const std::string name = unique_name("workspace");
+  Spawned engine(serve_args(name, {"--bars", "1000", "--live", "--capacity", "8000000", "--workers", "0"}),
+                 [&] { cgroup->enter(); });
+  auto status = engine.wait_exit(std::chrono::seconds(60));
+  REQUIRE(status.has_value());
+  std::string error = engine.stderr_text();
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 4), fault::describe_status(*status) << ": " << error);
+  CHECK_MESSAGE(contains(error, "1 kernel workspace of 8000000 bars"), error);
+  CHECK_MESSAGE(contains(error, "lower --capacity 8000000"), error);
+  CHECK(files_of(name).empty());
+
+  Spawned sweep({IPCFLOOR_BINARY, "sweep", "--inproc", "--bars", "8000000", "--threads", "1", "--grid", "6:400:2"},
+                [&] { cgroup->enter(); });
+  status = sweep.wait_exit(std::chrono::seconds(60));
+  REQUIRE(status.has_value());
+  error = sweep.stderr_text();
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 4), fault::describe_status(*status) << ": " << error);
+  CHECK_MESSAGE(contains(error, "1 kernel workspace of 8000000 bars (one per thread)"), error);
+  CHECK_MESSAGE(contains(error, "lower --threads 1 or the series (8000000 bars"), error);
+}
+
 }  // namespace ipcfloor
