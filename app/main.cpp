@@ -15,7 +15,7 @@
 #include "app/live_commands.hpp"
 #include "app/serve_command.hpp"
 #include "app/status_command.hpp"
-#include "engine/stdio_server.hpp"
+#include "bench/stdio_server.hpp"
 #include "kernel/isa.hpp"
 #include "app/sweep_command.hpp"
 #include "shm/segment.hpp"

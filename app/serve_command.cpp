@@ -18,7 +18,7 @@
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
 #include "common/log.hpp"
-#include "engine/engine_host.hpp"
+#include "host/engine_host.hpp"
 #include "engine/telemetry.hpp"
 #include "kernel/cost_rate.hpp"
 #include "kernel/gbm.hpp"
@@ -91,7 +91,7 @@ class EventLog {
 // Room for appended bars when --live gives no --capacity.
 constexpr std::size_t kDefaultLiveRoom = 1'000'000;
 
-// The socket server takes at most this many threads of each kind (engine/socket_server.cpp).
+// The socket server takes at most this many threads of each kind (socket_server/socket_server.cpp).
 constexpr unsigned kMaxSocketThreads = 64;
 
 // The socket server's options from the serve options; the cpus keep it off the shm thread's core.
@@ -397,7 +397,7 @@ int run_serve(const ServeOptions& options) {
   notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
                              (*host)->shm() ? (*host)->shm()->segment().name() : std::string("sockets")));
 
-  // The keeper loop: engine work and signals (engine/engine_host.hpp). Log lines go to a writer
+  // The keeper loop: engine work and signals (host/engine_host.hpp). Log lines go to a writer
   // thread of their own, so a stalled stderr cannot stop the heartbeat or the reaction to SIGTERM.
   EventLog events(options.quiet);
   const EngineEventSink sink = [&events](const EngineEvent& event) { events(event); };

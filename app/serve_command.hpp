@@ -1,7 +1,7 @@
 #pragma once
 // `ipcfloor serve`: preload the series, create the segment, pin the serving thread, keep the
 // heartbeat, reclaim dead clients' lanes, report telemetry, and stop cleanly on SIGINT/SIGTERM.
-// With --socket/--tcp the same process also serves the socket baseline (engine/socket_server.hpp)
+// With --socket/--tcp the same process also serves the socket baseline (socket_server/socket_server.hpp)
 // on other threads; with --no-shm it serves only that (no segment, no spinning thread).
 
 #include <chrono>
@@ -115,7 +115,7 @@ CLI::App* add_serve_subcommand(CLI::App& app, ServeCli& cli);
 // Returns the exit code.
 [[nodiscard]] int run_serve_command(ServeCli& cli);
 
-// Loads the series, starts an EngineHost (engine/engine_host.hpp) and runs its keeper loop
+// Loads the series, starts an EngineHost (host/engine_host.hpp) and runs its keeper loop
 // until SIGINT or SIGTERM. Returns the process exit code; errors are printed to stderr. On the
 // way out it removes the segment and the socket file and prints both servers' counters.
 [[nodiscard]] int run_serve(const ServeOptions& options);

@@ -1,5 +1,5 @@
 // spawn: a process per call, the way a script shells out to a tool. Each sample starts
-// `ipcfloor stdio` (engine/stdio_server.hpp) pinned to the server core, writes the 48-byte
+// `ipcfloor stdio` (bench/stdio_server.hpp) pinned to the server core, writes the 48-byte
 // request on its stdin, closes it, reads the 48-byte reply from its stdout and reaps it. The
 // sample spans spawn to reap: exec, dynamic linking, the engine's start-up, the round trip and
 // the exit, which is what a caller waits for.
@@ -179,7 +179,7 @@ Expected<std::vector<double>> run_spawn(const TransportContext& context) {
     if (got == 0 && !exited_ok)
       return fail(ErrorCode::io,
                   "spawn: `{} stdio` answered nothing and {}: this binary does not serve the hidden `stdio` "
-                  "subcommand (engine/stdio_server.hpp run_stdio_echo) yet",
+                  "subcommand (bench/stdio_server.hpp run_stdio_echo) yet",
                   context.binary, describe_wait_status(status));
     if (!sent || got != static_cast<ssize_t>(sizeof reply) || !exited_ok)
       return fail(ErrorCode::protocol, "spawn: call {}: sent {}, got {} of {} reply bytes, and the child {}", i,

@@ -1,9 +1,9 @@
 #pragma once
-// The shared-memory engine as one object: the segment, the serving thread pinned to its core,
-// and the duties of the thread that keeps it alive (the keeper). The keeper answers hand-offs on
-// the engine's socket, hands each new client a fresh lane object, takes lanes back the moment a
-// client's connection ends, keeps the heartbeat, and passes on what the serving thread reports.
-// `ipcfloor serve` runs one; tests and embedders can run one in process.
+// The shared-memory engine as one object: the segment, the serving thread pinned to its core, its
+// compute workers, and the duties of the thread that keeps it alive (the keeper): the hand-off
+// server on the engine's socket (engine/handoff_server.hpp), the lane objects
+// (engine/lane_keeper.hpp), the heartbeat, the workers' health, and passing on what the serving
+// thread reports. `ipcfloor serve` runs one; tests and embedders can run one in process.
 //
 // Threads: start() returns once the serving thread serves. event_fd(), service(),
 // drain_events() and stop() belong to one keeper thread (the caller's). The serving thread never
@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,7 +23,9 @@
 
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
-#include "engine/engine_lanes.hpp"
+#include "engine/engine_event.hpp"
+#include "engine/handoff_server.hpp"
+#include "engine/lane_keeper.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
 #include "engine/worker_pool.hpp"
@@ -63,25 +64,6 @@ struct ShmEngineConfig {
 // interrupts land there), the others from the highest down. Setup path: reads /sys, allocates.
 [[nodiscard]] std::vector<int> default_worker_cpus(int serving_cpu);
 
-// Something the keeper or the serving thread has to say, for the caller to log.
-struct EngineEvent {
-  enum class Kind : std::uint8_t {
-    bad_frame,       // a request was rejected; `status` says why (from the serving thread)
-    lane_corrupt,    // a client wrote impossible positions or stamps; its lane is quarantined
-    lane_claimed,    // a client got a lane
-    lane_released,   // a client handed its lane back
-    lane_reclaimed,  // a client died holding its lane
-    refused,         // a connection was refused; `text` says why
-    warning,         // the keeper could not do something it will retry; `text` says what
-  };
-  Kind kind;
-  std::uint16_t status = 0;  // Status for bad_frame
-  std::uint32_t lane = 0;
-  std::int32_t pid = 0;      // the client's pid (SO_PEERCRED), when known
-  std::uint64_t seq = 0;     // the request's seq for bad_frame
-  std::string text;
-};
-
 class ShmEngine {
  public:
   // Creates the segment, builds the server and starts the serving thread pinned to config.cpu.
@@ -94,7 +76,7 @@ class ShmEngine {
   ~ShmEngine();  // stop(); then the segment's socket and lock file go
 
   // Keeper: readable when service() has connections or messages to handle. For poll/epoll.
-  [[nodiscard]] int event_fd() const noexcept { return epoll_.get(); }
+  [[nodiscard]] int event_fd() const noexcept { return handoff_->event_fd(); }
   // Keeper: the longest the caller may wait before calling service() again (the next heartbeat,
   // or sooner while a lane is being replaced).
   [[nodiscard]] std::chrono::milliseconds service_timeout() const noexcept;
@@ -111,12 +93,7 @@ class ShmEngine {
       sink(from_telemetry(event));
       ++drained;
     }
-    while (!events_.empty()) {
-      sink(events_.front());
-      events_.pop_front();
-      ++drained;
-    }
-    return drained;
+    return drained + events_.drain(sink);
   }
 
   // Keeper: tells clients the engine is stopping, stops the serving thread (after the frame it is
@@ -137,47 +114,9 @@ class ShmEngine {
   [[nodiscard]] const std::vector<int>& worker_cpus() const noexcept { return worker_cpus_; }
 
  private:
-  struct Connection {
-    UniqueFd fd;
-    enum class Role : std::uint8_t { pending, lane, observer } role = Role::pending;
-    std::uint32_t lane = 0;
-    bool released = false;  // a ReleaseNotice arrived before the connection ended
-    pid_t pid = 0;
-    uid_t uid = 0;
-    // Pending: the request must come by then. Observer: closed then (it has had its reply and
-    // needs nothing more). A lane's connection is its lease and never expires.
-    std::chrono::steady_clock::time_point deadline{};
-    std::chrono::steady_clock::time_point last_active{};  // accepted, or last message read
-  };
-
   ShmEngine(Segment segment, WaitMode wait, int cpu);
   [[nodiscard]] static EngineEvent from_telemetry(const TelemetryEvent& event);
-  void accept_connections() noexcept;
-  // accept4 failed with EMFILE/ENFILE: accepts the waiting peer on the reserve descriptor, tells
-  // it why and closes it. False when nobody was waiting (nothing to say) or there is no reserve
-  // (said once a second); the keeper then stops trying until its next service().
-  bool shed_connection(int error) noexcept;
-  void warn_at_most_once_a_second(std::string text) noexcept;
-  void handle_readable(int fd) noexcept;
-  void handle_request(Connection& connection) noexcept;
-  void reply(Connection& connection, HandoffStatus status, std::string_view message,
-             std::span<const int> fds = {}, std::uint32_t lane = 0, std::uint64_t generation = 0) noexcept;
-  void close_connection(int fd) noexcept;
-  // Closes pending and observer connections past their deadline.
-  void expire_idle() noexcept;
-  // At the connection cap: serves the pending connections whose request already arrived (they
-  // are not idle), then closes the longest-idle connection that is not a lane's lease, until
-  // a new connection fits. Never refuses the newcomer and never touches a lease.
-  void make_room() noexcept;
-  // Tells a connection that never sent its request that the engine is busy, and closes it
-  // without losing that answer to a reset.
-  void shed_idle(int fd) noexcept;
-  // Lanes whose serving-thread side let go: unmap the old object, make a fresh one.
-  void replace_drained_lanes() noexcept;
-  [[nodiscard]] bool prepare_lane(std::uint32_t lane) noexcept;
-  void note(EngineEvent event) noexcept;
   // Starts the workers and records them in the header. Setup path.
-  [[nodiscard]] Expected<void> make_lane_objects();  // setup: every lane's first object
   [[nodiscard]] Expected<void> start_workers(const ShmEngineConfig& config);
   // Once a heartbeat: stalled workers are reported and counted in the header.
   void watch_workers() noexcept;
@@ -185,26 +124,16 @@ class ShmEngine {
   Segment segment_;
   WaitMode wait_;
   int cpu_;
-  EngineLanes lanes_;
-  std::optional<LaneObject> objects_[kMaxLanes];  // the keeper's mapping of each lane object
-  std::uint64_t generations_[kMaxLanes] = {};
+  KeeperEvents events_;  // the keeper's own reports
+  LaneKeeper lanes_;
+  std::optional<HandoffServer> handoff_;
   TelemetryQueue telemetry_{kTelemetryQueueCapacity};
-  std::deque<EngineEvent> events_;  // the keeper's own reports; keeper thread only
   std::unique_ptr<ShmServer> server_;
   std::unique_ptr<WorkerPool> pool_;
   std::vector<int> worker_cpus_;
   std::uint32_t workers_stalled_ = 0;  // at the last watch_workers; keeper thread only
   std::atomic<bool> stop_{false};
   std::thread serving_;
-  UniqueFd epoll_;
-  // Held in reserve for the moment accept4 fails for want of descriptors: closed, it lets the
-  // keeper accept the waiting peer and tell it why instead of spinning on a listener that stays
-  // readable. Keeper thread only.
-  UniqueFd reserve_fd_;
-  std::chrono::steady_clock::time_point next_fd_warning_{};  // out-of-descriptor warnings: one a second
-  std::uint64_t shed_since_note_ = 0;  // idle connections closed at the cap since the last note
-  std::chrono::steady_clock::time_point next_shed_note_{};  // those notes: one a second
-  std::vector<Connection> connections_;  // keeper thread only
   std::chrono::steady_clock::time_point next_beat_{};
   std::uint64_t max_frame_cost_ = 0;
   double cost_per_us_ = 0.0;

@@ -1,4 +1,4 @@
-// The engine host (engine/engine_host.hpp) in this process: what `ipcfloor serve` runs, without
+// The engine host (host/engine_host.hpp) in this process: what `ipcfloor serve` runs, without
 // its command line. It starts the servers, keeps them in its loop until it is asked to stop or a
 // stop signal comes, and stops them cleanly.
 
@@ -17,7 +17,7 @@
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
 #include "common/combo.hpp"
-#include "engine/engine_host.hpp"
+#include "host/engine_host.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/kernel.hpp"
 

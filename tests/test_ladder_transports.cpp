@@ -17,7 +17,7 @@
 #include "bench/echo_bench.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
-#include "engine/stdio_server.hpp"
+#include "bench/stdio_server.hpp"
 
 using namespace ipcfloor;
 

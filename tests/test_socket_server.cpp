@@ -44,8 +44,8 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
-#include "engine/socket_request_handler.hpp"
-#include "engine/socket_server.hpp"
+#include "socket_server/socket_request_handler.hpp"
+#include "socket_server/socket_server.hpp"
 #include "shm/segment.hpp"
 
 using namespace ipcfloor;

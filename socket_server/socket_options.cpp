@@ -1,4 +1,4 @@
-#include "engine/socket_options.hpp"
+#include "socket_server/socket_options.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Request handling for the socket server (engine/socket_server.hpp): decodes one frame's body,
+// Request handling for the socket server (socket_server/socket_server.hpp): decodes one frame's body,
 // runs it (on the kernel for the sweeps, a chunk of combos at a time) and encodes the reply, and
 // counts what every connection holds against the server's memory cap. Knows nothing of
 // sockets; one RequestHandler belongs to one server thread, and only that thread calls it.
@@ -16,7 +16,7 @@
 
 #include "common/backtest_result.hpp"
 #include "common/combo.hpp"
-#include "engine/socket_options.hpp"
+#include "socket_server/socket_options.hpp"
 #include "kernel/kernel.hpp"
 #include "socket/socket_protocol.hpp"
 

@@ -1,4 +1,4 @@
-#include "engine/socket_request_handler.hpp"
+#include "socket_server/socket_request_handler.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "engine/socket_connection.hpp"
+#include "socket_server/socket_connection.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

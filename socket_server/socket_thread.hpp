@@ -1,5 +1,5 @@
 #pragma once
-// One socket server thread (engine/socket_server.hpp): its epoll loop, the connections it
+// One socket server thread (socket_server/socket_server.hpp): its epoll loop, the connections it
 // accepted, and what they share (counters, log, request scratch). The listeners sit in every
 // thread's epoll set (EPOLLEXCLUSIVE); a connection stays on the thread that accepted it.
 //
@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "engine/socket_connection.hpp"
-#include "engine/socket_listener.hpp"
-#include "engine/socket_request_handler.hpp"
-#include "engine/socket_options.hpp"
+#include "socket_server/socket_connection.hpp"
+#include "socket_server/socket_listener.hpp"
+#include "socket_server/socket_request_handler.hpp"
+#include "socket_server/socket_options.hpp"
 
 namespace ipcfloor::socket_detail {
 

@@ -1,6 +1,6 @@
 #pragma once
 // One engine process's serving side as an object: the shared-memory engine (engine/shm_engine.hpp)
-// and/or the socket server (engine/socket_server.hpp), the keeper loop that keeps them alive, and
+// and/or the socket server (socket_server/socket_server.hpp), the keeper loop that keeps them alive, and
 // the way they stop. `ipcfloor serve` is a command line around one; a test or a program that
 // embeds the engine runs one in process.
 //
@@ -26,7 +26,7 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 #include "engine/shm_engine.hpp"
-#include "engine/socket_server.hpp"
+#include "socket_server/socket_server.hpp"
 
 namespace ipcfloor {
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "engine/socket_options.hpp"
+#include "socket_server/socket_options.hpp"
 
 namespace ipcfloor {
 

@@ -1,4 +1,4 @@
-#include "engine/engine_host.hpp"
+#include "host/engine_host.hpp"
 
 #include <poll.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "engine/socket_server.hpp"
+#include "socket_server/socket_server.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -13,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "engine/socket_listener.hpp"
-#include "engine/socket_request_handler.hpp"
-#include "engine/socket_thread.hpp"
+#include "socket_server/socket_listener.hpp"
+#include "socket_server/socket_request_handler.hpp"
+#include "socket_server/socket_thread.hpp"
 
 namespace ipcfloor {
 namespace {

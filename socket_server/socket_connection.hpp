@@ -1,5 +1,5 @@
 #pragma once
-// One peer of the socket server (engine/socket_server.hpp) on one server thread: its buffers,
+// One peer of the socket server (socket_server/socket_server.hpp) on one server thread: its buffers,
 // state and deadlines, and the steps that move it along (read, parse, serve, write, linger,
 // close), plus what every connection of a thread shares (counters, a rate-limited log). Only
 // the server thread that accepted a connection touches it; the counters are read by any thread.
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/socket_listener.hpp"
-#include "engine/socket_request_handler.hpp"
-#include "engine/socket_options.hpp"
+#include "socket_server/socket_listener.hpp"
+#include "socket_server/socket_request_handler.hpp"
+#include "socket_server/socket_options.hpp"
 #include "socket/socket_protocol.hpp"
 
 namespace ipcfloor::socket_detail {

@@ -1,4 +1,4 @@
-#include "engine/socket_listener.hpp"
+#include "socket_server/socket_listener.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

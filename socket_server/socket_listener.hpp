@@ -1,5 +1,5 @@
 #pragma once
-// The socket server's listening side (engine/socket_server.hpp): the Unix and TCP listening
+// The socket server's listening side (socket_server/socket_server.hpp): the Unix and TCP listening
 // sockets, one server thread's epoll set, and the server-wide limit on connections served.
 // Setup functions allocate and return Expected; the epoll and limit calls on the serving path
 // are noexcept and allocate nothing.

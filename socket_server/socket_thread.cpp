@@ -1,4 +1,4 @@
-#include "engine/socket_thread.hpp"
+#include "socket_server/socket_thread.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "engine/stdio_server.hpp"
+#include "bench/stdio_server.hpp"
 
 #include <unistd.h>
 
