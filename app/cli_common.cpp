@@ -79,6 +79,27 @@ CLI::Validator engine_name() {
       "an engine name");
 }
 
+CLI::Validator strategy_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool valid = !text.empty() && text.size() <= IPCFLOOR_STRATEGY_NAME_MAX &&
+                           text.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+        if (valid) return {};
+        return fmt::format("'{}' is not a strategy name: 1..{} characters of a-z 0-9 _ -", text,
+                           IPCFLOOR_STRATEGY_NAME_MAX);
+      },
+      "a strategy name");
+}
+
+Error unknown_strategy(std::string_view engine, std::string_view wanted, const Attachment& segment) {
+  std::string known;
+  for (std::uint32_t i = 0; i < segment.strategy_count(); ++i)
+    known += fmt::format("{}{}", i == 0 ? "" : ", ", segment.strategy_at(i).name);
+  return Error{ErrorCode::invalid_argument,
+               fmt::format("engine {} serves no strategy named '{}'; it serves: {} (serve --strategy FILE.so loads one)",
+                           engine, wanted, known)};
+}
+
 CLI::Validator absolute_path() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -24,6 +24,7 @@
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "kernel/gbm.hpp"
+#include "shm/segment.hpp"
 
 namespace ipcfloor {
 
@@ -81,6 +82,14 @@ CLI::Validator in_range(T lo, T hi) {
 
 // An engine name as `serve --name` takes it (shm/segment.hpp, valid_segment_name).
 [[nodiscard]] CLI::Validator engine_name();
+
+// A strategy's name as a strategy declares it (include/ipcfloor/strategy.h): 1..31 characters of
+// a-z 0-9 _ -. Whether the engine serves it is checked against its table.
+[[nodiscard]] CLI::Validator strategy_name();
+
+// The error for a strategy `wanted` that engine `engine` (attached as `segment`) does not serve:
+// it lists the ones it does. exit 3.
+[[nodiscard]] Error unknown_strategy(std::string_view engine, std::string_view wanted, const Attachment& segment);
 
 // An absolute directory path (the socket directory); that it exists is checked where it is used.
 [[nodiscard]] CLI::Validator absolute_path();

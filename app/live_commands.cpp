@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -183,8 +184,13 @@ int run_feed_command(const FeedOptions& options) {
 CLI::App* add_signals_subcommand(CLI::App& app, SignalsOptions& o) {
   auto* signals = app.add_subcommand("signals", "Subscribe combos on a live engine and print their per-bar signals");
   signals->add_option("--name", o.name, "the live engine")->check(engine_name())->capture_default_str();
-  auto* lengths = signals->add_option("--lengths", o.lengths, "comma-separated lengths, e.g. 6,8")->check(length_list());
-  signals->add_option("--combos", o.combos, "combos file, '-' for stdin: CSV with header h,L,s,p3,p2,p, or JSON lines")
+  signals->add_option("--strategy", o.strategy, "a strategy the engine serves, by name (default: the built-in hma)")
+      ->check(strategy_name());
+  auto* lengths = signals->add_option("--lengths", o.lengths, "comma-separated lengths, e.g. 6,8 (the built-in strategy)")
+      ->check(length_list());
+  signals->add_option("--combos", o.combos,
+                      "combos file, '-' for stdin: CSV whose header names the strategy's parameters (the built-in's: "
+                      "h,L,s,p3,p2,p), or JSON lines")
       ->check(file_path())
       ->excludes(lengths);
   signals->add_flag("--json", o.json, "one JSON object per signal");
@@ -201,12 +207,26 @@ CLI::App* add_signals_subcommand(CLI::App& app, SignalsOptions& o) {
 
 namespace {
 
-// The combos to subscribe: a combo file's rows (every one must parse: a subscription is not a
-// sweep, where a bad row is reported in place) or the lengths' combos.
-Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options) {
+// The columns a combo file names for strategy `entry` of the engine's table.
+ComboColumns columns_of(const StrategyEntry& entry) noexcept {
+  ComboColumns columns;
+  columns.count = entry.param_count;
+  for (std::size_t c = 0; c < columns.count; ++c) columns.names[c] = entry.param_names[c];
+  return columns;
+}
+
+// The combos to subscribe on strategy `strategy`: a combo file's rows (every one must parse: a
+// subscription is not a sweep, where a bad row is reported in place) or, on the built-in
+// strategy, the lengths' combos.
+// `input` is --combos as read before connecting (empty without --combos).
+Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options, const std::optional<ComboInput>& input,
+                                                 const StrategyEntry& entry, std::uint32_t strategy) {
   std::vector<Combo> combos;
-  if (!options.combos.empty()) {
-    auto loaded = load_combos(options.combos);
+  if (!options.lengths.empty() && strategy != 0)
+    return fail(ErrorCode::invalid_argument, "--lengths builds combos of the built-in strategy; give strategy {}'s "
+                "combos with --combos FILE", entry.name);
+  if (input) {
+    auto loaded = parse_combos(input->text, input->source, columns_of(entry));
     if (!loaded) return std::unexpected(loaded.error());
     for (const ComboLine& line : *loaded) {
       if (!line.error.empty())
@@ -224,17 +244,20 @@ Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options) 
   return combos;
 }
 
-// Subscribes every combo; -1 when all were taken, else the exit code (the error is printed).
-int subscribe_all(const SignalsOptions& options, ShmClient& client, const std::vector<Combo>& combos) {
+// Subscribes every combo on `strategy`; -1 when all were taken, else the exit code (the error is
+// printed).
+int subscribe_all(const SignalsOptions& options, ShmClient& client, const std::vector<Combo>& combos,
+                  std::uint32_t strategy) {
   for (std::size_t i = 0; i < combos.size(); ++i) {
     ResponseSlot answer{};
-    const CallStatus status = client.subscribe(combos[i], answer);
+    const CallStatus status = client.subscribe(combos[i], answer, strategy);
     if (status != CallStatus::ok) return engine_failure("signals", client, status);
     const auto judged = static_cast<Status>(answer.status);
     if (judged != Status::ok) {
-      fmt::print(stderr, "ipcfloor signals: engine {} refused combo {} [{}]: {}\n", options.name, i,
-                 fmt::join(combos[i].as_array(), ","), to_string(judged));
-      return judged == Status::window_out_of_range ? kExitInput : kExitFailure;
+      fmt::print(stderr, "ipcfloor signals: engine {} refused combo {} [{}]: {}{}\n", options.name, i,
+                 fmt::join(combos[i].as_array(), ","), to_string(judged),
+                 judged == Status::no_live_step ? " (this strategy has no per-bar step: it cannot stream signals)" : "");
+      return judged == Status::window_out_of_range || judged == Status::no_live_step ? kExitInput : kExitFailure;
     }
     // The answer counts the bars published (extra[1]); the state is the one after the last of
     // them, named like every bar: by its 0-based index, as the signals and the C ABI name it.
@@ -248,16 +271,21 @@ int subscribe_all(const SignalsOptions& options, ShmClient& client, const std::v
   return -1;
 }
 
-void print_signal(const SignalsOptions& options, const Combo& combo, const SignalSlot& signal) {
+// Prints one signal; its two values are named as the strategy names them (`entry`).
+void print_signal(const SignalsOptions& options, const StrategyEntry& entry, const Combo& combo,
+                  const SignalSlot& signal) {
   const std::uint64_t now = monotonic_ns();
   const double tick_to_signal_us =
       signal.tick != 0 && now >= signal.tick ? static_cast<double>(now - signal.tick) / 1000.0 : 0.0;
+  const auto value = [&signal](int k) {
+    return std::isfinite(signal.value[k]) ? nlohmann::json(signal.value[k]) : nlohmann::json(nullptr);
+  };
   if (options.json) {
     nlohmann::json line{{"bar", signal.bar},
                         {"combo", combo.as_array()},
                         {"subscription", signal.subscription},
-                        {"hma", std::isfinite(signal.hma) ? nlohmann::json(signal.hma) : nlohmann::json(nullptr)},
-                        {"hma3", std::isfinite(signal.hma3) ? nlohmann::json(signal.hma3) : nlohmann::json(nullptr)},
+                        {entry.value_names[0], value(0)},
+                        {entry.value_names[1], value(1)},
                         {"cross", signal.cross},
                         {"position", signal.position},
                         {"pnl", signal.pnl},
@@ -269,8 +297,9 @@ void print_signal(const SignalsOptions& options, const Combo& combo, const Signa
   } else {
     const char* cross = signal.cross > 0 ? "crosses up  " : signal.cross < 0 ? "crosses down" : "            ";
     const char* position = signal.position > 0 ? "long " : signal.position < 0 ? "short" : "flat ";
-    fmt::print("bar {:>8} L={:<4} {} {} pnl {:>12.6f} trades {:>6}  hma {:.6f} hma3 {:.6f}  tick-to-signal {:.1f} us{}\n",
-               signal.bar, combo.L, cross, position, signal.pnl, signal.trades, signal.hma, signal.hma3,
+    fmt::print("bar {:>8} [{}] {} {} pnl {:>12.6f} trades {:>6}  {} {:.6f} {} {:.6f}  tick-to-signal {:.1f} us{}\n",
+               signal.bar, fmt::join(std::span(param_data(combo), entry.param_count), ","), cross, position,
+               signal.pnl, signal.trades, entry.value_names[0], signal.value[0], entry.value_names[1], signal.value[1],
                tick_to_signal_us, (signal.flags & kSignalSnapshot) != 0 ? "  (snapshot)" : "");
   }
   std::fflush(stdout);
@@ -286,8 +315,8 @@ int resynchronise(ShmClient& client) {
 
 // Prints signals until --count, --idle-exit-s or Ctrl-C; the last state of each combo goes to
 // `latest`. -1 when it stopped as asked, else the exit code.
-int print_signals(const SignalsOptions& options, ShmClient& client, const std::vector<Combo>& combos,
-                  std::vector<std::optional<SignalSlot>>& latest) {
+int print_signals(const SignalsOptions& options, ShmClient& client, const StrategyEntry& entry,
+                  const std::vector<Combo>& combos, std::vector<std::optional<SignalSlot>>& latest) {
   std::uint64_t drops_known = client.signals_dropped();
   std::uint64_t printed = 0;
   auto last_signal = std::chrono::steady_clock::now();
@@ -320,7 +349,7 @@ int print_signals(const SignalsOptions& options, ShmClient& client, const std::v
     }
     if (signal.subscription < latest.size()) latest[signal.subscription] = signal;
     if (options.crossings_only && signal.cross == 0 && (signal.flags & kSignalSnapshot) == 0) continue;
-    print_signal(options, combos[signal.subscription < combos.size() ? signal.subscription : 0], signal);
+    print_signal(options, entry, combos[signal.subscription < combos.size() ? signal.subscription : 0], signal);
     ++printed;
   }
   return -1;
@@ -329,21 +358,34 @@ int print_signals(const SignalsOptions& options, ShmClient& client, const std::v
 }  // namespace
 
 int run_signals_command(const SignalsOptions& options) {
-  auto combos = combos_to_subscribe(options);
-  if (!combos) return report_error("signals", combos.error());
+  // A bad --combos path is bad input whether or not the engine is up: read it first.
+  std::optional<ComboInput> input;
+  if (!options.combos.empty()) {
+    auto read = read_combo_input(options.combos);
+    if (!read) return report_error("signals", read.error());
+    input = std::move(*read);
+  }
   // Short waits: the loop looks at the lane's drop counter and the idle limit between them.
   auto client = connect_live(options.name, options.socket_dir, std::chrono::milliseconds(200));
   if (!client) return report_error("signals", client.error());
-  if (const int code = subscribe_all(options, *client, *combos); code >= 0) return code;
+  const Attachment& segment = client->segment();
+  const std::optional<std::uint32_t> strategy =
+      options.strategy.empty() ? std::optional<std::uint32_t>(0) : segment.find_strategy(options.strategy);
+  if (!strategy) return report_error("signals", unknown_strategy(options.name, options.strategy, segment));
+  const StrategyEntry& entry = segment.strategy_at(*strategy);
+  auto combos = combos_to_subscribe(options, input, entry, *strategy);
+  if (!combos) return report_error("signals", combos.error());
+  if (const int code = subscribe_all(options, *client, *combos, *strategy); code >= 0) return code;
   catch_interrupts();
   std::vector<std::optional<SignalSlot>> latest(combos->size());  // each combo's state as last heard
-  if (const int code = print_signals(options, *client, *combos, latest); code >= 0) return code;
+  if (const int code = print_signals(options, *client, entry, *combos, latest); code >= 0) return code;
   if (!options.json) {
     for (std::size_t i = 0; i < combos->size(); ++i) {
       if (!latest[i]) continue;
       const SignalSlot& last = *latest[i];
       const Combo& combo = (*combos)[i];
-      fmt::print("after bar {}: L={} [{}] {} pnl {:.13f} trades {}\n", last.bar, combo.L, fmt::join(combo.as_array(), ","),
+      fmt::print("after bar {}: [{}] {} pnl {:.13f} trades {}\n", last.bar,
+                 fmt::join(std::span(param_data(combo), entry.param_count), ","),
                  last.position > 0 ? "long" : last.position < 0 ? "short" : "flat", last.pnl, last.trades);
     }
   }

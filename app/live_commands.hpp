@@ -22,8 +22,9 @@ struct FeedOptions {
 
 struct SignalsOptions {
   std::string name = "ipcfloor";
+  std::string strategy;  // --strategy NAME: one the engine serves (empty: the built-in one)
   std::string lengths;   // --lengths 6,8: combo_from_length of each
-  std::string combos;    // --combos FILE: CSV (h,L,s,p3,p2,p) or JSON lines
+  std::string combos;    // --combos FILE: CSV whose header names the strategy's parameters, or JSON lines
   bool json = false;     // one JSON object per line
   bool crossings_only = false;
   std::optional<std::uint64_t> count;  // stop after this many signals

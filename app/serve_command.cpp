@@ -243,8 +243,21 @@ std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSer
   return max_cost_for(measure_cost_rate(calibration), options.max_frame_time);
 }
 
+// Every --strategy, loaded and checked (include/ipcfloor/strategy.h); the first refusal ends serve
+// with exit 6, naming the file and the reason.
+Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOptions& options) {
+  auto catalog = std::make_shared<StrategyCatalog>();
+  for (const std::string& path : options.strategies) {
+    auto loaded = catalog->load(path);
+    if (!loaded) return std::unexpected(loaded.error());
+  }
+  return catalog;
+}
+
 Expected<ServePlan> plan_serve(const ServeOptions& options) {
   ServePlan plan;
+  auto strategies = load_strategies(options);
+  if (!strategies) return std::unexpected(strategies.error());
   const auto allowed = allowed_cpus();
   plan.cpu = options.cpu.value_or(allowed.empty() ? 0 : allowed.back());
   const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
@@ -263,6 +276,7 @@ Expected<ServePlan> plan_serve(const ServeOptions& options) {
     auto socket = socket_options_for(options, plan.cpu);
     if (!socket) return std::unexpected(socket.error());
     if (options.socket_series) socket->preloaded = plan.series;
+    socket->strategies = *strategies;
     socket->max_combo_cost = options.max_frame_cost;
     if (options.max_frame_time.count() > 0) socket->max_combo_cost = socket_combo_bound(options, plan.series.get());
     plan.host.sockets = std::move(*socket);
@@ -270,9 +284,17 @@ Expected<ServePlan> plan_serve(const ServeOptions& options) {
   if (options.shm) {
     auto shm = shm_config_for(options, plan, *names);
     if (!shm) return std::unexpected(shm.error());
+    shm->strategies = *strategies;
     plan.host.shm = std::move(*shm);
   }
   return plan;
+}
+
+// "fast, slow": a strategy's parameter names.
+std::string strategy_params(const Strategy& strategy) {
+  std::string names;
+  for (std::uint32_t k = 0; k < strategy.param_count(); ++k) names += fmt::format("{}{}", k == 0 ? "" : ", ", strategy.param_name(k));
+  return names;
 }
 
 // The lines that say what serves where, once everything serves.
@@ -294,6 +316,11 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
           "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
           header.capacity_bars, header.capacity_bars - header.n_bars, header.signal_capacity,
           options.subscriptions_per_lane, segment.name(), segment.name());
+    for (const Strategy& strategy : shm->strategies().all())
+      if (strategy.index() != 0)
+        log(LogLevel::info, "serve: strategy {} {} ({} parameters: {}{}) from {}", strategy.index(), strategy.name(),
+            strategy.param_count(), strategy_params(strategy), strategy.live() ? "; streams signals" : "",
+            options.strategies[strategy.index() - 1]);
     if (shm->max_frame_cost() != 0 && options.max_frame_time.count() > 0)
       log(LogLevel::info, "serve: one BACKTEST may cost at most {} units (--max-frame-ms {} at the {:.3g} units per us "
           "measured here, fixed from now on); costlier ones get too_costly", shm->max_frame_cost(),
@@ -351,6 +378,9 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
     facts["bars"] = plan.series->close.size();
     facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
     if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
+    nlohmann::json strategies = nlohmann::json::array();
+    for (const Strategy& strategy : shm->strategies().all()) strategies.push_back(std::string(strategy.name()));
+    facts["strategies"] = std::move(strategies);
   }
   if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
   return facts;
@@ -440,7 +470,7 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
   serve.add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve.add_option("--lanes", o.lanes, "client lanes")->check(in_range<std::uint32_t>(1, kMaxLanes))->capture_default_str();
   serve.add_option("--ring-capacity", o.ring_capacity,
-                   "slots per ring (default 8, or twice the workers when that is more)")
+                   "slots per ring (default: 8, or the power of two at or above twice the workers when that is more)")
       ->check(power_of_two(2, kMaxRingCapacity))
       ->each([&o](const std::string&) { o.ring_capacity_given = true; });
   serve.add_option("--bulk-bytes", o.bulk_bytes,
@@ -482,6 +512,10 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
                    "serving thread; dearer ones go to the workers")
       ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
       ->capture_default_str();
+  serve.add_option("--strategy", o.strategies,
+                   "load a strategy from FILE.so (include/ipcfloor/strategy.h), served beside the built-in one; "
+                   "repeat for several (up to 15). Refused unless only its owner or root may write it and its folders")
+      ->check(file_path());
   serve.add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)")
       ->check(file_path());
   serve.add_option("--log-level", cli.log_level, "stderr's level (default info; warn with --quiet)")

@@ -38,7 +38,7 @@ struct ServeOptions {
   // Where the engine's socket DIR/NAME lives (--socket-dir; the command line's default is
   // $IPCFLOOR_SOCKET_DIR, else /dev/shm).
   std::string socket_dir = std::string(kDefaultSocketDir);
-  // The bound on one BACKTEST's work, in backtest_cost units (--max-frame-cost; 0: none): fixed,
+  // The bound on one BACKTEST's work, in work units (the strategy's cost()) (--max-frame-cost; 0: none): fixed,
   // so a request gets the same verdict on every host.
   std::uint64_t max_frame_cost = kDefaultMaxFrameCost;
   // Opt-in instead: a bound in time (--max-frame-ms), turned into units at start by timing this
@@ -61,6 +61,9 @@ struct ServeOptions {
   std::uint32_t subscriptions_per_lane = 256;
   bool quiet = false;  // only errors and warnings on stderr
   std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
+  // --strategy FILE.so, repeatable: strategies loaded (and checked) before the ready line, served
+  // beside the built-in one by the segment and the sockets, in this order (index 1, 2, ...).
+  std::vector<std::string> strategies;
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
   bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread

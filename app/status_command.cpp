@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
 #include "shm/liveness.hpp"
@@ -161,6 +162,41 @@ nlohmann::json series_table_json(const DataHeader& h) {
   return table;
 }
 
+// Every strategy the engine serves, by index (a request's flags' high byte names one).
+nlohmann::json strategy_table_json(const Attachment& segment) {
+  nlohmann::json table = nlohmann::json::array();
+  for (std::uint32_t i = 0; i < segment.strategy_count(); ++i) {  // names checked at attach
+    const StrategyEntry& entry = segment.strategy_at(i);
+    nlohmann::json params = nlohmann::json::array();
+    for (std::uint32_t k = 0; k < entry.param_count; ++k) params.push_back(std::string(entry.param_names[k]));
+    nlohmann::json example = nlohmann::json::array();
+    for (std::uint32_t k = 0; k < entry.param_count; ++k) example.push_back(entry.example[k]);
+    nlohmann::json item{{"index", i}, {"name", std::string(entry.name)}, {"params", params}, {"example", example},
+                        {"live", entry.live != 0}};
+    if (entry.live != 0)
+      item["values"] = nlohmann::json::array({std::string(entry.value_names[0]), std::string(entry.value_names[1])});
+    table.push_back(std::move(item));
+  }
+  return table;
+}
+
+// Every degraded state the engine can be in, each with its count (0: not degraded so).
+nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
+  std::uint64_t quarantined = 0;
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i)
+    // relaxed: a report for people.
+    if (segment.lane_status(i).state.load(std::memory_order_relaxed) == static_cast<std::uint32_t>(LaneState::quarantined))
+      ++quarantined;
+  // relaxed (all): counters and flags for people.
+  return nlohmann::json{
+      {"workers_stalled", h.workers_stalled.load(std::memory_order_relaxed)},
+      {"live_bar_waiting_on_stalled_worker", h.live_bar_waiting.load(std::memory_order_relaxed)},
+      {"lanes_quarantined", quarantined},
+      {"not_locked_in_ram", h.locked == 0 ? 1 : 0},
+      {"jobs_taken_back_total", h.jobs_reclaimed.load(std::memory_order_relaxed)},
+  };
+}
+
 nlohmann::json describe_segment(const Attachment& segment) {
   const DataHeader& h = segment.header();
   // relaxed (all loads below): a snapshot for people; each counter is read on its own.
@@ -217,6 +253,8 @@ nlohmann::json describe_segment(const Attachment& segment) {
                   {"bars", h.n_bars}, {"first", h.series_first}, {"last", h.series_last},
                   {"checksum", fmt::format("{:016x}", h.series_checksum)}}},
       {"series_table", series_table_json(h)},
+      {"strategies", strategy_table_json(segment)},
+      {"degraded", degraded_json(h, segment)},
       {"fee", h.fee},
       // relaxed: counters and the bar count for people; a stale value is only a moment old.
       {"live", {{"enabled", h.live != 0}, {"capacity_bars", h.capacity_bars},
@@ -270,6 +308,13 @@ std::string to_prometheus(const nlohmann::json& status) {
   metric("ipcfloor_workers_stalled", "gauge", "workers stuck on one job past its bound, at the last heartbeat");
   out += fmt::format("ipcfloor_workers_stalled{{engine=\"{}\"}} {}\n", engine,
                      status["workers"]["stalled"].get<std::uint32_t>());
+  metric("ipcfloor_degraded", "gauge", "a degraded state the engine is in now (the count of what it concerns)");
+  for (const auto& [state, value] : status["degraded"].items())
+    if (state != "jobs_taken_back_total")
+      out += fmt::format("ipcfloor_degraded{{engine=\"{}\",state=\"{}\"}} {}\n", engine, state, value.get<std::uint64_t>());
+  metric("ipcfloor_jobs_taken_back_total", "counter", "jobs taken back from stalled workers and computed elsewhere");
+  out += fmt::format("ipcfloor_jobs_taken_back_total{{engine=\"{}\"}} {}\n", engine,
+                     status["degraded"]["jobs_taken_back_total"].get<std::uint64_t>());
   metric("ipcfloor_worker_jobs_total", "counter", "BACKTESTs the workers finished");
   out += fmt::format("ipcfloor_worker_jobs_total{{engine=\"{}\"}} {}\n", engine,
                      status["workers"]["jobs"].get<std::uint64_t>());
@@ -367,6 +412,22 @@ int run_status(const StatusOptions& options) {
     fmt::print("workers   {} on {}, {} stalled, {} jobs done; BACKTESTs of {} work units or more go to them\n",
                worker_count, cpu_list(w["cpus"].get<std::vector<int>>()), w["stalled"].get<std::uint32_t>(),
                w["jobs"].get<std::uint64_t>(), w["inline_cost"].get<std::uint64_t>());
+  for (const auto& strategy : s["strategies"])
+    fmt::print("strategy  {} {} ({}){}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
+               fmt::join(strategy["params"].get<std::vector<std::string>>(), ", "),
+               strategy["live"].get<bool>() ? "; streams signals" : "");
+  std::string degraded;
+  const auto& d = s["degraded"];
+  if (d["workers_stalled"].get<std::uint64_t>() != 0)
+    degraded += fmt::format("; {} worker(s) not run by the host past their job's limit (their jobs are computed "
+                            "elsewhere)", d["workers_stalled"].get<std::uint64_t>());
+  if (d["live_bar_waiting_on_stalled_worker"].get<std::uint64_t>() != 0)
+    degraded += "; a live bar waits for a stalled worker (live requests wait; nothing is lost)";
+  if (d["lanes_quarantined"].get<std::uint64_t>() != 0)
+    degraded += fmt::format("; {} lane(s) quarantined", d["lanes_quarantined"].get<std::uint64_t>());
+  if (d["not_locked_in_ram"].get<std::uint64_t>() != 0) degraded += "; the data is not locked in RAM";
+  fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
+             degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),

@@ -15,7 +15,7 @@
 namespace ipcfloor {
 
 // The schema version of describe_segment's JSON: bumped whenever a field changes meaning.
-inline constexpr int kStatusSchemaVersion = 2;
+inline constexpr int kStatusSchemaVersion = 3;
 
 // Everything `status` shows, as JSON: a timestamp and schema version, the engine, its series, its
 // counters, and each lane's owner, counters and service-time histogram. Reads only.

@@ -22,6 +22,7 @@
 #include "kernel/gbm.hpp"
 #include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/strategy_loader.hpp"
 #include "kernel/series_set.hpp"
 #include "kernel/sweep_rows.hpp"
 #include "shm/memory_budget.hpp"
@@ -49,6 +50,43 @@ struct SeriesStart {
   std::string computed_on;  // a socket sweep on the server's series: that series, for stderr
 };
 using BeginSeries = std::function<void(const SeriesStart&)>;
+
+// The strategy the rows run on, as this command knows it.
+struct StrategyChoice {
+  std::string name;                 // as the engine, the server or the file names it
+  const Strategy* local = nullptr;  // this process has it: the built-in one, or a --strategy FILE.so
+  std::uint32_t index = 0;          // its index on the engine or server (0: the built-in one)
+  std::vector<std::string> params;  // its parameter names: what a combo file's header names
+
+  [[nodiscard]] bool is_builtin() const noexcept { return local == &builtin(); }
+  [[nodiscard]] ComboColumns columns() const noexcept {
+    ComboColumns columns;
+    columns.count = std::min<std::size_t>(params.size(), columns.names.size());
+    for (std::size_t c = 0; c < columns.count; ++c) columns.names[c] = params[c];
+    return columns;
+  }
+  [[nodiscard]] SweepShape shape() const noexcept { return SweepShape{columns(), is_builtin()}; }
+};
+
+StrategyChoice choice_of(const Strategy& strategy) {
+  StrategyChoice choice;
+  choice.name = std::string(strategy.name());
+  choice.local = &strategy;
+  choice.index = strategy.index();
+  for (std::uint32_t k = 0; k < strategy.param_count(); ++k) choice.params.emplace_back(strategy.param_name(k));
+  return choice;
+}
+
+// --strategy names a file to load (a path, or a name ending in .so) rather than a strategy.
+bool names_a_file(std::string_view strategy) {
+  return strategy.find('/') != std::string_view::npos || strategy.ends_with(".so");
+}
+
+// The strategy the plan's rows are judged with where this process has it; rows it refuses say
+// why, in place.
+void admit_plan(std::vector<PlannedRow>& plan, const StrategyChoice& strategy, std::size_t n_bars) {
+  if (strategy.local != nullptr) admit_rows(plan, *strategy.local, n_bars);
+}
 
 // Whether an engine serves the fingerprint's data.
 bool is_default_series(std::uint64_t checksum) { return checksum == kDefaultSeriesChecksum; }
@@ -84,42 +122,44 @@ unsigned inproc_threads(const SweepOptions& options) {
 
 // run_sweep makes one kernel workspace per thread it starts, each as long as the series: refused
 // when the host cannot back them, before the series' table begins, not by the OOM killer.
-Expected<void> check_workspace_memory(const SweepOptions& options, std::size_t bars, const std::vector<Planned>& plan) {
+Expected<void> check_workspace_memory(const SweepOptions& options, const Strategy& strategy, std::size_t bars,
+                                      const std::vector<Planned>& plan) {
   const unsigned threads = inproc_threads(options);
   const auto runnable =
       static_cast<std::size_t>(std::count_if(plan.begin(), plan.end(), [](const Planned& p) { return p.runnable; }));
   const std::size_t used = std::clamp<std::size_t>(runnable, 1, threads);
   const MemoryNeed workspaces{
       fmt::format("{} kernel workspace{} of {} bars (one per thread)", used, used == 1 ? "" : "s", bars),
-      used * KernelWorkspace::bytes_for(bars),
+      used * strategy.workspace_bytes(bars),
       fmt::format("--threads {} or the series ({} bars; --bars or --data)", threads, bars)};
   return check_memory_budget(std::span(&workspaces, 1), read_host_memory());
 }
 
-Expected<void> run_inproc(const SweepOptions& options, const LoadedSeries& series, std::vector<Planned>& plan,
-                          const Emit& emit) {
-  check_windows(plan, series.close.size());
+Expected<void> run_inproc(const SweepOptions& options, const Strategy& strategy, const LoadedSeries& series,
+                          std::vector<Planned>& plan, const Emit& emit) {
+  admit_rows(plan, strategy, series.close.size());
   const unsigned threads = inproc_threads(options);
   const std::size_t chunk = std::max<std::size_t>(1, kInprocChunkPerThread * threads);
   return run_in_chunks(
-      plan, chunk, [&](const std::vector<Combo>& combos) { return run_sweep(series.close, combos, options.fee, threads); },
+      plan, chunk,
+      [&](const std::vector<Combo>& combos) { return run_sweep(strategy, series.close, combos, options.fee, threads); },
       emit);
 }
 
 // Series by series, in the order given: each row of a series before the next series' rows.
-Expected<void> run_inproc_series(const SweepOptions& options, const SeriesSet& set, const std::vector<std::size_t>& selected,
-                                 const std::vector<Planned>& plan, const Emit& emit, const BeginSeries& begin_series,
-                                 bool& is_default) {
+Expected<void> run_inproc_series(const SweepOptions& options, const Strategy& strategy, const SeriesSet& set,
+                                 const std::vector<std::size_t>& selected, const std::vector<Planned>& plan,
+                                 const Emit& emit, const BeginSeries& begin_series, bool& is_default) {
   for (const std::size_t index : selected) {
     auto series = set.load(index);
     if (!series) return std::unexpected(series.error());
     is_default = series->is_default;
-    if (auto fits = check_workspace_memory(options, series->close.size(), plan); !fits) return fits;
+    if (auto fits = check_workspace_memory(options, strategy, series->close.size(), plan); !fits) return fits;
     begin_series(SeriesStart{fmt::format("over {} ({} bars), in-process", series->description, series->close.size()),
                              options.fee, {}});
     std::vector<Planned> rows = plan;
     for (Planned& p : rows) p.row.series = set.names()[index];
-    if (auto ran = run_inproc(options, *series, rows, emit); !ran) return ran;
+    if (auto ran = run_inproc(options, strategy, *series, rows, emit); !ran) return ran;
   }
   return {};
 }
@@ -162,14 +202,16 @@ void keep_off_worker_cpus(const DataHeader& header) {
 
 // One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
-Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, std::uint32_t series_index,
-                                      std::size_t n_bars, std::vector<Planned>& plan, const Emit& emit) {
+Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
+                                      std::uint32_t series_index, std::size_t n_bars, std::vector<Planned>& plan,
+                                      const Emit& emit) {
   std::vector<std::size_t> runnable;  // plan indices, in order
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (plan[i].runnable) runnable.push_back(i);
   std::size_t emitted = 0;
   const auto request = [&](std::size_t k) {
-    return SweepRequest{Opcode::backtest, series_flags(series_index), payload_of(plan[runnable[k]].row.params)};
+    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index),
+                        payload_of(plan[runnable[k]].row.params)};
   };
   const auto take = [&](std::size_t k, const ResponseSlot& answer) {
     SweepRow& row = plan[runnable[k]].row;
@@ -177,7 +219,7 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
     if (status == Status::ok) {
       row.result = {answer.pnl, answer.trades};
     } else {
-      row.error = status == Status::window_out_of_range ? window_error(row, n_bars)
+      row.error = status == Status::window_out_of_range ? window_error(row, n_bars, strategy.local, strategy.name)
                   : status == Status::too_costly
                       ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-cost)",
                                     options.name)
@@ -191,8 +233,7 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
   return {};
 }
 
-Expected<void> run_through_segment(const SweepOptions& options, std::vector<Planned>& plan, const Emit& emit,
-                                   const BeginSeries& begin_series, bool& is_default, double& fee) {
+Expected<ShmClient> connect_engine(const SweepOptions& options) {
   ShmClientOptions client_options;
   client_options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.timeout_s));
   client_options.socket_dir = options.socket_dir;
@@ -200,8 +241,27 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
   // then yields and naps) unless --wait says otherwise, so that it never holds a core the
   // engine's workers could compute on.
   client_options.wait = parse_wait_mode(options.wait.empty() ? "backoff" : options.wait).value_or(WaitMode::backoff);
-  auto client = ShmClient::connect(options.name, client_options);
-  if (!client) return std::unexpected(client.error());
+  return ShmClient::connect(options.name, client_options);
+}
+
+// A strategy the engine serves, by name, from its table.
+Expected<StrategyChoice> engine_strategy(const SweepOptions& options, const ShmClient& client) {
+  const Attachment& segment = client.segment();
+  const auto index = segment.find_strategy(options.strategy);
+  if (!index) return std::unexpected(unknown_strategy(options.name, options.strategy, segment));
+  StrategyChoice choice;
+  const StrategyEntry& entry = segment.strategy_at(*index);
+  choice.name = entry.name;
+  choice.index = *index;
+  for (std::uint32_t k = 0; k < entry.param_count; ++k) choice.params.emplace_back(entry.param_names[k]);
+  if (*index == 0) choice.local = &builtin();
+  return choice;
+}
+
+Expected<void> run_through_segment(const SweepOptions& options, ShmClient& client_ref, const StrategyChoice& strategy,
+                                   std::vector<Planned>& plan, const Emit& emit, const BeginSeries& begin_series,
+                                   bool& is_default, double& fee) {
+  ShmClient* client = &client_ref;
   const DataHeader& header = client->segment().header();
   keep_off_worker_cpus(header);
   fee = header.fee;
@@ -218,13 +278,13 @@ Expected<void> run_through_segment(const SweepOptions& options, std::vector<Plan
     plan = original;
     if (!options.series.empty())
       for (Planned& p : plan) p.row.series = std::string(client->segment().series_key(series_index));
-    check_windows(plan, n_bars);  // here, so a row from a combo file names its line
+    admit_plan(plan, strategy, n_bars);  // here, so a row from a combo file names its line
     is_default = series_index == 0 && is_default_series(header.series_checksum);
     begin_series(SeriesStart{fmt::format("through shm segment {} (lane {}, {} mode), series {} ({} bars)", options.name,
                                          client->lane(), to_string(client->wait_mode()),
                                          client->segment().series_key(series_index), n_bars),
                              fee, {}});
-    if (auto streamed = stream_through_segment(options, *client, series_index, n_bars, plan, emit); !streamed)
+    if (auto streamed = stream_through_segment(options, *client, strategy, series_index, n_bars, plan, emit); !streamed)
       return streamed;
   }
   return {};
@@ -241,8 +301,8 @@ Expected<SocketClient> connect_socket(const SweepOptions& options) {
 }
 
 // The server's own series (opcode 5): what the rows run on, where the header says they ran.
-Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClient& client, std::vector<Planned>& plan,
-                                        bool& is_default) {
+Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClient& client,
+                                        const StrategyChoice& strategy, std::vector<Planned>& plan, bool& is_default) {
   auto series = client.use_preloaded();
   if (!series) {
     if (client.last_server_error() == static_cast<std::uint32_t>(SocketError::no_preloaded_series))
@@ -261,14 +321,14 @@ Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClien
                                   series->checksum);
   start.where = fmt::format("on {}, through {} (its preloaded series: combos only)", start.computed_on, client.server());
   is_default = is_default_series(series->checksum);
-  check_windows(plan, series->n_bars);
+  admit_plan(plan, strategy, series->n_bars);
   return start;
 }
 
 // This command's series, shipped with every chunk or (--stateful) loaded once.
-Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& client, const LoadedSeries& shipped,
-                                  std::vector<Planned>& plan, bool& is_default) {
-  check_windows(plan, shipped.close.size());
+Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& client, const StrategyChoice& strategy,
+                                  const LoadedSeries& shipped, std::vector<Planned>& plan, bool& is_default) {
+  admit_plan(plan, strategy, shipped.close.size());
   is_default = shipped.is_default;
   SeriesStart start;
   start.fee = options.fee;
@@ -295,12 +355,12 @@ Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& cli
 // Over a socket. By default the combos run on the series the server preloaded (opcode 5 once,
 // then opcode 3 per chunk): `shipped` is null. With --ship, this command's own series travels
 // with every chunk (stateless) or once (--stateful).
-Expected<void> run_through_socket(const SweepOptions& options, const LoadedSeries* shipped, std::vector<Planned>& plan,
-                                  const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
-  auto client = connect_socket(options);
-  if (!client) return std::unexpected(client.error());
-  auto start = shipped == nullptr ? use_server_series(options, *client, plan, is_default)
-                                  : ship_series(options, *client, *shipped, plan, is_default);
+Expected<void> run_through_socket(const SweepOptions& options, SocketClient& client_ref, const StrategyChoice& strategy,
+                                  const LoadedSeries* shipped, std::vector<Planned>& plan, const Emit& emit,
+                                  const BeginSeries& begin_series, bool& is_default, double& fee) {
+  SocketClient* client = &client_ref;
+  auto start = shipped == nullptr ? use_server_series(options, *client, strategy, plan, is_default)
+                                  : ship_series(options, *client, strategy, *shipped, plan, is_default);
   if (!start) return std::unexpected(start.error());
   fee = start->fee;
   begin_series(*start);
@@ -337,6 +397,9 @@ std::string conflicting_options(const SweepOptions& options) {
   if (!inproc && options.data_paths.size() > 1)
     return "several --data need --inproc: through an engine, --series picks among the series it preloaded";
   if (socket && !options.series.empty()) return "--series needs --inproc or --name: a socket server holds one series";
+  if (!inproc && names_a_file(options.strategy))
+    return "--strategy FILE.so loads a strategy into this process, which needs --inproc: through an engine or a "
+           "server, name a strategy it serves (its `status` lists them)";
   const auto from_stdin = std::count(options.data_paths.begin(), options.data_paths.end(), "-") +
                           (options.combos.combos_path == "-" ? 1 : 0);
   if (from_stdin > 1) return "only one of --data and --combos may read standard input ('-')";
@@ -397,9 +460,19 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
                    ->check(grid_spec())
                    ->capture_default_str()
                    ->excludes(lengths);
+  sweep->add_option("--strategy", options.strategy,
+                    "the strategy the combos run on: a name the engine or server serves, or with --inproc a "
+                    "strategy's FILE.so (default: the built-in hma)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (names_a_file(text)) return text.size() < 4096 ? "" : "the path is too long";
+            return strategy_name()(text);
+          },
+          "NAME or FILE.so"));
   sweep->add_option("--combos", options.combos.combos_path,
-                    "a combo file, '-' for stdin: CSV with the header h,L,s,p3,p2,p, or JSON lines "
-                    "({\"h\":3,\"L\":6,...} or {\"params\":[...]}); a bad row is reported in place, the others run")
+                    "a combo file, '-' for stdin: CSV whose header names the strategy's parameters (the built-in's: "
+                    "h,L,s,p3,p2,p), or JSON lines ({\"h\":3,\"L\":6,...} or {\"params\":[...]}); a bad row is "
+                    "reported in place, the others run")
       ->check(file_path())
       ->excludes(lengths)
       ->excludes(grid);
@@ -426,11 +499,47 @@ int run_sweep_command(SweepOptions& options) {
   auto selected = options.name.empty() ? series_set->select(options.series)
                                        : Expected<std::vector<std::size_t>>(std::vector<std::size_t>{0});
   if (!selected) return report_error("sweep", selected.error());
-  auto plan = plan_rows(options.combos);
+  // The strategy: the built-in one, a file loaded here (--inproc), or one the engine or server
+  // serves (known once connected); each connection is made here, before the rows are planned
+  // with the strategy's parameter names.
+  StrategyCatalog catalog;
+  StrategyChoice strategy = choice_of(builtin());
+  std::optional<ShmClient> engine;
+  std::optional<SocketClient> server;
+  if (names_a_file(options.strategy)) {
+    auto loaded = catalog.load(options.strategy);
+    if (!loaded) return report_error("sweep", loaded.error());
+    strategy = choice_of(**loaded);
+  } else if (!options.strategy.empty() && options.strategy != builtin().name() && options.name.empty() && !socket) {
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       fmt::format("--inproc runs a strategy this process loads: give its FILE.so "
+                                                   "(--strategy path/to/{}.so); a name picks one an engine serves",
+                                                   options.strategy)});
+  }
+  if (!options.name.empty()) {
+    auto connected = connect_engine(options);
+    if (!connected) return report_error("sweep", connected.error());
+    engine.emplace(std::move(*connected));
+    if (!options.strategy.empty()) {
+      auto chosen = engine_strategy(options, *engine);
+      if (!chosen) return report_error("sweep", chosen.error());
+      strategy = std::move(*chosen);
+    }
+  } else if (socket) {
+    auto connected = connect_socket(options);
+    if (!connected) return report_error("sweep", connected.error());
+    server.emplace(std::move(*connected));
+    if (!options.strategy.empty() && options.strategy != builtin().name()) {
+      auto chosen = server->use_strategy(options.strategy);
+      if (!chosen) return report_error("sweep", chosen.error());
+      strategy = StrategyChoice{options.strategy, nullptr, chosen->index, chosen->params};
+    }
+  }
+  auto plan = plan_rows(options.combos, strategy.columns(), strategy.is_builtin());
   if (!plan) return report_error("sweep", plan.error());
 
   const SweepFormat format = options.json ? SweepFormat::json : options.csv ? SweepFormat::csv : SweepFormat::table;
-  SweepWriter writer(stdout, format, !options.series.empty());
+  SweepWriter writer(stdout, format, !options.series.empty(), strategy.shape());
   SweepProgress progress(plan->size() * selected->size(), !options.quiet);
   std::size_t emitted = 0;
   std::size_t failed_rows = 0;
@@ -438,7 +547,9 @@ int run_sweep_command(SweepOptions& options) {
   const Emit emit = [&](const SweepRow& row) {
     writer.row(row);
     if (!row.error.empty()) ++failed_rows;
-    if (options.combos.combos_path.empty() && options.series.empty() && row.length == kFingerprintLength && row.error.empty()) fingerprint_row = row;
+    if (strategy.is_builtin() && options.combos.combos_path.empty() && options.series.empty() &&
+        row.length == kFingerprintLength && row.error.empty())
+      fingerprint_row = row;
     progress.advance(++emitted);
   };
   // Each series' rows start with the table's header line naming where they run; CSV has one
@@ -458,18 +569,19 @@ int run_sweep_command(SweepOptions& options) {
   bool is_default = false;
   double fee = options.fee;
   Expected<void> ran{};
-  if (!options.name.empty()) {
-    ran = run_through_segment(options, *plan, emit, begin_series, is_default, fee);
-  } else if (socket) {
+  if (engine) {
+    ran = run_through_segment(options, *engine, strategy, *plan, emit, begin_series, is_default, fee);
+  } else if (server) {
     std::optional<LoadedSeries> shipped;
     if (options.ship) {
       auto series = series_set->load(selected->front());
       if (!series) return report_error("sweep", series.error());
       shipped = std::move(*series);
     }
-    ran = run_through_socket(options, shipped ? &*shipped : nullptr, *plan, emit, begin_series, is_default, fee);
+    ran = run_through_socket(options, *server, strategy, shipped ? &*shipped : nullptr, *plan, emit, begin_series,
+                             is_default, fee);
   } else {
-    ran = run_inproc_series(options, *series_set, *selected, *plan, emit, begin_series, is_default);
+    ran = run_inproc_series(options, *strategy.local, *series_set, *selected, *plan, emit, begin_series, is_default);
   }
   progress.finish();
   if (!ran) return report_error("sweep", ran.error());

@@ -32,6 +32,9 @@ struct SweepOptions {
   std::vector<std::string> data_paths;  // every --data, in order
   std::string series;                  // --series NAME|INDEX|all: name the series each row ran on
   ComboSpec combos;                    // --combos, --lengths or --grid
+  // --strategy: a name the engine or server serves, or (--inproc) a strategy's FILE.so; empty:
+  // the built-in one.
+  std::string strategy;
   bool json = false;
   bool csv = false;
   bool quiet = false;          // no progress bar

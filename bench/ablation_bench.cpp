@@ -98,7 +98,7 @@ Expected<nlohmann::json> run_ablation(const AblationOptions& options) {
     // difference to plumbing.
     if (auto pinned = pin_current_thread(server_cpu); !pinned) return std::unexpected(pinned.error());
     std::vector<double> kernel;
-    KernelWorkspace workspace(bars);
+    KernelWorkspace workspace(builtin().workspace_bytes(bars));
     BacktestResult expected;
     for (std::size_t i = 0; i < samples + samples / 10; ++i) {
       const std::uint64_t t0 = TscClock::now();

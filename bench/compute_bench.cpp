@@ -64,7 +64,7 @@ Expected<PathTimes> time_path(std::span<const double> close, std::span<const Com
   PathTimes times;
   for (unsigned r = 0; r < std::max(1u, options.repeats); ++r) {
     const auto start = std::chrono::steady_clock::now();
-    auto swept = run_sweep(close, combos, options.fee, options.threads);
+    auto swept = run_sweep(builtin(), close, combos, options.fee, options.threads);
     const auto stop = std::chrono::steady_clock::now();
     if (!swept) return std::unexpected(swept.error());
     times.sweep_seconds.push_back(std::chrono::duration<double>(stop - start).count());
@@ -72,7 +72,7 @@ Expected<PathTimes> time_path(std::span<const double> close, std::span<const Com
   }
   for (unsigned r = 0; r < std::max(1u, options.repeats / 2); ++r) {
     const auto start = std::chrono::steady_clock::now();
-    auto swept = run_sweep(close, combos, options.fee, 1);
+    auto swept = run_sweep(builtin(), close, combos, options.fee, 1);
     times.single_thread_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!swept) return std::unexpected(swept.error());
@@ -89,7 +89,7 @@ constexpr std::size_t kShortCalls = 20'000;
 std::vector<double> time_short_backtests(std::span<const double> close, double fee, const TscClock& clock) {
   const std::span<const double> bars = close.first(std::min(kShortBars, close.size()));
   const Combo combo = combo_from_length(kFingerprintLength);
-  KernelWorkspace workspace(bars.size());
+  KernelWorkspace workspace(builtin().workspace_bytes(bars.size()));
   BacktestResult result;
   std::vector<double> ns;
   ns.reserve(kShortCalls);

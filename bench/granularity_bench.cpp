@@ -143,7 +143,7 @@ Expected<std::vector<double>> way_inproc(GranularityRun& run) {
   std::vector<double> ns;
   for (std::size_t r = 0; r < run.options.repeats; ++r) {
     const std::uint64_t t0 = TscClock::now();
-    auto swept = run_sweep(run.close, run.combos, kDefaultFee, 1);
+    auto swept = run_sweep(builtin(), run.close, run.combos, kDefaultFee, 1);
     ns.push_back(run.ns_since(t0));
     if (!swept) return std::unexpected(swept.error());
   }
@@ -252,7 +252,7 @@ Expected<std::vector<double>> socket_floor(GranularityRun& run, bool tcp) {
 // The compute of one combo, per call, measured here.
 std::vector<double> compute_per_combo(const GranularityRun& run) {
   std::vector<double> ns;
-  KernelWorkspace workspace(run.close.size());
+  KernelWorkspace workspace(builtin().workspace_bytes(run.close.size()));
   BacktestResult out;
   for (std::size_t r = 0; r < std::max<std::size_t>(1, run.options.repeats / 2); ++r)
     for (const Combo& combo : run.combos) {
@@ -301,7 +301,7 @@ Expected<nlohmann::json> run_granularity(const GranularityOptions& options) {
   GranularityRun run{options, place_suite(options.client_cpu, options.server_cpu, options.binary),
                      TscClock::calibrate(), std::move(*series), default_grid_combos(), {}};
   if (auto pinned = pin_current_thread(run.where.client_cpu); !pinned) return std::unexpected(pinned.error());
-  auto expected = run_sweep(run.close, run.combos, kDefaultFee, 1);
+  auto expected = run_sweep(builtin(), run.close, run.combos, kDefaultFee, 1);
   if (!expected) return std::unexpected(expected.error());
   run.expected = std::move(*expected);
 

@@ -136,7 +136,7 @@ Expected<std::vector<BacktestResult>> sweep_unpinned(std::span<const double> clo
   std::thread runner([&] {
     unpin_current_thread();
     const auto start = Clock::now();
-    swept = run_sweep(close, combos, kDefaultFee, threads);
+    swept = run_sweep(builtin(), close, combos, kDefaultFee, threads);
     ms = ms_since(start);
   });
   runner.join();

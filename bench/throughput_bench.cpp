@@ -385,7 +385,7 @@ Expected<double> grid_in_process(const ThroughputRun& run, std::span<const doubl
       return;
     }
     const std::uint64_t t0 = TscClock::now();
-    swept = run_sweep(series, combos, kDefaultFee, 1);
+    swept = run_sweep(builtin(), series, combos, kDefaultFee, 1);
     ms = run.clock.to_ns(TscClock::now() - t0) / 1e6;
   });
   worker.join();
@@ -444,7 +444,7 @@ Expected<void> run_grid_ways(ThroughputRun& run, std::vector<GridWay>& ways, std
 // the server cpu: each way computes there on one thread, one way at a time.
 Expected<void> grid_scenarios(ThroughputRun& run, SocketClient& socket_client, std::span<const double> series) {
   const std::vector<Combo> combos = default_grid_combos();
-  auto expected = run_sweep(series, combos, kDefaultFee, 1);
+  auto expected = run_sweep(builtin(), series, combos, kDefaultFee, 1);
   if (!expected) return std::unexpected(expected.error());
   if (auto loaded = socket_client.load(series); !loaded) return std::unexpected(loaded.error());
   EngineChild grid_engine(run.where.binary, unique_segment_name("throughput-grid"), run.engine_args("block", 1));

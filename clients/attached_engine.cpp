@@ -15,8 +15,6 @@
 namespace ipcfloor {
 namespace {
 
-constexpr std::string_view kWindowNames[6] = {"h", "L", "s", "p3", "p2", "p"};
-
 int code_for(ErrorCode code) noexcept {
   switch (code) {
     case ErrorCode::invalid_argument: return IPCFLOOR_E_INVALID;
@@ -29,6 +27,7 @@ int code_for(ErrorCode code) noexcept {
     case ErrorCode::timeout: return IPCFLOOR_E_TIMEOUT;
     case ErrorCode::busy: return IPCFLOOR_E_BUSY;
     case ErrorCode::protocol: return IPCFLOOR_E_CORRUPT;
+    case ErrorCode::strategy: return IPCFLOOR_E_REJECTED;
   }
   return IPCFLOOR_E_INTERNAL;
 }
@@ -57,23 +56,19 @@ int code_for(std::uint16_t status) noexcept {
     case Status::not_the_writer: return IPCFLOOR_E_NOT_WRITER;
     case Status::no_room: return IPCFLOOR_E_NO_ROOM;
     case Status::no_such_series: return IPCFLOOR_E_NO_SUCH_SERIES;
+    case Status::no_such_strategy: return IPCFLOOR_E_NO_SUCH_STRATEGY;
+    case Status::no_live_step: return IPCFLOOR_E_NO_LIVE_STEP;
+    case Status::signals_full: return IPCFLOOR_E_SIGNALS_FULL;
     default: return IPCFLOOR_E_REJECTED;
   }
-}
-
-// The first of the six windows outside [1, limit] (5 when only the last one is left).
-std::size_t first_bad_window(const std::int64_t params[6], std::uint64_t limit) noexcept {
-  std::size_t k = 0;
-  while (k < 5 && params[k] >= 1 && static_cast<std::uint64_t>(params[k]) <= limit) ++k;
-  return k;
 }
 
 void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
   out.bar = slot.bar;
   out.subscription = slot.subscription;
   out.dropped = slot.dropped;
-  out.hma = slot.hma;
-  out.hma3 = slot.hma3;
+  out.value[0] = slot.value[0];
+  out.value[1] = slot.value[1];
   out.pnl = slot.pnl;
   out.trades = slot.trades;
   out.tick = slot.tick;
@@ -144,6 +139,49 @@ AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
     table_[i] = i == 0 ? segment.series() : segment.series_at(i);
     keys_[i] = std::string(segment.series_key(i));
   }
+  // The strategy table: names NUL-terminated within their fields (written so by the engine; cut
+  // here whatever it holds), at least the built-in one.
+  strategy_count_ = std::clamp<std::uint32_t>(header.strategy_count, 1, kMaxStrategies);
+  for (std::uint32_t i = 0; i < strategy_count_; ++i) {
+    strategies_[i] = header.strategy_table[i];
+    StrategyEntry& entry = strategies_[i];
+    entry.name[kStrategyNameBytes - 1] = '\0';
+    for (auto& param : entry.param_names) param[kStrategyNameBytes - 1] = '\0';
+    for (auto& value : entry.value_names) value[kStrategyNameBytes - 1] = '\0';
+    entry.param_count = std::min<std::uint32_t>(entry.param_count, IPCFLOOR_STRATEGY_MAX_PARAMS);
+  }
+}
+
+int AttachedEngine::find_strategy(std::string_view name) noexcept {
+  for (std::uint32_t i = 0; i < strategy_count_; ++i)
+    if (name == strategies_[i].name) return static_cast<int>(i);
+  std::string known;
+  for (std::uint32_t i = 0; i < strategy_count_; ++i) known += fmt::format("{}{}", i == 0 ? "" : ", ", strategies_[i].name);
+  write_message_to(message_, "engine {} (pid {}) serves no strategy named '{}'; it serves: {} (serve --strategy FILE.so "
+                   "loads one)", engine_name(), engine_pid_, name, known);
+  return IPCFLOOR_E_NO_SUCH_STRATEGY;
+}
+
+int AttachedEngine::check_strategy(std::uint32_t index) noexcept {
+  if (index < strategy_count_) return IPCFLOOR_OK;
+  write_message_to(message_, "engine {} (pid {}) serves no strategy {} (lane {}): it serves {}, indices 0 to {}",
+                   engine_name(), engine_pid_, index, client_.lane(), strategy_count_, strategy_count_ - 1);
+  return IPCFLOOR_E_NO_SUCH_STRATEGY;
+}
+
+template <std::size_t N>
+void AttachedEngine::describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
+                                      std::uint32_t strategy) const noexcept {
+  const StrategyEntry* entry = strategy_at(strategy);
+  const char* name = entry != nullptr ? entry->name : "?";
+  const auto k = static_cast<std::uint64_t>(answer.extra[0]);
+  if (k >= 1 && k <= IPCFLOOR_STRATEGY_MAX_PARAMS) {
+    const char* param = entry != nullptr && k <= entry->param_count ? entry->param_names[k - 1] : "";
+    write_message_to(out, "parameter {} (position {}) is {}, refused by strategy {} for a series of {} bars", param,
+                     k - 1, params[k - 1], name, answer.extra[1]);
+  } else {
+    write_message_to(out, "strategy {} refuses these parameters for a series of {} bars", name, answer.extra[1]);
+  }
 }
 
 int AttachedEngine::check_series(std::uint32_t index) noexcept {
@@ -176,8 +214,9 @@ int AttachedEngine::lane_failure(CallStatus status) noexcept {
   return code_for(status);
 }
 
-int AttachedEngine::combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
-                                  std::size_t of, std::uint32_t series) noexcept {
+int AttachedEngine::combo_refused(const std::int64_t params[6], const ResponseSlot& answer, std::size_t index,
+                                  std::size_t of, std::uint32_t series, std::uint32_t strategy) noexcept {
+  const std::uint16_t status = answer.status;
   const int code = code_for(status);
   char which[64 + kSeriesKeyBytes] = "the combo";
   const char* key = series_key(series);
@@ -190,15 +229,11 @@ int AttachedEngine::combo_refused(const std::int64_t params[6], std::uint16_t st
     write_message_to(which, "the combo on series {} ({})", series, key);
   }
   if (code == IPCFLOOR_E_WINDOW) {
-    // Live, the engine judges a backtest on the main series on the bars published so far (the
-    // preloaded ones otherwise); another series holds its preloaded bars.
-    const std::uint64_t bars = series == 0 ? client_.segment().published_series().size() : series_at(series).size();
-    const std::size_t k = first_bad_window(params, bars);
-    write_message_to(message_,
-                     "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: window {} (position {}) is {}, "
-                     "outside [1, {}] (the bars of its series)",
-                     engine_name(), engine_pid_, which, params[0], params[1], params[2], params[3], params[4],
-                     params[5], client_.lane(), kWindowNames[k], k, params[k], bars);
+    char why[256];
+    describe_refusal(why, params, answer, strategy);
+    write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: {}", engine_name(),
+                     engine_pid_, which, params[0], params[1], params[2], params[3], params[4], params[5],
+                     client_.lane(), why);
   } else if (code == IPCFLOOR_E_NO_SUCH_SERIES) {
     // Checked before sending, so only an engine that disagrees with its own table says this.
     write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: it holds no series {} "
@@ -221,25 +256,28 @@ int AttachedEngine::drain() noexcept {
   return IPCFLOOR_OK;
 }
 
-int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades,
-                             std::uint32_t series) noexcept {
+int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades, std::uint32_t series,
+                             std::uint32_t strategy) noexcept {
   if (const int held = check_series(series); held != IPCFLOOR_OK) return held;
+  if (const int known = check_strategy(strategy); known != IPCFLOOR_OK) return known;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   // Packed once, straight from the caller's array into the exchange line; answered in that line.
-  if (const CallStatus got = client_.call(Opcode::backtest, series_flags(series), payload_of(params));
+  if (const CallStatus got = client_.call(Opcode::backtest, request_flags(series, strategy), payload_of(params));
       got != CallStatus::ok)
     return lane_failure(got);
   const ResponseSlot& answer = client_.answer();
-  if (answer.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(params, answer.status, 0, 1, series);
+  if (answer.status != static_cast<std::uint16_t>(Status::ok))
+    return combo_refused(params, answer, 0, 1, series, strategy);
   pnl = answer.pnl;
   trades = answer.trades;
   return IPCFLOOR_OK;
 }
 
-int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
-                          std::uint32_t series) noexcept {
+int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out, std::uint32_t series,
+                          std::uint32_t strategy) noexcept {
   constexpr double kNoAnswer = std::numeric_limits<double>::quiet_NaN();
   int held = check_series(series);
+  if (held == IPCFLOOR_OK) held = check_strategy(strategy);
   if (held == IPCFLOOR_OK) held = settle();
   if (held != IPCFLOOR_OK) {
     for (std::size_t i = 0; i < n; ++i) out.set(i, kNoAnswer, 0, held);
@@ -247,7 +285,7 @@ int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const 
   }
   int refused = 0;
   const auto request = [&](std::size_t i) noexcept {
-    return SweepRequest{Opcode::backtest, series_flags(series), payload_of(params[i])};
+    return SweepRequest{Opcode::backtest, request_flags(series, strategy), payload_of(params[i])};
   };
   const auto take = [&](std::size_t i, const ResponseSlot& answer) noexcept {
     if (answer.status == static_cast<std::uint16_t>(Status::ok)) {
@@ -255,7 +293,8 @@ int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const 
       return;
     }
     // Only the first refusal is put into words: formatting every one would cost a bad grid time.
-    const int code = refused == 0 ? combo_refused(params[i], answer.status, i, n, series) : code_for(answer.status);
+    const int code =
+        refused == 0 ? combo_refused(params[i], answer, i, n, series, strategy) : code_for(answer.status);
     ++refused;
     out.set(i, kNoAnswer, 0, code);
   };
@@ -271,7 +310,7 @@ int AttachedEngine::echo(const std::int64_t in[6], std::int64_t out[6]) noexcept
   if (const CallStatus got = client_.call(Opcode::echo, 0, payload_of(in)); got != CallStatus::ok)
     return lane_failure(got);
   const ResponseSlot& answer = client_.answer();
-  if (answer.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, answer.status, 0, 1, 0);
+  if (answer.status != static_cast<std::uint16_t>(Status::ok)) return combo_refused(in, answer, 0, 1, 0, 0);
   // The answer's 48 bytes from pnl on are the request's, verbatim.
   static_assert(sizeof(ResponseSlot) - offsetof(ResponseSlot, pnl) == 6 * sizeof(std::int64_t));
   std::memcpy(out, &answer.pnl, 6 * sizeof(std::int64_t));
@@ -315,7 +354,9 @@ int AttachedEngine::append_refused(double close, std::uint16_t status) noexcept 
   return code;
 }
 
-int AttachedEngine::subscription_refused(const std::int64_t params[6], std::uint16_t status) noexcept {
+int AttachedEngine::subscription_refused(const std::int64_t params[6], const ResponseSlot& answer,
+                                         std::uint32_t strategy) noexcept {
+  const std::uint16_t status = answer.status;
   if (status == static_cast<std::uint16_t>(Status::not_live)) return not_live("subscribe combos");
   char subject[256];
   write_message_to(subject, "engine {} (pid {}) refused to subscribe [{}, {}, {}, {}, {}, {}] on lane {}", engine_name(),
@@ -323,13 +364,17 @@ int AttachedEngine::subscription_refused(const std::int64_t params[6], std::uint
   const char* who = subject;
   switch (static_cast<Status>(status)) {
     case Status::window_out_of_range: {
-      const std::size_t k = first_bad_window(params, capacity_bars_);
-      write_message_to(message_,
-                       "{}: window {} (position {}) is {}, outside [1, {}] (the capacity of its live series, serve "
-                       "--capacity)",
-                       who, kWindowNames[k], k, params[k], capacity_bars_);
+      char why[256];
+      describe_refusal(why, params, answer, strategy);
+      write_message_to(message_, "{}: {} (the capacity of its live series, serve --capacity)", who, why);
       break;
     }
+    case Status::no_live_step:
+      write_message_to(message_,
+                       "{}: strategy {} has no per-bar step, so it cannot stream signals (its shared object sets no "
+                       "live part; status no_live_step)",
+                       who, strategy_at(strategy) != nullptr ? strategy_at(strategy)->name : "?");
+      break;
     case Status::too_costly:
       write_message_to(message_,
                        "{}: replaying the {} bars so far would cost more than the engine's bound per frame, or "
@@ -358,12 +403,15 @@ int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars
   return IPCFLOOR_OK;
 }
 
-int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state) noexcept {
+int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state,
+                              std::uint32_t strategy) noexcept {
+  if (const int known = check_strategy(strategy); known != IPCFLOOR_OK) return known;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
-  if (const CallStatus got = client_.call(Opcode::subscribe, 0, payload_of(params)); got != CallStatus::ok)
+  if (const CallStatus got = client_.call(Opcode::subscribe, request_flags(0, strategy), payload_of(params));
+      got != CallStatus::ok)
     return lane_failure(got);
   const ResponseSlot& response = client_.answer();
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response.status);
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response, strategy);
   ++subscriptions_;
   id = static_cast<std::uint32_t>(response.extra[0]);
   if (state != nullptr) {
@@ -371,8 +419,8 @@ int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, i
     *state = ipcfloor_signal{};
     state->bar = response.extra[1] > 0 ? static_cast<std::uint64_t>(response.extra[1] - 1) : 0;
     state->subscription = id;
-    state->hma = kNotCarried;
-    state->hma3 = kNotCarried;
+    state->value[0] = kNotCarried;
+    state->value[1] = kNotCarried;
     state->pnl = response.pnl;
     state->trades = response.trades;
     state->position = static_cast<std::int8_t>(response.extra[2]);
@@ -386,6 +434,12 @@ int AttachedEngine::snapshot() noexcept {
   ResponseSlot response{};
   if (const CallStatus got = client_.snapshot(response); got != CallStatus::ok) return lane_failure(got);
   if (response.status == static_cast<std::uint16_t>(Status::not_live)) return not_live("ask for a snapshot");
+  if (response.status == static_cast<std::uint16_t>(Status::signals_full)) {
+    write_message_to(message_, "engine {} (pid {}) refused a snapshot on lane {}: its signal ring has no room for one "
+                     "frame per subscription; read the signals waiting there (ipcfloor_poll_signal) and ask again",
+                     engine_name(), engine_pid_, client_.lane());
+    return IPCFLOOR_E_SIGNALS_FULL;
+  }
   if (response.status != static_cast<std::uint16_t>(Status::ok)) {
     write_message_to(message_, "engine {} (pid {}) refused a snapshot on lane {}: {} (status {})", engine_name(),
                      engine_pid_, client_.lane(), to_string(static_cast<Status>(response.status)), response.status);

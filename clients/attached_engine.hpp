@@ -63,20 +63,22 @@ class AttachedEngine {
   AttachedEngine(const AttachedEngine&) = delete;
   AttachedEngine& operator=(const AttachedEngine&) = delete;
 
-  // The ipcfloor_backtest_on / ipcfloor_sweep_on / ipcfloor_echo contracts
-  // (include/ipcfloor/ipcfloor.h); series 0 is ipcfloor_backtest / ipcfloor_sweep. A sweep on a
-  // series the engine does not hold marks every combo IPCFLOOR_E_NO_SUCH_SERIES and returns it.
+  // The ipcfloor_backtest_with / ipcfloor_sweep_with / ipcfloor_echo contracts
+  // (include/ipcfloor/ipcfloor.h); series 0 on strategy 0 is ipcfloor_backtest / ipcfloor_sweep.
+  // A sweep on a series or strategy the engine does not hold marks every combo with
+  // IPCFLOOR_E_NO_SUCH_SERIES / IPCFLOOR_E_NO_SUCH_STRATEGY and returns it, sending nothing.
   [[nodiscard]] int backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades,
-                             std::uint32_t series = 0) noexcept;
+                             std::uint32_t series = 0, std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
-                          std::uint32_t series = 0) noexcept;
+                          std::uint32_t series = 0, std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int echo(const std::int64_t in[6], std::int64_t out[6]) noexcept;
 
   // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
   // contracts. `state` may be null. snapshot returns the subscriptions (>= 0) or a code.
   // poll_signal returns IPCFLOOR_NO_SIGNAL, without touching the last error, when none is there.
   [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept;
-  [[nodiscard]] int subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state) noexcept;
+  [[nodiscard]] int subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state,
+                              std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int snapshot() noexcept;
   [[nodiscard]] int poll_signal(ipcfloor_signal& out) noexcept;
   [[nodiscard]] int wait_signal(ipcfloor_signal& out) noexcept;
@@ -93,6 +95,17 @@ class AttachedEngine {
   }
   // IPCFLOOR_OK when the engine holds series `index`; else IPCFLOOR_E_NO_SUCH_SERIES with its sentence.
   [[nodiscard]] int check_series(std::uint32_t index) noexcept;
+  // The strategy table, copied at attach: how many (1..kMaxStrategies; index 0 the built-in one),
+  // and strategy `index`'s entry (nullptr past the table).
+  [[nodiscard]] std::uint32_t strategy_count() const noexcept { return strategy_count_; }
+  [[nodiscard]] const StrategyEntry* strategy_at(std::uint32_t index) const noexcept {
+    return index < strategy_count_ ? &strategies_[index] : nullptr;
+  }
+  // The index of the strategy named `name`, or IPCFLOOR_E_NO_SUCH_STRATEGY with a sentence that
+  // lists the engine's strategies.
+  [[nodiscard]] int find_strategy(std::string_view name) noexcept;
+  // IPCFLOOR_OK when the engine holds strategy `index`; else IPCFLOOR_E_NO_SUCH_STRATEGY.
+  [[nodiscard]] int check_strategy(std::uint32_t index) noexcept;
   [[nodiscard]] double fee() const noexcept { return fee_; }
   [[nodiscard]] std::uint64_t checksum() const noexcept { return checksum_; }
   [[nodiscard]] const std::string& series_name() const noexcept { return series_name_; }
@@ -115,10 +128,17 @@ class AttachedEngine {
   // Reads and discards answers a failed call left in flight, so the next answer is this call's.
   [[nodiscard]] int drain() noexcept;
   [[nodiscard]] int lane_failure(CallStatus status) noexcept;
-  [[nodiscard]] int combo_refused(const std::int64_t params[6], std::uint16_t status, std::size_t index,
-                                  std::size_t of, std::uint32_t series) noexcept;
-  // A refused SUBSCRIBE: its windows are judged against the capacity, its cost against the bound.
-  [[nodiscard]] int subscription_refused(const std::int64_t params[6], std::uint16_t status) noexcept;
+  // A refused BACKTEST: `answer` carries the status, and for window_out_of_range the parameter
+  // refused and the bars it was judged against.
+  [[nodiscard]] int combo_refused(const std::int64_t params[6], const ResponseSlot& answer, std::size_t index,
+                                  std::size_t of, std::uint32_t series, std::uint32_t strategy) noexcept;
+  // A refused SUBSCRIBE: its parameters are judged against the capacity, its cost against the bound.
+  [[nodiscard]] int subscription_refused(const std::int64_t params[6], const ResponseSlot& answer,
+                                         std::uint32_t strategy) noexcept;
+  // "parameter L (position 1) is 341, refused by strategy hma for a series of 340 bars" into `out`.
+  template <std::size_t N>
+  void describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
+                        std::uint32_t strategy) const noexcept;
   [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
   // The message for a live call on an engine that is not live; returns IPCFLOOR_E_NOT_LIVE.
   [[nodiscard]] int not_live(const char* call) noexcept;
@@ -137,6 +157,8 @@ class AttachedEngine {
   std::uint32_t series_count_ = 1;
   std::array<std::span<const double>, kMaxSeries> table_{};
   std::array<std::string, kMaxSeries> keys_{};
+  std::uint32_t strategy_count_ = 1;
+  std::array<StrategyEntry, kMaxStrategies> strategies_{};
   char message_[kMessageBytes] = {};
 };
 

@@ -16,7 +16,7 @@
 // ipcfloor_signal is C's view of the engine's SignalSlot, without the ring's stamp; it is filled
 // field by field, so only its own layout is fixed here.
 static_assert(sizeof(ipcfloor_signal) == 64, "ipcfloor_signal is 64 bytes: the Python binding mirrors it");
-static_assert(offsetof(ipcfloor_signal, hma) == 16 && offsetof(ipcfloor_signal, tick) == 48 &&
+static_assert(offsetof(ipcfloor_signal, value) == 16 && offsetof(ipcfloor_signal, tick) == 48 &&
                   offsetof(ipcfloor_signal, cross) == 56 && offsetof(ipcfloor_signal, flags) == 58,
               "ipcfloor_signal offsets as documented in ipcfloor.h");
 static_assert(IPCFLOOR_SIGNAL_GAP == ipcfloor::kSignalGap && IPCFLOOR_SIGNAL_SNAPSHOT == ipcfloor::kSignalSnapshot,
@@ -175,8 +175,13 @@ int ipcfloor_backtest(ipcfloor_client* c, const int64_t params[6], double* pnl, 
 }
 
 int ipcfloor_backtest_on(ipcfloor_client* c, uint32_t series, const int64_t params[6], double* pnl, int64_t* trades) {
+  return ipcfloor_backtest_with(c, 0, series, params, pnl, trades);
+}
+
+int ipcfloor_backtest_with(ipcfloor_client* c, uint32_t strategy, uint32_t series, const int64_t params[6], double* pnl,
+                           int64_t* trades) {
   if (c == nullptr || params == nullptr || pnl == nullptr || trades == nullptr) return IPCFLOOR_E_INVALID;
-  return c->engine->backtest(params, *pnl, *trades, series);
+  return c->engine->backtest(params, *pnl, *trades, series, strategy);
 }
 
 int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, double* pnl, int64_t* trades,
@@ -186,15 +191,55 @@ int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, dou
 
 int ipcfloor_sweep_on(ipcfloor_client* c, uint32_t series, const int64_t (*params)[6], size_t n, double* pnl,
                       int64_t* trades, int* status) {
+  return ipcfloor_sweep_with(c, 0, series, params, n, pnl, trades, status);
+}
+
+int ipcfloor_sweep_with(ipcfloor_client* c, uint32_t strategy, uint32_t series, const int64_t (*params)[6], size_t n,
+                        double* pnl, int64_t* trades, int* status) {
   if (c == nullptr) return IPCFLOOR_E_INVALID;
-  if (n == 0) return c->engine->check_series(series);  // IPCFLOOR_OK (0 combos refused) or no such series
+  if (n == 0) {  // IPCFLOOR_OK (0 combos refused), or no such series or strategy
+    const int held = c->engine->check_series(series);
+    return held != IPCFLOOR_OK ? held : c->engine->check_strategy(strategy);
+  }
   if (params == nullptr || pnl == nullptr || trades == nullptr || n > static_cast<size_t>(INT_MAX))
     return IPCFLOOR_E_INVALID;
   ipcfloor::SweepOutput out;
   out.pnl = pnl;
   out.trades = trades;
   out.status = status;
-  return c->engine->sweep(params, n, out, series);
+  return c->engine->sweep(params, n, out, series, strategy);
+}
+
+uint32_t ipcfloor_strategy_count(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->strategy_count(); }
+
+int ipcfloor_strategy_find(ipcfloor_client* c, const char* name) {
+  if (c == nullptr || name == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->find_strategy(name);
+}
+
+const char* ipcfloor_strategy_name(const ipcfloor_client* c, uint32_t index) {
+  const ipcfloor::StrategyEntry* entry = c == nullptr ? nullptr : c->engine->strategy_at(index);
+  return entry == nullptr ? nullptr : entry->name;
+}
+
+uint32_t ipcfloor_strategy_param_count(const ipcfloor_client* c, uint32_t index) {
+  const ipcfloor::StrategyEntry* entry = c == nullptr ? nullptr : c->engine->strategy_at(index);
+  return entry == nullptr ? 0 : entry->param_count;
+}
+
+const char* ipcfloor_strategy_param_name(const ipcfloor_client* c, uint32_t index, uint32_t k) {
+  const ipcfloor::StrategyEntry* entry = c == nullptr ? nullptr : c->engine->strategy_at(index);
+  return entry == nullptr || k >= entry->param_count ? nullptr : entry->param_names[k];
+}
+
+const char* ipcfloor_strategy_value_name(const ipcfloor_client* c, uint32_t index, uint32_t k) {
+  const ipcfloor::StrategyEntry* entry = c == nullptr ? nullptr : c->engine->strategy_at(index);
+  return entry == nullptr || entry->live == 0 || k >= 2 ? nullptr : entry->value_names[k];
+}
+
+int ipcfloor_strategy_is_live(const ipcfloor_client* c, uint32_t index) {
+  const ipcfloor::StrategyEntry* entry = c == nullptr ? nullptr : c->engine->strategy_at(index);
+  return entry != nullptr && entry->live != 0 ? 1 : 0;
 }
 
 int ipcfloor_echo(ipcfloor_client* c, const int64_t in[6], int64_t out[6]) {
@@ -211,8 +256,13 @@ int ipcfloor_append(ipcfloor_client* c, double close, uint64_t tick, uint64_t* b
 }
 
 int ipcfloor_subscribe(ipcfloor_client* c, const int64_t params[6], uint32_t* id, ipcfloor_signal* state) {
+  return ipcfloor_subscribe_with(c, 0, params, id, state);
+}
+
+int ipcfloor_subscribe_with(ipcfloor_client* c, uint32_t strategy, const int64_t params[6], uint32_t* id,
+                            ipcfloor_signal* state) {
   if (c == nullptr || params == nullptr || id == nullptr) return IPCFLOOR_E_INVALID;
-  return c->engine->subscribe(params, *id, state);
+  return c->engine->subscribe(params, *id, state, strategy);
 }
 
 int ipcfloor_snapshot(ipcfloor_client* c) { return c == nullptr ? IPCFLOOR_E_INVALID : c->engine->snapshot(); }

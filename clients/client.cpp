@@ -73,20 +73,57 @@ std::string_view Client::series_key(std::uint32_t index) const noexcept {
 
 Result Client::backtest(const Params& params) { return backtest(params, 0); }
 
-Result Client::backtest(const Params& params, std::uint32_t series) {
+Result Client::backtest(const Params& params, std::uint32_t series) { return backtest(params, series, 0); }
+
+Result Client::backtest(const Params& params, std::uint32_t series, std::uint32_t strategy) {
   Result result;
-  if (const int code = impl_->engine->backtest(params.data(), result.pnl, result.trades, series); code != IPCFLOOR_OK)
+  if (const int code = impl_->engine->backtest(params.data(), result.pnl, result.trades, series, strategy);
+      code != IPCFLOOR_OK)
     fail(code);
   return result;
 }
 
-std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out) { return sweep(params, out, 0); }
+std::uint32_t Client::strategy_count() const noexcept { return impl_->engine->strategy_count(); }
+
+std::uint32_t Client::strategy(std::string_view name) {
+  const int index = impl_->engine->find_strategy(name);
+  if (index < 0) fail(index);
+  return static_cast<std::uint32_t>(index);
+}
+
+std::string_view Client::strategy_name(std::uint32_t index) const noexcept {
+  const StrategyEntry* entry = impl_->engine->strategy_at(index);
+  return entry == nullptr ? std::string_view() : std::string_view(entry->name);
+}
+
+std::uint32_t Client::strategy_param_count(std::uint32_t index) const noexcept {
+  const StrategyEntry* entry = impl_->engine->strategy_at(index);
+  return entry == nullptr ? 0 : entry->param_count;
+}
+
+std::string_view Client::strategy_param_name(std::uint32_t index, std::uint32_t k) const noexcept {
+  const StrategyEntry* entry = impl_->engine->strategy_at(index);
+  return entry == nullptr || k >= entry->param_count ? std::string_view() : std::string_view(entry->param_names[k]);
+}
+
+bool Client::strategy_live(std::uint32_t index) const noexcept {
+  const StrategyEntry* entry = impl_->engine->strategy_at(index);
+  return entry != nullptr && entry->live != 0;
+}
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out) { return sweep(params, out, 0, 0); }
 
 std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series) {
+  return sweep(params, out, series, 0);
+}
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series,
+                          std::uint32_t strategy) {
   if (out.size() != params.size())
     throw ClientError(IPCFLOOR_E_INVALID, "sweep: " + std::to_string(out.size()) + " results for " +
                                         std::to_string(params.size()) + " combos; give one Result per combo");
   if (const int held = impl_->engine->check_series(series); held != IPCFLOOR_OK) fail(held);
+  if (const int known = impl_->engine->check_strategy(strategy); known != IPCFLOOR_OK) fail(known);
   if (params.empty()) return 0;
   SweepOutput output;
   output.pnl = &out[0].pnl;
@@ -94,7 +131,7 @@ std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out,
   output.status = &out[0].status;
   output.pnl_stride = output.trades_stride = output.status_stride = sizeof(Result);
   const int refused = impl_->engine->sweep(reinterpret_cast<const std::int64_t(*)[6]>(params.data()), params.size(),
-                                           output, series);
+                                           output, series, strategy);
   if (refused < 0) fail(refused);
   return static_cast<std::size_t>(refused);
 }
@@ -111,9 +148,12 @@ std::uint64_t Client::append(double close, std::uint64_t tick) {
   return bars;
 }
 
-Subscription Client::subscribe(const Params& params) {
+Subscription Client::subscribe(const Params& params) { return subscribe(params, 0); }
+
+Subscription Client::subscribe(const Params& params, std::uint32_t strategy) {
   Subscription subscription;
-  if (const int code = impl_->engine->subscribe(params.data(), subscription.id, &subscription.state); code != IPCFLOOR_OK)
+  if (const int code = impl_->engine->subscribe(params.data(), subscription.id, &subscription.state, strategy);
+      code != IPCFLOOR_OK)
     fail(code);
   return subscription;
 }

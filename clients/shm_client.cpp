@@ -84,8 +84,8 @@ CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& res
   return got;
 }
 
-CallStatus ShmClient::subscribe(const Combo& combo, ResponseSlot& response) noexcept {
-  const CallStatus got = call(Opcode::subscribe, 0, payload_of(combo));
+CallStatus ShmClient::subscribe(const Combo& combo, ResponseSlot& response, std::uint32_t strategy) noexcept {
+  const CallStatus got = call(Opcode::subscribe, request_flags(0, strategy), payload_of(combo));
   if (got == CallStatus::ok) copy_slot_payload(response, answer());
   return got;
 }

@@ -120,7 +120,7 @@ class ShmClient {
   // On status ok: response.extra[0] is its id, extra[1] the bars so far, pnl/trades/extra[2]
   // its state after them (extra[2] the position). Other statuses: window_out_of_range,
   // too_costly, no_room, not_live.
-  [[nodiscard]] CallStatus subscribe(const Combo& combo, ResponseSlot& response) noexcept;
+  [[nodiscard]] CallStatus subscribe(const Combo& combo, ResponseSlot& response, std::uint32_t strategy = 0) noexcept;
   // Asks for one SignalSlot per subscription with its state now (flag kSignalSnapshot): what a
   // subscriber that saw a gap does to re-synchronise. response.trades: the subscriptions.
   [[nodiscard]] CallStatus snapshot(ResponseSlot& response) noexcept;

@@ -376,6 +376,21 @@ Expected<ServerSeries> SocketClient::use_preloaded() {
   return ServerSeries{reply->checksum, reply->fee, reply->n_bars, std::string(reply->name)};
 }
 
+Expected<ServerStrategy> SocketClient::use_strategy(std::string_view name) {
+  request_.clear();
+  if (auto built = append_use_strategy_request(name, request_); !built) return std::unexpected(built.error());
+  auto body = round_trip(request_, SocketOpcode::use_strategy);
+  if (!body) return std::unexpected(body.error());
+  const auto reply = decode_use_strategy_reply(*body);
+  if (!reply)
+    return broken_by(ErrorCode::protocol, fmt::format("{} answered use_strategy with a malformed {}-byte reply", server_,
+                                                      body->size()));
+  ServerStrategy strategy;
+  strategy.index = reply->index;
+  for (std::uint32_t k = 0; k < reply->param_count; ++k) strategy.params.emplace_back(reply->params[k]);
+  return strategy;
+}
+
 Expected<std::vector<BacktestResult>> SocketClient::sweep_loaded(std::span<const Combo> combos) {
   request_.clear();
   if (auto built = append_request(SocketOpcode::sweep_loaded, {}, combos, request_); !built)

@@ -43,6 +43,12 @@ struct ServerSeries {
   std::string name;            // where it came from, as `ipcfloor serve` describes it
 };
 
+// A strategy of the server, as use_strategy answers it.
+struct ServerStrategy {
+  std::uint32_t index = 0;
+  std::vector<std::string> params;  // its parameter names, in order
+};
+
 class SocketClient {
  public:
   // Connects to the Unix-domain socket at `path`. Errors name the path and the reason (no such
@@ -74,6 +80,10 @@ class SocketClient {
   [[nodiscard]] Expected<ServerSeries> use_preloaded();
   // Opcode 4: the 48 bytes come back verbatim. No allocation unless it fails.
   [[nodiscard]] Expected<Combo> echo_params(const Combo& combo);
+  // Opcode 6: the server's strategy `name` runs this connection's sweeps from now on. Returns its
+  // index and parameter names; a server without it answers no_such_strategy (an Error naming
+  // the ones it holds).
+  [[nodiscard]] Expected<ServerStrategy> use_strategy(std::string_view name);
 
   // "unix socket PATH" or "tcp HOST:PORT", as errors name it.
   [[nodiscard]] const std::string& server() const noexcept { return server_; }

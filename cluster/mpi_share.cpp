@@ -46,7 +46,8 @@ Expected<void> compute_through_engine(const MpiSweepOptions& options, std::span<
   if (!client) return std::unexpected(client.error());
   const auto request = [&](std::size_t k) {
     const Item& item = items[mine[k]];
-    return SweepRequest{Opcode::backtest, series_flags(item.series), payload_of(rows[item.row].params)};
+    return SweepRequest{Opcode::backtest, request_flags(item.series, options.strategy_index),
+                        payload_of(rows[item.row].params)};
   };
   const auto take = [&](std::size_t k, const ResponseSlot& answer) {
     out.add(ResultWire{mine[k], answer.trades, answer.pnl, answer.status, 1});
@@ -66,7 +67,10 @@ Expected<void> compute_series_chunk(const MpiSweepOptions& options, const Loaded
   if (options.threads <= 1) {
     for (std::size_t n = 0; at < mine.size() && items[mine[at]].series == series && n < kBatch; ++at, ++n) {
       BacktestResult result;
-      const KernelStatus status = run_backtest(loaded.close, rows[items[mine[at]].row].params, options.fee, *workspace, result);
+      // Admitted when the items were built: the strategy runs it, nothing is checked again.
+      const StrategyRun run = options.resolved->run(loaded.close, rows[items[mine[at]].row].params, options.fee,
+                                                    *workspace, result);
+      const KernelStatus status = run == StrategyRun::ok ? KernelStatus::ok : KernelStatus::failed;
       out.add(ResultWire{mine[at], result.trades, result.pnl, static_cast<std::uint32_t>(status), 0});
     }
     return {};
@@ -78,7 +82,7 @@ Expected<void> compute_series_chunk(const MpiSweepOptions& options, const Loaded
     combos.push_back(rows[items[mine[at]].row].params);
     which.push_back(mine[at]);
   }
-  auto results = run_sweep(loaded.close, combos, options.fee, options.threads);
+  auto results = run_sweep(*options.resolved, loaded.close, combos, options.fee, options.threads);
   if (!results) return std::unexpected(results.error());
   for (std::size_t k = 0; k < which.size(); ++k) out.add(ResultWire{which[k], (*results)[k].trades, (*results)[k].pnl, 0, 0});
   return {};
@@ -103,10 +107,10 @@ Expected<void> compute_inproc(const MpiSweepOptions& options, const SeriesSet& s
       const std::size_t bars = loaded.close.size();
       const MemoryNeed workspaces{
           fmt::format("{} kernel workspace{} of {} bars (one per thread)", threads, threads == 1 ? "" : "s", bars),
-          threads * KernelWorkspace::bytes_for(bars),
+          threads * options.resolved->workspace_bytes(bars),
           fmt::format("--threads {} or the series ({} bars)", threads, bars)};
       if (auto fits = check_memory_budget(std::span(&workspaces, 1), read_host_memory()); !fits) return fits;
-      if (options.threads <= 1) workspace.emplace(loaded.close.size());
+      if (options.threads <= 1) workspace.emplace(options.resolved->workspace_bytes(loaded.close.size()));
     }
     if (auto chunk = compute_series_chunk(options, loaded, rows, items, mine, at, workspace, out); !chunk) return chunk;
     out.flush();

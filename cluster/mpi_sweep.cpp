@@ -21,6 +21,7 @@
 #include "common/exit_codes.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/isa.hpp"
+#include "kernel/strategy_loader.hpp"
 #include "kernel/series_set.hpp"
 #include "kernel/work_split.hpp"
 #include "shm/segment.hpp"
@@ -53,9 +54,56 @@ Expected<void> read_engine_catalog(const std::string& name, std::vector<std::str
   return {};
 }
 
+// The parameter names a combo file uses for the resolved strategy.
+ComboColumns columns_for(const MpiSweepOptions& options) {
+  ComboColumns columns;
+  columns.count = std::min<std::size_t>(options.strategy_params.size(), 6);
+  for (std::size_t c = 0; c < columns.count; ++c) columns.names[c] = options.strategy_params[c];
+  return columns;
+}
+
+bool names_a_file(std::string_view strategy) {
+  return strategy.find('/') != std::string_view::npos || strategy.ends_with(".so");
+}
+
+// Resolves --strategy on this rank: the built-in one, a FILE.so loaded into `catalog`, or (with
+// --name) one the engine serves, by name.
+Expected<void> resolve_strategy(MpiSweepOptions& options, StrategyCatalog& catalog) {
+  const Strategy* local = &builtin();
+  if (names_a_file(options.strategy)) {
+    if (!options.name.empty())
+      return fail(ErrorCode::invalid_argument, "--strategy FILE.so runs in this process; with --name, name a strategy "
+                  "the engine serves");
+    auto loaded = catalog.load(options.strategy);
+    if (!loaded) return std::unexpected(loaded.error());
+    local = *loaded;
+  } else if (!options.strategy.empty() && options.strategy != builtin().name()) {
+    if (options.name.empty())
+      return fail(ErrorCode::invalid_argument, "--strategy {} names a strategy an engine serves: add --name ENGINE, or "
+                  "give its FILE.so", options.strategy);
+    AttachOptions observe;
+    observe.role = HandoffRole::observer;
+    auto observer = Attachment::attach(options.name, observe);
+    if (!observer) return std::unexpected(observer.error());
+    const auto index = observer->find_strategy(options.strategy);
+    if (!index) return fail(ErrorCode::invalid_argument, "engine {} serves no strategy named '{}'", options.name, options.strategy);
+    const StrategyEntry& entry = observer->strategy_at(*index);
+    options.resolved = nullptr;
+    options.strategy_index = *index;
+    options.strategy_name = entry.name;
+    for (std::uint32_t k = 0; k < entry.param_count; ++k) options.strategy_params.emplace_back(entry.param_names[k]);
+    return {};
+  }
+  options.resolved = local;
+  options.strategy_index = local->index();
+  options.strategy_name = std::string(local->name());
+  for (std::uint32_t k = 0; k < local->param_count(); ++k) options.strategy_params.emplace_back(local->param_name(k));
+  return {};
+}
+
 Expected<Plan> make_plan(const MpiSweepOptions& options, const SeriesSet& set) {
   Plan plan;
-  auto rows = plan_rows(options.combos);
+  auto rows = plan_rows(options.combos, columns_for(options), options.resolved == &builtin());
   if (!rows) return std::unexpected(rows.error());
   plan.rows = std::move(*rows);
   std::vector<std::size_t> engine_bars;
@@ -81,14 +129,15 @@ Expected<Plan> make_plan(const MpiSweepOptions& options, const SeriesSet& set) {
 
 // Every runnable (series, combo), series by series in the order selected, each series' rows in
 // plan order: what rank 0 writes, in that order.
-std::vector<Item> build_items(std::span<const RowWire> rows, std::span<const std::uint64_t> selected,
-                              std::span<const std::uint64_t> n_bars) {
+std::vector<Item> build_items(const Strategy* strategy, std::span<const RowWire> rows,
+                              std::span<const std::uint64_t> selected, std::span<const std::uint64_t> n_bars) {
   std::vector<Item> items;
   for (std::size_t s = 0; s < selected.size(); ++s)
     for (std::size_t k = 0; k < rows.size(); ++k) {
-      if (rows[k].runnable == 0 || validate_combo(rows[k].params, n_bars[s]) != KernelStatus::ok) continue;
-      items.push_back(Item{static_cast<std::uint32_t>(selected[s]), static_cast<std::uint32_t>(k),
-                           backtest_cost(rows[k].params, n_bars[s])});
+      // Admitted here when this process has the strategy; an engine's own admits on its side.
+      if (rows[k].runnable == 0 || (strategy != nullptr && !strategy->accepts(rows[k].params, n_bars[s]))) continue;
+      const std::uint64_t cost = strategy != nullptr ? strategy->cost(rows[k].params, n_bars[s]) : n_bars[s];
+      items.push_back(Item{static_cast<std::uint32_t>(selected[s]), static_cast<std::uint32_t>(k), cost});
     }
   return items;
 }
@@ -280,10 +329,11 @@ class Output {
 int run_root_rank(const MpiSweepOptions& options, const SeriesSet& set, Plan plan, const Shared& shared,
                   std::span<const Item> items, Share& share, int ranks) {
   Output output(options.out);
-  SweepWriter writer(output.file(), options.json ? SweepFormat::json : SweepFormat::csv, !options.series.empty());
+  SweepWriter writer(output.file(), options.json ? SweepFormat::json : SweepFormat::csv, !options.series.empty(),
+                     SweepShape{columns_for(options), options.resolved == &builtin()});
   writer.header();
   RowSink sink(std::move(plan.rows), std::move(plan.names), std::move(plan.selected), std::move(plan.n_bars), items,
-               writer);
+               writer, options.resolved, options.strategy_name);
   Receiver receiver(sink, ranks);
   auto computed = compute_share(
       options, set, shared.rows, items, share.mine, [&](std::span<const ResultWire> batch) { sink.take(batch); },
@@ -311,9 +361,17 @@ int run_root_rank(const MpiSweepOptions& options, const SeriesSet& set, Plan pla
 
 }  // namespace
 
-int run_mpi_sweep(const MpiSweepOptions& options) {
+int run_mpi_sweep(const MpiSweepOptions& given) {
   const int rank = rank_of(MPI_COMM_WORLD);
   const int ranks = size_of(MPI_COMM_WORLD);
+  // Every rank resolves --strategy itself (a FILE.so is loaded into each process); the first to
+  // fail ends the run with the strategy's exit code.
+  MpiSweepOptions options = given;
+  StrategyCatalog catalog;
+  if (auto resolved = resolve_strategy(options, catalog); !resolved) {
+    fmt::print(stderr, "ipcfloor-mpi rank {}: {}\n", rank, resolved.error().message);
+    MPI_Abort(MPI_COMM_WORLD, exit_code_for(resolved.error().code));
+  }
   const auto fail_all = [&](const Error& error) {
     fmt::print(stderr, "ipcfloor-mpi: {}\n", error.message);
     return exit_code_for(error.code);
@@ -339,7 +397,7 @@ int run_mpi_sweep(const MpiSweepOptions& options) {
   if (verdict != 0) return verdict;
   if (!set) return fail_all(set.error());
   const Shared shared = broadcast_plan(plan);
-  const std::vector<Item> items = build_items(shared.rows, shared.selected, shared.n_bars);
+  const std::vector<Item> items = build_items(options.resolved, shared.rows, shared.selected, shared.n_bars);
   Share share;
   share.mine = my_share(items, rank, ranks);
   for (const std::size_t i : share.mine) share.cost += items[i].cost;
@@ -358,7 +416,10 @@ void add_mpi_sweep_options(CLI::App& app, MpiSweepOptions& options) {
   auto* lengths = app.add_option("--lengths", options.combos.lengths, "comma-separated lengths")
                       ->each([&options](const std::string&) { options.combos.lengths_given = true; });
   auto* grid = app.add_option("--grid", options.combos.grid, "FIRST:LAST:COUNT")->capture_default_str()->excludes(lengths);
-  app.add_option("--combos", options.combos.combos_path, "a combo file (CSV h,L,s,p3,p2,p or JSON lines)")
+  app.add_option("--strategy", options.strategy,
+                 "the strategy: a FILE.so every rank loads, or with --name one the engine serves (default: hma)");
+  app.add_option("--combos", options.combos.combos_path,
+                 "a combo file (CSV whose header names the strategy's parameters, or JSON lines)")
       ->excludes(lengths)
       ->excludes(grid);
   auto* json = app.add_flag("--json", options.json, "JSON lines (the default is CSV)");

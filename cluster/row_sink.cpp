@@ -7,24 +7,29 @@
 
 namespace ipcfloor::mpi {
 
-std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars) {
+std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars, const Strategy* strategy,
+                       std::string_view strategy_name) {
   if (result.engine == 0) {
     const auto status = static_cast<KernelStatus>(result.status);
-    return status == KernelStatus::window_out_of_range ? window_error(row, n_bars) : std::string(to_string(status));
+    return status == KernelStatus::window_out_of_range ? window_error(row, n_bars, strategy, strategy_name)
+                                                       : std::string(to_string(status));
   }
   const auto status = static_cast<Status>(result.status);
-  if (status == Status::window_out_of_range) return window_error(row, n_bars);
+  if (status == Status::window_out_of_range) return window_error(row, n_bars, strategy, strategy_name);
   return std::string(to_string(status));
 }
 
 RowSink::RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
-                 std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer)
+                 std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer,
+                 const Strategy* strategy, std::string strategy_name)
     : plan_(std::move(plan)),
       names_(std::move(names)),
       selected_(std::move(selected)),
       n_bars_(std::move(n_bars)),
       items_(items),
-      writer_(writer) {
+      writer_(writer),
+      strategy_(strategy),
+      strategy_name_(std::move(strategy_name)) {
   // Row k of selected series p is item_of_[p * plan.size() + k] (or kNone when it cannot run).
   item_of_.assign(selected_.size() * plan_.size(), kNone);
   std::vector<std::size_t> position_of(names_.size(), 0);  // a series' place among the selected
@@ -53,9 +58,9 @@ void RowSink::flush() {
     SweepRow row = plan_[k].row;
     row.series = names_[selected_[s]];
     if (item == kNone) {
-      if (row.error.empty()) row.error = window_error(row, n_bars_[s]);
+      if (row.error.empty()) row.error = window_error(row, n_bars_[s], strategy_, strategy_name_);
     } else if (results_[item].status != 0) {
-      row.error = error_text(results_[item], row, n_bars_[s]);
+      row.error = error_text(results_[item], row, n_bars_[s], strategy_, strategy_name_);
     } else {
       row.result = BacktestResult{results_[item].pnl, results_[item].trades};
     }

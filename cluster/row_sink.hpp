@@ -18,8 +18,11 @@ class RowSink {
   // `names`: every series of the catalog, by index; `selected`: the catalog indices the run
   // covers, in output order, with their bar counts `n_bars`; `items`: the runnable (series, row)
   // pairs, whose results arrive by item index.
+  // `strategy`: the rows' strategy when this process has it (its refusals are put in its words),
+  // named `strategy_name`.
   RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
-          std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer);
+          std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer, const Strategy* strategy,
+          std::string strategy_name);
 
   // Records a batch of results and writes every row that is now complete.
   void take(std::span<const ResultWire> batch);
@@ -41,11 +44,14 @@ class RowSink {
   std::vector<std::size_t> item_of_;  // output row -> item (kNone: the row cannot run)
   std::vector<ResultWire> results_;
   std::vector<bool> have_;
+  const Strategy* strategy_;
+  std::string strategy_name_;
   std::size_t cursor_ = 0;
   std::size_t failed_ = 0;
 };
 
 // The error text of a row whose result carries a non-zero status.
-[[nodiscard]] std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars);
+[[nodiscard]] std::string error_text(const ResultWire& result, const SweepRow& row, std::size_t n_bars,
+                                     const Strategy* strategy, std::string_view strategy_name);
 
 }  // namespace ipcfloor::mpi

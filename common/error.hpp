@@ -21,6 +21,7 @@ enum class ErrorCode {
   timeout,            // a bounded wait ran out
   busy,               // no free lane, or the name is held by a live engine
   protocol,           // a frame broke the wire protocol
+  strategy,           // a strategy could not be loaded, failed its checks or failed a backtest
 };
 
 struct Error {

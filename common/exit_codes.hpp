@@ -13,6 +13,7 @@ inline constexpr int kExitUsage = 2;        // the command line is wrong: an opt
 inline constexpr int kExitInput = 3;        // a file (missing, not a regular file, malformed), series or combo is bad
 inline constexpr int kExitEnvironment = 4;  // the host lacks something (huge pages, memlock, a free name)
 inline constexpr int kExitEngineGone = 5;   // the engine is not there, died, or stopped answering
+inline constexpr int kExitStrategy = 6;     // a strategy was refused at load (file, ABI, checks) or failed
 
 // The exit code for an error of this kind: input, environment, engine gone, or failure.
 [[nodiscard]] constexpr int exit_code_for(ErrorCode code) noexcept {
@@ -25,6 +26,7 @@ inline constexpr int kExitEngineGone = 5;   // the engine is not there, died, or
     case ErrorCode::version_mismatch: return kExitEnvironment;
     case ErrorCode::peer_gone:
     case ErrorCode::timeout: return kExitEngineGone;
+    case ErrorCode::strategy: return kExitStrategy;
     case ErrorCode::io:
     case ErrorCode::protocol: break;
   }
@@ -35,6 +37,6 @@ inline constexpr int kExitEngineGone = 5;   // the engine is not there, died, or
 inline constexpr std::string_view kExitCodesHelp =
     "Exit codes: 0 ok, 1 failed (e.g. a result that does not match), 2 usage (an option, a value outside its "
     "range), 3 bad input (a file, series or combo), 4 environment (huge pages, memlock, name in use, "
-    "permissions), 5 engine gone or not answering.";
+    "permissions), 5 engine gone or not answering, 6 a strategy refused at load or failed.";
 
 }  // namespace ipcfloor

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "kernel/cost.hpp"
-
 namespace ipcfloor {
 
 bool valid_bulk_echo(const BulkEcho& bulk, std::size_t region_bytes) noexcept {
@@ -26,53 +24,54 @@ Status answer_status(ResponseSlot& response, const RequestSlot& request, Status 
   return status;
 }
 
-Status admit_backtest(const Combo& params, std::size_t n_bars, std::uint64_t max_frame_cost) noexcept {
-  if (validate_combo(params, n_bars) != KernelStatus::ok) return Status::window_out_of_range;
-  if (max_frame_cost != 0 && backtest_cost(params, n_bars) > max_frame_cost) return Status::too_costly;
-  return Status::ok;
-}
+Status status_of(StrategyRun run) noexcept { return run == StrategyRun::ok ? Status::ok : Status::engine_error; }
 
-Status status_of(KernelStatus status) noexcept {
-  switch (status) {
-    case KernelStatus::ok: return Status::ok;
-    case KernelStatus::window_out_of_range: return Status::window_out_of_range;
-    case KernelStatus::too_few_bars:
-    case KernelStatus::workspace_too_small: break;
+Status answer_here(const Verdict& verdict, const RequestSlot& request, double fee, KernelWorkspace& workspace,
+                   std::span<std::byte> bulk, ResponseSlot& response) noexcept {
+  Status status = answer_status(response, request, Status::ok);
+  switch (verdict.route) {
+    case Verdict::Route::refused:
+      status = verdict.status;
+      // Which parameter, against how many bars: for the client's sentence.
+      response.extra[0] = verdict.refused_param;
+      response.extra[1] = static_cast<std::int64_t>(verdict.bars);
+      break;
+    case Verdict::Route::live: status = Status::engine_error; break;  // not answered here: the live server's
+    case Verdict::Route::echo: response.set_echo(request.params); break;
+    case Verdict::Route::echo_bulk: {
+      const BulkEcho echo = BulkEcho::from_params(request.params);
+      if (!valid_bulk_echo(echo, bulk.size())) {
+        status = Status::bulk_out_of_range;
+        break;
+      }
+      // The client's bytes may change under us (it owns the region); memcpy copies whatever is
+      // there, within bounds checked above against this process's own region size.
+      std::memcpy(bulk.data() + echo.out_offset, bulk.data() + echo.in_offset, echo.bytes);
+      response.trades = static_cast<std::int64_t>(echo.bytes);
+      break;
+    }
+    case Verdict::Route::backtest: {
+      BacktestResult result;
+      status = status_of(verdict.strategy->run(verdict.close, request.params, fee, workspace, result));
+      if (status == Status::ok) {
+        response.pnl = result.pnl;
+        response.trades = result.trades;
+      }
+      break;
+    }
   }
-  return Status::engine_error;
+  response.status = static_cast<std::uint16_t>(status);
+  return status;
 }
 
 Status dispatch_request(const RequestSlot& request, std::span<const double> close, double fee,
                         KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
                         std::uint64_t max_frame_cost) noexcept {
-  Status status = answer_status(response, request, Status::ok);
-  if (request.flags != 0) {
-    status = Status::reserved_bits_set;
-  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) {
-    response.set_echo(request.params);
-  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk)) {
-    const BulkEcho echo = BulkEcho::from_params(request.params);
-    if (valid_bulk_echo(echo, bulk.size())) {
-      // The client's bytes may change under us (it owns the region); memcpy copies whatever
-      // is there, within bounds checked above against this process's own region size.
-      std::memcpy(bulk.data() + echo.out_offset, bulk.data() + echo.in_offset, echo.bytes);
-      response.trades = static_cast<std::int64_t>(echo.bytes);
-    } else {
-      status = Status::bulk_out_of_range;
-    }
-  } else if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest)) {
-    status = admit_backtest(request.params, close.size(), max_frame_cost);
-    BacktestResult result;
-    if (status == Status::ok) status = status_of(run_backtest(close, request.params, fee, workspace, result));
-    if (status == Status::ok) {
-      response.pnl = result.pnl;
-      response.trades = result.trades;
-    }
-  } else {
-    status = Status::unknown_opcode;
-  }
-  response.status = static_cast<std::uint16_t>(status);
-  return status;
+  static const StrategySet builtin;  // the built-in strategy alone; constant once made
+  Admission admission(builtin, AdmissionConfig{max_frame_cost, 0, false});
+  const std::span<const double> series[] = {close};
+  admission.set_series(series);
+  return answer_here(admission.admit(request), request, fee, workspace, bulk, response);
 }
 
 }  // namespace ipcfloor

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <bit>
-
-#include "kernel/cost.hpp"
-#include "kernel/kernel.hpp"
+#include <limits>
 
 namespace ipcfloor {
 
@@ -15,34 +13,40 @@ Expected<std::unique_ptr<LiveBook>> LiveBook::make(const LiveBookLimits& limits)
   book->lanes_.resize(limits.lanes);
   for (LaneBook& lane : book->lanes_) {
     lane.subscriptions.resize(limits.subscriptions_per_lane);
-    lane.arena.resize(limits.arena_doubles_per_lane);
+    lane.arena = KernelWorkspace(limits.arena_bytes_per_lane);
   }
   return book;
 }
 
-Status LiveBook::subscribe(std::uint32_t lane, const Combo& combo, std::span<const double> history,
-                           std::uint32_t& id, LiveBar& state) noexcept {
-  if (validate_combo(combo, limits_.capacity_bars) != KernelStatus::ok) return Status::window_out_of_range;
-  // The replay costs what a BACKTEST of the history would: the same bound applies.
-  // One bar of this combo costs the sum of its windows, added to every APPEND from now on.
-  const std::uint64_t per_bar = backtest_cost(combo, 1);
-  if (limits_.max_catch_up_cost != 0 && backtest_cost(combo, history.size()) > limits_.max_catch_up_cost)
-    return Status::too_costly;
+Status LiveBook::subscribe(std::uint32_t lane, const Strategy& strategy, const Combo& combo,
+                           std::span<const double> history, std::uint32_t& id, ipcfloor_strategy_bar& state) noexcept {
+  if (!strategy.live()) return Status::no_live_step;
+  if (!strategy.accepts(combo, limits_.capacity_bars)) return Status::window_out_of_range;
+  // One bar of this combo costs its step_cost, added to every APPEND from now on; the replay
+  // costs that for every bar so far, bounded as a BACKTEST of the history is.
+  const std::uint64_t per_bar = strategy.step_cost(combo);
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t replay = history.empty() || per_bar <= kMax / history.size() ? per_bar * history.size() : kMax;
+  if (limits_.max_catch_up_cost != 0 && replay > limits_.max_catch_up_cost) return Status::too_costly;
   if (limits_.max_bar_cost != 0 && per_bar > limits_.max_bar_cost - std::min(cost_per_bar_, limits_.max_bar_cost))
     return Status::too_costly;
   LaneBook& book = lanes_[lane];
-  const std::size_t need = LiveSignal::storage_doubles(combo);
-  if (book.count == book.subscriptions.size() || need > book.arena.size() - book.arena_used) return Status::no_room;
+  const std::uint64_t bytes = strategy.state_bytes(combo);
+  const std::uint64_t need = bytes > kMax - 63 ? kMax : (bytes + 63) / 64 * 64;  // each state on its own lines
+  if (book.count == book.subscriptions.size() || need > book.arena.bytes() - book.arena_used) return Status::no_room;
   id = book.count;
-  std::optional<LiveBacktest>& slot = book.subscriptions[id];
-  slot.emplace(combo, limits_.fee, std::span<double>(book.arena).subspan(book.arena_used, need));
+  Subscription& subscription = book.subscriptions[id];
+  subscription.strategy = &strategy;
+  subscription.state = static_cast<std::byte*>(book.arena.data()) + book.arena_used;
+  subscription.last = ipcfloor_strategy_bar{};
+  strategy.init(subscription.state, combo, limits_.fee);
   book.arena_used += need;
   ++book.count;
   ++total_;
   book.cost_per_bar += per_bar;
   cost_per_bar_ += per_bar;
-  for (std::size_t i = 0; i < history.size(); ++i) (void)slot->on_bar(history.first(i + 1));
-  state = slot->last();
+  for (std::size_t i = 0; i < history.size(); ++i) (void)step(subscription, history.first(i + 1));
+  state = subscription.last;
   lanes_with_subscriptions_ |= std::uint64_t{1} << lane;
   return Status::ok;
 }
@@ -56,7 +60,7 @@ void LiveBook::on_bar_share(std::uint32_t first, std::uint32_t count, std::span<
       continue;
     }
     const std::uint32_t end = std::min(book.count, skip + count);
-    for (std::uint32_t id = skip; id < end; ++id) (void)book.subscriptions[id]->on_bar(history);
+    for (std::uint32_t id = skip; id < end; ++id) (void)step(book.subscriptions[id], history);
     count -= end - skip;
     skip = 0;
   }
@@ -64,7 +68,7 @@ void LiveBook::on_bar_share(std::uint32_t first, std::uint32_t count, std::span<
 
 void LiveBook::clear_lane(std::uint32_t lane) noexcept {
   LaneBook& book = lanes_[lane];
-  for (std::uint32_t id = 0; id < book.count; ++id) book.subscriptions[id].reset();
+  for (std::uint32_t id = 0; id < book.count; ++id) book.subscriptions[id] = Subscription{};
   total_ -= book.count;
   book.count = 0;
   book.arena_used = 0;

@@ -36,8 +36,7 @@ std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
   std::vector<MemoryNeed> needs;
   if (!config.segment.live) return needs;
   const std::uint64_t lanes = config.segment.lanes;
-  const std::uint64_t per_lane = std::uint64_t{config.subscriptions_per_lane} * sizeof(std::optional<LiveBacktest>) +
-                                 LiveBookLimits{}.arena_doubles_per_lane * sizeof(double);
+  const std::uint64_t per_lane = std::uint64_t{config.subscriptions_per_lane} * 64 + LiveBookLimits{}.arena_bytes_per_lane;
   needs.push_back({fmt::format("the live subscription book ({} lanes of {} subscriptions)", lanes,
                                config.subscriptions_per_lane),
                    lanes * per_lane, fmt::format("--subscriptions {} or --lanes {}", config.subscriptions_per_lane, lanes)});
@@ -47,7 +46,7 @@ std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
 // The kernel workspaces, which ShmServer::make and WorkerPool::make allocate whole at start: the
 // serving thread's and one per worker, each for the longest series a BACKTEST may run on (live:
 // every bar of --capacity).
-MemoryNeed workspace_need(const ShmEngineConfig& config) {
+MemoryNeed workspace_need(const ShmEngineConfig& config, const StrategySet& strategies) {
   const SegmentConfig& segment = config.segment;
   std::size_t longest = segment.live ? std::max(segment.capacity_bars, segment.series.size()) : segment.series.size();
   for (const SegmentConfig::NamedSeries& more : segment.more_series) longest = std::max(longest, more.close.size());
@@ -57,8 +56,29 @@ MemoryNeed workspace_need(const ShmEngineConfig& config) {
                                  : fmt::format("the series ({} bars; --bars or --data)", longest);
   return {fmt::format("{} kernel workspace{} of {} bars (the serving thread's and one per worker)", count,
                       count == 1 ? "" : "s", longest),
-          count * KernelWorkspace::bytes_for(longest),
+          count * strategies.workspace_bytes(longest),
           count > 1 ? fmt::format("{} or --workers {}", length, count - 1) : length};
+}
+
+// The strategy table clients read from the segment header: each strategy's name, parameter
+// names, an example combo and whether it has a live step, in index order.
+std::vector<StrategyEntry> strategy_entries(const StrategySet& strategies) {
+  std::vector<StrategyEntry> entries;
+  for (const Strategy& strategy : strategies.all()) {
+    StrategyEntry entry{};
+    const auto copy = [](char (&to)[kStrategyNameBytes], std::string_view from) {
+      from.copy(to, kStrategyNameBytes - 1);
+    };
+    copy(entry.name, strategy.name());
+    for (std::uint32_t k = 0; k < strategy.param_count(); ++k) copy(entry.param_names[k], strategy.param_name(k));
+    for (int k = 0; k < 2; ++k) copy(entry.value_names[k], strategy.value_name(k));
+    const Combo example = strategy.example();
+    std::memcpy(entry.example, &example, sizeof entry.example);
+    entry.param_count = strategy.param_count();
+    entry.live = strategy.live() ? 1 : 0;
+    entries.push_back(entry);
+  }
+  return entries;
 }
 
 }  // namespace
@@ -72,8 +92,10 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Everything the engine will allocate, checked against what the host can back before any of it
   // exists: the segment's objects, the kernel workspaces and, live, the subscription book.
+  if (!config.strategies) config.strategies = std::make_shared<const StrategyCatalog>();
+  const StrategySet& strategies = config.strategies->set();
   std::vector<MemoryNeed> needs = live_book_needs(config);
-  needs.push_back(workspace_need(config));
+  needs.push_back(workspace_need(config, strategies));
   if (auto fits = Segment::check_memory(config.segment, needs); !fits) return std::unexpected(fits.error());
   double rate = 0.0;
   std::uint64_t max_cost = config.max_frame_cost;
@@ -83,12 +105,14 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
     max_cost = max_cost_for(rate, config.max_frame_time);
   }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);
+  config.segment.strategies = strategy_entries(strategies);
   config.segment.max_frame_cost = max_cost;
   auto segment = Segment::create(config.segment);
   if (!segment) return std::unexpected(segment.error());
   std::unique_ptr<ShmEngine> engine(new ShmEngine(std::move(*segment), config.wait, config.cpu));
   ShmEngine& e = *engine;
   e.warnings_ = e.segment_.warnings();
+  e.strategies_ = config.strategies;
   e.max_frame_cost_ = max_cost;
   e.cost_per_us_ = rate;
 
@@ -98,6 +122,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   if (auto lanes = e.lanes_.make_objects(e.warnings_); !lanes) return std::unexpected(lanes.error());
 
   const TscClock clock = TscClock::calibrate(20);
+  e.ns_per_tick_ = clock.ns_per_tick();
   ShmServerConfig server_config;
   server_config.mode = config.wait;
   server_config.max_frame_cost = max_cost;
@@ -108,7 +133,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
     server_config.live->subscriptions_per_lane = config.subscriptions_per_lane;
     server_config.live->max_bar_cost = config.max_bar_cost;
   }
-  auto server = ShmServer::make(e.segment_, e.lanes_.lanes(), e.telemetry_, server_config);
+  auto server = ShmServer::make(e.segment_, e.lanes_.lanes(), strategies, e.telemetry_, server_config);
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
   if (auto workers = e.start_workers(config); !workers) return std::unexpected(workers.error());
@@ -174,7 +199,12 @@ Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
   for (std::size_t i = 0; i < worker_cpus_.size() && i < kMaxWorkerCpus; ++i)
     header.worker_cpus[i] = static_cast<std::uint16_t>(worker_cpus_[i]);
   if (worker_cpus_.empty()) return {};
-  WorkerPoolConfig pool_config = server_->workers_config(worker_cpus_);
+  WorkerPoolConfig pool_config;
+  pool_config.cpus = worker_cpus_;
+  pool_config.wait = config.wait;
+  pool_config.workspace_bytes = server_->workspace_bytes();
+  pool_config.ns_per_tick = ns_per_tick_;
+  pool_config.engine_word = &lanes_.lanes().keeper_word;
   pool_config.stall_worker_for_test = config.stall_worker_for_test;
   auto pool = WorkerPool::make(pool_config);
   if (!pool) return std::unexpected(pool.error());
@@ -206,6 +236,7 @@ ShmEngine::~ShmEngine() {
     // series. Both stay, never freed, until the process exits; lane objects it never reads.
     (void)server_.release();
     segment_.keep_data_mapped();
+    (void)new std::shared_ptr<const StrategyCatalog>(strategies_);  // its code and tables stay too
   }
 }
 

@@ -30,6 +30,7 @@
 #include "engine/telemetry.hpp"
 #include "engine/worker_pool.hpp"
 #include "kernel/cost.hpp"
+#include "kernel/strategy_loader.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -47,7 +48,7 @@ struct ShmEngineConfig {
   // serving thread computes every BACKTEST itself (serve --workers 0). default_worker_cpus()
   // gives serve's default.
   std::vector<int> worker_cpus;
-  // The bound on one BACKTEST's work (backtest_cost units): dearer frames are refused too_costly.
+  // The bound on one BACKTEST's work (work units: the strategy's cost()): dearer frames are refused too_costly.
   // A fixed number, so a request gets the same verdict on every host. 0: unbounded.
   std::uint64_t max_frame_cost = kDefaultMaxFrameCost;
   // Opt-in instead (serve --max-frame-ms): a bound in time, turned into work units at start by
@@ -55,7 +56,10 @@ struct ShmEngineConfig {
   std::chrono::milliseconds max_frame_time{0};
   std::uint64_t inline_cost = kDefaultInlineCost;  // cheaper BACKTESTs are computed by the serving thread
   std::uint64_t max_bar_cost = kDefaultMaxBarCost;  // live: one bar's work over every subscription
-  int stall_worker_for_test = -1;  // fault tests only: this worker never finishes its first job
+  int stall_worker_for_test = -1;  // fault tests only: this worker holds its first job until released
+  // The strategies served (serve --strategy), the built-in one first; null: the built-in alone.
+  // Shared: the engine keeps it while it runs, and past its end when a stuck worker was left.
+  std::shared_ptr<const StrategyCatalog> strategies;
 };
 
 // serve's default workers: every cpu this process may run on except the serving cpu, in the
@@ -105,13 +109,19 @@ class ShmEngine {
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   [[nodiscard]] WaitMode wait_mode() const noexcept { return wait_; }
   [[nodiscard]] int cpu() const noexcept { return cpu_; }
-  // The bound on backtest_cost (0: none), and, when it came from --max-frame-ms, the kernel speed
+  // The bound on a BACKTEST's cost in work units (0: none), and, when it came from --max-frame-ms, the kernel speed
   // measured at start that turned the time into units (0 otherwise).
   [[nodiscard]] std::uint64_t max_frame_cost() const noexcept { return max_frame_cost_; }
   [[nodiscard]] double measured_cost_per_us() const noexcept { return cost_per_us_; }
   // The compute workers' cpus (empty: none). How many of them are stalled, the keeper writes to
   // the data header (DataHeader::workers_stalled) in service().
   [[nodiscard]] const std::vector<int>& worker_cpus() const noexcept { return worker_cpus_; }
+  // The strategies served, by index.
+  [[nodiscard]] const StrategySet& strategies() const noexcept { return strategies_->set(); }
+  // Fault tests: lets the worker held by stall_worker_for_test finish its job. Keeper thread.
+  void release_stalled_worker_for_test() noexcept {
+    if (pool_) pool_->release_stalled_for_test();
+  }
 
  private:
   ShmEngine(Segment segment, WaitMode wait, int cpu);
@@ -128,6 +138,7 @@ class ShmEngine {
   LaneKeeper lanes_;
   std::optional<HandoffServer> handoff_;
   TelemetryQueue telemetry_{kTelemetryQueueCapacity};
+  std::shared_ptr<const StrategyCatalog> strategies_;
   std::unique_ptr<ShmServer> server_;
   std::unique_ptr<WorkerPool> pool_;
   std::vector<int> worker_cpus_;
@@ -137,6 +148,7 @@ class ShmEngine {
   std::chrono::steady_clock::time_point next_beat_{};
   std::uint64_t max_frame_cost_ = 0;
   double cost_per_us_ = 0.0;
+  double ns_per_tick_ = 1.0;  // the TSC's rate, calibrated at start
   bool stopping_ = false;
   std::vector<std::string> warnings_;
 };

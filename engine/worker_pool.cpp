@@ -39,10 +39,11 @@ WorkerPool::WorkerPool(const WorkerPoolConfig& config)
 Expected<std::unique_ptr<WorkerPool>> WorkerPool::make(const WorkerPoolConfig& config) {
   if (config.cpus.size() > kMaxWorkers)
     return fail(ErrorCode::invalid_argument, "{} workers asked for; at most {}", config.cpus.size(), kMaxWorkers);
-  if (!config.cpus.empty() && config.runner == nullptr)
-    return fail(ErrorCode::invalid_argument, "workers need a job runner");
   std::unique_ptr<WorkerPool> pool(new WorkerPool(config));
-  for (std::size_t i = 0; i < config.cpus.size(); ++i) pool->workers_.push_back(std::make_unique<Worker>(config));
+  for (std::size_t i = 0; i < config.cpus.size(); ++i) {
+    pool->workers_.push_back(std::make_unique<Worker>(config));
+    pool->workers_.back()->release_test_stall = &pool->release_test_stall_;
+  }
   // Each worker pins itself and sizes its workspace on its own thread (the memory then lives
   // near its core), and reports back through `ready`: 1 ready, -1 failed.
   std::vector<std::atomic<int>> ready(config.cpus.size());
@@ -77,8 +78,6 @@ Expected<std::unique_ptr<WorkerPool>> WorkerPool::make(const WorkerPoolConfig& c
 
 WorkerPool::~WorkerPool() { stop(); }
 
-bool WorkerPool::idle_at(std::uint32_t worker) const noexcept { return !workers_[worker]->held; }
-
 std::uint32_t WorkerPool::next_idle(std::uint32_t from) const noexcept {
   const std::uint32_t n = size();
   for (std::uint32_t k = 0; k < n; ++k) {
@@ -88,32 +87,33 @@ std::uint32_t WorkerPool::next_idle(std::uint32_t from) const noexcept {
   return n;
 }
 
-bool WorkerPool::answers_ready() noexcept {
-  for (auto& worker : workers_)
-    if (worker->held && worker->out.peek() != nullptr) return true;
+bool WorkerPool::answers_ready() const noexcept {
+  for (const auto& worker : workers_)
+    // acquire: as in collect().
+    if (worker->held && worker->slot.finished.load(std::memory_order_acquire) == worker->handed) return true;
   return false;
 }
 
-void WorkerPool::hand(std::uint32_t worker, const WorkerJob& job) noexcept {
+void WorkerPool::hand(std::uint32_t worker) noexcept {
   Worker& w = *workers_[worker];
   w.held = true;
   --idle_count_;
-  w.abandoned = false;
-  w.current = job;
+  w.reclaimed = false;
   w.handed_tick = TscClock::now() | 1;  // never 0, which means "none out"
   // relaxed: read by the keeper after its acquire load of handed_tick.
-  w.line.handed_cost.store(job.cost, std::memory_order_relaxed);
+  w.line.handed_cost.store(w.slot.job.cost, std::memory_order_relaxed);
   // release: publishes handed_cost; pairs with the acquire load in WorkerPool::health.
   w.line.handed_tick.store(w.handed_tick, std::memory_order_release);
-  // Cannot fail: the worker holds at most this one job, and the queue was made for four.
-  (void)w.in.try_enqueue(job);
+  // release: publishes the job written into the slot; pairs with the acquire load in wait_for_job.
+  w.slot.posted.store(++w.handed, std::memory_order_release);
   if (config_.wait == WaitMode::block) detail::notify_channel({w.wake_word, w.sleeping});
 }
 
-bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_point last_job) noexcept {
+bool WorkerPool::wait_for_job(Worker& worker, std::uint64_t next, std::chrono::steady_clock::time_point last_job) noexcept {
   const auto ready = [&]() noexcept {
-    // relaxed: a plain flag; nothing is published through it.
-    return worker.in.peek() != nullptr || worker.stop.load(std::memory_order_relaxed);
+    // acquire: pairs with the release store of `posted` in WorkerPool::hand. relaxed (stop): a
+    // plain flag; nothing is published through it.
+    return worker.slot.posted.load(std::memory_order_acquire) == next || worker.stop.load(std::memory_order_relaxed);
   };
   const auto spin_for = worker.config.wait == WaitMode::spin ? std::chrono::nanoseconds(kSpinAfterJob)
                                                        : std::chrono::nanoseconds(kBriefSpin);
@@ -143,30 +143,31 @@ bool WorkerPool::wait_for_job(Worker& worker, std::chrono::steady_clock::time_po
 
 void WorkerPool::run_worker(Worker& worker, std::uint32_t index) noexcept {
   const WorkerPoolConfig& config = worker.config;
-  KernelWorkspace workspace(config.workspace_bars);
+  KernelWorkspace workspace(config.workspace_bytes);
   bool stall_next = static_cast<int>(index) == config.stall_worker_for_test;
   // A worker that has had no job yet waits like one idle for long: it costs an idle engine nothing.
   auto last_job = std::chrono::steady_clock::now() - kSpinAfterJob;
-  while (wait_for_job(worker, last_job)) {
-    WorkerJob* job = worker.in.peek();
+  for (std::uint64_t next = 1; wait_for_job(worker, next, last_job); ++next) {
+    const WorkerJob& job = worker.slot.job;  // read in place: the serving thread leaves it alone until answered
     if (stall_next) {
-      // The fault tests' stuck worker: holds its first job until the pool stops.
+      // The fault tests' stuck worker: holds its first job until the test lets it go or the pool stops.
       stall_next = false;
-      // relaxed: a plain flag.
-      while (!worker.stop.load(std::memory_order_relaxed)) detail::sleep_for(std::chrono::milliseconds(5));
-      return;
+      // relaxed: plain flags.
+      while (!worker.stop.load(std::memory_order_relaxed) && !worker.release_test_stall->load(std::memory_order_relaxed))
+        detail::sleep_for(std::chrono::milliseconds(5));
+      if (worker.stop.load(std::memory_order_relaxed)) return;
     }
-    WorkerDone done{};
-    config.runner(config.context, *job, workspace, done);
-    done.ticket = job->ticket;
+    WorkerDone& done = worker.slot.done;
+    done = WorkerDone{};
+    job.runner->run(job, workspace, done);
+    done.ticket = job.ticket;
     done.worker = index;
-    (void)worker.in.pop();
     // relaxed: the keeper only compares it with its own earlier reading.
     worker.line.finished.fetch_add(1, std::memory_order_relaxed);
     // release: orders this job's end before the clear; pairs with the acquire load in health().
     worker.line.handed_tick.store(0, std::memory_order_release);
-    // Cannot fail: the serving thread takes each answer before it hands out the next job.
-    (void)worker.out.try_enqueue(done);
+    // release: publishes `done`; pairs with the acquire load in WorkerPool::collect.
+    worker.slot.finished.store(next, std::memory_order_release);
     last_job = std::chrono::steady_clock::now();
     if (config.wait == WaitMode::block && config.engine_word != nullptr) wake_serving_thread(*config.engine_word);
   }
@@ -180,15 +181,31 @@ std::uint32_t WorkerPool::health(std::uint64_t now_ticks) noexcept {
     // acquire: pairs with the release store in WorkerPool::hand, so handed_cost is the job's.
     const std::uint64_t tick = line.handed_tick.load(std::memory_order_acquire);
     if (tick == 0 || now_ticks <= tick) continue;
+    if (line.stalled_tick.load(std::memory_order_relaxed) == tick) {  // relaxed: its own earlier store
+      ++stalled;
+      continue;
+    }
     // relaxed: see above.
     const std::uint64_t cost = line.handed_cost.load(std::memory_order_relaxed);
     const double out_ns = static_cast<double>(now_ticks - tick) * config_.ns_per_tick;
     if (out_ns <= static_cast<double>(stall_limit_ns(cost))) continue;
-    // relaxed: the serving thread matches the tick against its own record (abandon_stalled).
+    // relaxed: the serving thread matches the tick against its own record (reclaim_stalled).
     line.stalled_tick.store(tick, std::memory_order_relaxed);
     ++stalled;
   }
   return stalled;
+}
+
+std::uint64_t WorkerPool::oldest_job_ns(std::uint64_t now_ticks) const noexcept {
+  std::uint64_t oldest = 0;
+  for (const auto& worker : workers_) {
+    if (!worker) continue;
+    // acquire: as in health().
+    const std::uint64_t tick = worker->line.handed_tick.load(std::memory_order_acquire);
+    if (tick == 0 || now_ticks <= tick) continue;
+    oldest = std::max(oldest, static_cast<std::uint64_t>(static_cast<double>(now_ticks - tick) * config_.ns_per_tick));
+  }
+  return oldest;
 }
 
 std::uint64_t WorkerPool::jobs_done() const noexcept {

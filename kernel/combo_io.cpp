@@ -13,8 +13,6 @@
 namespace ipcfloor {
 namespace {
 
-constexpr std::array<std::string_view, 6> kColumns = {"h", "L", "s", "p3", "p2", "p"};
-
 using series_formats::trim;
 
 std::vector<std::string_view> split(std::string_view line, char separator) {
@@ -45,16 +43,22 @@ std::vector<std::pair<std::size_t, std::string_view>> lines_of(std::string_view 
   return lines;
 }
 
+std::string header_of(const ComboColumns& columns) {
+  std::string header;
+  for (std::size_t c = 0; c < columns.count; ++c) header += fmt::format("{}{}", c == 0 ? "" : ",", columns.names[c]);
+  return header;
+}
+
 Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size_t, std::string_view>>& lines,
-                                           std::string_view source) {
+                                           std::string_view source, const ComboColumns& columns) {
   const auto [header_line, header] = lines.front();
   const std::vector<std::string_view> names = split(header, ',');
   std::array<std::size_t, 6> column{};
-  for (std::size_t c = 0; c < kColumns.size(); ++c) {
-    const auto found = std::find(names.begin(), names.end(), kColumns[c]);
+  for (std::size_t c = 0; c < columns.count; ++c) {
+    const auto found = std::find(names.begin(), names.end(), columns.names[c]);
     if (found == names.end())
       return fail(ErrorCode::bad_data, "{}: line {}: the header '{}' has no column '{}'; a combo CSV has the header "
-                  "h,L,s,p3,p2,p", source, header_line, trim(header), kColumns[c]);
+                  "{}", source, header_line, trim(header), columns.names[c], header_of(columns));
     column[c] = static_cast<std::size_t>(found - names.begin());
   }
   std::vector<ComboLine> rows;
@@ -70,11 +74,11 @@ Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size
       continue;
     }
     std::array<std::int64_t, 6> windows{};
-    for (std::size_t c = 0; c < kColumns.size() && row.error.empty(); ++c) {
+    for (std::size_t c = 0; c < columns.count && row.error.empty(); ++c) {
       const std::string_view field = fields[column[c]];
       const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), windows[c]);
       if (field.empty() || error != std::errc{} || end != field.data() + field.size())
-        row.error = fmt::format("line {}: {} '{}' is not a whole number", number, kColumns[c], field);
+        row.error = fmt::format("line {}: {} '{}' is not a whole number", number, columns.names[c], field);
     }
     if (row.error.empty()) row.combo = Combo{windows[0], windows[1], windows[2], windows[3], windows[4], windows[5]};
     rows.push_back(std::move(row));
@@ -82,7 +86,7 @@ Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size
   return rows;
 }
 
-ComboLine parse_json_line(std::size_t number, std::string_view line) {
+ComboLine parse_json_line(std::size_t number, std::string_view line, const ComboColumns& columns) {
   ComboLine row;
   row.line = number;
   row.raw = series_formats::snippet(trim(line));
@@ -94,11 +98,12 @@ ComboLine parse_json_line(std::size_t number, std::string_view line) {
   std::array<std::int64_t, 6> windows{};
   if (object.contains("params")) {
     const auto& params = object["params"];
-    if (!params.is_array() || params.size() != 6) {
-      row.error = fmt::format("line {}: \"params\" must be an array of six whole numbers", number);
+    if (!params.is_array() || (params.size() != 6 && params.size() != columns.count)) {
+      row.error = fmt::format("line {}: \"params\" must be an array of {} whole numbers (or six, the unused ones 0)",
+                              number, columns.count);
       return row;
     }
-    for (std::size_t c = 0; c < 6; ++c) {
+    for (std::size_t c = 0; c < params.size(); ++c) {
       if (!params[c].is_number_integer()) {
         row.error = fmt::format("line {}: params[{}] ({}) is not a whole number", number, c, params[c].dump());
         return row;
@@ -106,11 +111,11 @@ ComboLine parse_json_line(std::size_t number, std::string_view line) {
       windows[c] = params[c].get<std::int64_t>();
     }
   } else {
-    for (std::size_t c = 0; c < kColumns.size(); ++c) {
-      const std::string key(kColumns[c]);
+    for (std::size_t c = 0; c < columns.count; ++c) {
+      const std::string key(columns.names[c]);
       if (!object.contains(key) || !object[key].is_number_integer()) {
-        row.error = fmt::format("line {}: \"{}\" is missing or not a whole number (write h, L, s, p3, p2, p or "
-                                "\"params\":[six windows])", number, key);
+        row.error = fmt::format("line {}: \"{}\" is missing or not a whole number (write {} or \"params\":[...])",
+                                number, key, header_of(columns));
         return row;
       }
       windows[c] = object[key].get<std::int64_t>();
@@ -122,29 +127,44 @@ ComboLine parse_json_line(std::size_t number, std::string_view line) {
 
 }  // namespace
 
-Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source) {
+ComboColumns columns_of(const Strategy& strategy) noexcept {
+  ComboColumns columns;
+  columns.count = strategy.param_count();
+  for (std::size_t c = 0; c < columns.count; ++c) columns.names[c] = strategy.param_name(static_cast<std::uint32_t>(c));
+  return columns;
+}
+
+Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source,
+                                              const ComboColumns& columns) {
   const auto lines = lines_of(text);
   if (lines.empty()) return fail(ErrorCode::bad_data, "{} holds no combos", source);
   if (trim(lines.front().second).front() == '{') {
     std::vector<ComboLine> rows;
     rows.reserve(lines.size());
-    for (const auto& [number, line] : lines) rows.push_back(parse_json_line(number, line));
+    for (const auto& [number, line] : lines) rows.push_back(parse_json_line(number, line, columns));
     return rows;
   }
-  return parse_csv(lines, source);
+  return parse_csv(lines, source, columns);
 }
 
-Expected<std::vector<ComboLine>> load_combos(const std::string& path) {
+Expected<ComboInput> read_combo_input(const std::string& path) {
   auto input = InputFile::open(path, "combo file");
   if (!input) return std::unexpected(input.error());
-  std::string text;
-  auto read = input->read_all(kMaxComboFileBytes, [&text](std::size_t bytes) {
-    text.resize(bytes);
-    return text.data();
+  ComboInput read_in;
+  auto read = input->read_all(kMaxComboFileBytes, [&read_in](std::size_t bytes) {
+    read_in.text.resize(bytes);
+    return read_in.text.data();
   });
   if (!read) return std::unexpected(read.error());
-  text.resize(*read);
-  return parse_combos(text, input->name());
+  read_in.text.resize(*read);
+  read_in.source = input->name();
+  return read_in;
+}
+
+Expected<std::vector<ComboLine>> load_combos(const std::string& path, const ComboColumns& columns) {
+  auto input = read_combo_input(path);
+  if (!input) return std::unexpected(input.error());
+  return parse_combos(input->text, input->source, columns);
 }
 
 }  // namespace ipcfloor

@@ -1,13 +1,17 @@
 #pragma once
-// Combos as a researcher writes them down: a CSV file with the header `h,L,s,p3,p2,p` (the six
-// windows, in any column order), or JSON lines, one object per combo, either with the six
-// windows as fields (`{"h":3,"L":6,"s":2,"p3":1,"p2":2,"p":3}`) or as `{"params":[3,6,2,1,2,3]}`.
-// The grid is one shape of study; a combo list is any other.
+// Combos as a researcher writes them down, named by their strategy's parameters (for the
+// built-in strategy the six windows h, L, s, p3, p2, p): a CSV file whose header names every
+// parameter (in any column order; other columns are ignored), or JSON lines, one object per
+// combo, either with the parameters as fields (`{"h":3,"L":6,"s":2,"p3":1,"p2":2,"p":3}`) or as
+// `{"params":[3,6,2,1,2,3]}` (as many values as the strategy has parameters, or six with the
+// unused ones 0). A parameter the strategy does not use is 0. The grid is one shape of study; a
+// combo list is any other.
 //
 // A file that cannot be read, or has no recognisable header or format, is an error. A single bad
 // row is not: it comes back with its line number and what is wrong with it, so a sweep can report
 // it in place and run the rest. Setup path: allocates, any thread.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +20,7 @@
 
 #include "common/combo.hpp"
 #include "common/error.hpp"
+#include "kernel/strategy.hpp"
 
 namespace ipcfloor {
 
@@ -30,13 +35,32 @@ struct ComboLine {
 // memory available: kernel/input_file.hpp).
 inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
 
+// The parameter names a combo file uses for `strategy`, in order.
+struct ComboColumns {
+  std::array<std::string_view, 6> names{};
+  std::size_t count = 0;
+};
+[[nodiscard]] ComboColumns columns_of(const Strategy& strategy) noexcept;
+
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
-// means JSON lines). `source` names the input in errors. Blank lines are skipped.
-[[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source);
+// means JSON lines) with `columns` (default: the built-in strategy's). `source` names the input
+// in errors. Blank lines are skipped.
+[[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source,
+                                                            const ComboColumns& columns = columns_of(builtin()));
+
+// A combo input read whole but not parsed yet (a command that must reach an engine to learn the
+// strategy's columns reads first, so a bad path fails before any connection).
+struct ComboInput {
+  std::string text;
+  std::string source;  // names the input in errors
+};
+// Reads `path` under the rules of load_combos below. Setup path: allocates.
+[[nodiscard]] Expected<ComboInput> read_combo_input(const std::string& path);
 
 // Reads and parses `path`; "-" reads standard input. Only a regular file or standard input is
 // read (never a FIFO or a device), and at most kMaxComboFileBytes of it: invalid_argument
 // otherwise, naming the path and what it is; permission or io when the OS refuses the file.
-[[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path);
+[[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path,
+                                                           const ComboColumns& columns = columns_of(builtin()));
 
 }  // namespace ipcfloor

@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include "kernel/cost.hpp"
-#include "kernel/kernel.hpp"
+#include "kernel/strategy.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -19,16 +18,18 @@ double measure_cost_rate(std::span<const double> close, std::chrono::millisecond
   const auto length = static_cast<std::int64_t>(std::clamp(
       static_cast<double>(kCalibrationCost) / (3.2 * static_cast<double>(close.size())), 6.0,
       static_cast<double>(close.size())));
+  // The built-in strategy, through the strategy interface as the engine runs it.
+  const Strategy builtin(builtin_strategy(), 0);
   Combo combo = combo_from_length(length);
-  if (validate_combo(combo, close.size()) != KernelStatus::ok) combo = combo_from_length(1);
-  const std::uint64_t cost = backtest_cost(combo, close.size());
-  KernelWorkspace workspace(close.size());
+  if (!builtin.accepts(combo, close.size())) combo = combo_from_length(1);
+  const std::uint64_t cost = builtin.cost(combo, close.size());
+  KernelWorkspace workspace(builtin.workspace_bytes(close.size()));
   double best = 0.0;
   const auto until = std::chrono::steady_clock::now() + budget;
   for (int run = 0; run < kMinRuns || std::chrono::steady_clock::now() < until; ++run) {
     BacktestResult result;
     const auto t0 = std::chrono::steady_clock::now();
-    (void)run_backtest(close, combo, 0.0, workspace, result);
+    (void)builtin.run(close, combo, 0.0, workspace, result);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (us > 0) best = std::max(best, static_cast<double>(cost) / us);
     if (run > kMaxRuns) break;

@@ -11,34 +11,23 @@
 
 namespace ipcfloor {
 
-KernelStatus validate_combo(const Combo& combo, std::size_t n_bars) noexcept {
-  const auto limit = static_cast<std::int64_t>(n_bars);
-  for (const std::int64_t window : combo.as_array())
-    if (window < 1 || window > limit) return KernelStatus::window_out_of_range;
-  return KernelStatus::ok;
-}
-
-KernelWorkspace::KernelWorkspace(std::size_t n_bars)
-    : capacity_(n_bars), a_(n_bars), b_(n_bars), c_(n_bars), hma_(n_bars), hma3_(n_bars) {}
-
 void weighted_moving_average(std::span<const double> x, std::size_t n,
                              std::span<double> out) noexcept {
   kernel_path::active_path().wma(x.data(), x.size(), n, out.data());
 }
 
-KernelStatus run_backtest(std::span<const double> close, const Combo& combo, double fee,
-                          KernelWorkspace& workspace, BacktestResult& out) noexcept {
+BacktestResult run_hma(std::span<const double> close, const Combo& combo, double fee, void* workspace) noexcept {
   const std::size_t n = close.size();
-  if (n < 2) return KernelStatus::too_few_bars;
-  if (workspace.capacity_ < n) return KernelStatus::workspace_too_small;
-  if (const auto status = validate_combo(combo, n); status != KernelStatus::ok) return status;
+  // Five series, each starting on its own cache line (hma_workspace_bytes).
+  const std::size_t stride = (n * sizeof(double) + 63) / 64 * 64 / sizeof(double);
+  double* const base = static_cast<double*>(workspace);
+  const std::span<double> a{base, n};
+  const std::span<double> b{base + stride, n};
+  const std::span<double> c{base + 2 * stride, n};
+  const std::span<double> hma{base + 3 * stride, n};
+  const std::span<double> hma3{base + 4 * stride, n};
 
   const auto window = [](std::int64_t w) { return static_cast<std::size_t>(w); };
-  const std::span<double> a{workspace.a_.data(), n};
-  const std::span<double> b{workspace.b_.data(), n};
-  const std::span<double> c{workspace.c_.data(), n};
-  const std::span<double> hma{workspace.hma_.data(), n};
-  const std::span<double> hma3{workspace.hma3_.data(), n};
 
   // One path for the whole backtest: a path chosen between two of its calls could not change
   // a result (every path gives the same bits), only mix instruction sets.
@@ -62,28 +51,42 @@ KernelStatus run_backtest(std::span<const double> close, const Combo& combo, dou
   wma(a, combo.p, hma3);
 
   // Stop-and-reverse on crossings; every comparison with NaN is false, as in the reference.
-  out = path.stop_and_reverse(close.data(), hma.data(), hma3.data(), n, fee);
-  return KernelStatus::ok;
+  return path.stop_and_reverse(close.data(), hma.data(), hma3.data(), n, fee);
 }
 
-Expected<std::vector<BacktestResult>> run_sweep(std::span<const double> close,
-                                                std::span<const Combo> combos, double fee,
-                                                unsigned threads) {
+KernelStatus run_backtest(std::span<const double> close, const Combo& combo, double fee, KernelWorkspace& workspace,
+                          BacktestResult& out) noexcept {
+  const Strategy hma(builtin_strategy(), 0);
+  if (close.size() < 2) return KernelStatus::too_few_bars;
+  if (!hma.accepts(combo, close.size())) return KernelStatus::window_out_of_range;
+  switch (hma.run(close, combo, fee, workspace, out)) {
+    case StrategyRun::ok: return KernelStatus::ok;
+    case StrategyRun::workspace_too_small: return KernelStatus::workspace_too_small;
+    case StrategyRun::too_few_bars: return KernelStatus::too_few_bars;
+    case StrategyRun::failed: break;
+  }
+  return KernelStatus::failed;
+}
+
+Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::span<const double> close,
+                                                std::span<const Combo> combos, double fee, unsigned threads) {
   if (close.size() < 2)
     return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2",
                 close.size());
   if (!std::isfinite(fee))
     return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", fee);
+  std::vector<std::uint64_t> costs(combos.size());
   for (std::size_t i = 0; i < combos.size(); ++i) {
-    if (validate_combo(combos[i], close.size()) != KernelStatus::ok) {
+    char why[IPCFLOOR_STRATEGY_WHY_BYTES];
+    if (!strategy.accepts(combos[i], close.size(), why)) {
       const auto w = combos[i].as_array();
-      return fail(ErrorCode::invalid_argument,
-                  "combo {} has windows [{}, {}, {}, {}, {}, {}]; each must be in [1, {}] "
-                  "(the number of bars)",
-                  i, w[0], w[1], w[2], w[3], w[4], w[5], close.size());
+      return fail(ErrorCode::invalid_argument, "combo {} [{}, {}, {}, {}, {}, {}]: {}", i, w[0], w[1], w[2], w[3],
+                  w[4], w[5], std::string_view(why));
     }
+    costs[i] = strategy.cost(combos[i], close.size());
   }
   std::vector<BacktestResult> results(combos.size());
+  std::vector<StrategyRun> outcomes(combos.size(), StrategyRun::ok);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, combos.size())));
 
@@ -91,19 +94,17 @@ Expected<std::vector<BacktestResult>> run_sweep(std::span<const double> close,
   // last combo to finish is a cheap one and the threads end together.
   std::vector<std::size_t> order(combos.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto cost = [](const Combo& c) { return c.h + c.L + c.s + c.p3 + c.p2 + 2 * c.p; };
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return cost(combos[x]) > cost(combos[y]);
-  });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return costs[x] > costs[y]; });
 
+  const std::uint64_t workspace_bytes = strategy.workspace_bytes(close.size());
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
-    KernelWorkspace workspace(close.size());
+    KernelWorkspace workspace(workspace_bytes);
     // relaxed: the counter only hands out distinct indices; results are published by join().
     for (std::size_t k = next.fetch_add(1, std::memory_order_relaxed); k < order.size();
          k = next.fetch_add(1, std::memory_order_relaxed)) {
       const std::size_t i = order[k];
-      (void)run_backtest(close, combos[i], fee, workspace, results[i]);  // validated above
+      outcomes[i] = strategy.run(close, combos[i], fee, workspace, results[i]);  // admitted above
     }
   };
   if (threads == 1) {
@@ -114,6 +115,10 @@ Expected<std::vector<BacktestResult>> run_sweep(std::span<const double> close,
     for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
   }
+  for (std::size_t i = 0; i < combos.size(); ++i)
+    if (outcomes[i] != StrategyRun::ok)
+      return fail(ErrorCode::strategy, "strategy {} failed on combo {}: it answered no finite pnl with trades >= 0",
+                  strategy.name(), i);
   return results;
 }
 
@@ -139,6 +144,7 @@ const char* to_string(KernelStatus status) noexcept {
     case KernelStatus::window_out_of_range: return "window out of range";
     case KernelStatus::too_few_bars: return "too few bars";
     case KernelStatus::workspace_too_small: return "workspace too small";
+    case KernelStatus::failed: return "strategy failed";
   }
   return "unknown kernel status";
 }

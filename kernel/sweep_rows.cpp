@@ -1,6 +1,7 @@
 #include "kernel/sweep_rows.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernel/combo_io.hpp"
 #include "kernel/grid.hpp"
@@ -33,10 +34,10 @@ std::string csv_quoted(const std::string& text) {
 
 }  // namespace
 
-Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
+Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec, const ComboColumns& columns, bool lengths_allowed) {
   std::vector<PlannedRow> plan;
   if (!spec.combos_path.empty()) {
-    auto lines = load_combos(spec.combos_path);
+    auto lines = load_combos(spec.combos_path, columns);
     if (!lines) return std::unexpected(lines.error());
     for (ComboLine& line : *lines) {
       PlannedRow p;
@@ -52,6 +53,9 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
     }
     return plan;
   }
+  if (!lengths_allowed)
+    return fail(ErrorCode::invalid_argument, "--lengths and --grid build combos of the built-in strategy; give this "
+                "strategy's combos with --combos FILE (a CSV whose header names its parameters, or JSON lines)");
   if (spec.lengths_given && spec.lengths.empty())
     return fail(ErrorCode::invalid_argument, "--lengths is empty; give lengths like 6,8,11, or leave it out for --grid");
   auto lengths = spec.lengths_given ? parse_lengths(spec.lengths) : parse_grid(spec.grid);
@@ -65,28 +69,38 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
   return plan;
 }
 
-std::string window_error(const SweepRow& row, std::size_t n_bars) {
+std::string window_error(const SweepRow& row, std::size_t n_bars, const Strategy* strategy,
+                         std::string_view strategy_name) {
   const auto w = row.params.as_array();
   const std::size_t line = row.line;
-  return fmt::format("window_out_of_range: {}windows [{}, {}, {}, {}, {}, {}] must each be in [1, {}]",
+  std::string why;
+  if (strategy != nullptr) {
+    char sentence[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
+    (void)strategy->accepts(row.params, n_bars, sentence);
+    why = sentence;
+  }
+  if (why.empty()) why = fmt::format("refused by strategy {} for a series of {} bars", strategy_name, n_bars);
+  return fmt::format("window_out_of_range: {}params [{}, {}, {}, {}, {}, {}]: {}",
                      line == 0 ? std::string() : fmt::format("line {}: ", line), w[0], w[1], w[2], w[3], w[4], w[5],
-                     n_bars);
+                     why);
 }
 
-void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars) {
+void admit_rows(std::vector<PlannedRow>& plan, const Strategy& strategy, std::size_t n_bars) {
   for (PlannedRow& p : plan) {
-    if (!p.runnable || validate_combo(p.row.params, n_bars) == KernelStatus::ok) continue;
+    if (!p.runnable || strategy.accepts(p.row.params, n_bars)) continue;
     p.runnable = false;
-    p.row.error = window_error(p.row, n_bars);
+    p.row.error = window_error(p.row, n_bars, &strategy, strategy.name());
   }
 }
 
 void SweepWriter::header() {
+  const std::string names = fmt::format("{}", fmt::join(std::span(shape_.columns.names).first(shape_.columns.count), ","));
   if (format_ == SweepFormat::table) {
     if (with_series_) fmt::print(out_, "{:<16}  ", "series");
-    fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", "L", "params [h,L,s,p3,p2,p]", "pnl (% points)", "trades");
+    fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", shape_.lengths ? "L" : "", fmt::format("params [{}]", names),
+               "pnl (% points)", "trades");
   } else if (format_ == SweepFormat::csv) {
-    fmt::print(out_, "{}h,L,s,p3,p2,p,pnl,trades,error,raw\n", with_series_ ? "series," : "");
+    fmt::print(out_, "{}{},pnl,trades,error,raw\n", with_series_ ? "series," : "", names);
   }
   std::fflush(out_);
 }
@@ -94,7 +108,11 @@ void SweepWriter::header() {
 void SweepWriter::row(const SweepRow& row) {
   const auto w = row.params.as_array();
   const bool parsed = row.raw.empty();
-  const std::string params = fmt::format("{},{},{},{},{},{}", w[0], w[1], w[2], w[3], w[4], w[5]);
+  const std::string params = fmt::format("{}", fmt::join(std::span(w).first(shape_.columns.count), ","));
+  // The built-in strategy's rows carry their length L first; another strategy's rows none.
+  const std::string length = shape_.lengths ? fmt::format("\"L\":{},", row.length) : std::string();
+  const std::string table_length = shape_.lengths ? fmt::format("{}", row.length) : std::string();
+  const std::string unparsed_fields(shape_.columns.count + 2, ',');
   switch (format_) {
     case SweepFormat::json: {
       const std::string series = with_series_ ? fmt::format("\"series\":\"{}\",", json_escaped(row.series)) : "";
@@ -102,10 +120,10 @@ void SweepWriter::row(const SweepRow& row) {
         fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"}}\n", series, json_escaped(row.raw),
                    json_escaped(row.error));
       } else if (row.error.empty()) {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series, row.length, params,
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series, length, params,
                    row.result.pnl, row.result.trades);
       } else {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"error\":\"{}\"}}\n", series, row.length, params,
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"error\":\"{}\"}}\n", series, length, params,
                    json_escaped(row.error));
       }
       break;
@@ -113,7 +131,7 @@ void SweepWriter::row(const SweepRow& row) {
     case SweepFormat::csv: {
       const std::string series = with_series_ ? fmt::format("\"{}\",", csv_quoted(row.series)) : "";
       if (!parsed) {
-        fmt::print(out_, "{},,,,,,,,\"{}\",\"{}\"\n", series, csv_quoted(row.error), csv_quoted(row.raw));
+        fmt::print(out_, "{}{}\"{}\",\"{}\"\n", series, unparsed_fields, csv_quoted(row.error), csv_quoted(row.raw));
       } else if (row.error.empty()) {
         fmt::print(out_, "{}{},{:.17g},{},,\n", series, params, row.result.pnl, row.result.trades);
       } else {
@@ -126,10 +144,10 @@ void SweepWriter::row(const SweepRow& row) {
       if (!parsed) {
         fmt::print(out_, "{:>5}  {:<28}  {}\n", "-", row.raw, row.error);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{:>5}  [{:<27}  {:>22.13f}  {:>7}\n", row.length, params + "]", row.result.pnl,
+        fmt::print(out_, "{:>5}  [{:<27}  {:>22.13f}  {:>7}\n", table_length, params + "]", row.result.pnl,
                    row.result.trades);
       } else {
-        fmt::print(out_, "{:>5}  [{:<27}  {}\n", row.length, params + "]", row.error);
+        fmt::print(out_, "{:>5}  [{:<27}  {}\n", table_length, params + "]", row.error);
       }
       break;
     }

@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/backtest_result.hpp"
 #include "common/combo.hpp"
 #include "common/error.hpp"
+#include "kernel/combo_io.hpp"
+#include "kernel/strategy.hpp"
 
 namespace ipcfloor {
 
@@ -43,26 +46,41 @@ struct ComboSpec {
   std::string grid = "6:200:80";
 };
 
-// The rows of `spec`, in order. Errors: the file cannot be read or has no format; --lengths is
-// empty; a length or grid does not parse. A bad row of a combo file is a row with its error.
-[[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec);
+// The rows of `spec`, in order, for a strategy whose combo files name `columns`. Lengths and a grid
+// build the built-in strategy's combos, so only `lengths_allowed` takes them (another strategy
+// needs a combo file). Errors: the file cannot be read or has no format; --lengths is empty; a
+// length or grid does not parse. A bad row of a combo file is a row with its error.
+[[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec,
+                                                          const ComboColumns& columns = columns_of(builtin()),
+                                                          bool lengths_allowed = true);
 
-// "window_out_of_range: windows [...] must each be in [1, n_bars]" for the row's params, with
-// "line N: " after the status when the row came from a combo file. Every way of running a sweep
-// words it here, so their rows stay identical.
-[[nodiscard]] std::string window_error(const SweepRow& row, std::size_t n_bars);
+// The error of a row its strategy refuses on a series of `n_bars`: "window_out_of_range: params
+// [...]: " and the strategy's own sentence (`strategy` is the strategy, when this process has it)
+// or, without it, "refused by strategy NAME for a series of N bars"; "line N: " follows the
+// status when the row came from a combo file. Every way of running a sweep words it here, so
+// their rows stay identical.
+[[nodiscard]] std::string window_error(const SweepRow& row, std::size_t n_bars, const Strategy* strategy,
+                                       std::string_view strategy_name);
 
-// Marks every runnable row whose windows a series of `n_bars` cannot hold, with its error.
-void check_windows(std::vector<PlannedRow>& plan, std::size_t n_bars);
+// Marks every runnable row `strategy` refuses for a series of `n_bars` (its one check,
+// Strategy::accepts), with its error.
+void admit_rows(std::vector<PlannedRow>& plan, const Strategy& strategy, std::size_t n_bars);
 
 enum class SweepFormat : std::uint8_t { table, json, csv };
 
 // Writes rows one by one, flushing each line, so a long sweep streams. With `with_series`, every
 // row names its series: a leading "series" field in JSON, a leading column in CSV and the table.
+// The shape of a sweep's rows: the built-in strategy's (the length L and its six windows), or
+// another strategy's (its own parameters, named, and no length).
+struct SweepShape {
+  ComboColumns columns = columns_of(builtin());
+  bool lengths = true;  // the built-in strategy: each row has its length L
+};
+
 class SweepWriter {
  public:
-  SweepWriter(std::FILE* out, SweepFormat format, bool with_series = false) noexcept
-      : out_(out), format_(format), with_series_(with_series) {}
+  SweepWriter(std::FILE* out, SweepFormat format, bool with_series = false, SweepShape shape = {}) noexcept
+      : out_(out), format_(format), with_series_(with_series), shape_(shape) {}
   // The table's or CSV's header line (nothing for JSON lines).
   void header();
   // JSON: {"L":6,"params":[3,6,2,1,2,3],"pnl":-5165.577039790348,"trades":57029} (pnl with 17
@@ -70,13 +88,15 @@ class SweepWriter {
   // that did not parse {"raw":"3,x,2,1,2,3","error":"bad_row: line 4: ..."}. CSV, under the
   // header h,L,s,p3,p2,p,pnl,trades,error,raw (the combo file's columns, then the results; L is
   // the L column of the table and of JSON): a row that did not parse has empty windows and its
-  // text in `raw`. The table prints that text in the params column.
+  // text in `raw`. The table prints that text in the params column. Another strategy's rows have
+  // no "L" and only its parameters: {"params":[10,40],...}, CSV under fast,slow,pnl,...
   void row(const SweepRow& row);
 
  private:
   std::FILE* out_;
   SweepFormat format_;
   bool with_series_;
+  SweepShape shape_;
 };
 
 }  // namespace ipcfloor

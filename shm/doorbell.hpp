@@ -10,14 +10,15 @@
 //   A2 seq_i = doorbell_i.load(acquire)           P2 engine_sleeping.fetch_add(0) acq_rel
 //   A3 re-check ready()                           P3 if P2 read 1: doorbell.fetch_add(1) release,
 //   A4 if not: futex_waitv on every doorbell_i           then FUTEX_WAKE(doorbell)
-//      (and the keeper's private word) == seq_i
+//      (and the engine's private word) == seq_i
 //   A5 engine_sleeping.exchange(0) on each line
 //
 // On one line, A1, A5 and P2 are RMWs of one word and so totally ordered: either P2 sees the 1
 // and wakes the engine, or A1 reads P2's write, which makes P1 visible to A3. futex_waitv
 // compares every word atomically with its seq before it sleeps, so a bump between A2 and A4
-// returns at once. The keeper (engine-private) bumps its own word to wake the serving thread for
-// a new lane, a lane that left, or shutdown.
+// returns at once. One engine-private word beside the doorbells wakes the serving thread from
+// inside the engine: the keeper bumps it for a new lane, a lane that left, or shutdown, and a
+// block-mode worker bumps it when its answer is ready (engine/worker_pool.hpp).
 //
 // futex_waitv needs Linux 5.16. Where it is missing the waiter naps in short sleeps instead,
 // which costs latency in block mode only.
@@ -37,7 +38,7 @@ inline void ring_doorbell(DoorbellLine& line) noexcept {
   detail::notify_channel({line.doorbell, line.engine_sleeping});
 }
 
-// Keeper thread (same process as the waiter): wakes a serving thread sleeping in
+// The keeper or a worker thread (same process as the waiter): wakes a serving thread sleeping in
 // DoorbellWaiter::wait, whichever lanes it watches.
 void wake_serving_thread(std::atomic<std::uint32_t>& keeper_word) noexcept;
 

@@ -1,9 +1,11 @@
 #pragma once
-// The two fixed 64-byte frames that travel through the rings (docs/SPEC.md §3): a request slot
-// (client -> engine) and a response slot (engine -> client). One slot is one cache line, so a
-// frame never straddles two lines and the consumer reads it with one line transfer.
+// The three fixed 64-byte frames that travel through the rings (docs/SPEC.md §3): a request slot
+// (client -> engine), a response slot (engine -> client) and, in live mode, a signal slot
+// (engine -> subscriber). One slot is one cache line, so a frame never straddles two lines and
+// the consumer reads it with one line transfer. docs/PROTOCOL.md draws all three
+// (tests/test_docs.cpp holds the drawings to the offsets below).
 //
-// Both frames are plain trivially copyable data: they live in shared memory mapped by two
+// All three are plain trivially copyable data: they live in shared memory mapped by two
 // processes, so they hold no pointers, and every field has a fixed width and offset.
 
 #include <cstddef>
@@ -17,11 +19,17 @@
 
 namespace ipcfloor {
 
-// RequestSlot::flags: the low byte names the series a BACKTEST runs on (an index into the
-// segment's series table); the high byte is reserved and must be 0.
+// RequestSlot::flags of a BACKTEST: the low byte names the series it runs on (an index into the
+// segment's series table), the high byte the strategy (an index into the segment's strategy
+// table; 0 is the built-in HMA/HMA3). A SUBSCRIBE names its strategy the same way and its series
+// byte is 0. Every other opcode's flags are 0.
 inline constexpr std::uint16_t kSeriesIndexMask = 0x00FF;
+inline constexpr unsigned kStrategyIndexShift = 8;
 [[nodiscard]] constexpr std::uint16_t series_flags(std::uint32_t series_index) noexcept {
   return static_cast<std::uint16_t>(series_index & kSeriesIndexMask);
+}
+[[nodiscard]] constexpr std::uint16_t request_flags(std::uint32_t series_index, std::uint32_t strategy_index) noexcept {
+  return static_cast<std::uint16_t>((series_index & kSeriesIndexMask) | ((strategy_index & 0xFFU) << kStrategyIndexShift));
 }
 
 // What a request asks for. Values are wire values: never renumber, only append.
@@ -52,6 +60,9 @@ enum class Status : std::uint16_t {
   not_the_writer = 11,    // an APPEND from a lane other than the series' one writer
   no_room = 12,           // a SUBSCRIBE past the lane's subscriptions or their memory
   no_such_series = 13,    // a BACKTEST naming a series index the segment does not hold
+  no_such_strategy = 14,  // a BACKTEST or SUBSCRIBE naming a strategy index the engine does not hold
+  no_live_step = 15,      // a SUBSCRIBE to a strategy that has no per-bar step (no live part)
+  signals_full = 16,      // a SNAPSHOT whose frames do not fit the lane's signal ring now: drain it first
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -70,6 +81,9 @@ enum class Status : std::uint16_t {
     case Status::not_the_writer: return "not_the_writer";
     case Status::no_room: return "no_room";
     case Status::no_such_series: return "no_such_series";
+    case Status::no_such_strategy: return "no_such_strategy";
+    case Status::no_live_step: return "no_live_step";
+    case Status::signals_full: return "signals_full";
   }
   return "unknown";
 }
@@ -95,7 +109,7 @@ enum class Status : std::uint16_t {
 struct alignas(64) RequestSlot {
   std::uint64_t seq;
   std::uint16_t opcode;  // an Opcode value
-  std::uint16_t flags;   // bits 0-7: the series (0: the main one; BACKTEST only); bits 8-15 must be 0
+  std::uint16_t flags;   // BACKTEST: bits 0-7 the series, bits 8-15 the strategy; SUBSCRIBE: bits 8-15; else 0
   std::uint32_t stamp;   // ring-owned; never written by users
   Combo params;          // the six windows (BACKTEST, ECHO) or a BulkEcho (ECHO_BULK), 48 bytes
 };
@@ -210,20 +224,20 @@ inline constexpr std::uint16_t kSignalGap = 1;       // frames of this lane were
 inline constexpr std::uint16_t kSignalSnapshot = 2;  // the answer to a SNAPSHOT, not a new bar
 
 // Engine -> subscriber, one per subscribed combo per new bar, through the lane's signal ring.
-// The state after bar `bar` (0-based over the whole series): the two averages, the crossing at
-// this bar, the position it leaves (stop-and-reverse), and the running pnl and trades, exactly
-// as the batch kernel would have them after this bar.
+// The state after bar `bar` (0-based over the whole series), as the subscription's strategy's
+// per-bar step gives it: its two named values (the built-in's HMA and HMA3), the signal at this
+// bar, the position it leaves, and the running pnl and trades, exactly as the strategy's batch
+// run would have them after this bar.
 struct alignas(64) SignalSlot {
   std::uint64_t bar;
   std::uint32_t stamp;         // ring-owned, as in RequestSlot
   std::uint32_t subscription;  // the id SUBSCRIBE answered, per lane
-  double hma;                  // NaN until its windows have filled
-  double hma3;
+  double value[2];             // the strategy's two values (value_names); NaN while they warm up
   double pnl;
   std::int64_t trades;
   std::uint64_t tick;     // the APPEND's tick, copied
   std::uint32_t dropped;  // frames of this lane dropped since the last one delivered (saturates)
-  std::int8_t cross;      // +1 HMA3 crossed above HMA at this bar, -1 below, 0 neither
+  std::int8_t cross;      // the signal at this bar: +1 long entry or reversal, -1 short, 0 none
   std::int8_t position;   // +1 long, -1 short, 0 flat
   std::uint16_t flags;    // kSignalGap | kSignalSnapshot
 };
@@ -259,7 +273,7 @@ static_assert(std::is_trivially_copyable_v<SignalSlot>, "SignalSlot is copied as
 static_assert(std::is_standard_layout_v<SignalSlot>, "SignalSlot offsets must be well defined");
 static_assert(sizeof(SignalSlot) == 64, "SignalSlot is exactly one cache line");
 static_assert(offsetof(SignalSlot, stamp) == 8, "SignalSlot.stamp offset");
-static_assert(offsetof(SignalSlot, hma) == 16, "SignalSlot.hma offset");
+static_assert(offsetof(SignalSlot, value) == 16, "SignalSlot.value offset");
 static_assert(offsetof(SignalSlot, tick) == 48, "SignalSlot.tick offset");
 static_assert(offsetof(SignalSlot, flags) == 62, "SignalSlot.flags offset");
 

@@ -1,7 +1,6 @@
 #include "shm/huge_pages.hpp"
 
 #include <algorithm>
-#include <cstddef>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -9,23 +8,6 @@
 
 namespace ipcfloor {
 namespace {
-
-// "\040" style escapes in /proc/mounts fields.
-std::string unescape_mount_field(std::string_view field) {
-  std::string out;
-  for (std::size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      const std::string_view digits = field.substr(i + 1, 3);
-      if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '7'; })) {
-        out.push_back(static_cast<char>((digits[0] - '0') * 64 + (digits[1] - '0') * 8 + (digits[2] - '0')));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(field[i]);
-  }
-  return out;
-}
 
 // Value of "Key:   N kB" in /proc/meminfo, in the file's unit; nullopt when absent.
 std::optional<std::uint64_t> meminfo_value(std::string_view key) {
@@ -48,43 +30,7 @@ std::optional<std::uint64_t> read_number_file(const char* path) {
   return std::nullopt;
 }
 
-// "2M", "1G", "2048k" -> bytes; 0 when unparsable.
-std::size_t parse_page_size(std::string_view text) {
-  std::size_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) value = value * 10 + static_cast<std::size_t>(text[i] - '0');
-  if (i == text.size()) return value;
-  switch (text[i]) {
-    case 'k': case 'K': return value << 10;
-    case 'm': case 'M': return value << 20;
-    case 'g': case 'G': return value << 30;
-    default: return 0;
-  }
-}
-
-// Mount points of hugetlbfs with 2 MiB pages, in /proc/mounts order, deduplicated.
 }  // namespace
-
-std::vector<std::string> hugetlbfs_2m_mounts() {
-  std::vector<std::string> mounts;
-  std::ifstream in("/proc/mounts");
-  std::string line;
-  const std::size_t default_page = meminfo_value("Hugepagesize").value_or(0) * 1024;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string device, dir, type, options;
-    if (!(fields >> device >> dir >> type >> options) || type != "hugetlbfs") continue;
-    std::size_t page = default_page;
-    std::istringstream option_list(options);
-    for (std::string option; std::getline(option_list, option, ',');) {
-      if (option.rfind("pagesize=", 0) == 0) page = parse_page_size(std::string_view(option).substr(9));
-    }
-    if (page != kHugePageBytes) continue;
-    std::string unescaped = unescape_mount_field(dir);
-    if (std::find(mounts.begin(), mounts.end(), unescaped) == mounts.end()) mounts.push_back(std::move(unescaped));
-  }
-  return mounts;
-}
 
 HugePageBudget huge_page_budget() {
   HugePageBudget budget;

@@ -1,22 +1,17 @@
 #pragma once
-// What the host offers in 2 MiB huge pages: where hugetlbfs is mounted with that page size, and
-// how many pages are still free. The segment picks its backing from this; the memory benchmark
-// asks the same questions, so both read the host the same way.
+// What the host offers in 2 MiB huge pages: how many pages its pool holds and how many are still
+// free. The segment picks its backing from this (memfds with MFD_HUGETLB need no mount); the
+// memory benchmark asks the same question, so both read the host the same way.
 //
 // Setup path: reads /proc and /sys, allocates. Safe from any thread.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace ipcfloor {
 
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
-
-// Mount points of hugetlbfs with 2 MiB pages (a mount without pagesize= has the default huge
-// page size), in /proc/mounts order, deduplicated, "\040"-style escapes decoded. Empty when none.
-[[nodiscard]] std::vector<std::string> hugetlbfs_2m_mounts();
 
 struct HugePageBudget {
   std::uint64_t total = 0;      // nr_hugepages of the 2 MiB pool

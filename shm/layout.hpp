@@ -8,35 +8,42 @@
 //
 //   DATA OBJECT (engine writes; clients map it PROT_READ; sealed against resize and writes)
 //   offset 0             +--------------------------------------------------------------+
-//                        | DataHeader (4 KiB)                                           |
+//                        | DataHeader (16 KiB)                                          |
 //                        |   identity: magic, state, version, sizes and offsets, lane   |
-//                        |     geometry, backing, engine pid/uid/start, series metadata  |
-//                        |     and checksum, fee, the bound on work per frame, the       |
-//                        |     series table (offset, bars, checksum, name of each)       |
+//                        |     geometry, backing, engine pid/uid/start, series metadata |
+//                        |     and checksum, fee, the bound on work per frame, live:    |
+//                        |     capacity_bars and signal_capacity, the series table      |
+//                        |     (offset, bars, checksum, name of each), the strategy     |
+//                        |     table (name, parameter names, live or not)               |
 //                        |   heartbeat line   (the keeper thread, every interval)       |
-//                        |   counters line    (the serving thread)                      |
+//                        |   counters line    (the serving thread: requests, bad frames,|
+//                        |     lanes reclaimed/released/corrupt, jobs taken back)       |
+//                        |   live line        (the serving thread: bars published,      |
+//                        |     signals sent and dropped, a bar waiting on a worker)     |
+//                        |   workers line     (the keeper: count, stalled, jobs, bounds,|
+//                        |     each worker's cpu)                                       |
 //   lane_status_offset   +--------------------------------------------------------------+
-//    (4 KiB)             | LaneStatus[lane_count], 1 KiB each (engine writes): state,   |
+//    (16 KiB)            | LaneStatus[lane_count], 1 KiB each (engine writes): state,   |
 //                        |   verified owner pid and uid, claims, requests, bad frames,  |
-//                        |   ring fill, a histogram of service time                     |
+//                        |   ring fill, signals dropped, a histogram of service time    |
 //   series_offset        +--------------------------------------------------------------+
-//    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)   |
-//     2 MiB)             |   the appended ones; bars_published says how many are valid   |
+//    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)  |
+//     2 MiB)             |   the appended ones; bars_published says how many are valid  |
 //   extra_series_offset  +--------------------------------------------------------------+
-//    (64 B boundary)     | series 1, 2, ... of the series table, each on a 64 B boundary |
+//    (64 B boundary)     | series 1, 2, ... of the series table, each on a 64 B boundary|
 //                        +--------------------------------------------------------------+
 //   data_bytes (a multiple of the page size)
 //
 //   LANE OBJECT (its client and the engine map it read-write; sealed against resize; a fresh
 //   object for every client, so nothing one client wrote survives into the next one's lane)
-//   +0       LaneHeader (128 B): magic, version, lane, generation, ring and bulk geometry
+//   +0       LaneHeader (128 B): magic, version, lane, generation, ring, signal and bulk geometry
 //   +128     DoorbellLine (128 B): a block-mode engine sleeps on it, the client rings it
-//   +256     CallArea (128 B): the single-flight exchange (shm/exchange.hpp)
+//   +256     CallArea (128 B): the single-flight exchange line and its wait line
 //   +512     RingControl of the request ring  (client -> engine, 3 x 128 B)
 //   +896     RingControl of the response ring (engine -> client, 3 x 128 B)
 //   +1280    RingControl of the signal ring   (engine -> subscriber, 3 x 128 B; live only)
 //   +1664    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B,
-//            then SignalSlot[signal_capacity] x 64 B (0 unless live)
+//            then SignalSlot[signal_capacity] x 64 B (none unless live)
 //   bulk_offset (4 KiB)  the lane's bulk region for ECHO_BULK (bulk_bytes, 4 KiB multiple)
 //   lane_bytes (a multiple of 4 KiB)
 //
@@ -49,6 +56,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ipcfloor/strategy.h"
 #include "shm/exchange.hpp"
 #include "shm/frames.hpp"
 #include "shm/service_histogram.hpp"
@@ -63,8 +71,10 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 // 4: live mode: room for capacity_bars with a published count, and a signal ring in each lane.
 // 5: one frame shape: an answer's head (seq, opcode, status, stamp) has its request's layout, and the
 //    exchange line holds the request and then its answer in it.
-inline constexpr std::uint32_t kLayoutVersion = 5;
-inline constexpr std::size_t kHeaderBytes = 4096;
+// 6: strategies: a strategy table in the header (a request's flags' high byte indexes it), a
+//    signal's two values are its strategy's; the header grows to 16 KiB.
+inline constexpr std::uint32_t kLayoutVersion = 6;
+inline constexpr std::size_t kHeaderBytes = 16384;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kLaneStatusBytes = 1024;
 inline constexpr std::uint32_t kDefaultLanes = 4;
@@ -98,6 +108,19 @@ struct SeriesEntry {
   double first;
   double last;
   char name[kSeriesKeyBytes];  // NUL-terminated: a file's name without extension, or "default"
+};
+
+// One strategy the engine serves, as clients see it: a request names it by its index in the
+// table (the high byte of its flags); index 0 is the built-in HMA/HMA3.
+inline constexpr std::size_t kMaxStrategies = IPCFLOOR_MAX_STRATEGIES;
+inline constexpr std::size_t kStrategyNameBytes = IPCFLOOR_STRATEGY_NAME_MAX + 1;
+struct StrategyEntry {
+  char name[kStrategyNameBytes];                                        // NUL-terminated
+  char param_names[IPCFLOOR_STRATEGY_MAX_PARAMS][kStrategyNameBytes];  // the first param_count are set
+  char value_names[2][kStrategyNameBytes];                              // live only
+  std::int64_t example[IPCFLOOR_STRATEGY_MAX_PARAMS];                   // a combo it accepts
+  std::uint32_t param_count;
+  std::uint32_t live;  // 1: it has a per-bar step (SUBSCRIBE works)
 };
 
 // Published last, with a release store: a reader that sees `ready` (acquire) sees the whole
@@ -140,7 +163,7 @@ struct alignas(kRingLineBytes) DataHeader {
   std::uint32_t live;             // 1: serve --live (APPEND and SUBSCRIBE are served)
   std::uint32_t signal_capacity;  // SignalSlots per lane (0 unless live)
   std::uint64_t series_checksum;  // FNV-1a 64 over the n_bars preloaded closes
-  std::uint64_t max_frame_cost;   // a BACKTEST costing more is refused (see frame_cost)
+  std::uint64_t max_frame_cost;   // a BACKTEST whose strategy's cost is higher is refused too_costly
   double fee;
   double series_first;
   double series_last;
@@ -148,6 +171,9 @@ struct alignas(kRingLineBytes) DataHeader {
   std::uint32_t series_count;          // entries of series_table in use, 1..kMaxSeries
   std::uint32_t series_reserved;
   SeriesEntry series_table[kMaxSeries];
+  std::uint32_t strategy_count;  // entries of strategy_table in use, 1..kMaxStrategies
+  std::uint32_t strategy_reserved;
+  StrategyEntry strategy_table[kMaxStrategies];
 
   // --- heartbeat line: the keeper thread stores CLOCK_MONOTONIC every heartbeat_interval_ns ---
   alignas(kRingLineBytes) std::atomic<std::uint64_t> heartbeat_ns;
@@ -157,10 +183,12 @@ struct alignas(kRingLineBytes) DataHeader {
   std::atomic<std::uint64_t> lanes_reclaimed;  // a client died holding a lane
   std::atomic<std::uint64_t> lanes_released;   // a client handed its lane back
   std::atomic<std::uint64_t> lanes_corrupt;    // a client wrote impossible positions or stamps
+  std::atomic<std::uint64_t> jobs_reclaimed;   // jobs taken back from stalled workers and computed elsewhere
   // --- live line: the serving thread appends a bar, then publishes the count ---
   alignas(kRingLineBytes) std::atomic<std::uint64_t> bars_published;
   std::atomic<std::uint64_t> signals_sent;     // SignalSlots delivered, all lanes
   std::atomic<std::uint64_t> signals_dropped;  // SignalSlots dropped on full signal rings
+  std::atomic<std::uint32_t> live_bar_waiting;  // 1: a bar's share waits for a stalled worker (live requests wait)
   // --- workers line: the keeper writes it at start (count, cpus, inline limit) and every
   // heartbeat (stalled, jobs); relaxed, for people (status, doctor) ---
   alignas(kRingLineBytes) std::atomic<std::uint32_t> workers;  // compute workers (serve --workers)
@@ -227,7 +255,9 @@ static_assert(std::is_standard_layout_v<LaneStatus>, "LaneStatus offsets must be
 static_assert(std::is_trivially_copyable_v<LaneHeader> && std::is_standard_layout_v<LaneHeader>,
               "LaneHeader is plain data");
 static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets must be well defined");
-static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 4 KiB page");
+static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 16 KiB");
+static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 344,
+              "StrategyEntry is plain data of a fixed size: clients read the table as the engine wrote it");
 static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 104,
               "SeriesEntry is plain data of a fixed size");
 static_assert(offsetof(DataHeader, magic) == 0, "magic opens the data object");

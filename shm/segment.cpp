@@ -210,6 +210,8 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
     enter(header->series_table[i + 1], offset, more.close, more.key);
     offset += extra_series_bytes(more.close.size());
   }
+  header->strategy_count = static_cast<std::uint32_t>(std::min(config.strategies.size(), kMaxStrategies));
+  for (std::uint32_t i = 0; i < header->strategy_count; ++i) header->strategy_table[i] = config.strategies[i];
 }
 
 // Step 5, publish: magic and `ready` with release stores, then the seals. From here on nobody
@@ -290,6 +292,18 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
       return fail(ErrorCode::protocol, "engine {}'s series {} ({}) hashes to {:#018x} but its table records {:#018x}",
                   name, i, entry.name, sum, entry.checksum);
     offset += extra_series_bytes(static_cast<std::size_t>(entry.bars));
+  }
+  // The strategy table: names terminated within their fields, parameter counts the ABI allows.
+  if (header.strategy_count > kMaxStrategies)
+    return fail(ErrorCode::protocol, "engine {} sent a strategy table of {} entries", name, header.strategy_count);
+  for (std::uint32_t i = 0; i < header.strategy_count; ++i) {
+    const StrategyEntry& entry = header.strategy_table[i];
+    bool terminated = std::memchr(entry.name, '\0', sizeof entry.name) != nullptr;
+    for (const auto& text : entry.param_names) terminated = terminated && std::memchr(text, '\0', sizeof text) != nullptr;
+    for (const auto& text : entry.value_names) terminated = terminated && std::memchr(text, '\0', sizeof text) != nullptr;
+    if (!terminated || entry.param_count < 1 || entry.param_count > IPCFLOOR_STRATEGY_MAX_PARAMS)
+      return fail(ErrorCode::protocol, "engine {} sent strategy {} with an unterminated name or {} parameters", name, i,
+                  entry.param_count);
   }
   return g;
 }

@@ -83,6 +83,9 @@ struct SegmentConfig {
   };
   std::vector<NamedSeries> more_series;
   double fee = 0.0;
+  // The strategies the engine serves, in index order (the built-in one first), recorded for
+  // clients: a request names one by its index. Empty: the built-in one alone is recorded.
+  std::vector<StrategyEntry> strategies;
   std::uint32_t wait_mode = 0;  // the engine's WaitMode, recorded for clients
   std::uint64_t heartbeat_interval_ns = 10'000'000;
   std::uint64_t max_frame_cost = 0;  // recorded for clients; 0: unbounded
@@ -277,6 +280,17 @@ class Attachment {
   }
   [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept {
     return header().series_table[index].name;  // NUL-terminated: checked at attach
+  }
+  // The strategy table, checked at attach (names terminated): how many strategies the engine
+  // serves, each one's entry, and the index of the one named `name` (nullopt: none).
+  [[nodiscard]] std::uint32_t strategy_count() const noexcept { return header().strategy_count; }
+  [[nodiscard]] const StrategyEntry& strategy_at(std::uint32_t index) const noexcept {
+    return header().strategy_table[index];
+  }
+  [[nodiscard]] std::optional<std::uint32_t> find_strategy(std::string_view name) const noexcept {
+    for (std::uint32_t i = 0; i < strategy_count(); ++i)
+      if (name == strategy_at(i).name) return i;
+    return std::nullopt;
   }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return facts_.geometry; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return facts_.lane_count; }

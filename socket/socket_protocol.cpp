@@ -1,14 +1,14 @@
 #include "socket/socket_protocol.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
 
 namespace ipcfloor {
 namespace {
-
-constexpr std::string_view kWindowNames[6] = {"h", "L", "s", "p3", "p2", "p"};
 
 // Body bytes a request with these counts must have. Cannot overflow: < 2^39.
 constexpr std::uint64_t body_bytes_for(std::uint64_t n_bars, std::uint64_t n_combos) noexcept {
@@ -53,6 +53,7 @@ std::string_view to_string(SocketOpcode opcode) noexcept {
     case SocketOpcode::sweep_loaded: return "sweep_loaded";
     case SocketOpcode::echo_params: return "echo_params";
     case SocketOpcode::use_preloaded: return "use_preloaded";
+    case SocketOpcode::use_strategy: return "use_strategy";
   }
   return "unknown";
 }
@@ -75,6 +76,7 @@ std::string_view to_string(SocketError error) noexcept {
     case SocketError::idle_timeout: return "idle_timeout";
     case SocketError::over_memory_cap: return "over_memory_cap";
     case SocketError::too_costly: return "too_costly";
+    case SocketError::no_such_strategy: return "no_such_strategy";
   }
   return "unknown";
 }
@@ -148,11 +150,14 @@ std::string describe(const SocketFault& fault) {
                          opcode_name(), fault.n_bars, fault.n_combos, fault.expected, fault.actual);
     case SocketError::unknown_opcode:
       return fmt::format("opcode {} is unknown; known: 0 sweep, 1 echo, 2 load, 3 sweep_loaded, 4 echo_params, "
-                         "5 use_preloaded",
+                         "5 use_preloaded, 6 use_strategy",
                          fault.opcode);
     case SocketError::window_out_of_range:
-      return fmt::format("combo {}: window {} (position {}) is {}, outside [1, {}] (the number of bars)", fault.index,
-                         fault.field < 6 ? kWindowNames[fault.field] : "?", fault.field, fault.window, fault.limit);
+      return fmt::format("combo {}: the connection's strategy refuses it for a series of {} bars", fault.index,
+                         fault.limit);
+    case SocketError::no_such_strategy:
+      return "use_strategy (opcode 6) named a strategy this server does not hold, or no NUL-terminated name of at "
+             "most 31 bytes";
     case SocketError::bad_price:
       return fmt::format("bar {}: close {} is not a finite positive price", fault.index, fault.price);
     case SocketError::no_series_loaded:
@@ -176,6 +181,10 @@ std::string describe(const SocketFault& fault) {
         case SocketOpcode::use_preloaded:
           return fmt::format("use_preloaded (opcode 5) carries nothing: n_bars and n_combos must be 0; got n_bars {}, "
                              "n_combos {}",
+                             fault.n_bars, fault.n_combos);
+        case SocketOpcode::use_strategy:
+          return fmt::format("use_strategy (opcode 6) carries the name in one 48-byte combo: n_bars 0 and n_combos "
+                             "1; got n_bars {}, n_combos {}",
                              fault.n_bars, fault.n_combos);
         case SocketOpcode::echo: break;
       }
@@ -228,23 +237,13 @@ std::optional<SocketFault> check_prices(std::span<const std::byte> close) noexce
   return std::nullopt;
 }
 
-std::optional<SocketFault> check_windows(std::span<const std::byte> params, std::uint64_t n_bars) noexcept {
-  const std::size_t n = params.size() / kComboWireBytes;
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::uint32_t k = 0; k < 6; ++k) {
-      const auto window = load_le<std::int64_t>(params.data() + kComboWireBytes * i + 8 * k);
-      if (window < 1 || static_cast<std::uint64_t>(window) > n_bars) {
-        SocketFault fault;
-        fault.error = SocketError::window_out_of_range;
-        fault.index = i;
-        fault.field = k;
-        fault.window = window;
-        fault.limit = n_bars;
-        return fault;
-      }
-    }
-  }
-  return std::nullopt;
+std::optional<std::string_view> strategy_name_of(const RequestView& request) noexcept {
+  if (request.params.size() < kStrategyNameWireBytes) return std::nullopt;
+  const auto* text = reinterpret_cast<const char*>(request.params.data());
+  const std::string_view wire(text, kStrategyNameWireBytes);
+  const std::size_t end = wire.find('\0');
+  if (end == std::string_view::npos) return std::nullopt;
+  return wire.substr(0, end);
 }
 
 std::expected<RequestView, SocketFault> decode_request(std::span<const std::byte> body) noexcept {
@@ -280,19 +279,12 @@ std::expected<RequestView, SocketFault> decode_request(std::span<const std::byte
     case SocketOpcode::sweep_loaded: shape_ok = n_bars == 0; break;
     case SocketOpcode::echo_params: shape_ok = n_bars == 0 && n_combos == 1; break;
     case SocketOpcode::use_preloaded: shape_ok = n_bars == 0 && n_combos == 0; break;
+    case SocketOpcode::use_strategy: shape_ok = n_bars == 0 && n_combos == 1; break;
   }
   if (!shape_ok) return std::unexpected(fault_for(SocketError::bad_shape, opcode, n_bars, n_combos));
 
   if (view.opcode == SocketOpcode::sweep || view.opcode == SocketOpcode::load) {
     if (auto fault = check_prices(view.close)) {
-      fault->opcode = opcode;
-      fault->n_bars = n_bars;
-      fault->n_combos = n_combos;
-      return std::unexpected(*fault);
-    }
-  }
-  if (view.opcode == SocketOpcode::sweep) {
-    if (auto fault = check_windows(view.params, n_bars)) {
       fault->opcode = opcode;
       fault->n_bars = n_bars;
       fault->n_combos = n_combos;
@@ -363,6 +355,32 @@ void append_load_reply(std::uint64_t checksum, double fee, std::vector<std::byte
   store_le(out.data() + at + 12, fee);
 }
 
+void append_use_strategy_reply(std::uint32_t index, std::span<const std::string_view> params, std::vector<std::byte>& out) {
+  const std::size_t count = std::min<std::size_t>(params.size(), 6);
+  append_u32(out, static_cast<std::uint32_t>(kUseStrategyReplyFixedBytes + count * kStrategyNameWireBytes));
+  append_u32(out, index);
+  append_u32(out, static_cast<std::uint32_t>(count));
+  for (std::size_t k = 0; k < count; ++k) {
+    std::byte name[kStrategyNameWireBytes] = {};
+    std::memcpy(name, params[k].data(), std::min(params[k].size(), kStrategyNameWireBytes - 1));
+    append_bytes(out, name);
+  }
+}
+
+Expected<void> append_use_strategy_request(std::string_view name, std::vector<std::byte>& out) {
+  if (name.empty() || name.size() >= kStrategyNameWireBytes)
+    return fail(ErrorCode::invalid_argument, "a strategy name is 1 to {} bytes; '{}' is {}", kStrategyNameWireBytes - 1,
+                name, name.size());
+  std::byte combo[kComboWireBytes] = {};
+  std::memcpy(combo, name.data(), name.size());
+  append_u32(out, static_cast<std::uint32_t>(kBodyHeaderBytes + kComboWireBytes));
+  out.push_back(static_cast<std::byte>(SocketOpcode::use_strategy));
+  append_u32(out, 0);
+  append_u32(out, 1);
+  append_bytes(out, combo);
+  return {};
+}
+
 void append_echo_params_reply(std::span<const std::byte> params, std::vector<std::byte>& out) {
   append_u32(out, static_cast<std::uint32_t>(params.size()));
   append_bytes(out, params);
@@ -431,6 +449,24 @@ bool decode_sweep_reply(std::span<const std::byte> body, std::span<BacktestResul
 std::optional<LoadReply> decode_load_reply(std::span<const std::byte> body) noexcept {
   if (body.size() != kLoadReplyBodyBytes) return std::nullopt;
   return LoadReply{load_le<std::uint64_t>(body.data()), load_le<double>(body.data() + 8)};
+}
+
+std::optional<UseStrategyReply> decode_use_strategy_reply(std::span<const std::byte> body) noexcept {
+  if (body.size() < kUseStrategyReplyFixedBytes) return std::nullopt;
+  UseStrategyReply reply;
+  reply.index = load_le<std::uint32_t>(body.data());
+  reply.param_count = load_le<std::uint32_t>(body.data() + 4);
+  if (reply.param_count < 1 || reply.param_count > 6 ||
+      body.size() != kUseStrategyReplyFixedBytes + reply.param_count * kStrategyNameWireBytes)
+    return std::nullopt;
+  for (std::uint32_t k = 0; k < reply.param_count; ++k) {
+    const auto* text = reinterpret_cast<const char*>(body.data() + kUseStrategyReplyFixedBytes + k * kStrategyNameWireBytes);
+    const std::string_view field(text, kStrategyNameWireBytes);
+    const std::size_t end = field.find('\0');
+    if (end == std::string_view::npos) return std::nullopt;
+    reply.params[k] = field.substr(0, end);
+  }
+  return reply;
 }
 
 std::optional<PreloadedReply> decode_preloaded_reply(std::span<const std::byte> body) noexcept {

@@ -12,6 +12,7 @@
 // them arbitrary bytes). The append_* encoders grow a caller-owned buffer by exactly the frame
 // they write, so a buffer's size is bounded by the largest frame the caller accepts.
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -40,15 +41,16 @@ enum class SocketOpcode : std::uint8_t {
   sweep_loaded = 3,  // combos only, over the loaded series; reply as sweep
   echo_params = 4,   // one combo's 48 bytes back verbatim: the ladder's 48-byte round trip
   use_preloaded = 5, // the server's preloaded series becomes this connection's; reply what it is
+  use_strategy = 6,  // a strategy of the server, by name, becomes this connection's; reply its index
 };
-inline constexpr std::size_t kSocketOpcodeCount = 6;
+inline constexpr std::size_t kSocketOpcodeCount = 7;
 
 // Why a request was refused: the `code` of the error reply. Wire values: never renumber.
 enum class SocketError : std::uint32_t {
   frame_too_large = 1,       // body_len over the server's maximum (closes the connection)
   length_mismatch = 2,       // body_len disagrees with n_bars/n_combos, or is shorter than 9
-  unknown_opcode = 3,        // opcode byte > 4
-  window_out_of_range = 4,   // a window outside [1, n_bars]
+  unknown_opcode = 3,        // opcode byte > 6
+  window_out_of_range = 4,   // the connection's strategy refuses a combo for the series
   bad_price = 5,             // a close that is NaN, infinite, zero or negative
   no_series_loaded = 6,      // sweep_loaded before any load on this connection
   bad_shape = 7,             // a count this opcode fixes (n_bars = 0, n_combos = 1, ...) is wrong
@@ -61,8 +63,9 @@ enum class SocketError : std::uint32_t {
   idle_timeout = 14,         // no request for the server's idle timeout (closes)
   over_memory_cap = 15,      // a load would take the series the server holds past its cap
   too_costly = 16,           // a combo's work exceeds the server's bound per combo
+  no_such_strategy = 17,     // use_strategy named a strategy the server does not hold
 };
-inline constexpr std::size_t kSocketErrorSlots = 17;  // index by code; slot 0 is unused
+inline constexpr std::size_t kSocketErrorSlots = 18;  // index by code; slot 0 is unused
 
 // Frame geometry.
 inline constexpr std::size_t kLengthPrefixBytes = 4;
@@ -77,6 +80,12 @@ inline constexpr std::size_t kLoadReplyBodyBytes = 16;  // u64 checksum, f64 fee
 // use_preloaded's reply: u64 checksum, f64 fee, u64 n_bars, u32 name_len, then the name.
 inline constexpr std::size_t kPreloadedReplyFixedBytes = 28;
 inline constexpr std::uint32_t kMaxSeriesNameBytes = 256;  // a longer name is cut (UTF-8 safe)
+// use_strategy's request carries the name NUL-padded in its one 48-byte combo; its reply is
+// u32 the strategy's index, u32 its parameter count, then that many names, each NUL-padded to 32
+// bytes.
+inline constexpr std::size_t kStrategyNameWireBytes = 32;
+inline constexpr std::size_t kUseStrategyReplyFixedBytes = 8;
+inline constexpr std::size_t kMaxUseStrategyReplyBodyBytes = kUseStrategyReplyFixedBytes + 6 * kStrategyNameWireBytes;
 
 // Limits on body_len (the u32 prefix, excluding itself). The default fits the 1.2 MB default
 // series with room for 1.3 M combos; the hard limit keeps a reply's length below the marker.
@@ -131,10 +140,9 @@ struct SocketFault {
   std::uint8_t opcode = 0;      // the raw opcode byte, once read
   std::uint32_t n_bars = 0;     // as the request declared them, once read
   std::uint32_t n_combos = 0;
-  std::uint64_t index = 0;      // the bar (bad_price) or combo (window_out_of_range)
-  std::uint32_t field = 0;      // the window's position 0..5 (window_out_of_range)
-  std::int64_t window = 0;      // the window's value (window_out_of_range)
-  std::uint64_t limit = 0;      // the bars a window must fit (window_out_of_range)
+  std::uint64_t index = 0;      // the bar (bad_price) or combo (too_costly)
+  std::uint32_t field = 0;      // see below
+  std::uint64_t limit = 0;      // see below
   double price = 0.0;           // the close (bad_price)
   std::uint64_t expected = 0;   // body bytes implied by the counts, or the maximum (too_large)
   std::uint64_t actual = 0;     // body bytes received, or the declared length (too_large)
@@ -155,8 +163,8 @@ inline constexpr std::uint32_t kMemoryForRequest = 2;  // a request's frame, rep
 // SocketFault::field for too_many_connections: the longest-idle connection, closed for a newcomer.
 inline constexpr std::uint32_t kClosedForNewcomer = 1;
 
-// One full sentence naming what was wrong, e.g. "combo 3: window p (position 5) is 0, outside
-// [1, 150000] (the number of bars)". Allocates.
+// One full sentence naming what was wrong, e.g. "bar 17 has close nan; every close must be a
+// finite number > 0". Allocates.
 [[nodiscard]] std::string describe(const SocketFault& fault);
 
 // A decoded request: views into the caller's body buffer (valid while it lives).
@@ -178,18 +186,18 @@ struct RequestView {
 // Decodes one request body (the body_len bytes after the prefix) and checks, in this order:
 // length >= 9 (length_mismatch), opcode (unknown_opcode), body_len == 9 + 8 n_bars + 48 n_combos
 // (length_mismatch), the counts the opcode fixes (bad_shape: sweep and load need n_bars >= 2,
-// load n_combos = 0, sweep_loaded n_bars = 0, echo_params n_bars = 0 and n_combos = 1,
-// use_preloaded n_bars = 0 and n_combos = 0), every
-// close of sweep and load (bad_price), and every window of sweep against n_bars
-// (window_out_of_range). sweep_loaded's windows depend on the connection's series: the caller
-// checks them with check_windows. Echo payloads are not inspected: they come back verbatim.
+// load n_combos = 0, sweep_loaded n_bars = 0, echo_params and use_strategy n_bars = 0 and
+// n_combos = 1, use_preloaded n_bars = 0 and n_combos = 0), and every close of sweep and load
+// (bad_price). Whether a combo may run is its strategy's to say: the server admits the combos
+// with the connection's strategy. Echo payloads are not inspected: they come back verbatim.
 [[nodiscard]] std::expected<RequestView, SocketFault> decode_request(std::span<const std::byte> body) noexcept;
 
 // The first close that is not finite and > 0, as a bad_price fault.
 [[nodiscard]] std::optional<SocketFault> check_prices(std::span<const std::byte> close) noexcept;
 
-// The first window outside [1, n_bars], as a window_out_of_range fault.
-[[nodiscard]] std::optional<SocketFault> check_windows(std::span<const std::byte> params, std::uint64_t n_bars) noexcept;
+// The name a use_strategy request carries (up to the first NUL of its 48 bytes), or nullopt when
+// it holds no NUL within kStrategyNameWireBytes.
+[[nodiscard]] std::optional<std::string_view> strategy_name_of(const RequestView& request) noexcept;
 
 // Copies n_bars wire doubles into aligned host doubles. `out` holds at least close.size()/8.
 void copy_close(std::span<const std::byte> close, std::span<double> out) noexcept;
@@ -200,6 +208,10 @@ void copy_close(std::span<const std::byte> close, std::span<double> out) noexcep
                                             std::span<const Combo> combos, std::vector<std::byte>& out,
                                             std::uint32_t max_body = kDefaultMaxFrameBytes);
 
+// A use_strategy request for `name` (at most kStrategyNameWireBytes - 1 bytes). Fails with
+// invalid_argument for a longer name. Allocates: grows `out` by the frame.
+[[nodiscard]] Expected<void> append_use_strategy_request(std::string_view name, std::vector<std::byte>& out);
+
 // The fixed 61-byte echo_params request. Never allocates.
 void encode_echo_params_request(const Combo& combo, std::span<std::byte, kEchoParamsRequestBytes> out) noexcept;
 
@@ -209,6 +221,8 @@ void encode_echo_params_request(const Combo& combo, std::span<std::byte, kEchoPa
 void append_sweep_reply(std::span<const BacktestResult> results, std::vector<std::byte>& out);
 void append_echo_reply(std::span<const std::byte> close, std::vector<std::byte>& out);
 void append_load_reply(std::uint64_t checksum, double fee, std::vector<std::byte>& out);
+// `params`: the strategy's parameter names (1..6), each cut to 31 bytes.
+void append_use_strategy_reply(std::uint32_t index, std::span<const std::string_view> params, std::vector<std::byte>& out);
 void append_echo_params_reply(std::span<const std::byte> params, std::vector<std::byte>& out);
 // `name` is cut to kMaxSeriesNameBytes, never inside a UTF-8 sequence.
 void append_preloaded_reply(std::uint64_t checksum, double fee, std::uint64_t n_bars, std::string_view name,
@@ -238,6 +252,13 @@ struct LoadReply {
   double fee = 0.0;            // the fee the server's sweeps use, percentage points per round trip
 };
 [[nodiscard]] std::optional<LoadReply> decode_load_reply(std::span<const std::byte> body) noexcept;
+
+struct UseStrategyReply {
+  std::uint32_t index = 0;        // the strategy's index on the server
+  std::uint32_t param_count = 0;  // how many of a combo's six values it uses (1..6)
+  std::array<std::string_view, 6> params{};  // their names; views the body
+};
+[[nodiscard]] std::optional<UseStrategyReply> decode_use_strategy_reply(std::span<const std::byte> body) noexcept;
 
 struct PreloadedReply {
   std::uint64_t checksum = 0;  // fnv1a64 of the server's series bytes

@@ -34,7 +34,9 @@ class Counter {
     value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t get() const noexcept {
-    return value_.load(std::memory_order_relaxed);  // relaxed: pairs with the relaxed store in Counter::add
+    // relaxed: a statistic; no memory is published through it, and an atomic load never tears,
+    // so a reader sees some recent value, which is all a count for status needs.
+    return value_.load(std::memory_order_relaxed);
   }
 
  private:

@@ -162,8 +162,9 @@ int EpollSet::wait(std::span<epoll_event> events, int timeout_ms) noexcept {
 
 std::optional<SocketFault> ConnectionLimit::claim(bool owner) noexcept {
   const std::size_t limit = owner ? max_ : others_max_;
-  // relaxed: a count compared against the limit (pairs with the relaxed fetch_sub in
-  // ConnectionLimit::release).
+  // relaxed: a count compared against the limit and nothing else; no memory is published
+  // through it, and an RMW on one atomic sees every earlier RMW on it in any order, so the count
+  // is exact without ordering (the other RMW is ConnectionLimit::release).
   if (open_.fetch_add(1, std::memory_order_relaxed) >= limit) {
     release();
     SocketFault fault;
@@ -175,14 +176,15 @@ std::optional<SocketFault> ConnectionLimit::claim(bool owner) noexcept {
 }
 
 bool ConnectionLimit::one_release_admits(bool owner) const noexcept {
-  // relaxed: a count compared against the limit (pairs with the relaxed fetch_add in
-  // ConnectionLimit::claim and fetch_sub in ConnectionLimit::release).
+  // relaxed: a hint for eviction, read without ordering because nothing is published through
+  // the count; a stale value only closes one idle connection more or fewer, and claim() still
+  // holds the limit exactly with its RMW.
   return open_.load(std::memory_order_relaxed) <= (owner ? max_ : others_max_);
 }
 
 void ConnectionLimit::release() noexcept {
-  // relaxed: a count compared against the limit; nothing is published through it (pairs
-  // with the relaxed fetch_add in ConnectionLimit::claim).
+  // relaxed: a count compared against the limit; no memory is published through it, and RMWs
+  // on one atomic stay exact without ordering (the other RMW is ConnectionLimit::claim).
   open_.fetch_sub(1, std::memory_order_relaxed);
 }
 

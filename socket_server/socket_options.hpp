@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel/kernel.hpp"
+#include "common/backtest_result.hpp"
+#include "kernel/strategy_loader.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
 
@@ -50,11 +51,14 @@ struct SocketServerOptions {
   // the buffers a connection keeps between requests (input, reply, sweep scratch: each released
   // past 4 MiB) and the sweep workers' kernel workspaces. >= 4096.
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;
-  // Bound on one combo's backtest_cost (kernel/cost.hpp); 0: none. A sweep holding a costlier
-  // combo gets too_costly.
+  // The strategies a connection may pick (use_strategy), the built-in one first; null: the
+  // built-in alone. Every connection starts on the built-in one.
+  std::shared_ptr<const StrategyCatalog> strategies;
+  // Bound on one combo's cost in work units (its strategy's cost); 0: none. A sweep holding a
+  // costlier combo gets too_costly.
   std::uint64_t max_combo_cost = 0;
-  // Work units (backtest_cost) one chunk of a sweep may hold per sweep thread; a chunk always
-  // runs at least one combo. 1..2^40.
+  // Work units one chunk of a sweep may hold per sweep thread; a chunk always runs at least one
+  // combo. 1..2^40.
   std::uint64_t sweep_chunk_cost = kDefaultSweepChunkCost;
   unsigned threads = 1;              // server threads, each with its own epoll set
   std::vector<int> cpus;             // the threads' affinity; empty: inherited

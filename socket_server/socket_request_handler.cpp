@@ -9,14 +9,13 @@
 #include <fmt/format.h>
 
 #include "common/checksum.hpp"
-#include "kernel/cost.hpp"
 
 namespace ipcfloor::socket_detail {
 namespace {
 
-// A workspace for series longer than this is released after its sweep, so a connection that
-// swept one huge series does not leave its thread holding the memory.
-constexpr std::size_t kRetainedWorkspaceBars = std::size_t{1} << 21;
+// A workspace larger than this is released after its sweep, so a connection that swept one huge
+// series does not leave its thread holding the memory.
+constexpr std::uint64_t kRetainedWorkspaceBytes = std::uint64_t{80} << 20;
 constexpr std::uint64_t kReplyBytesPerCombo = 16;  // pnl and trades
 
 Combo combo_at(std::span<const std::byte> params, std::uint32_t i) noexcept {
@@ -40,6 +39,7 @@ std::uint64_t working_bytes(const RequestView& r) noexcept {
     case SocketOpcode::load: return kLengthPrefixBytes + kLoadReplyBodyBytes;
     case SocketOpcode::echo_params: return kEchoParamsReplyBytes;
     case SocketOpcode::use_preloaded: return kLengthPrefixBytes + kPreloadedReplyFixedBytes + kMaxSeriesNameBytes;
+    case SocketOpcode::use_strategy: return kLengthPrefixBytes + kMaxUseStrategyReplyBodyBytes;
   }
   return 0;
 }
@@ -62,14 +62,14 @@ Rejection rejection_for(const SocketFault& fault) { return {fault.error, ipcfloo
 
 std::optional<SocketFault> MemoryCap::resize(std::uint64_t& held, std::uint64_t bytes, std::uint32_t what) noexcept {
   if (bytes <= held) {
-    // relaxed: a count compared against the cap; nothing is published through it (pairs with
-    // the relaxed fetch_add below, in MemoryCap::resize on any server thread).
+    // relaxed: a count compared against the cap; no memory is published through it, and RMWs on
+    // one atomic stay exact without ordering, whichever server thread makes them.
     total_.fetch_sub(held - bytes, std::memory_order_relaxed);
     held = bytes;
     return std::nullopt;
   }
   const std::uint64_t more = bytes - held;
-  // relaxed: as above; pairs with the relaxed fetch_sub in MemoryCap::resize.
+  // relaxed: as above; the RMW's own result decides, so no ordering is needed.
   const std::uint64_t before = total_.fetch_add(more, std::memory_order_relaxed);
   if (before + more > cap_) {
     total_.fetch_sub(more, std::memory_order_relaxed);  // relaxed: as above
@@ -106,22 +106,23 @@ std::expected<SocketOpcode, Rejection> RequestHandler::serve(std::span<const std
   const std::uint64_t frame_bytes = kLengthPrefixBytes + body.size();
   if (auto fault = budget_.memory.resize(session.request_bytes, frame_bytes + working_bytes(r), kMemoryForRequest))
     return std::unexpected(rejection_for(*fault));
+  const Strategy& strategy = strategy_of(session);
   switch (r.opcode) {
     case SocketOpcode::sweep:
-      if (auto fault = check_costs(r.params, r.n_combos, r.n_bars)) return std::unexpected(rejection_for(*fault));
+      if (auto refused = admit(strategy, r.params, r.n_combos, r.n_bars)) return std::unexpected(std::move(*refused));
       job.own_close.resize(r.n_bars);
       copy_close(r.close, job.own_close);
-      start_sweep(r.opcode, job.own_close, r.params, r.n_combos, job);
+      start_sweep(r.opcode, strategy, job.own_close, r.params, r.n_combos, job);
       break;
     case SocketOpcode::echo: append_echo_reply(r.close, out); break;
     case SocketOpcode::load: return serve_load(r, session, out);
     case SocketOpcode::use_preloaded: return serve_preloaded(r, session, out);
+    case SocketOpcode::use_strategy: return serve_use_strategy(r, session, out);
     case SocketOpcode::sweep_loaded:
       if (!session.loaded) return std::unexpected(rejection_for(fault_of(SocketError::no_series_loaded, r.opcode)));
-      if (auto fault = check_windows(r.params, session.active.size())) return std::unexpected(rejection_for(*fault));
-      if (auto fault = check_costs(r.params, r.n_combos, session.active.size()))
-        return std::unexpected(rejection_for(*fault));
-      start_sweep(r.opcode, session.active, r.params, r.n_combos, job);
+      if (auto refused = admit(strategy, r.params, r.n_combos, session.active.size()))
+        return std::unexpected(std::move(*refused));
+      start_sweep(r.opcode, strategy, session.active, r.params, r.n_combos, job);
       break;
     case SocketOpcode::echo_params: append_echo_params_reply(r.params, out); break;
   }
@@ -153,30 +154,52 @@ std::expected<SocketOpcode, Rejection> RequestHandler::serve_preloaded(const Req
   return r.opcode;
 }
 
-void RequestHandler::start_sweep(SocketOpcode opcode, std::span<const double> close,
-                                 std::span<const std::byte> params, std::uint32_t n, SweepJob& job) {
-  job.opcode = opcode;
-  job.close = close;
-  job.params = params;
-  job.results.resize(n);
-  job.next = 0;
-  job.running = true;
+std::expected<SocketOpcode, Rejection> RequestHandler::serve_use_strategy(const RequestView& r, Session& session,
+                                                                          std::vector<std::byte>& out) {
+  const auto name = strategy_name_of(r);
+  const Strategy* strategy = name ? strategies_.find(*name) : nullptr;
+  if (strategy == nullptr) {
+    std::string known;
+    for (const Strategy& s : strategies_.all()) known += fmt::format("{}{}", known.empty() ? "" : ", ", s.name());
+    return std::unexpected(Rejection{SocketError::no_such_strategy,
+                                     fmt::format("this server holds no strategy named '{}'; it holds: {}",
+                                                 name.value_or("(no NUL-terminated name)"), known)});
+  }
+  session.strategy = strategy;
+  std::array<std::string_view, 6> params{};
+  for (std::uint32_t k = 0; k < strategy->param_count(); ++k) params[k] = strategy->param_name(k);
+  append_use_strategy_reply(strategy->index(), std::span(params).first(strategy->param_count()), out);
+  return r.opcode;
 }
 
-std::optional<SocketFault> RequestHandler::check_costs(std::span<const std::byte> params, std::uint32_t n,
-                                                       std::size_t n_bars) const {
-  if (options_.max_combo_cost == 0) return std::nullopt;
+std::optional<Rejection> RequestHandler::admit(const Strategy& strategy, std::span<const std::byte> params,
+                                               std::uint32_t n, std::size_t n_bars) const {
   for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint64_t cost = backtest_cost(combo_at(params, i), n_bars);
-    if (cost <= options_.max_combo_cost) continue;
+    const Combo combo = combo_at(params, i);
+    char why[IPCFLOOR_STRATEGY_WHY_BYTES];
+    if (!strategy.accepts(combo, n_bars, why))
+      return Rejection{SocketError::window_out_of_range, fmt::format("combo {}: {}", i, std::string_view(why))};
+    const std::uint64_t cost = strategy.cost(combo, n_bars);
+    if (options_.max_combo_cost == 0 || cost <= options_.max_combo_cost) continue;
     SocketFault fault;
     fault.error = SocketError::too_costly;
     fault.index = i;
     fault.actual = cost;
     fault.expected = options_.max_combo_cost;
-    return fault;
+    return rejection_for(fault);
   }
   return std::nullopt;
+}
+
+void RequestHandler::start_sweep(SocketOpcode opcode, const Strategy& strategy, std::span<const double> close,
+                                 std::span<const std::byte> params, std::uint32_t n, SweepJob& job) {
+  job.opcode = opcode;
+  job.strategy = &strategy;
+  job.close = close;
+  job.params = params;
+  job.results.resize(n);
+  job.next = 0;
+  job.running = true;
 }
 
 std::expected<bool, Rejection> RequestHandler::run_chunk(SweepJob& job) {
@@ -186,7 +209,7 @@ std::expected<bool, Rejection> RequestHandler::run_chunk(SweepJob& job) {
   std::uint32_t end = job.next;
   std::uint64_t work = 0;
   while (end < n) {
-    const std::uint64_t cost = backtest_cost(combo_at(job.params, end), job.close.size());
+    const std::uint64_t cost = job.strategy->cost(combo_at(job.params, end), job.close.size());
     if (end > job.next && cost > bound - std::min(work, bound)) break;
     work = saturating_add(work, cost);
     ++end;
@@ -199,11 +222,11 @@ std::expected<bool, Rejection> RequestHandler::run_chunk(SweepJob& job) {
 
 std::optional<Rejection> RequestHandler::run_combos(SweepJob& job, std::uint32_t begin, std::uint32_t end,
                                                     unsigned workers) {
-  for (unsigned k = 0; k < workers; ++k) (void)workspace(k, job.close.size());  // made before any worker starts
+  const std::uint64_t bytes = job.strategy->workspace_bytes(job.close.size());
+  for (unsigned k = 0; k < workers; ++k) (void)workspace(k, bytes);  // made before any worker starts
   struct Outcome {
     bool stopped = false;
-    std::uint32_t bad = ~std::uint32_t{0};  // the first combo the kernel refused
-    KernelStatus status = KernelStatus::ok;
+    std::uint32_t bad = ~std::uint32_t{0};  // the first combo whose run failed
   };
   std::vector<Outcome> outcomes(workers);
   std::atomic<std::uint32_t> cursor{begin};
@@ -212,18 +235,16 @@ std::optional<Rejection> RequestHandler::run_combos(SweepJob& job, std::uint32_t
     // relaxed: the cursor only hands out distinct combos; results are published by the join below.
     for (std::uint32_t i = cursor.fetch_add(1, std::memory_order_relaxed); i < end;
          i = cursor.fetch_add(1, std::memory_order_relaxed)) {
-      // relaxed: a plain flag (pairs with the relaxed store in SocketServer::stop, whose thread
-      // joins afterwards). Shutdown waits for one combo per worker.
+      // relaxed: a plain flag that publishes no memory; seeing it one combo late only delays
+      // shutdown by that combo, and the join in SocketServer::stop orders everything after it.
       if (budget_.stopping.load(std::memory_order_relaxed)) {
         outcome.stopped = true;
         return;
       }
-      const KernelStatus status = run_backtest(job.close, combo_at(job.params, i), options_.fee, *workspaces_[k],
-                                               job.results[i]);
-      if (status != KernelStatus::ok && i < outcome.bad) {
-        outcome.bad = i;
-        outcome.status = status;
-      }
+      // Admitted with the request (admit): nothing is checked again here.
+      const StrategyRun run = job.strategy->run(job.close, combo_at(job.params, i), options_.fee, *workspaces_[k],
+                                                job.results[i]);
+      if (run != StrategyRun::ok && i < outcome.bad) outcome.bad = i;
     }
   };
   {
@@ -239,21 +260,22 @@ std::optional<Rejection> RequestHandler::run_combos(SweepJob& job, std::uint32_t
   Outcome first;
   for (const Outcome& outcome : outcomes) {
     first.stopped = first.stopped || outcome.stopped;
-    if (outcome.bad < first.bad) first = Outcome{first.stopped, outcome.bad, outcome.status};
+    if (outcome.bad < first.bad) first.bad = outcome.bad;
   }
   if (first.stopped) return Rejection{SocketError::internal, "the server is stopping"};
-  if (first.status != KernelStatus::ok)
+  if (first.bad != ~std::uint32_t{0})
     return Rejection{SocketError::internal,
-                     fmt::format("combo {}: the kernel refused it: {}", first.bad, to_string(first.status))};
+                     fmt::format("combo {}: strategy {} failed on it (no finite pnl with trades >= 0)", first.bad,
+                                 job.strategy->name())};
   return std::nullopt;
 }
 
-KernelWorkspace& RequestHandler::workspace(std::size_t k, std::size_t bars) {
+KernelWorkspace& RequestHandler::workspace(std::size_t k, std::uint64_t bytes) {
   if (workspaces_.size() <= k) workspaces_.resize(k + 1);
   auto& slot = workspaces_[k];
-  if (!slot || slot->capacity() < bars) {
+  if (!slot || slot->bytes() < bytes) {
     slot.reset();
-    slot = std::make_unique<KernelWorkspace>(bars);
+    slot = std::make_unique<KernelWorkspace>(bytes);
   }
   return *slot;
 }
@@ -270,7 +292,7 @@ void RequestHandler::abandon(SweepJob& job) noexcept {
   release_if_large(job.results);
   release_if_large(job.own_close);
   for (auto& slot : workspaces_)
-    if (slot && slot->capacity() > kRetainedWorkspaceBars) slot.reset();
+    if (slot && slot->bytes() > kRetainedWorkspaceBytes) slot.reset();
 }
 
 }  // namespace ipcfloor::socket_detail

@@ -17,7 +17,8 @@
 #include "common/backtest_result.hpp"
 #include "common/combo.hpp"
 #include "socket_server/socket_options.hpp"
-#include "kernel/kernel.hpp"
+#include "kernel/strategy.hpp"
+#include "kernel/workspace.hpp"
 #include "socket/socket_protocol.hpp"
 
 namespace ipcfloor::socket_detail {
@@ -53,6 +54,7 @@ struct SharedBudget {
 
 // What a connection's requests keep between them, and the bytes it counts against the cap.
 struct Session {
+  const Strategy* strategy = nullptr;  // what its sweeps run (use_strategy); null: the built-in one
   std::vector<double> series;      // the loaded series (opcode 2), aligned for the kernel
   std::span<const double> active;  // what sweep_loaded runs on: `series`, or the server's preloaded one
   bool loaded = false;
@@ -64,6 +66,7 @@ struct Session {
 // (RequestHandler::run_chunk), so that the thread serves others between two chunks.
 struct SweepJob {
   SocketOpcode opcode = SocketOpcode::sweep;
+  const Strategy* strategy = nullptr;   // admitted every combo; runs them
   std::span<const double> close;        // the session's series, or `own_close`
   std::span<const std::byte> params;    // n x 48 bytes, in the connection's buffered frame
   std::vector<double> own_close;        // a stateless sweep's aligned copy of its close
@@ -83,7 +86,9 @@ struct Rejection {
 
 class RequestHandler {
  public:
-  RequestHandler(const SocketServerOptions& options, SharedBudget& budget) : options_(options), budget_(budget) {}
+  // `strategies`: the server's (options.strategies, or the built-in alone); outlives the handler.
+  RequestHandler(const SocketServerOptions& options, const StrategySet& strategies, SharedBudget& budget)
+      : options_(options), strategies_(strategies), budget_(budget) {}
 
   // Counts a frame of `frame_bytes` whose length prefix has arrived as the session's current
   // request, or returns why not (over_memory_cap): called before its buffer grows for it.
@@ -115,27 +120,33 @@ class RequestHandler {
   void abandon(SweepJob& job) noexcept;
 
  private:
-  // Starts `job`: validated combos in `params` over `close`.
-  void start_sweep(SocketOpcode opcode, std::span<const double> close, std::span<const std::byte> params,
-                   std::uint32_t n, SweepJob& job);
+  // Admits every combo of a sweep once, with the connection's strategy: each accepted for the
+  // series and within the bound per combo. The first refused one is the rejection.
+  [[nodiscard]] std::optional<Rejection> admit(const Strategy& strategy, std::span<const std::byte> params,
+                                               std::uint32_t n, std::size_t n_bars) const;
+  // Starts `job`: admitted combos in `params` over `close`.
+  void start_sweep(SocketOpcode opcode, const Strategy& strategy, std::span<const double> close,
+                   std::span<const std::byte> params, std::uint32_t n, SweepJob& job);
+  [[nodiscard]] std::expected<SocketOpcode, Rejection> serve_use_strategy(const RequestView& r, Session& session,
+                                                                          std::vector<std::byte>& out);
 
   [[nodiscard]] std::expected<SocketOpcode, Rejection> serve_load(const RequestView& r, Session& session,
                                                                   std::vector<std::byte>& out);
   [[nodiscard]] std::expected<SocketOpcode, Rejection> serve_preloaded(const RequestView& r, Session& session,
                                                                        std::vector<std::byte>& out);
 
-  // The first combo whose work exceeds the bound per combo, if any.
-  [[nodiscard]] std::optional<SocketFault> check_costs(std::span<const std::byte> params, std::uint32_t n,
-                                                       std::size_t n_bars) const;
-
   // Combos [begin, end) of `job` on `workers` threads (this one included).
   [[nodiscard]] std::optional<Rejection> run_combos(SweepJob& job, std::uint32_t begin, std::uint32_t end,
                                                     unsigned workers);
 
-  // The workspace of worker `k`, holding at least `bars` bars.
-  KernelWorkspace& workspace(std::size_t k, std::size_t bars);
+  // The workspace of worker `k`, holding at least `bytes`.
+  KernelWorkspace& workspace(std::size_t k, std::uint64_t bytes);
+  [[nodiscard]] const Strategy& strategy_of(const Session& session) const noexcept {
+    return session.strategy != nullptr ? *session.strategy : *strategies_.at(0);
+  }
 
   const SocketServerOptions& options_;
+  const StrategySet& strategies_;
   SharedBudget& budget_;
   std::vector<std::unique_ptr<KernelWorkspace>> workspaces_;  // one per sweep worker, reused
 };

@@ -60,6 +60,7 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
   std::unique_ptr<SocketServer> server(new SocketServer());
   server->budget_ = std::make_unique<socket_detail::SharedBudget>(options.max_loaded_bytes);
   server->options_ = options;
+  if (!server->options_.strategies) server->options_.strategies = std::make_shared<const StrategyCatalog>();
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (server->wake_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
   if (!options.unix_path.empty()) {

@@ -33,7 +33,7 @@ ServerThread::ServerThread(const SocketServerOptions& options, std::atomic<std::
       tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))),
       limit_(open_connections, options.max_connections, options.owner_reserve),
       log_(options.log),
-      requests_(options, budget),
+      requests_(options, options.strategies->set(), budget),
       context_{options, stats_, log_, epoll_, requests_},
       oldest_idle_{kNoneIdle, kNoneIdle} {}
 
@@ -252,8 +252,9 @@ ServerThread* ServerThread::thread_with_older_idle(bool owner, std::uint64_t tri
   ServerThread* found = nullptr;
   for (ServerThread* other : all_) {
     if ((tried >> other->index_ & 1) != 0) continue;
-    // relaxed: a hint (pairs with the relaxed store in ServerThread::check_deadlines on the
-    // other thread); that thread looks at its own connections again in place().
+    // relaxed: a hint that publishes no memory (ServerThread::check_deadlines on the other thread
+    // stores it); a stale value only picks another thread, which looks at its own connections
+    // again in place() before it closes one.
     const std::int64_t since = other->oldest_idle_[owner ? 0 : 1].load(std::memory_order_relaxed);
     if (since < oldest) {
       oldest = since;
@@ -333,8 +334,8 @@ void ServerThread::check_deadlines(Clock::time_point now) {
     any = std::min(any, since);
     if (!connection->owner()) others = std::min(others, since);
   }
-  // relaxed: hints for other threads' place() (pairs with the relaxed load in
-  // ServerThread::thread_with_older_idle); nothing is published through them.
+  // relaxed: hints for other threads' place() (ServerThread::thread_with_older_idle reads them);
+  // nothing is published through them, and a stale one costs only a second look there.
   oldest_idle_[0].store(any, std::memory_order_relaxed);
   oldest_idle_[1].store(others, std::memory_order_relaxed);
 }

@@ -13,6 +13,12 @@
 //     std::printf("%s: %zu bars\n", engine.series_key(i).data(), engine.series_at(i).size());
 //   ipcfloor::Result on_nq = engine.backtest({3, 6, 2, 1, 2, 3}, 1); // IPCFLOOR_E_NO_SUCH_SERIES past the table
 //
+// Strategies: the built-in HMA/HMA3 is index 0; an engine started with `serve --strategy FILE.so`
+// serves more. Look one up by name once, then name its index in backtest / sweep / subscribe:
+//
+//   const std::uint32_t sma = engine.strategy("sma_cross");       // IPCFLOOR_E_NO_SUCH_STRATEGY if absent
+//   ipcfloor::Result r = engine.backtest({10, 40, 0, 0, 0, 0}, 0, sma);  // unused parameters are 0
+//
 // Link ipcfloor::client (CMake: find_package(ipcfloor CONFIG)). The class owns one lane of the
 // engine; it is move-only and belongs to one thread at a time for requests. series() and the
 // metadata accessors never change after attach and may be read from any thread.
@@ -51,7 +57,8 @@
 
 namespace ipcfloor {
 
-// The six windows of one combo: h, L, s, p3, p2, p, each in [1, bars].
+// One combo's six int64 parameters: for the built-in strategy the windows h, L, s, p3, p2, p,
+// each in [1, bars]; for another strategy its own, the unused ones 0.
 using Params = std::array<std::int64_t, 6>;
 
 // The six windows for one user-facing length L (the engine's own mapping; L >= 1).
@@ -76,17 +83,19 @@ struct Result {
   int status = IPCFLOOR_OK; // sweep: IPCFLOOR_OK or why the engine refused this combo
 };
 
-// One subscribed combo's state after one bar, as the batch kernel has it after that bar: the C
-// struct of ipcfloor/ipcfloor.h (bar, subscription, dropped, hma, hma3, pnl, trades, tick, cross,
-// position, flags with IPCFLOOR_SIGNAL_GAP and IPCFLOOR_SIGNAL_SNAPSHOT).
+// One subscribed combo's state after one bar, as its strategy's batch run has it after that bar:
+// the C struct of ipcfloor/ipcfloor.h (bar, subscription, dropped, value[2], pnl, trades, tick,
+// cross, position, flags with IPCFLOOR_SIGNAL_GAP and IPCFLOOR_SIGNAL_SNAPSHOT).
 using Signal = ::ipcfloor_signal;
 
 // What subscribe answers: the combo's id on this client, and its state after the bars so far
-// (flags IPCFLOOR_SIGNAL_SNAPSHOT; hma and hma3 NaN, the answer does not carry them).
+// (flags IPCFLOOR_SIGNAL_SNAPSHOT; value[0] and value[1] NaN, the answer does not carry them).
 struct Subscription {
   std::uint32_t id = 0;
   Signal state{};
 };
+
+
 
 class IPCFLOOR_CXX_API ClientError : public std::runtime_error {
  public:
@@ -147,12 +156,27 @@ class IPCFLOOR_CXX_API Client {
   // IPCFLOOR_E_NO_SUCH_SERIES, naming the index and how many series the engine holds, past it.
   [[nodiscard]] Result backtest(const Params& params, std::uint32_t series);
 
+  // The same on strategy `strategy` (an index from strategy(); 0: the built-in one); ClientError
+  // IPCFLOOR_E_NO_SUCH_STRATEGY (nothing sent) past the table.
+  [[nodiscard]] Result backtest(const Params& params, std::uint32_t series, std::uint32_t strategy);
+
+  // The strategies the engine serves, fixed at attach; any thread. strategy(name) is the index of
+  // the one named so (ClientError IPCFLOOR_E_NO_SUCH_STRATEGY, listing them, if none is).
+  [[nodiscard]] std::uint32_t strategy_count() const noexcept;
+  [[nodiscard]] std::uint32_t strategy(std::string_view name);
+  [[nodiscard]] std::string_view strategy_name(std::uint32_t index) const noexcept;
+  [[nodiscard]] std::uint32_t strategy_param_count(std::uint32_t index) const noexcept;
+  [[nodiscard]] std::string_view strategy_param_name(std::uint32_t index, std::uint32_t k) const noexcept;
+  [[nodiscard]] bool strategy_live(std::uint32_t index) const noexcept;
+
   // params.size() backtests, pipelined; out[i] answers params[i] (out.size() == params.size(),
   // else ClientError IPCFLOOR_E_INVALID). A refused combo gets its code in out[i].status, pnl NaN.
   // Returns how many combos were refused; throws ClientError when the lane fails.
   std::size_t sweep(std::span<const Params> params, std::span<Result> out);
   // The same on series `series`; ClientError IPCFLOOR_E_NO_SUCH_SERIES (nothing sent) past the table.
   std::size_t sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series);
+  // The same on strategy `strategy`; ClientError IPCFLOOR_E_NO_SUCH_STRATEGY (nothing sent) past the table.
+  std::size_t sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series, std::uint32_t strategy);
 
   // The 48 bytes travel to the engine and back untouched: the transport alone.
   [[nodiscard]] Params echo(const Params& params);
@@ -167,6 +191,8 @@ class IPCFLOOR_CXX_API Client {
   // Subscribes a combo (windows in [1, capacity()]) on this lane until the client goes. Throws
   // IPCFLOOR_E_WINDOW, _NO_ROOM, _REJECTED (too costly to replay), _NOT_LIVE, or a lane failure.
   Subscription subscribe(const Params& params);
+  // The same on strategy `strategy`; IPCFLOOR_E_NO_LIVE_STEP when it cannot stream signals.
+  Subscription subscribe(const Params& params, std::uint32_t strategy);
   // One Signal per subscription, state now, flagged IPCFLOOR_SIGNAL_SNAPSHOT. Returns the subscriptions.
   std::uint32_t snapshot();
   // The next Signal, or nothing when none is waiting: never waits, no system call.

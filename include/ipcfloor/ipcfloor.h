@@ -1,5 +1,6 @@
 /* ipcfloor's C ABI: attach to a running engine's shared-memory segment by name, read its
- * preloaded close series without a copy, and run HMA/HMA3 backtests through the lane's rings.
+ * preloaded close series without a copy, and run backtests through the lane's rings: of the
+ * built-in HMA/HMA3 strategy, or of any strategy the engine loaded (see "Strategies" below).
  *
  *   int err = 0;
  *   ipcfloor_client *c = ipcfloor_attach("ipcfloor", &err);
@@ -114,6 +115,13 @@ extern "C" {
 /* Backtest/sweep on a series: the engine holds no series of that index (ipcfloor_series_count
  * says how many it holds). The client stays usable. */
 #define IPCFLOOR_E_NO_SUCH_SERIES (-21)
+/* A strategy index or name the engine does not serve (ipcfloor_strategy, the _with calls). */
+#define IPCFLOOR_E_NO_SUCH_STRATEGY (-22)
+/* Subscribe: the strategy has no per-bar step, so it cannot stream signals. */
+#define IPCFLOOR_E_NO_LIVE_STEP (-23)
+/* Snapshot: the lane's signal ring has no room for one signal per subscription; read what waits
+ * there first. */
+#define IPCFLOOR_E_SIGNALS_FULL (-24)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -249,6 +257,37 @@ IPCFLOOR_API int ipcfloor_backtest_on(ipcfloor_client *c, uint32_t series, const
 IPCFLOOR_API int ipcfloor_sweep_on(ipcfloor_client *c, uint32_t series, const int64_t (*params)[6], size_t n,
                                    double *pnl, int64_t *trades, int *status);
 
+/* ---- Strategies (any thread for the table; the client's thread for requests) -------------- */
+
+/* The engine serves the built-in HMA/HMA3 strategy (index 0, named "hma") and those it loaded
+ * (`ipcfloor serve --strategy FILE.so`, include/ipcfloor/strategy.h), in a table copied at attach.
+ * A request names one by its index; look it up by name once. */
+/* How many strategies the engine serves, 1..16. */
+IPCFLOOR_API uint32_t ipcfloor_strategy_count(const ipcfloor_client *c);
+/* The index of the strategy named `name`, or IPCFLOOR_E_NO_SUCH_STRATEGY (its sentence lists the
+ * engine's strategies) or IPCFLOOR_E_INVALID. */
+IPCFLOOR_API int ipcfloor_strategy_find(ipcfloor_client *c, const char *name);
+/* Strategy `index`'s name, how many of a combo's six values it uses (the rest must be 0), the
+ * name of its parameter k, the names of the two values its signals carry (NULL without a live
+ * step), and whether it can stream signals (1) or not (0). NULL / 0 past the table. Valid until
+ * detach. */
+IPCFLOOR_API const char *ipcfloor_strategy_name(const ipcfloor_client *c, uint32_t index);
+IPCFLOOR_API uint32_t ipcfloor_strategy_param_count(const ipcfloor_client *c, uint32_t index);
+IPCFLOOR_API const char *ipcfloor_strategy_param_name(const ipcfloor_client *c, uint32_t index, uint32_t k);
+IPCFLOOR_API const char *ipcfloor_strategy_value_name(const ipcfloor_client *c, uint32_t index, uint32_t k);
+IPCFLOOR_API int ipcfloor_strategy_is_live(const ipcfloor_client *c, uint32_t index);
+
+/* ipcfloor_backtest_on, ipcfloor_sweep_on and (below) ipcfloor_subscribe on strategy `strategy`
+ * (an index from ipcfloor_strategy_find; 0: the built-in one, the same as the calls above). The engine
+ * judges the params with that strategy: a refusal is IPCFLOOR_E_WINDOW, whose sentence names
+ * the parameter. An index the engine does not serve is IPCFLOOR_E_NO_SUCH_STRATEGY without a
+ * request (a sweep marks every combo with it); a subscribe to a strategy without a per-bar step
+ * is IPCFLOOR_E_NO_LIVE_STEP. The client's thread; never allocate. */
+IPCFLOOR_API int ipcfloor_backtest_with(ipcfloor_client *c, uint32_t strategy, uint32_t series,
+                                        const int64_t params[6], double *pnl, int64_t *trades);
+IPCFLOOR_API int ipcfloor_sweep_with(ipcfloor_client *c, uint32_t strategy, uint32_t series,
+                                     const int64_t (*params)[6], size_t n, double *pnl, int64_t *trades,
+                                     int *status);
 /* The 48 bytes of `in` travel to the engine and back into `out` untouched (the ECHO opcode):
  * the transport alone, to measure what a request costs before any work. */
 IPCFLOOR_API int ipcfloor_echo(ipcfloor_client *c, const int64_t in[6], int64_t out[6]);
@@ -259,18 +298,19 @@ IPCFLOOR_API int ipcfloor_echo(ipcfloor_client *c, const int64_t in[6], int64_t 
 #define IPCFLOOR_SIGNAL_GAP 1      /* signals of this lane were dropped before this one (see `dropped`) */
 #define IPCFLOOR_SIGNAL_SNAPSHOT 2 /* a state asked for (snapshot, subscribe), not a new bar */
 
-/* One subscribed combo's state after one bar, exactly as the batch kernel has it after that bar
- * (the same pnl bits and trades as ipcfloor_backtest over the bars up to it). 64 bytes. */
+/* One subscribed combo's state after one bar, exactly as its strategy's batch run has it after
+ * that bar (the same pnl bits and trades as a backtest over the bars up to it). 64 bytes. */
 typedef struct ipcfloor_signal {
   uint64_t bar;          /* 0-based index of the bar in the whole series */
   uint32_t subscription; /* the id ipcfloor_subscribe gave the combo (per client) */
   uint32_t dropped;      /* signals of this lane lost before this one, since the last delivered (saturates) */
-  double hma;            /* NaN until its windows have filled */
-  double hma3;
+  double value[2];       /* the strategy's two values (ipcfloor_strategy_value_name; the built-in's:
+                          * hma and hma3); NaN while they warm up */
   double pnl;            /* percentage points, net of fees, up to and including this bar */
   int64_t trades;        /* closed round trips up to this bar */
   uint64_t tick;         /* the tick the append of this bar carried; 0 in a snapshot */
-  int8_t cross;          /* +1 HMA3 crossed above HMA at this bar, -1 below, 0 neither */
+  int8_t cross;          /* the signal at this bar: +1 a long entry or reversal (the built-in: HMA3
+                          * crossed above HMA), -1 a short one, 0 none */
   int8_t position;       /* after this bar: +1 long, -1 short, 0 flat */
   uint16_t flags;        /* IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT */
 } ipcfloor_signal;
@@ -288,13 +328,17 @@ IPCFLOOR_API int ipcfloor_append(ipcfloor_client *c, double close, uint64_t tick
  * now on every new bar brings one ipcfloor_signal for it. The engine first replays the bars so
  * far. Stores the combo's id (0, 1, ... per client) in *id and, when state is not NULL, its state
  * after the bars so far: bar, subscription, pnl, trades and position, flags
- * IPCFLOOR_SIGNAL_SNAPSHOT, hma and hma3 NaN (the answer does not carry them; a snapshot does),
+ * IPCFLOOR_SIGNAL_SNAPSHOT, value[0] and value[1] NaN (the answer does not carry them; a snapshot does),
  * cross, tick and dropped 0. Subscriptions last until the client detaches.
  * Returns IPCFLOOR_OK, IPCFLOOR_E_WINDOW, IPCFLOOR_E_NO_ROOM, IPCFLOOR_E_REJECTED (the replay
  * would cost more than the engine's bound per frame, serve --max-frame-ms), IPCFLOOR_E_NOT_LIVE,
  * or a lane failure. */
 IPCFLOOR_API int ipcfloor_subscribe(ipcfloor_client *c, const int64_t params[6], uint32_t *id,
                                     ipcfloor_signal *state);
+/* The same on strategy `strategy` (see ipcfloor_backtest_with); IPCFLOOR_E_NO_LIVE_STEP when that
+ * strategy has no per-bar step. */
+IPCFLOOR_API int ipcfloor_subscribe_with(ipcfloor_client *c, uint32_t strategy, const int64_t params[6],
+                                         uint32_t *id, ipcfloor_signal *state);
 
 /* Asks for one signal per subscription of this client with its state now, flagged
  * IPCFLOOR_SIGNAL_SNAPSHOT: how a subscriber that saw IPCFLOOR_SIGNAL_GAP (or a growing

@@ -332,8 +332,8 @@ static PyObject *signal_of(const ipcfloor_signal *s) {
   PyObject *signal = PyStructSequence_New(signal_type);
   if (signal == NULL) return NULL;
   PyObject *fields[13] = {
-      PyLong_FromUnsignedLongLong(s->bar), PyLong_FromUnsignedLong(s->subscription), PyFloat_FromDouble(s->hma),
-      PyFloat_FromDouble(s->hma3),        PyFloat_FromDouble(s->pnl),               PyLong_FromLongLong(s->trades),
+      PyLong_FromUnsignedLongLong(s->bar), PyLong_FromUnsignedLong(s->subscription), PyFloat_FromDouble(s->value[0]),
+      PyFloat_FromDouble(s->value[1]),        PyFloat_FromDouble(s->pnl),               PyLong_FromLongLong(s->trades),
       PyLong_FromUnsignedLongLong(s->tick), PyLong_FromUnsignedLong(s->dropped),   PyLong_FromLong(s->cross),
       PyLong_FromLong(s->position),      PyLong_FromUnsignedLong(s->flags),
       PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_GAP), PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_SNAPSHOT)};
@@ -813,13 +813,13 @@ static struct PyModuleDef module_def = {
 static PyStructSequence_Field signal_fields[] = {
     {"bar", "0-based index of the bar in the whole series"},
     {"subscription", "the id subscribe gave the combo"},
-    {"hma", "HMA after this bar (NaN until its windows fill)"},
-    {"hma3", "HMA3 after this bar (NaN until its windows fill)"},
+    {"value0", "the strategy's first value after this bar (the built-in's HMA; NaN while it warms up)"},
+    {"value1", "the strategy's second value after this bar (the built-in's HMA3; NaN while it warms up)"},
     {"pnl", "percentage points, net of fees, up to this bar"},
     {"trades", "closed round trips up to this bar"},
     {"tick", "the tick the append of this bar carried (0 in a snapshot)"},
     {"dropped", "signals of this lane lost just before this one"},
-    {"cross", "+1 HMA3 crossed above HMA here, -1 below, 0 neither"},
+    {"cross", "+1 a long entry or reversal here (the built-in: HMA3 crossed above HMA), -1 a short one, 0 none"},
     {"position", "after this bar: +1 long, -1 short, 0 flat"},
     {"flags", "IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT"},
     {"gap", "signals of this lane were dropped before this one: ask for a snapshot"},

@@ -1,0 +1,257 @@
+#include "engine/live_server.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "engine/dispatch.hpp"
+
+namespace ipcfloor {
+
+LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost,
+                       WaitMode mode) noexcept
+    : segment_(segment),
+      header_(segment.header()),
+      lanes_(lanes),
+      admission_(admission),
+      room_(segment.series_room()),
+      published_(segment.series().size()),
+      inline_cost_(inline_cost),
+      mode_(mode),
+      fee_(segment.header().fee) {}
+
+Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, ServingLanes& lanes, Admission& admission,
+                                                       LiveBookLimits limits, std::uint64_t inline_cost, WaitMode mode) {
+  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, inline_cost, mode));
+  limits.lanes = segment.lane_count();
+  limits.capacity_bars = segment.series_room().size();
+  limits.fee = segment.header().fee;
+  auto book = LiveBook::make(limits);
+  if (!book) return std::unexpected(std::move(book.error()));
+  server->book_ = std::move(*book);
+  return server;
+}
+
+Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request) const noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
+    return Status::reserved_bits_set;
+  // One writer: the first lane that appends keeps the series until its client leaves.
+  if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
+  if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return Status::bad_price;
+  if (published_ >= room_.size()) return Status::capacity_full;
+  return Status::ok;
+}
+
+bool LiveServer::fans_out(std::uint32_t index, const RequestSlot& request, const WorkerDispatch& workers) const noexcept {
+  return request.opcode == static_cast<std::uint16_t>(Opcode::append) && workers.any() && book_->total() != 0 &&
+         book_->cost_per_bar() >= inline_cost_ && check_append(index, request) == Status::ok;
+}
+
+double LiveServer::take_bar(std::uint32_t index, const RequestSlot& request) noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  room_[published_] = bar.close;
+  ++published_;
+  // release: the bar is written before the count that covers it; pairs with the acquire load in
+  // Attachment::published_series.
+  header_.bars_published.store(published_, std::memory_order_release);
+  admission_.set_main_series(std::span<const double>(room_.data(), published_));
+  return bar.close;
+}
+
+Status LiveServer::serve(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  switch (static_cast<Opcode>(request.opcode)) {
+    case Opcode::append: return append(index, request, response);
+    case Opcode::subscribe: return subscribe(index, request, response);
+    case Opcode::snapshot: return snapshot(index, request, response);
+    default: break;
+  }
+  return answer_status(response, request, Status::unknown_opcode);
+}
+
+void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
+  const auto publish = [this, tick](std::uint32_t lane, std::uint32_t id, const ipcfloor_strategy_bar& state) noexcept {
+    push_signal(lane, id, state, tick, 0);
+  };
+  const auto lane_done = [this](std::uint32_t lane) noexcept {
+    if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
+  };
+  const std::span<const double> history(room_.data(), published_);
+  if (evaluate) {
+    book_->on_bar(history, publish, lane_done);
+  } else {
+    book_->publish_bar(publish, lane_done);
+  }
+  // relaxed: counters only this thread writes; readers tolerate staleness.
+  header_.signals_sent.store(signals_sent_, std::memory_order_relaxed);
+  header_.signals_dropped.store(signals_dropped_, std::memory_order_relaxed);
+}
+
+Status LiveServer::append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  const Status checked = check_append(index, request);
+  if (checked != Status::ok) return answer_status(response, request, checked);
+  const double close = take_bar(index, request);
+  publish_bar(LiveAppend::from_params(request.params).tick, /*evaluate=*/true);
+  answer_status(response, request, Status::ok);
+  response.pnl = close;
+  response.trades = static_cast<std::int64_t>(published_);
+  return Status::ok;
+}
+
+void LiveServer::start_bar(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket,
+                           WorkerDispatch& workers) noexcept {
+  BarOut& bar = bar_;
+  bar.close = take_bar(index, request);
+  bar.tick = LiveAppend::from_params(request.params).tick;
+  bar.answer = ticket;
+  bar.total = book_->total();
+  // As many shares as the work is worth (each at least --inline-cost units) and workers there are.
+  const std::uint64_t worth = std::max<std::uint64_t>(1, book_->cost_per_bar() / std::max<std::uint64_t>(1, inline_cost_));
+  bar.shares = static_cast<std::uint32_t>(std::min<std::uint64_t>({worth, workers.size(), bar.total}));
+  bar.handed = 0;
+  bar.back = 0;
+  bar.active = true;
+  hand_shares(workers);
+}
+
+void LiveServer::hand_shares(WorkerDispatch& workers) noexcept {
+  BarOut& bar = bar_;
+  const std::span<const double> history(room_.data(), published_);
+  while (bar.active && bar.handed < bar.shares && workers.idle()) {
+    // Share k covers [total * k / shares, total * (k + 1) / shares) of the book's order.
+    const auto bound = [&bar](std::uint32_t k) {
+      return static_cast<std::uint32_t>(std::uint64_t{bar.total} * k / bar.shares);
+    };
+    JobTicket ticket = bar.answer;
+    ticket.kind = JobTicket::Kind::live;
+    const std::uint32_t first = bound(bar.handed);
+    workers.hand_share(ticket, *this, history, first, bound(bar.handed + 1) - first,
+                       book_->cost_per_bar() / bar.shares + 1);
+    ++bar.handed;
+  }
+}
+
+void LiveServer::run(const WorkerJob& job, KernelWorkspace&, WorkerDone& done) const noexcept {
+  // This worker's share of the bar; the serving thread leaves the book alone until it is back.
+  book_->on_bar_share(job.live_first, job.live_count, job.series());
+  done.status = static_cast<std::uint16_t>(Status::ok);
+}
+
+void LiveServer::share_stalled() noexcept {
+  // relaxed: for people (status); the serving thread alone writes it.
+  header_.live_bar_waiting.store(1, std::memory_order_relaxed);
+}
+
+bool LiveServer::finish_share(const WorkerDone& done, WorkerDone& answer) noexcept {
+  BarOut& bar = bar_;
+  (void)done;  // a share always completes: it is never taken back (see the header)
+  if (++bar.back < bar.shares) return false;
+  bar.active = false;
+  header_.live_bar_waiting.store(0, std::memory_order_relaxed);  // relaxed: as in share_stalled
+  // Lanes whose clients left while the bar was out: their subscriptions go now, unpublished.
+  for (std::uint64_t pending = bar.clear_after; pending != 0; pending &= pending - 1)
+    book_->clear_lane(static_cast<std::uint32_t>(std::countr_zero(pending)));
+  bar.clear_after = 0;
+  publish_bar(bar.tick, /*evaluate=*/false);
+  answer = WorkerDone{};
+  answer.ticket = bar.answer;
+  answer.status = static_cast<std::uint16_t>(Status::ok);
+  answer.pnl = bar.close;
+  answer.trades = static_cast<std::int64_t>(published_);
+  return true;
+}
+
+void LiveServer::lanes_left(std::uint64_t lanes) noexcept {
+  for (std::uint64_t pending = lanes; pending != 0; pending &= pending - 1) {
+    const auto lane = static_cast<std::uint32_t>(std::countr_zero(pending));
+    // A bar out at the workers holds the book: this lane's subscriptions go when it is back.
+    if (bar_.active) {
+      bar_.clear_after |= std::uint64_t{1} << lane;
+    } else {
+      book_->clear_lane(lane);
+    }
+    if (writer_lane_ == static_cast<int>(lane)) writer_lane_ = -1;
+  }
+}
+
+Status LiveServer::subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  if ((request.flags & kSeriesIndexMask) != 0) return answer_status(response, request, Status::reserved_bits_set);
+  if (!lanes_[index].signals) return answer_status(response, request, Status::not_live);
+  const Strategy* strategy = admission_.strategies().at(strategy_of(request.flags));
+  if (strategy == nullptr) return answer_status(response, request, Status::no_such_strategy);
+  std::uint32_t id = 0;
+  ipcfloor_strategy_bar state{};
+  const Status status = book_->subscribe(index, *strategy, request.params, std::span<const double>(room_.data(), published_),
+                                         id, state);
+  answer_status(response, request, status);
+  if (status == Status::window_out_of_range) {
+    // Which parameter, against how many bars: for the client's sentence.
+    response.extra[0] = strategy->refusal(request.params, room_.size());
+    response.extra[1] = static_cast<std::int64_t>(room_.size());
+  }
+  if (status != Status::ok) return status;
+  response.pnl = state.pnl;
+  response.trades = state.trades;
+  response.extra[0] = id;
+  response.extra[1] = static_cast<std::int64_t>(published_);
+  response.extra[2] = state.position;
+  return Status::ok;
+}
+
+bool LiveServer::snapshot_fits(std::uint32_t index) noexcept {
+  const RingProducer<SignalSlot>& ring = *lanes_[index].signals;
+  return ring.capacity() - ring.size_approx() >= book_->count(index);
+}
+
+Status LiveServer::snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
+  if (request.flags != 0) return answer_status(response, request, Status::reserved_bits_set);
+  ServedLane& lane = lanes_[index];
+  if (!lane.signals) return answer_status(response, request, Status::not_live);
+  // A snapshot is all of the lane's states or none: with too little room it would be dropped
+  // frame by frame and the client would re-synchronise on nothing.
+  if (!snapshot_fits(index)) return answer_status(response, request, Status::signals_full);
+  book_->for_each(index, [this, index](std::uint32_t id, const ipcfloor_strategy_bar& state) noexcept {
+    push_signal(index, id, state, 0, kSignalSnapshot);
+  });
+  notify_readable(*lane.signals, mode_);
+  answer_status(response, request, Status::ok);
+  response.trades = book_->count(index);
+  response.extra[1] = static_cast<std::int64_t>(published_);
+  return Status::ok;
+}
+
+void LiveServer::push_signal(std::uint32_t index, std::uint32_t subscription, const ipcfloor_strategy_bar& state,
+                             std::uint64_t tick, std::uint16_t flags) noexcept {
+  ServedLane& lane = lanes_[index];
+  if (!lane.signals || !lanes_.served(index)) return;
+  SignalSlot* slot = lane.signals->try_claim();
+  if (slot == nullptr) {
+    // A slow subscriber loses frames, never stalls the engine: counted, and flagged on the next
+    // frame it gets. An impossible `consumed` is the client's own doing: quarantine.
+    if (lane.signals->corrupt()) {
+      lanes_.quarantine(index);
+      return;
+    }
+    ++lane.signals_dropped;
+    ++signals_dropped_;
+    relaxed_increment(segment_.lane_status(index).signals_dropped);
+    return;
+  }
+  slot->bar = published_ - 1;
+  slot->subscription = subscription;
+  slot->value[0] = state.value[0];
+  slot->value[1] = state.value[1];
+  slot->pnl = state.pnl;
+  slot->trades = state.trades;
+  slot->tick = tick;
+  slot->dropped = static_cast<std::uint32_t>(std::min<std::uint64_t>(lane.signals_dropped, 0xFFFFFFFFU));
+  slot->cross = static_cast<std::int8_t>(state.signal);
+  slot->position = static_cast<std::int8_t>(state.position);
+  slot->flags = static_cast<std::uint16_t>(flags | (lane.signals_dropped != 0 ? kSignalGap : 0));
+  lane.signals->commit();
+  lane.signals_dropped = 0;
+  ++signals_sent_;
+}
+
+}  // namespace ipcfloor

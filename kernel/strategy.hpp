@@ -1,0 +1,130 @@
+#pragma once
+// A strategy as the engine uses it: a typed view over the C table of include/ipcfloor/strategy.h,
+// and the set of strategies one process serves (index 0 is the built-in HMA/HMA3). Admission
+// (Strategy::accepts, Strategy::cost), the kernel call (Strategy::run) and live mode's per-bar
+// step all go through here, for the built-in strategy as for a loaded one.
+//
+// Threads: a Strategy and a StrategySet are immutable once made; every const call may run on any
+// thread. accepts(), cost(), run() and the live calls are noexcept and allocation-free (a
+// strategy's own functions promise the same; see strategy.h).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/backtest_result.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
+#include "ipcfloor/strategy.h"
+#include "kernel/workspace.hpp"
+
+namespace ipcfloor {
+
+// The request's six int64 as the strategy ABI's parameter array. Combo is six int64 with no
+// padding (pinned below), so its first member's address is the array's: no copy on the way to a
+// strategy.
+[[nodiscard]] inline const std::int64_t* param_data(const Combo& params) noexcept { return &params.h; }
+static_assert(offsetof(Combo, L) == 8 && offsetof(Combo, s) == 16 && offsetof(Combo, p3) == 24 &&
+                  offsetof(Combo, p2) == 32 && offsetof(Combo, p) == 40,
+              "Combo is six adjacent int64: the strategy ABI reads it as int64_t[6]");
+
+// How a backtest through a strategy ended.
+enum class StrategyRun : std::uint8_t {
+  ok,
+  failed,  // run() returned nonzero, or answered a non-finite pnl or negative trades
+  workspace_too_small,
+  too_few_bars,
+};
+
+class Strategy {
+ public:
+  // `table` must outlive the view (a static table, or one in a shared object kept loaded).
+  Strategy(const ipcfloor_strategy& table, std::uint8_t index) noexcept : table_(&table), index_(index) {}
+
+  [[nodiscard]] std::string_view name() const noexcept { return table_->name; }
+  // Its index in the serving set: the high byte of a request's flags.
+  [[nodiscard]] std::uint8_t index() const noexcept { return index_; }
+  [[nodiscard]] std::uint32_t param_count() const noexcept { return table_->param_count; }
+  [[nodiscard]] std::string_view param_name(std::uint32_t k) const noexcept { return table_->param_names[k]; }
+  [[nodiscard]] Combo example() const noexcept;
+
+  // The one admission check of a combo: the parameters the strategy does not use are 0, and the
+  // strategy's validate() accepts the rest for a series of `n_bars`. Returns 0 when it may run,
+  // else 1 + the index of the parameter refused (kRefusedSomeParam when the strategy did not say
+  // which), and, when `why` is not empty, a NUL-terminated sentence naming it (cut to fit). Pure.
+  [[nodiscard]] std::uint32_t refusal(const Combo& params, std::size_t n_bars, std::span<char> why = {}) const noexcept;
+  [[nodiscard]] bool accepts(const Combo& params, std::size_t n_bars, std::span<char> why = {}) const noexcept {
+    return refusal(params, n_bars, why) == 0;
+  }
+  static constexpr std::uint32_t kRefusedSomeParam = IPCFLOOR_STRATEGY_MAX_PARAMS + 1;
+  // run()'s work in units, for accepted params (saturating). Pure.
+  [[nodiscard]] std::uint64_t cost(const Combo& params, std::size_t n_bars) const noexcept {
+    return table_->cost(param_data(params), n_bars);
+  }
+  [[nodiscard]] std::uint64_t workspace_bytes(std::size_t n_bars) const noexcept {
+    return table_->workspace_bytes(n_bars);
+  }
+  // Backtests accepted params over `close` (no check is repeated here). Hot path: noexcept, no
+  // allocation, no syscall. A non-finite pnl or negative trades is `failed`, never ok.
+  [[nodiscard]] StrategyRun run(std::span<const double> close, const Combo& params, double fee,
+                                KernelWorkspace& workspace, BacktestResult& out) const noexcept;
+
+  // Live mode: present when the strategy has a per-bar step.
+  [[nodiscard]] bool live() const noexcept { return table_->step != nullptr; }
+  [[nodiscard]] std::string_view value_name(int k) const noexcept {
+    return table_->value_names[k] != nullptr ? table_->value_names[k] : "";
+  }
+  [[nodiscard]] std::uint64_t state_bytes(const Combo& params) const noexcept {
+    return table_->state_bytes(param_data(params));
+  }
+  [[nodiscard]] std::uint64_t step_cost(const Combo& params) const noexcept {
+    return table_->step_cost(param_data(params));
+  }
+  void init(void* state, const Combo& params, double fee) const noexcept { table_->init(state, param_data(params), fee); }
+  void step(void* state, std::span<const double> history, ipcfloor_strategy_bar& out) const noexcept {
+    table_->step(state, history.data(), history.size(), &out);
+  }
+
+  [[nodiscard]] const ipcfloor_strategy& table() const noexcept { return *table_; }
+
+ private:
+  const ipcfloor_strategy* table_;
+  std::uint8_t index_;
+};
+
+// The built-in strategy, HMA/HMA3 stop-and-reverse (docs/SPEC.md §1): always index 0. Its table,
+// and a view of it for in-process callers (tests, benchmarks, sweeps without an engine).
+[[nodiscard]] const ipcfloor_strategy& builtin_strategy() noexcept;
+[[nodiscard]] const Strategy& builtin() noexcept;
+
+// The strategies one process serves, by index (a request's flags' high byte) and by name.
+// Index 0 is the built-in; loaded ones follow in load order.
+class StrategySet {
+ public:
+  StrategySet();  // the built-in alone
+  // At most this many in all (the segment lists every one; a request's byte could name 256).
+  static constexpr std::size_t kMaxStrategies = IPCFLOOR_MAX_STRATEGIES;
+
+  // Adds a table (its owner keeps it alive). Errors: a duplicate name, or the set is full.
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table);
+
+  [[nodiscard]] std::size_t size() const noexcept { return strategies_.size(); }
+  // Null for an index the set does not hold.
+  [[nodiscard]] const Strategy* at(std::uint32_t index) const noexcept {
+    return index < strategies_.size() ? &strategies_[index] : nullptr;
+  }
+  [[nodiscard]] const Strategy* find(std::string_view name) const noexcept;
+  [[nodiscard]] std::span<const Strategy> all() const noexcept { return strategies_; }
+  // The largest workspace any strategy of the set needs for `n_bars`: what each kernel thread
+  // allocates.
+  [[nodiscard]] std::uint64_t workspace_bytes(std::size_t n_bars) const noexcept;
+
+ private:
+  std::vector<Strategy> strategies_;
+};
+
+}  // namespace ipcfloor

@@ -1,0 +1,215 @@
+#include "kernel/strategy_loader.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "common/unique_fd.hpp"
+#include "kernel/gbm.hpp"
+
+namespace ipcfloor {
+namespace {
+
+// The self-check's series: long enough for a few hundred bars of warm-up, short enough to check
+// in a millisecond or two.
+constexpr std::size_t kCheckBars = 1000;
+constexpr std::uint64_t kMaxCheckBytes = std::uint64_t{1} << 30;  // workspace or state at load: 1 GiB
+
+template <class... Args>
+std::unexpected<Error> refuse(const std::string& origin, fmt::format_string<Args...> format, Args&&... args) {
+  return std::unexpected(Error{ErrorCode::strategy,
+                               fmt::format("strategy {}: {}", origin, fmt::format(format, std::forward<Args>(args)...))});
+}
+
+bool valid_name(const char* name) noexcept {
+  if (name == nullptr) return false;
+  const std::size_t length = std::strlen(name);
+  if (length == 0 || length > IPCFLOOR_STRATEGY_NAME_MAX) return false;
+  for (std::size_t i = 0; i < length; ++i) {
+    const char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+Expected<void> check_fields(const ipcfloor_strategy& t, const std::string& origin) {
+  if (!valid_name(t.name)) return refuse(origin, "its name must be 1-{} characters of a-z, 0-9, _ and -", IPCFLOOR_STRATEGY_NAME_MAX);
+  if (t.param_count < 1 || t.param_count > IPCFLOOR_STRATEGY_MAX_PARAMS)
+    return refuse(origin, "param_count is {}; it must be 1..{}", t.param_count, IPCFLOOR_STRATEGY_MAX_PARAMS);
+  for (std::uint32_t k = 0; k < t.param_count; ++k)
+    if (!valid_name(t.param_names[k])) return refuse(origin, "parameter {} has no valid name (1-{} characters of a-z, 0-9, _ and -)", k, IPCFLOOR_STRATEGY_NAME_MAX);
+  for (std::uint32_t k = t.param_count; k < IPCFLOOR_STRATEGY_MAX_PARAMS; ++k)
+    if (t.example_params[k] != 0) return refuse(origin, "example_params[{}] is {}; unused parameters must be 0", k, t.example_params[k]);
+  if (t.validate == nullptr || t.cost == nullptr || t.workspace_bytes == nullptr || t.run == nullptr)
+    return refuse(origin, "validate, cost, workspace_bytes and run must all be set");
+  const int live_parts = (t.state_bytes != nullptr) + (t.init != nullptr) + (t.step != nullptr) + (t.step_cost != nullptr);
+  if (live_parts != 0 && live_parts != 4)
+    return refuse(origin, "its live part is incomplete: state_bytes, init, step and step_cost must all be set or all be NULL");
+  if (live_parts == 4 && (!valid_name(t.value_names[0]) || !valid_name(t.value_names[1])))
+    return refuse(origin, "a strategy with a live step names its two values (value_names)");
+  return {};
+}
+
+// Runs the strategy's live step over every bar and compares its end with run()'s.
+Expected<void> check_live(const Strategy& s, const std::vector<double>& close, const Combo& example, double fee,
+                          const BacktestResult& batch, const std::string& origin) {
+  const std::uint64_t bytes = s.state_bytes(example);
+  if (bytes == 0 || bytes > kMaxCheckBytes) return refuse(origin, "state_bytes(example_params) is {}", bytes);
+  KernelWorkspace state(bytes);
+  s.init(state.data(), example, fee);
+  ipcfloor_strategy_bar bar{};
+  for (std::size_t i = 0; i < close.size(); ++i) s.step(state.data(), std::span(close).first(i + 1), bar);
+  if (std::memcmp(&bar.pnl, &batch.pnl, sizeof batch.pnl) != 0 || bar.trades != batch.trades)
+    return refuse(origin, "its live step ends on pnl {} and {} trades after {} bars, but run() gives pnl {} and {} "
+                  "trades: the step must be bit-identical to the batch run", bar.pnl, bar.trades, close.size(),
+                  batch.pnl, batch.trades);
+  if (s.step_cost(example) == std::numeric_limits<std::uint64_t>::max())
+    return refuse(origin, "step_cost(example_params) is not a finite number of units");
+  return {};
+}
+
+Expected<void> self_check(const ipcfloor_strategy& table, const std::string& origin) {
+  const Strategy s(table, 0);
+  GbmParams gbm;
+  gbm.bars = kCheckBars;
+  gbm.seed = 20261205;
+  auto close = generate_gbm(gbm);
+  if (!close) return std::unexpected(close.error());
+  const Combo example = s.example();
+  char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
+  if (!s.accepts(example, kCheckBars, why))
+    return refuse(origin, "it refuses its own example_params on {} bars: {}", kCheckBars, why);
+  for (std::uint32_t k = 0; k < s.param_count(); ++k) {
+    for (const std::int64_t extreme : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
+      Combo probe = example;
+      std::memcpy(reinterpret_cast<std::int64_t*>(&probe) + k, &extreme, sizeof extreme);
+      if (s.accepts(probe, kCheckBars))
+        return refuse(origin, "it accepts parameter {} ({}) = {}: every parameter must be bounded, so that no request "
+                      "can ask for unbounded work", k, s.param_name(k), extreme);
+    }
+  }
+  const std::uint64_t cost = s.cost(example, kCheckBars);
+  if (cost == 0 || cost == std::numeric_limits<std::uint64_t>::max())
+    return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", kCheckBars, cost);
+  const std::uint64_t bytes = s.workspace_bytes(kCheckBars);
+  if (bytes > kMaxCheckBytes) return refuse(origin, "workspace_bytes({}) is {}: more than 1 GiB for {} bars", kCheckBars, bytes, kCheckBars);
+  KernelWorkspace workspace(bytes);
+  BacktestResult first;
+  BacktestResult second;
+  const double fee = kDefaultFee;
+  if (s.run(*close, example, fee, workspace, first) != StrategyRun::ok)
+    return refuse(origin, "run(example_params) on {} generated bars failed or answered a pnl that is not finite "
+                  "(or negative trades)", kCheckBars);
+  if (s.run(*close, example, fee, workspace, second) != StrategyRun::ok ||
+      std::memcmp(&first.pnl, &second.pnl, sizeof first.pnl) != 0 || first.trades != second.trades)
+    return refuse(origin, "run(example_params) answered differently twice on the same bars: it must be deterministic");
+  if (s.live()) return check_live(s, *close, example, fee, first, origin);
+  return {};
+}
+
+// StrictModes: the file and every folder above it belong to us or root and no one else may
+// write them (a folder others may write is accepted only with the sticky bit, as /tmp has, where
+// no one else may rename or remove what is ours).
+Expected<void> check_owner_and_mode(const struct stat& st, const std::string& what, const std::string& origin, bool folder) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me && st.st_uid != 0)
+    return refuse(origin, "{} belongs to uid {}, not to this user ({}) or root", what, st.st_uid, me);
+  const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (others_write && !(folder && (st.st_mode & S_ISVTX) != 0))
+    return refuse(origin, "{} may be written by users other than its owner (mode {:04o}); make it writable by its "
+                  "owner only (chmod go-w)", what, st.st_mode & 07777);
+  return {};
+}
+
+Expected<void> check_folders(const std::filesystem::path& file, const std::string& origin) {
+  for (std::filesystem::path folder = file.parent_path();; folder = folder.parent_path()) {
+    struct stat st {};
+    if (::lstat(folder.c_str(), &st) != 0) return refuse(origin, "cannot inspect folder {}: {}", folder.string(), std::strerror(errno));
+    if (auto ok = check_owner_and_mode(st, fmt::format("folder {}", folder.string()), origin, true); !ok) return ok;
+    if (folder == folder.root_path()) return {};
+  }
+}
+
+// Opens the file the path names (symlinks resolved once, then checked), and returns its
+// descriptor: the library is loaded through it, so what is checked is what is loaded.
+Expected<UniqueFd> open_checked(const std::string& path, const std::string& origin) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr)
+    return refuse(origin, "cannot open it: {}", std::strerror(errno));
+  UniqueFd fd(::open(resolved, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return refuse(origin, "cannot open it: {}", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return refuse(origin, "cannot inspect it: {}", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return refuse(origin, "it is not a regular file");
+  if (auto ok = check_owner_and_mode(st, "the file", origin, false); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_folders(resolved, origin); !ok) return std::unexpected(ok.error());
+  unsigned char head[18] = {};
+  if (::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) || std::memcmp(head, "\x7f" "ELF", 4) != 0)
+    return refuse(origin, "it is not a shared object (no ELF header)");
+  const unsigned type = head[16] | (head[17] << 8);  // e_type, little-endian on x86-64
+  if (type != 3) return refuse(origin, "it is an ELF file but not a shared object (e_type {}; build it with -shared)", type);
+  return fd;
+}
+
+}  // namespace
+
+Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin) {
+  if (table.abi_version != IPCFLOOR_STRATEGY_ABI_VERSION)
+    return refuse(origin, "it was built for strategy ABI version {}; this engine speaks version {} (rebuild it "
+                  "against this ipcfloor's strategy.h)", table.abi_version, IPCFLOOR_STRATEGY_ABI_VERSION);
+  if (table.struct_size != sizeof(ipcfloor_strategy))
+    return refuse(origin, "its table is {} bytes; this engine's ipcfloor_strategy is {} (rebuild it against this "
+                  "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy));
+  if (auto ok = check_fields(table, origin); !ok) return ok;
+  return self_check(table, origin);
+}
+
+StrategyCatalog::~StrategyCatalog() {
+  for (Library& library : libraries_) (void)::dlclose(library.handle);
+}
+
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
+  if (auto ok = check_strategy(table, origin); !ok) return std::unexpected(ok.error());
+  auto added = set_.add(table);
+  if (!added) return refuse(origin, "{}", added.error().message);
+  origins_.push_back(origin);
+  return added;
+}
+
+Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
+  auto fd = open_checked(path, path);
+  if (!fd) return std::unexpected(fd.error());
+  const std::string through = fmt::format("/proc/self/fd/{}", fd->get());
+  void* handle = ::dlopen(through.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = ::dlerror();
+    return refuse(path, "the dynamic loader refused it: {}", error != nullptr ? error : "unknown error");
+  }
+  const auto entry = reinterpret_cast<ipcfloor_strategy_entry>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY));
+  const ipcfloor_strategy* table = entry != nullptr ? entry() : nullptr;
+  if (table == nullptr) {
+    (void)::dlclose(handle);
+    if (entry == nullptr) return refuse(path, "it exports no {} symbol (see include/ipcfloor/strategy.h)", IPCFLOOR_STRATEGY_ENTRY);
+    return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY);
+  }
+  auto added = add(*table, path);
+  if (!added) {
+    (void)::dlclose(handle);
+    return added;
+  }
+  libraries_.push_back({handle, std::move(*fd)});
+  return added;
+}
+
+}  // namespace ipcfloor

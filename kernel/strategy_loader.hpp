@@ -1,0 +1,58 @@
+#pragma once
+// Loading a researcher's strategy (include/ipcfloor/strategy.h) from a shared object, and the
+// checks that come before the engine trusts it: the file and every folder above it (no one but
+// its owner or root may write them, in the manner of sshd's StrictModes), the ELF type, the entry
+// symbol, the ABI version and size, the table's fields, and a self-check on a short generated
+// series. Every refusal is an Error of ErrorCode::strategy whose message names the file and the
+// reason (exit code 6 on the command line).
+//
+// Threads: setup path only (dlopen, file system, allocation). A loaded table stays valid while
+// its StrategyCatalog lives.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+#include "ipcfloor/strategy.h"
+#include "kernel/strategy.hpp"
+
+namespace ipcfloor {
+
+// Checks a strategy table as the engine does at load: fields, then the self-check (docs in
+// strategy.h). `origin` names where it came from in messages. Runs the strategy's code.
+[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin);
+
+// The strategies one process serves: the built-in one and those it loaded, with the shared
+// objects that hold them (kept loaded while the catalog lives).
+class StrategyCatalog {
+ public:
+  StrategyCatalog() = default;
+  StrategyCatalog(StrategyCatalog&&) noexcept = default;
+  StrategyCatalog& operator=(StrategyCatalog&&) noexcept = default;
+  ~StrategyCatalog();
+
+  // Loads `path` and adds its strategy, or says why not (nothing is added then).
+  [[nodiscard]] Expected<const Strategy*> load(const std::string& path);
+  // Adds a table the caller keeps alive (tests, embedders), after the same checks as load().
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin);
+
+  [[nodiscard]] const StrategySet& set() const noexcept { return set_; }
+  // The file each strategy came from, by index ("" for the built-in and added tables).
+  [[nodiscard]] const std::string& origin(std::size_t index) const noexcept { return origins_[index]; }
+
+ private:
+  struct Library {
+    void* handle = nullptr;
+    // The descriptor it was loaded through stays open while it is loaded: the loader knows a
+    // library by the name it was opened under (/proc/self/fd/N), so a reused N would hand back
+    // the library loaded before instead of the new file.
+    UniqueFd fd;
+  };
+  StrategySet set_;
+  std::vector<std::string> origins_{""};
+  std::vector<Library> libraries_;
+};
+
+}  // namespace ipcfloor
