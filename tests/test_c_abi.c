@@ -389,7 +389,7 @@ static void check_live(void) {
     CHECK(ipcfloor_subscribe(reader, combos[k], &id, &state) == IPCFLOOR_OK, "subscribe %u: %s", (unsigned)k,
           ipcfloor_last_error(reader));
     CHECK(id == k && state.subscription == k, "subscription id %u", (unsigned)id);
-    CHECK(state.bar == LIVE_PRELOAD - 1 && state.flags == IPCFLOOR_SIGNAL_SNAPSHOT && isnan(state.hma),
+    CHECK(state.bar == LIVE_PRELOAD - 1 && state.flags == IPCFLOOR_SIGNAL_SNAPSHOT && isnan(state.value[0]),
           "state after the preload: bar %" PRIu64 " flags %u", state.bar, (unsigned)state.flags);
     CHECK(state.trades == before[k].trades && same_double(state.pnl, before[k].pnl),
           "L=%" PRId64 " after the preload: pnl %.17g trades %" PRId64 ", want %.17g %" PRId64, before[k].length,
@@ -403,7 +403,7 @@ static void check_live(void) {
         "%s", ipcfloor_last_error(reader));
   int64_t too_long[6] = {3, LIVE_BARS + 1, 2, 1, 2, 3};
   CHECK(ipcfloor_subscribe(idle, too_long, &id, NULL) == IPCFLOOR_E_WINDOW, "a window past the capacity");
-  CHECK(contains(ipcfloor_last_error(idle), "window L (position 1) is 341, outside [1, 340]"), "%s",
+  CHECK(contains(ipcfloor_last_error(idle), "parameter L (position 1) is 341, refused by strategy hma for a series of 340 bars"), "%s",
         ipcfloor_last_error(idle));
 
   /* Refused appends: each by its code and its sentence; the series is unchanged. */
@@ -464,7 +464,7 @@ static void check_live(void) {
     CHECK(ipcfloor_poll_signal(reader, &signal) == IPCFLOOR_OK && signal.subscription == (uint32_t)k &&
               (signal.flags & IPCFLOOR_SIGNAL_SNAPSHOT) != 0 && signal.bar == LIVE_BARS - 1 && signal.tick == 0 &&
               signal.trades == after[k].trades && same_double(signal.pnl, after[k].pnl) &&
-              same_double(signal.hma, last[k].hma),
+              same_double(signal.value[0], last[k].value[0]),
           "snapshot signal %d", k);
   }
   CHECK(ipcfloor_snapshot(idle) == 0, "a client that subscribed nothing has nothing to snapshot");
@@ -480,7 +480,7 @@ static void check_live(void) {
   CHECK(ipcfloor_backtest(idle, past_preload, &pnl, &trades) == IPCFLOOR_OK, "a window past the preload: %s",
         ipcfloor_last_error(idle));
   CHECK(ipcfloor_backtest(idle, too_long, &pnl, &trades) == IPCFLOOR_E_WINDOW, "a window past the published bars");
-  CHECK(contains(ipcfloor_last_error(idle), "window L (position 1) is 341, outside [1, 340] (the bars of its series)"),
+  CHECK(contains(ipcfloor_last_error(idle), "parameter L (position 1) is 341, refused by strategy hma for a series of 340 bars"),
         "%s", ipcfloor_last_error(idle));
 
   /* A wait with nothing to come ends at the client's timeout, saying why. */
@@ -604,12 +604,12 @@ static void check_two_series(void) {
   CHECK(ipcfloor_backtest_on(c, 1, long_window, &one_pnl, &one_trades) == IPCFLOOR_OK, "L=2000 on series 1: %s",
         ipcfloor_last_error(c));
   CHECK(ipcfloor_backtest_on(c, 0, long_window, &one_pnl, &one_trades) == IPCFLOOR_E_WINDOW, "L=2000 on series 0");
-  CHECK(contains(ipcfloor_last_error(c), "window L (position 1) is 2000, outside [1, 1500]"), "%s",
+  CHECK(contains(ipcfloor_last_error(c), "parameter L (position 1) is 2000, refused by strategy hma for a series of 1500 bars"), "%s",
         ipcfloor_last_error(c));
   const int64_t too_long[6] = {3, SERIES_B_BARS + 1, 2, 1, 2, 3};
   CHECK(ipcfloor_backtest_on(c, 1, too_long, &one_pnl, &one_trades) == IPCFLOOR_E_WINDOW, "L=2201 on series 1");
   CHECK(contains(ipcfloor_last_error(c), "on series 1 (") && contains(ipcfloor_last_error(c), b_key) &&
-            contains(ipcfloor_last_error(c), "is 2201, outside [1, 2200]"),
+            contains(ipcfloor_last_error(c), "is 2201, refused by strategy hma for a series of 2200 bars"),
         "%s", ipcfloor_last_error(c));
 
   /* An index past the table: refused without a request, by its code and a sentence naming it. */
@@ -720,7 +720,7 @@ int main(int argc, char **argv) {
   CHECK(refused == 2, "two refused combos, got %d", refused);
   CHECK(status[5] == IPCFLOOR_E_WINDOW && status[9] == IPCFLOOR_E_WINDOW, "statuses %d %d", status[5], status[9]);
   CHECK(isnan(pnl[5]) && trades[5] == 0 && isnan(pnl[9]), "a refused combo has pnl NaN");
-  CHECK(contains(ipcfloor_last_error(c), "combo 5 of 40") && contains(ipcfloor_last_error(c), "window L") &&
+  CHECK(contains(ipcfloor_last_error(c), "combo 5 of 40") && contains(ipcfloor_last_error(c), "parameter L") &&
             contains(ipcfloor_last_error(c), name),
         "%s", ipcfloor_last_error(c));
   for (size_t i = 0; i < n; ++i) {
@@ -732,7 +732,7 @@ int main(int argc, char **argv) {
   double one_pnl;
   int64_t one_trades;
   CHECK(ipcfloor_backtest(c, grid[9], &one_pnl, &one_trades) == IPCFLOOR_E_WINDOW, "backtest of a bad window");
-  CHECK(contains(ipcfloor_last_error(c), "window p (position 5) is 3001"), "%s", ipcfloor_last_error(c));
+  CHECK(contains(ipcfloor_last_error(c), "parameter p (position 5) is 3001"), "%s", ipcfloor_last_error(c));
   CHECK(ipcfloor_backtest(c, grid[0], &one_pnl, &one_trades) == IPCFLOOR_OK && one_trades == reference[0].trades,
         "the client stays usable after a refusal");
 

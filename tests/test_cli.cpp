@@ -646,7 +646,7 @@ const std::vector<BadValue>& bad_values() {
       {"sweep", "--data", ""}, {"sweep", "--series", ""}, {"sweep", "--bars", "0"}, {"sweep", "--seed", "x"},
       {"sweep", "--mu", "inf"}, {"sweep", "--sigma", "-0.1"}, {"sweep", "--s0", "-1"}, {"sweep", "--dt", "2"},
       {"sweep", "--lengths", "6,x"}, {"sweep", "--grid", "6:200"}, {"sweep", "--combos", ""},
-      {"sweep", "--fee", "-5"}, {"sweep", "--threads", "5000"},
+      {"sweep", "--fee", "-5"}, {"sweep", "--threads", "5000"}, {"sweep", "--strategy", "Not A Name"},
       {"serve", "--name", ".."}, {"serve", "--socket-dir", "x"}, {"serve", "--data", ""}, {"serve", "--bars", "1"},
       {"serve", "--seed", "-1"}, {"serve", "--mu", "1e9"}, {"serve", "--sigma", "nan"}, {"serve", "--s0", "0"},
       {"serve", "--dt", "-1"}, {"serve", "--cpu", "-5"}, {"serve", "--lanes", "0"}, {"serve", "--ring-capacity", "3"},
@@ -660,11 +660,11 @@ const std::vector<BadValue>& bad_values() {
       {"serve", "--idle-timeout-s", "10000000"}, {"serve", "--max-loaded-mb", "2000000"},
       {"serve", "--max-frame-cost", "9223372036854775807"}, {"serve", "--workers", "300"},
       {"serve", "--worker-cpus", "x"}, {"serve", "--inline-cost", "9223372036854775807"},
-      {"serve", "--max-bar-cost", "9223372036854775807"},
+      {"serve", "--max-bar-cost", "9223372036854775807"}, {"serve", "--strategy", ""},
       {"feed", "--name", ""}, {"feed", "--data", ""}, {"feed", "--replay", ""}, {"feed", "--from", "-1"},
       {"feed", "--count", "-1"}, {"feed", "--rate", "-1"}, {"feed", "--socket-dir", "."},
       {"signals", "--name", "a b"}, {"signals", "--lengths", "0"}, {"signals", "--combos", ""},
-      {"signals", "--count", "0"}, {"signals", "--idle-exit-s", "-1"}, {"signals", "--socket-dir", ""},
+      {"signals", "--count", "0"}, {"signals", "--idle-exit-s", "-1"}, {"signals", "--socket-dir", ""}, {"signals", "--strategy", "HMA"},
       {"status", "--name", "a/b"}, {"status", "--socket-dir", "x"}, {"status", "--interval", "0"},
       {"status", "--count", "-1"},
       {"doctor", "--cpu", "-5"}, {"doctor", "--bars", "1"}, {"doctor", "--lanes", "65"}, {"doctor", "--socket-dir", "x"},
@@ -816,7 +816,7 @@ TEST_CASE("a window error of a combo-file row names its line, in-process and thr
   const std::string combos = "h,L,s,p3,p2,p\n3,6,2,1,2,3\n3,6,2,1,2,99999\n";
   const Ran inproc = run({"sweep", "--inproc", "--combos", "-", "--bars", "2000", "--json", "--quiet"}, {}, combos);
   CHECK(inproc.code == 3);
-  CHECK_MESSAGE(contains(inproc.out, "window_out_of_range: line 3: windows [3, 6, 2, 1, 2, 99999]"), inproc.out);
+  CHECK_MESSAGE(contains(inproc.out, "window_out_of_range: line 3: params [3, 6, 2, 1, 2, 99999]"), inproc.out);
   const std::string name = unique_name("window");
   EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--bars", "2000"});
   REQUIRE(engine.up());

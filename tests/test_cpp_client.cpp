@@ -188,7 +188,7 @@ TEST_CASE("ipcfloor::Client: series, backtest and sweep equal `sweep --inproc` b
     // The error's message is built inside the library: the counter sees what the library allocates.
     CHECK(g_allocations.load(std::memory_order_relaxed) > before_refusal);
     CHECK(error.code() == IPCFLOOR_E_WINDOW);
-    CHECK(std::string(error.what()).find("window h (position 0) is 2001") != std::string::npos);
+    CHECK(std::string(error.what()).find("parameter h (position 0) is 2001") != std::string::npos);
   }
   CHECK_THROWS_AS(client.sweep(grid, std::span(results).first(2)), ipcfloor::ClientError);
   const ipcfloor::Params odd{-1, 0, 1, std::numeric_limits<std::int64_t>::min(), 5,
@@ -297,7 +297,7 @@ TEST_CASE("ipcfloor::Client live: appended bars stream signals whose pnl and tra
   CHECK(says(error, "already holds 1 subscriptions"));
   error = thrown_by([&] { (void)reader.subscribe({3, kLive + 1, 2, 1, 2, 3}); });
   CHECK(error.code() == IPCFLOOR_E_WINDOW);
-  CHECK(says(error, "window L (position 1) is 241, outside [1, 240]"));
+  CHECK(says(error, "parameter L (position 1) is 241, refused by strategy hma for a series of 240 bars"));
 
   error = thrown_by([&] { (void)writer.append(0.0); });
   CHECK(error.code() == IPCFLOOR_E_BAD_PRICE);
@@ -420,11 +420,11 @@ TEST_CASE("ipcfloor::Client on an engine of two series: the table, zero-copy bar
   (void)client.backtest(long_window, 1);
   auto error = thrown_by([&] { (void)client.backtest(long_window); });
   CHECK(error.code() == IPCFLOOR_E_WINDOW);
-  CHECK(says(error, "window L (position 1) is 1500, outside [1, 1200]"));
+  CHECK(says(error, "parameter L (position 1) is 1500, refused by strategy hma for a series of 1200 bars"));
   error = thrown_by([&] { (void)client.backtest({3, 1801, 2, 1, 2, 3}, 1); });
   CHECK(error.code() == IPCFLOOR_E_WINDOW);
   CHECK(says(error, "on series 1 (" + b_key + ")"));
-  CHECK(says(error, "is 1801, outside [1, 1800]"));
+  CHECK(says(error, "is 1801, refused by strategy hma for a series of 1800 bars"));
 
   error = thrown_by([&] { (void)client.backtest(grid[0], 2); });
   CHECK(error.code() == IPCFLOOR_E_NO_SUCH_SERIES);

@@ -4,13 +4,23 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "common/combo.hpp"
+#include "common/exit_codes.hpp"
 #include "kernel/combo_io.hpp"
+#include "kernel/cost.hpp"
+#include "shm/frames.hpp"
 #include "shm/layout.hpp"
+#include "socket/socket_protocol.hpp"
 
 using namespace ipcfloor;
 
@@ -35,6 +45,121 @@ std::string fenced_block(const std::string& text, const std::string& heading, co
   const auto close = text.find("```", body);
   REQUIRE(close != std::string::npos);
   return text.substr(body, close - body);
+}
+
+
+// The text from `heading` up to the next heading of the same or a higher level ("## " or "# ").
+std::string section(const std::string& text, const std::string& heading) {
+  const auto start = text.find(heading);
+  REQUIRE_MESSAGE(start != std::string::npos, heading);
+  const auto level = heading.substr(0, heading.find(' ') + 1);  // "## "
+  std::size_t end = start + heading.size();
+  for (;;) {
+    end = text.find("\n#", end);
+    if (end == std::string::npos) return text.substr(start);
+    // A deeper heading ("### ") belongs to the section; a "#" inside a fenced block is not at a line start.
+    const auto hashes = text.find_first_not_of('#', end + 1) - (end + 1);
+    if (hashes <= level.size() - 1) return text.substr(start, end - start);
+    ++end;
+  }
+}
+
+// 8000000000 -> "8,000,000,000", the way the docs print numbers.
+std::string with_commas(std::uint64_t value) {
+  const std::string digits = std::to_string(value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The rows of the first Markdown table after `heading` whose header row starts with `| first |`:
+// each row's cells, trimmed, with backquotes removed.
+std::vector<std::vector<std::string>> table_rows(const std::string& text, const std::string& heading,
+                                                 const std::string& first) {
+  const std::string body = section(text, heading);
+  const auto head = body.find("| " + first + " |");
+  REQUIRE_MESSAGE(head != std::string::npos, (heading + ": a table starting | " + first + " |"));
+  std::vector<std::vector<std::string>> rows;
+  const auto lines = lines_of(body.substr(head));
+  for (std::size_t i = 2; i < lines.size() && !lines[i].empty() && lines[i][0] == '|'; ++i) {
+    std::vector<std::string> cells;
+    std::istringstream row(lines[i].substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) {
+      std::erase(cell, '`');
+      const auto from = cell.find_first_not_of(' ');
+      const auto to = cell.find_last_not_of(' ');
+      cells.push_back(from == std::string::npos ? std::string() : cell.substr(from, to - from + 1));
+    }
+    rows.push_back(std::move(cells));
+  }
+  REQUIRE_MESSAGE(!rows.empty(), (heading + ": the table has no rows"));
+  return rows;
+}
+
+// A frame drawn as "offset  size  field  meaning" lines: each field's offset and size as printed.
+struct DrawnField {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+  std::string name;
+};
+
+// "u64" -> 8, "4xi64" -> 32, "48" or "48 B" -> 48; 0 when it is no size.
+std::size_t field_bytes(const std::string& size) {
+  const std::map<std::string, std::size_t> scalar{{"u8", 1}, {"i8", 1}, {"u16", 2}, {"u32", 4},
+                                                  {"u64", 8}, {"i64", 8}, {"f64", 8}};
+  if (const auto it = scalar.find(size); it != scalar.end()) return it->second;
+  if (const auto x = size.find('x'); x != std::string::npos) {
+    const auto count = std::stoul(size.substr(0, x));
+    return count * field_bytes(size.substr(x + 1));
+  }
+  if (!size.empty() && std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::stoul(size);
+  return 0;
+}
+
+std::vector<DrawnField> drawn_fields(const std::string& block) {
+  std::vector<DrawnField> fields;
+  for (const std::string& line : lines_of(block)) {
+    std::istringstream words(line);
+    std::string offset, size, name;
+    if (!(words >> offset >> size >> name)) continue;
+    if (offset.empty() || offset[0] < '0' || offset[0] > '9') continue;  // a continuation line
+    if (name == "B") words >> name;                                         // "48 B  payload"
+    fields.push_back({std::stoul(offset), field_bytes(size), name});
+  }
+  return fields;
+}
+
+// The fields are contiguous from offset 0, each as large as printed, and end at `bytes`; each
+// named in `offsets` sits where the struct has it.
+void check_frame(const std::string& what, const std::vector<DrawnField>& fields, std::size_t bytes,
+                 const std::map<std::string, std::size_t>& offsets) {
+  REQUIRE_MESSAGE(!fields.empty(), what);
+  std::size_t next = 0;
+  for (const DrawnField& field : fields) {
+    CHECK_MESSAGE(field.size != 0, (what + ": " + field.name + " has no size the test knows"));
+    CHECK_MESSAGE(field.offset == next, (what + ": " + field.name + " at " + std::to_string(field.offset) +
+                                            ", the field before ends at " + std::to_string(next)));
+    next = field.offset + field.size;
+    if (const auto it = offsets.find(field.name); it != offsets.end())
+      CHECK_MESSAGE(field.offset == it->second, (what + ": " + field.name + " is at " + std::to_string(it->second)));
+  }
+  CHECK_MESSAGE(next == bytes, (what + ": the drawing ends at " + std::to_string(next) + ", the frame has " +
+                                   std::to_string(bytes) + " bytes"));
+  for (const auto& [name, offset] : offsets) {
+    const bool drawn = std::any_of(fields.begin(), fields.end(), [&](const DrawnField& f) { return f.name == name; });
+    CHECK_MESSAGE(drawn, (what + ": the drawing lacks the field " + name));
+  }
 }
 
 }  // namespace
@@ -66,4 +191,189 @@ TEST_CASE("the README's combo-file forms, CSV and JSON lines, parse into the sam
     CHECK_MESSAGE((*from_jsonl)[i].error.empty(), (*from_jsonl)[i].error);
     CHECK((*from_csv)[i].combo.as_array() == (*from_jsonl)[i].combo.as_array());
   }
+}
+
+TEST_CASE("DESIGN's drawing of the shared memory is shm/layout.hpp's, under the layout version the code has") {
+  const std::string design = read_doc("docs/DESIGN.md");
+  const std::string heading = "## Shared memory, layout version " + std::to_string(kLayoutVersion) + "\n";
+  REQUIRE_MESSAGE(design.find(heading) != std::string::npos, heading);
+  const auto drawn = lines_of(fenced_block(design, heading, ""));
+  // layout.hpp's comment from the DATA OBJECT line to the lane object's last line, "// " removed.
+  std::vector<std::string> code;
+  bool inside = false;
+  for (const std::string& line : lines_of(read_doc("shm/layout.hpp"))) {
+    if (line.find("DATA OBJECT") != std::string::npos) inside = true;
+    if (!inside) continue;
+    REQUIRE_MESSAGE(line.rfind("//", 0) == 0, line);
+    code.push_back(line.size() > 3 ? line.substr(3) : std::string());
+    if (line.find("lane_bytes (") != std::string::npos) break;
+  }
+  REQUIRE(!code.empty());
+  REQUIRE_MESSAGE(drawn.size() == code.size(), "DESIGN.md draws " << drawn.size() << " lines, layout.hpp "
+                                                                  << code.size());
+  for (std::size_t i = 0; i < code.size(); ++i) CHECK_MESSAGE(drawn[i] == code[i], "line " << i + 1);
+}
+
+TEST_CASE("DESIGN gives the ring capacity default as serve computes it") {
+  const std::string rings = section(read_doc("docs/DESIGN.md"), "## The rings");
+  // serve: --ring-capacity as given, else the larger of kDefaultRingCapacity and the power of two
+  // at or above twice the workers (at most kMaxRingCapacity). The table prints examples of it.
+  CHECK_MESSAGE(rings.find("at least " + std::to_string(kDefaultRingCapacity) + " slots") != std::string::npos, rings);
+  CHECK(rings.find("power of two at or above twice the workers") != std::string::npos);
+  const auto rows = table_rows(rings, "## The rings", "workers");
+  for (const auto& row : rows) {
+    REQUIRE(row.size() >= 2);
+    const std::size_t workers = std::stoul(row[0]);
+    const std::uint32_t wanted =
+        std::min(static_cast<std::uint32_t>(std::bit_ceil(std::max<std::size_t>(2 * workers, 1))), kMaxRingCapacity);
+    CHECK_MESSAGE(std::stoul(row[1]) == std::max(kDefaultRingCapacity, wanted), "workers " << workers);
+  }
+}
+
+TEST_CASE("PROTOCOL draws the request, response and signal slots as frames.hpp lays them out") {
+  const std::string frames = section(read_doc("docs/PROTOCOL.md"), "## 2. The ring frames");
+  const std::string request = fenced_block(frames, "Request slot:", "");
+  check_frame("request slot", drawn_fields(request), sizeof(RequestSlot),
+              {{"seq", offsetof(RequestSlot, seq)},
+               {"opcode", offsetof(RequestSlot, opcode)},
+               {"flags", offsetof(RequestSlot, flags)},
+               {"stamp", offsetof(RequestSlot, stamp)},
+               {"params", offsetof(RequestSlot, params)}});
+  const std::string response = fenced_block(frames, "Response slot", "");
+  check_frame("response slot", drawn_fields(response), sizeof(ResponseSlot),
+              {{"seq", offsetof(ResponseSlot, seq)},
+               {"opcode", offsetof(ResponseSlot, opcode)},
+               {"status", offsetof(ResponseSlot, status)},
+               {"stamp", offsetof(ResponseSlot, stamp)},
+               {"pnl", offsetof(ResponseSlot, pnl)},
+               {"trades", offsetof(ResponseSlot, trades)},
+               {"extra", offsetof(ResponseSlot, extra)}});
+  const std::string signal = fenced_block(frames, "carries `SignalSlot`s", "");
+  check_frame("signal slot", drawn_fields(signal), sizeof(SignalSlot),
+              {{"bar", offsetof(SignalSlot, bar)},
+               {"stamp", offsetof(SignalSlot, stamp)},
+               {"subscription", offsetof(SignalSlot, subscription)},
+               {"value", offsetof(SignalSlot, value)},
+               {"pnl", offsetof(SignalSlot, pnl)},
+               {"trades", offsetof(SignalSlot, trades)},
+               {"tick", offsetof(SignalSlot, tick)},
+               {"dropped", offsetof(SignalSlot, dropped)},
+               {"cross", offsetof(SignalSlot, cross)},
+               {"position", offsetof(SignalSlot, position)},
+               {"flags", offsetof(SignalSlot, flags)}});
+  // The prose sizes: every slot is one 64-byte line.
+  CHECK(sizeof(RequestSlot) == 64);
+  CHECK(frames.find(std::to_string(sizeof(RequestSlot)) + "-byte slots") != std::string::npos);
+  const std::string exchange = section(read_doc("docs/PROTOCOL.md"), "## 3. The exchange line");
+  CHECK(exchange.find(std::to_string(sizeof(RequestSlot)) + "-byte exchange line") != std::string::npos);
+  check_frame("exchange line", drawn_fields(fenced_block(exchange, "## 3. The exchange line", "")),
+              sizeof(RequestSlot), {{"seq", 0}, {"stamp", offsetof(RequestSlot, stamp)}});
+}
+
+TEST_CASE("DESIGN and PROTOCOL print the bounds of kernel/cost.hpp as the code has them") {
+  const std::string design = read_doc("docs/DESIGN.md");
+  const std::string bounded = section(design, "## Bounded work per frame");
+  CHECK_MESSAGE(bounded.find(with_commas(kDefaultMaxFrameCost)) != std::string::npos, "--max-frame-cost");
+  CHECK_MESSAGE(bounded.find(with_commas(kDefaultMaxBarCost)) != std::string::npos, "--max-bar-cost");
+  // The example the bound is chosen for: L = 2000 on 1,000,000 bars fits, and costs what is printed.
+  const std::uint64_t largest = backtest_cost(combo_from_length(2000), 1'000'000);
+  CHECK(largest <= kDefaultMaxFrameCost);
+  CHECK_MESSAGE(bounded.find("costs " + with_commas(largest)) != std::string::npos, with_commas(largest));
+  const std::string workers = section(design, "## Workers");
+  CHECK_MESSAGE(workers.find(with_commas(kDefaultInlineCost) + " units by default") != std::string::npos,
+                "--inline-cost");
+  const std::string protocol = read_doc("docs/PROTOCOL.md");
+  for (const auto& row : table_rows(protocol, "## 2. The ring frames", "status"))
+    if (row[1] == "too_costly") CHECK(row[2].find(with_commas(kDefaultMaxFrameCost) + " units by default") != std::string::npos);
+  for (const auto& row : table_rows(protocol, "### 1.3 Error reply", "code"))
+    if (row[1] == "too_costly") CHECK(row[2].find(with_commas(kDefaultMaxFrameCost) + " by default") != std::string::npos);
+}
+
+TEST_CASE("PROTOCOL lists every engine status and opcode under its wire value and name") {
+  const std::string protocol = read_doc("docs/PROTOCOL.md");
+  std::map<unsigned, std::string> statuses;
+  for (const auto& row : table_rows(protocol, "## 2. The ring frames", "status")) statuses[static_cast<unsigned>(std::stoul(row[0]))] = row[1];
+  for (unsigned v = 0; v < 256; ++v) {
+    const std::string_view name = to_string(static_cast<Status>(v));
+    if (name == "unknown") continue;
+    REQUIRE_MESSAGE(statuses.contains(v), "status " << v << " (" << name << ") is not in PROTOCOL section 2");
+    CHECK(statuses[v] == name);
+  }
+  for (const auto& [value, name] : statuses)
+    if (name != "(unused)") CHECK_MESSAGE(to_string(static_cast<Status>(value)) == name, "status " << value);
+  std::map<unsigned, std::string> opcodes;
+  for (const auto& row : table_rows(protocol, "## 2. The ring frames", "opcode")) opcodes[static_cast<unsigned>(std::stoul(row[0]))] = row[1];
+  for (unsigned v = 0; v < 256; ++v) {
+    const std::string_view name = to_string(static_cast<Opcode>(v));
+    if (name == "unknown") continue;
+    REQUIRE_MESSAGE(opcodes.contains(v), "opcode " << v << " (" << name << ") is not in PROTOCOL section 2");
+    CHECK(opcodes[v] == name);
+  }
+  for (const auto& [value, name] : opcodes) CHECK_MESSAGE(to_string(static_cast<Opcode>(value)) == name, "opcode " << value);
+}
+
+TEST_CASE("PROTOCOL lists every socket opcode and error code under its wire value and name") {
+  const std::string protocol = read_doc("docs/PROTOCOL.md");
+  std::map<unsigned, std::string> opcodes;
+  for (const auto& row : table_rows(protocol, "### 1.2 Opcodes", "opcode")) opcodes[static_cast<unsigned>(std::stoul(row[0]))] = row[1];
+  unsigned highest = 0;
+  for (unsigned v = 0; v < 256; ++v) {
+    const std::string_view name = to_string(static_cast<SocketOpcode>(v));
+    if (name == "unknown") continue;
+    highest = v;
+    REQUIRE_MESSAGE(opcodes.contains(v), "socket opcode " << v << " (" << name << ") is not in PROTOCOL 1.2");
+    CHECK(opcodes[v] == name);
+  }
+  for (const auto& [value, name] : opcodes)
+    CHECK_MESSAGE(to_string(static_cast<SocketOpcode>(value)) == name, "socket opcode " << value);
+  // The request's opcode byte and the unknown_opcode row give the same range.
+  CHECK(fenced_block(protocol, "### 1.1 Request", "").find("opcode       0.." + std::to_string(highest)) !=
+        std::string::npos);
+  std::map<unsigned, std::string> errors;
+  for (const auto& row : table_rows(protocol, "### 1.3 Error reply", "code")) errors[static_cast<unsigned>(std::stoul(row[0]))] = row[1];
+  for (unsigned v = 0; v < 256; ++v) {
+    const std::string_view name = to_string(static_cast<SocketError>(v));
+    if (name == "unknown") continue;
+    REQUIRE_MESSAGE(errors.contains(v), "socket error " << v << " (" << name << ") is not in PROTOCOL 1.3");
+    CHECK(errors[v] == name);
+  }
+  for (const auto& [value, name] : errors)
+    CHECK_MESSAGE(to_string(static_cast<SocketError>(value)) == name, "socket error " << value);
+  CHECK(errors[static_cast<unsigned>(SocketError::unknown_opcode)].size() > 0);
+  for (const auto& row : table_rows(protocol, "### 1.3 Error reply", "code"))
+    if (row[1] == "unknown_opcode") CHECK(row[2] == "opcode > " + std::to_string(highest));
+}
+
+TEST_CASE("the exit codes in OPERATIONS, the README and --help are the ones the code returns") {
+  // Each code and the word its meaning starts with, as every document prints it.
+  const std::vector<std::pair<int, std::string>> codes{
+      {0, "ok"},           {kExitFailure, "failed"},          {kExitUsage, "usage"},
+      {kExitInput, "bad input"}, {kExitEnvironment, "environment"}, {kExitEngineGone, "engine"},
+      {kExitStrategy, "a strategy"}};
+  const auto rows = table_rows(read_doc("docs/OPERATIONS.md"), "## Exit codes", "code");
+  REQUIRE(rows.size() == codes.size());
+  const std::string readme = read_doc("README.md");
+  const std::string help(kExitCodesHelp);
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const auto& [code, word] = codes[i];
+    CHECK_MESSAGE(std::stoi(rows[i][0]) == code, "OPERATIONS row " << i);
+    CHECK_MESSAGE(rows[i][1].rfind(word, 0) == 0, "OPERATIONS: code " << code << " means " << word);
+    const std::string printed = std::to_string(code) + " " + word;
+    CHECK_MESSAGE(help.find(printed) != std::string::npos, "--help: " << printed);
+    CHECK_MESSAGE(readme.find(printed) != std::string::npos, "README: " << printed);
+  }
+}
+
+TEST_CASE("PROTOCOL draws the header's strategy table entry and size as layout.hpp has them") {
+  const std::string handoff = section(read_doc("docs/PROTOCOL.md"), "## 4. The hand-off");
+  check_frame("strategy entry", drawn_fields(fenced_block(handoff, "strategy_table", "")), sizeof(StrategyEntry),
+              {{"name", offsetof(StrategyEntry, name)},
+               {"param_names", offsetof(StrategyEntry, param_names)},
+               {"value_names", offsetof(StrategyEntry, value_names)},
+               {"example", offsetof(StrategyEntry, example)},
+               {"param_count", offsetof(StrategyEntry, param_count)},
+               {"live", offsetof(StrategyEntry, live)}});
+  const std::string header_bytes = std::to_string(kHeaderBytes) + " bytes)";  // "(16384 bytes)"
+  CHECK(handoff.find(header_bytes) != std::string::npos);
+  CHECK(handoff.find("(u32, 1.." + std::to_string(kMaxStrategies) + ")") != std::string::npos);
 }

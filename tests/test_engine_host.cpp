@@ -86,7 +86,7 @@ TEST_CASE("an engine host serves a client until request_stop, stops the engine, 
   CHECK(ended == 0);
   (*host)->stop(sink);
   (*host)->stop(sink);  // idempotent
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult expected{};
   REQUIRE(run_backtest(close, combo_from_length(6), 0.09, workspace, expected) == KernelStatus::ok);
   CHECK(answered == expected);

@@ -778,9 +778,10 @@ Status deserved_status(const RequestSlot& request, std::int64_t bars, std::size_
   if (op == static_cast<std::uint16_t>(Opcode::append) || op == static_cast<std::uint16_t>(Opcode::subscribe) ||
       op == static_cast<std::uint16_t>(Opcode::snapshot))
     return Status::not_live;
-  if ((request.flags & kSeriesIndexMask) != 0) {
-    const bool backtest = op == static_cast<std::uint16_t>(Opcode::backtest);
-    return (request.flags & ~kSeriesIndexMask) != 0 || !backtest ? Status::reserved_bits_set : Status::no_such_series;
+  if (op == static_cast<std::uint16_t>(Opcode::backtest)) {
+    // The high byte names a strategy (only the built-in one, 0, here), the low byte a series (one).
+    if ((request.flags >> kStrategyIndexShift) != 0) return Status::no_such_strategy;
+    if ((request.flags & kSeriesIndexMask) != 0) return Status::no_such_series;
   }
   if (request.flags != 0) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;

@@ -190,7 +190,7 @@ TEST_CASE("every path's blocked WMA is bit-identical to the plain definition for
 
 TEST_CASE("the kernel equals the plain definition for any six windows, h != p included, on every path") {
   const auto close = random_walk(4'000, 21);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   on_every_path([&](KernelIsa) {
     std::mt19937_64 rng(99);
     std::uniform_int_distribution<std::int64_t> window(1, 90);
@@ -221,8 +221,8 @@ TEST_CASE("the crossing walk equals the plain loop at every length and block pos
         for (double& price : close) price = std::round(price * 2.0) / 2.0;
         if (variant == 5 && bars > 4) close[bars / 2] = std::numeric_limits<double>::quiet_NaN();
         const Combo combo{window(rng), window(rng), window(rng), window(rng), window(rng), window(rng)};
-        if (validate_combo(combo, bars) != KernelStatus::ok) continue;
-        KernelWorkspace workspace(bars);
+        if (!builtin().accepts(combo, bars)) continue;
+        KernelWorkspace workspace(hma_workspace_bytes(bars));
         BacktestResult fast;
         REQUIRE(run_backtest(close, combo, kDefaultFee, workspace, fast) == KernelStatus::ok);
         const PlainAverages averages = plain_averages(close, combo);
@@ -272,7 +272,7 @@ TEST_CASE("IPCFLOOR_ISA forces a path, and an unknown name is refused naming wha
 
 TEST_CASE("rejects a window below 1 or above the number of bars") {
   const auto close = random_walk(100, 5);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult out{1.5, 7};
   CHECK(run_backtest(close, Combo{0, 6, 2, 1, 2, 3}, kDefaultFee, workspace, out) ==
         KernelStatus::window_out_of_range);
@@ -285,7 +285,7 @@ TEST_CASE("rejects a window below 1 or above the number of bars") {
 }
 
 TEST_CASE("rejects a series shorter than two bars and a workspace too small") {
-  KernelWorkspace small(10);
+  KernelWorkspace small(hma_workspace_bytes(10));
   BacktestResult out;
   const std::vector<double> one{100.0};
   CHECK(run_backtest(one, Combo{1, 1, 1, 1, 1, 1}, kDefaultFee, small, out) == KernelStatus::too_few_bars);
@@ -296,7 +296,7 @@ TEST_CASE("rejects a series shorter than two bars and a workspace too small") {
 
 TEST_CASE("a window as long as the series yields no trades and no error") {
   const auto close = random_walk(40, 2);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult out{9.0, 9};
   REQUIRE(run_backtest(close, Combo{20, 40, 6, 7, 10, 40}, kDefaultFee, workspace, out) == KernelStatus::ok);
   CHECK(out == BacktestResult{0.0, 0});
@@ -304,7 +304,7 @@ TEST_CASE("a window as long as the series yields no trades and no error") {
 
 TEST_CASE("each closed round trip is charged the fee once") {
   const auto close = random_walk(5'000, 8);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult free{}, charged{};
   REQUIRE(run_backtest(close, combo_from_length(10), 0.0, workspace, free) == KernelStatus::ok);
   REQUIRE(run_backtest(close, combo_from_length(10), 0.25, workspace, charged) == KernelStatus::ok);
@@ -315,7 +315,7 @@ TEST_CASE("each closed round trip is charged the fee once") {
 
 TEST_CASE("a backtest makes no heap allocation once the workspace exists") {
   const auto close = random_walk(20'000, 4);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult out;
   // relaxed: same thread; see operator new above.
   const long before = g_allocations.load(std::memory_order_relaxed);
@@ -328,12 +328,12 @@ TEST_CASE("the sweep gives the same results on one thread and on many, in combo 
   const auto close = random_walk(30'000, 6);
   std::vector<Combo> combos;
   for (const auto length : grid_lengths(6, 120, 17)) combos.push_back(combo_from_length(length));
-  const auto one = run_sweep(close, combos, kDefaultFee, 1);
-  const auto many = run_sweep(close, combos, kDefaultFee, 3);
+  const auto one = run_sweep(builtin(), close, combos, kDefaultFee, 1);
+  const auto many = run_sweep(builtin(), close, combos, kDefaultFee, 3);
   REQUIRE(one.has_value());
   REQUIRE(many.has_value());
   CHECK(*one == *many);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   BacktestResult single;
   REQUIRE(run_backtest(close, combos[5], kDefaultFee, workspace, single) == KernelStatus::ok);
   CHECK((*many)[5] == single);
@@ -342,7 +342,7 @@ TEST_CASE("the sweep gives the same results on one thread and on many, in combo 
 TEST_CASE("the sweep names the first combo with a bad window") {
   const auto close = random_walk(100, 6);
   const std::vector<Combo> combos{combo_from_length(6), Combo{3, 500, 2, 1, 2, 3}};
-  const auto result = run_sweep(close, combos, kDefaultFee, 1);
+  const auto result = run_sweep(builtin(), close, combos, kDefaultFee, 1);
   REQUIRE(!result.has_value());
   CHECK(result.error().code == ErrorCode::invalid_argument);
   CHECK(result.error().message.find("combo 1") != std::string::npos);
@@ -355,7 +355,7 @@ TEST_CASE("L=6 on the embedded default data gives the published fingerprint on e
   REQUIRE(series.has_value());
   CHECK(series->is_default);
   CHECK(fnv1a64(std::as_bytes(std::span<const double>(series->close))) == kDefaultSeriesChecksum);
-  KernelWorkspace workspace(series->close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(series->close.size()));
   on_every_path([&](KernelIsa) {
     BacktestResult out;
     REQUIRE(run_backtest(series->close, combo_from_length(6), kDefaultFee, workspace, out) == KernelStatus::ok);

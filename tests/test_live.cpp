@@ -110,7 +110,7 @@ TEST_CASE("a series replayed through feed gives every subscribed combo exactly t
       CHECK(answer.extra[0] == static_cast<std::int64_t>(i));
       CHECK(answer.extra[1] == static_cast<std::int64_t>(preload));
       // The state after the preloaded bars is the batch kernel's on them.
-      const auto batch = run_sweep(std::span<const double>(close).first(preload), std::span(combos).subspan(i, 1), kDefaultFee, 1);
+      const auto batch = run_sweep(builtin(), std::span<const double>(close).first(preload), std::span(combos).subspan(i, 1), kDefaultFee, 1);
       REQUIRE(batch.has_value());
       CHECK(answer.trades == (*batch)[0].trades);
       CHECK(same_bits(answer.pnl, (*batch)[0].pnl));
@@ -141,14 +141,14 @@ TEST_CASE("a series replayed through feed gives every subscribed combo exactly t
         CHECK(signal.tick == signal.bar);  // the append's tick, carried back
         ++next_bar[k];
         if (signal.cross != 0) ++crossings[signal.bar];
-        last[k] = LiveBar{{signal.hma, signal.hma3, signal.cross}, signal.position, signal.pnl, signal.trades};
+        last[k] = LiveBar{{signal.value[0], signal.value[1], signal.cross}, signal.position, signal.pnl, signal.trades};
       }
       CHECK(got > 0);
     }
     for (std::size_t k = 0; k < combos.size(); ++k) {
       CAPTURE(combos[k].L);
       CHECK(next_bar[k] == close.size());
-      const auto batch = run_sweep(close, std::span(combos).subspan(k, 1), kDefaultFee, 1);
+      const auto batch = run_sweep(builtin(), close, std::span(combos).subspan(k, 1), kDefaultFee, 1);
       REQUIRE(batch.has_value());
       CHECK(last[k].trades == (*batch)[0].trades);
       CHECK_MESSAGE(same_bits(last[k].pnl, (*batch)[0].pnl), last[k].pnl << " vs " << (*batch)[0].pnl);
@@ -249,7 +249,7 @@ TEST_CASE("a slow subscriber loses frames, counted and flagged, never stalls the
   CHECK(signal.bar == 3000);
   const auto whole = writer->segment().published_series();
   REQUIRE(whole.size() == 3001);
-  const auto batch = run_sweep(whole, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1);
+  const auto batch = run_sweep(builtin(), whole, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1);
   REQUIRE(batch.has_value());
   CHECK(signal.trades == (*batch)[0].trades);
   CHECK(same_bits(signal.pnl, (*batch)[0].pnl));
@@ -350,7 +350,7 @@ TEST_CASE("a writer SIGKILLed mid-stream leaves a consistent series: the subscri
   REQUIRE(last.has_value());
   CHECK(next_bar == series.size());
   for (const double close : series) REQUIRE((std::isfinite(close) && close > 0.0));
-  const auto batch = run_sweep(series, std::vector<Combo>{combo_from_length(8)}, kDefaultFee, 1);
+  const auto batch = run_sweep(builtin(), series, std::vector<Combo>{combo_from_length(8)}, kDefaultFee, 1);
   REQUIRE(batch.has_value());
   CHECK(last->trades == (*batch)[0].trades);
   CHECK(same_bits(last->pnl, (*batch)[0].pnl));

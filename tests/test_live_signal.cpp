@@ -42,7 +42,7 @@ TEST_CASE("bar-by-bar signals reproduce the batch kernel's trades and pnl exactl
   std::vector<double> close(3'000);
   double level = 100.0;
   for (double& v : close) v = (level += step(rng)) > 1.0 ? level : (level = 1.0);
-  KernelWorkspace workspace(close.size());
+  KernelWorkspace workspace(hma_workspace_bytes(close.size()));
   for (std::int64_t length : {6, 13, 40, 101}) {
     CAPTURE(length);
     const Combo combo = combo_from_length(length);
@@ -76,7 +76,7 @@ TEST_CASE("LiveBacktest over caller storage matches the batch kernel bit for bit
     std::vector<double> storage(LiveSignal::storage_doubles(combo), -1.0);  // garbage: must not matter
     LiveBacktest live(combo, fee, storage);
     CHECK(live.last().trades == 0);
-    KernelWorkspace workspace(close.size());
+    KernelWorkspace workspace(hma_workspace_bytes(close.size()));
     for (std::size_t i = 0; i < close.size(); ++i) {
       const LiveBar bar = live.on_bar(std::span<const double>(close.data(), i + 1));
       // Spot-check prefixes (the batch kernel needs at least two bars).

@@ -85,7 +85,7 @@ def check_windows(engine):
     refused("a length of 0", lambda: engine.backtest(0), "params (a length) is 0", ">= 1")
     # The engine judges windows it can hold: WindowOutOfRange, the C ABI's code and sentence.
     error = refused("a window past the bars", lambda: engine.backtest([3, 6, 2, 1, 2, BARS + 1]),
-                    f"is {BARS + 1}, outside [1, {BARS}]", error_class=ipcfloor.WindowOutOfRange)
+                    f"is {BARS + 1}, refused by strategy hma for a series of {BARS} bars", error_class=ipcfloor.WindowOutOfRange)
     check(error is not None and error.code == -11, f"WindowOutOfRange carries code -11: {error}")
     check(engine.backtest(combo) == good, "the Engine answers the same after every refusal")
 

@@ -106,14 +106,14 @@ def check_live(binary, ipcfloor, tmp):
         check(reader.subscribe(6) == 0, "the first subscription is id 0")
         sub, state = reader.subscribe(ipcfloor.combo_from_length(8), with_state=True)
         check(sub == 1 and isinstance(state, ipcfloor.Signal) and state.snapshot and not state.gap and
-              state.bar == LIVE_PRELOAD - 1 and math.isnan(state.hma), f"subscribe's state {state}")
+              state.bar == LIVE_PRELOAD - 1 and math.isnan(state.value0), f"subscribe's state {state}")
         check(state.trades == before[1]["trades"] and bits(state.pnl) == bits(before[1]["pnl"]),
               f"L=8 after the preload: {state}, want {before[1]}")
         error = expect(ipcfloor.NoRoom, "a third subscription (serve --subscriptions 2)", lambda: reader.subscribe(11))
         check(error is not None and "already holds 2 subscriptions" in str(error) and name in str(error),
               f"NoRoom: {error}")
         error = expect(ipcfloor.WindowOutOfRange, "a window past the capacity", lambda: idle.subscribe(401))
-        check(error is not None and "window L (position 1) is 401, outside [1, 400]" in str(error),
+        check(error is not None and "parameter L (position 1) is 401, refused by strategy hma for a series of 400 bars" in str(error),
               f"WindowOutOfRange: {error}")
         expect(ipcfloor.InvalidArgument, "length 0", lambda: idle.subscribe(0))
         expect(ipcfloor.InvalidArgument, "five windows", lambda: idle.subscribe([1, 2, 3, 4, 5]))
@@ -228,10 +228,10 @@ def check_two_series(binary, ipcfloor, tmp):
         # L = 1500 fits NQ (1900 bars), not ES (1300).
         engine.backtest([3, 1500, 2, 1, 2, 3], series="NQ")
         error = expect(ipcfloor.WindowOutOfRange, "L=1500 on ES", lambda: engine.backtest([3, 1500, 2, 1, 2, 3]))
-        check(error is not None and "is 1500, outside [1, 1300]" in str(error), f"WindowOutOfRange: {error}")
+        check(error is not None and "is 1500, refused by strategy hma for a series of 1300 bars" in str(error), f"WindowOutOfRange: {error}")
         error = expect(ipcfloor.WindowOutOfRange, "L=1901 on NQ",
                        lambda: engine.backtest([3, 1901, 2, 1, 2, 3], series=1))
-        check(error is not None and "on series 1 (NQ)" in str(error) and "outside [1, 1900]" in str(error),
+        check(error is not None and "on series 1 (NQ)" in str(error) and "for a series of 1900 bars" in str(error),
               f"WindowOutOfRange on NQ: {error}")
 
         for what, call in [("backtest", lambda: engine.backtest(grid[0], series=2)),
@@ -411,7 +411,7 @@ def main():
                 check(np.array_equal(result.pnl[ok].view(np.int64), want_pnl[ok].view(np.int64)),
                       "the other combos are untouched")
                 error = expect(ipcfloor.WindowOutOfRange, "backtest of a bad window", lambda: engine.backtest(bad[5]))
-                check(error is not None and "window p2 (position 4) is 2501" in str(error) and name in str(error),
+                check(error is not None and "parameter p2 (position 4) is 2501" in str(error) and name in str(error),
                       f"the message names the window: {error}")
                 check(isinstance(error, ValueError), "WindowOutOfRange is a ValueError")
                 check(engine.backtest(grid[0])[1] == want_trades[0], "usable after a refusal")

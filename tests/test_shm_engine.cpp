@@ -109,7 +109,7 @@ TEST_CASE("a second process streams the default grid through the ring and gets t
 
   auto series = load_series_source(SeriesSource{});
   REQUIRE(series.has_value());
-  const auto expected = run_sweep(series->close, combos, kDefaultFee, 0);
+  const auto expected = run_sweep(builtin(), series->close, combos, kDefaultFee, 0);
   REQUIRE(expected.has_value());
   REQUIRE(answers->size() == combos.size());
   for (std::size_t i = 0; i < combos.size(); ++i) {
@@ -200,8 +200,12 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
   CHECK(answer.status == static_cast<std::uint16_t>(Status::unknown_opcode));
 
   RequestSlot flagged = request(Opcode::backtest, combo_from_length(6));
-  flagged.flags = 0x100;  // the reserved high byte
+  flagged.flags = 0x100;  // the high byte names strategy 1, which this engine does not serve
   REQUIRE(client->call(flagged, answer) == CallStatus::ok);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::no_such_strategy));
+  RequestSlot flagged_echo = request(Opcode::echo, combo_from_length(6));
+  flagged_echo.flags = 0x100;  // no flag is defined for an ECHO
+  REQUIRE(client->call(flagged_echo, answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::reserved_bits_set));
 
   // A range past the lane's bulk region: refused, nothing copied.
@@ -219,9 +223,9 @@ TEST_CASE("bad frames get an error status and a counter, and the engine keeps se
   // The engine counts a request just after it answers it: look (bounded) until the counts are in.
   const DataHeader& header = client->segment().header();
   const LaneStatus& lane = client->segment().lane_status(client->lane());
-  CHECK(eventually([&] { return relaxed(header.requests) == 6 && relaxed(lane.requests) == 6; }));
-  CHECK(relaxed(header.bad_frames) == 5);
-  CHECK(relaxed(lane.bad_frames) == 5);
+  CHECK(eventually([&] { return relaxed(header.requests) == 7 && relaxed(lane.requests) == 7; }));
+  CHECK(relaxed(header.bad_frames) == 6);
+  CHECK(relaxed(lane.bad_frames) == 6);
 }
 
 TEST_CASE("an engine preloading several series answers a BACKTEST on the one its frame names, each equal to the "
@@ -247,7 +251,7 @@ TEST_CASE("an engine preloading several series answers a BACKTEST on the one its
   REQUIRE(client.has_value());
   REQUIRE(client->segment().series_count() == 2);
   ResponseSlot answer{};
-  KernelWorkspace workspace(b.size());
+  KernelWorkspace workspace(hma_workspace_bytes(b.size()));
   for (const std::int64_t length : {6, 31, 100}) {
     for (std::uint32_t series = 0; series < 2; ++series) {
       RequestSlot backtest = request(Opcode::backtest, combo_from_length(length));
@@ -476,7 +480,7 @@ TEST_CASE("call() through the exchange line and the rings give the in-process re
   REQUIRE(series.has_value());
   std::vector<Combo> combos;
   for (const std::int64_t length : grid_lengths(6, 200, 12)) combos.push_back(combo_from_length(length));
-  auto expected = run_sweep(series->close, combos, kDefaultFee, 1);
+  auto expected = run_sweep(builtin(), series->close, combos, kDefaultFee, 1);
   REQUIRE(expected.has_value());
   auto piped = run_all(*client, combos, Opcode::backtest);
   REQUIRE(piped.has_value());
@@ -682,7 +686,7 @@ TEST_CASE("status --json of a live engine lists each lane's owner, counters and 
   char buffer[4096];
   for (std::size_t got = 0; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, got);
   REQUIRE(::pclose(pipe) == 0);
-  CHECK(text.find("\"schema\": 2") != std::string::npos);
+  CHECK(text.find("\"schema\": 3") != std::string::npos);
   CHECK(text.find(fmt::format("\"owner_pid\": {}", ::getpid())) != std::string::npos);
   CHECK(text.find("\"service_ns\"") != std::string::npos);
   CHECK(text.find("\"requests\": 10") != std::string::npos);

@@ -307,7 +307,7 @@ class LocalServer {
     const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(31)};
     auto answers = client.sweep(small_series(), combos);
     REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
-    const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+    const auto expected = run_sweep(builtin(), small_series(), combos, kDefaultFee, 1);
     REQUIRE(expected.has_value());
     CHECK(*answers == *expected);
   }
@@ -404,7 +404,7 @@ TEST_CASE("the default grid through the real engine's sockets equals the in-proc
   REQUIRE(series.has_value());
   REQUIRE(series->is_default);
   const auto combos = default_grid();
-  const auto expected = run_sweep(series->close, combos, kDefaultFee, 0);
+  const auto expected = run_sweep(builtin(), series->close, combos, kDefaultFee, 0);
   REQUIRE(expected.has_value());
   REQUIRE((*expected)[0].pnl == kFingerprintPnl);
   REQUIRE((*expected)[0].trades == kFingerprintTrades);
@@ -515,7 +515,7 @@ TEST_CASE("`ipcfloor sweep --socket/--tcp` runs on the server's preloaded series
 
 TEST_CASE("use_preloaded makes the server's series the connection's; without one it is refused and the connection goes on") {
   const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(31), combo_from_length(200)};
-  const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+  const auto expected = run_sweep(builtin(), small_series(), combos, kDefaultFee, 1);
   REQUIRE(expected.has_value());
   SocketServerOptions with_series;
   auto preloaded = std::make_shared<PreloadedSeries>();
@@ -546,7 +546,7 @@ TEST_CASE("use_preloaded makes the server's series the connection's; without one
     REQUIRE(client.load(other).has_value());
     auto on_other = client.sweep_loaded(std::span(combos).first(2));
     REQUIRE(on_other.has_value());
-    CHECK(*on_other == *run_sweep(other, std::span(combos).first(2), kDefaultFee, 1));
+    CHECK(*on_other == *run_sweep(builtin(), other, std::span(combos).first(2), kDefaultFee, 1));
     REQUIRE(client.use_preloaded().has_value());
     CHECK(*client.sweep_loaded(combos) == *expected);
   }
@@ -647,7 +647,7 @@ TEST_CASE("several server threads share the listeners, and a sweep may run on se
   std::vector<std::thread> clients;
   std::atomic<int> good{0};
   const std::vector<Combo> combos = {combo_from_length(6), combo_from_length(20), combo_from_length(44)};
-  const auto expected = run_sweep(small_series(), combos, kDefaultFee, 1);
+  const auto expected = run_sweep(builtin(), small_series(), combos, kDefaultFee, 1);
   REQUIRE(expected.has_value());
   for (int i = 0; i < 6; ++i) {
     clients.emplace_back([&, i] {
@@ -852,7 +852,7 @@ TEST_CASE("sweep_loaded before load gets no_series_loaded, and works once the se
     REQUIRE(client.load(small_series()).has_value());
     auto answers = client.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
     REQUIRE(answers.has_value());
-    CHECK((*answers)[0] == (*run_sweep(small_series(), std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
+    CHECK((*answers)[0] == (*run_sweep(builtin(), small_series(), std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
     local.check_good_client(via);
   }
   CHECK(local.rejected(SocketError::no_series_loaded) == 4);
@@ -911,7 +911,7 @@ FuzzFrame fuzz_frame(std::mt19937_64& rng, const std::vector<double>& series) {
     case 2: {  // a sweep the kernel answers
       const std::vector<Combo> combos = {combo_from_length(static_cast<std::int64_t>(6 + rng() % 8))};
       f.bytes = request(SocketOpcode::sweep, series, combos);
-      f.results = *run_sweep(series, combos, kDefaultFee, 1);
+      f.results = *run_sweep(builtin(), series, combos, kDefaultFee, 1);
       return f;
     }
     case 3: {  // an opcode nobody knows
@@ -1243,7 +1243,7 @@ TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a 
   REQUIRE(b.load(series).has_value());
   auto answers = b.sweep_loaded(std::vector<Combo>{combo_from_length(6)});
   REQUIRE(answers.has_value());
-  CHECK((*answers)[0] == (*run_sweep(series, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
+  CHECK((*answers)[0] == (*run_sweep(builtin(), series, std::vector<Combo>{combo_from_length(6)}, kDefaultFee, 1))[0]);
   auto c = local.client(Via::unix_socket);
   REQUIRE_FALSE(c.load(two_thirds).has_value());  // 8,000 + 24,000 + 16,033 + 16,000 > 60,000
   a.reset();                                      // its 8,000 bytes go back
@@ -1271,7 +1271,7 @@ TEST_CASE("a sweep holding a combo past the bound per combo gets too_costly nami
     REQUIRE_FALSE(client.sweep_loaded(std::vector<Combo>{combo_from_length(100)}).has_value());
     auto fine = client.sweep_loaded(std::span(combos).first(2));
     REQUIRE(fine.has_value());
-    CHECK(*fine == *run_sweep(series, std::span(combos).first(2), kDefaultFee, 1));
+    CHECK(*fine == *run_sweep(builtin(), series, std::span(combos).first(2), kDefaultFee, 1));
   }
   CHECK(local.rejected(SocketError::too_costly) == 4);
 }
@@ -1280,7 +1280,7 @@ TEST_CASE("stopping the server waits for at most one combo of a long sweep per s
   const std::vector<double> series = series_of(150'000, 11);
   std::vector<Combo> combos(2000, combo_from_length(200));
   const auto t_one = std::chrono::steady_clock::now();
-  REQUIRE(run_sweep(series, std::span(combos).first(1), kDefaultFee, 1).has_value());
+  REQUIRE(run_sweep(builtin(), series, std::span(combos).first(1), kDefaultFee, 1).has_value());
   const double one_combo_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_one).count();
   for (const unsigned sweep_threads : {1u, 2u}) {
@@ -1344,7 +1344,7 @@ TEST_CASE("a long sweep on one connection holds up another connection's requests
   const std::vector<Combo> short_sweep = {combo_from_length(31), combo_from_length(6)};
   auto answers = other.sweep(small_series(), short_sweep);
   REQUIRE_MESSAGE(answers.has_value(), (answers ? "" : answers.error().message));
-  CHECK(*answers == *run_sweep(small_series(), short_sweep, kDefaultFee, 1));
+  CHECK(*answers == *run_sweep(builtin(), small_series(), short_sweep, kDefaultFee, 1));
   CHECK(sweeps_served() == 1);
   local.server().stop();  // waits for one combo of the long sweep, not for the rest of it
   hog.join();
@@ -1353,7 +1353,7 @@ TEST_CASE("a long sweep on one connection holds up another connection's requests
 TEST_CASE("sweeps run a combo per chunk and interleaved, on one or two sweep threads, answer what the kernel "
           "computes, bit for bit, pipelined frames in order") {
   const std::vector<Combo> grid = default_grid();
-  const auto expected = run_sweep(small_series(), grid, kDefaultFee, 1);
+  const auto expected = run_sweep(builtin(), small_series(), grid, kDefaultFee, 1);
   REQUIRE(expected.has_value());
   for (const unsigned sweep_threads : {1u, 2u}) {
     CAPTURE(sweep_threads);
@@ -1402,7 +1402,7 @@ TEST_CASE("sweeps run a combo per chunk and interleaved, on one or two sweep thr
       }
       std::vector<BacktestResult> answers(combos.size());
       REQUIRE(decode_sweep_reply(std::span(*reply).subspan(kLengthPrefixBytes), answers));
-      CHECK(answers == *run_sweep(small_series(), combos, kDefaultFee, 1));
+      CHECK(answers == *run_sweep(builtin(), small_series(), combos, kDefaultFee, 1));
     }
   }
 }

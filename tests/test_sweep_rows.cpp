@@ -129,7 +129,7 @@ TEST_CASE("a series set names files after their stem, picks one, all, or refuses
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows marks what a series cannot hold") {
+TEST_CASE("plan_rows keeps a combo file's bad rows in place, and admit_rows marks what the strategy refuses") {
   const auto path = std::filesystem::temp_directory_path() / ("ipcfloor-plan-" + std::to_string(::getpid()) + ".csv");
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
@@ -144,11 +144,13 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and check_windows m
   CHECK((*plan)[0].runnable);
   CHECK_FALSE((*plan)[1].runnable);
   CHECK((*plan)[1].row.error.rfind("bad_row: ", 0) == 0);
-  check_windows(*plan, 60);
+  admit_rows(*plan, builtin(), 60);
   CHECK((*plan)[0].runnable);
   CHECK_FALSE((*plan)[2].runnable);
-  CHECK((*plan)[2].row.error == window_error((*plan)[2].row, 60));
-  CHECK((*plan)[2].row.error.rfind("window_out_of_range: line 4: windows [50, 100, 10, 17, 25, 50]", 0) == 0);
+  CHECK((*plan)[2].row.error == window_error((*plan)[2].row, 60, &builtin(), "hma"));
+  CHECK((*plan)[2].row.error ==
+        "window_out_of_range: line 4: params [50, 100, 10, 17, 25, 50]: window L (position 1) is 100, outside [1, 60] "
+        "(the bars of the series)");
   CHECK((*plan)[1].row.raw == "x,6,2,1,2,3");
   std::filesystem::remove(path);
 

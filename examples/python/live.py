@@ -67,7 +67,7 @@ def main() -> int:
                 print(json.dumps({"close": float(close), "bars": bars, "bar": signal.bar,
                                   "subscription": signal.subscription, "cross": signal.cross,
                                   "position": signal.position, "pnl": signal.pnl, "trades": signal.trades,
-                                  "hma": signal.hma, "hma3": signal.hma3, "gap": signal.gap},
+                                  "hma": signal.value0, "hma3": signal.value1, "gap": signal.gap},
                                  separators=(",", ":")))
                 print(f"bar {signal.bar}: tick to signal {latency_us:.1f} us", file=sys.stderr)
             if reader.poll_signal() is not None:  # one subscription, one signal per bar

@@ -1,5 +1,7 @@
-// fuzz-sources: engine/dispatch.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
+// fuzz-sources: engine/dispatch.cpp engine/admission.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
+// fuzz-sources: kernel/strategy.cpp kernel/hma_strategy.cpp kernel/workspace.cpp kernel/cost_rate.cpp kernel/live_signal.cpp
 // fuzz-sources: kernel/path_avx2.cpp:-mavx2 kernel/path_avx512.cpp:-mavx512f
+// fuzz-libs: -lfmt
 //
 // libFuzzer harness for the ring frame validator (docs/SPEC.md §3, §8): the input is what a corrupt or
 // hostile peer can leave in one lane of the shared segment. It sets both ring positions, the
@@ -74,7 +76,7 @@ constexpr std::size_t kBulkBytes = 256;  // the lane's bulk region: its own allo
 // Shared across runs: built once, read-only (series) or scratch (workspace) afterwards.
 struct Fixture {
   std::vector<double> close;
-  KernelWorkspace workspace{kBars};
+  KernelWorkspace workspace{hma_workspace_bytes(kBars)};
   std::unique_ptr<std::byte[]> bulk = std::make_unique<std::byte[]>(kBulkBytes);
   Fixture() : close(kBars) {
     for (std::size_t i = 0; i < kBars; ++i) close[i] = 100.0 + static_cast<double>((i * 7) % 5) - static_cast<double>(i % 3);
@@ -87,6 +89,17 @@ Fixture& fixture() {
 }
 
 Status expected_status(const RequestSlot& request) {
+  if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest)) {
+    // The flags name the strategy (high byte) and the series (low byte): one of each here.
+    if ((request.flags >> 8) != 0) return Status::no_such_strategy;
+    if ((request.flags & 0xFF) != 0) return Status::no_such_series;
+    for (const std::int64_t window : request.params.as_array())
+      if (window < 1 || window > static_cast<std::int64_t>(kBars)) return Status::window_out_of_range;
+    return Status::ok;
+  }
+  const bool live = request.opcode >= static_cast<std::uint16_t>(Opcode::append) &&
+                    request.opcode <= static_cast<std::uint16_t>(Opcode::snapshot);
+  if (live) return Status::not_live;
   if (request.flags != 0) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk)) {
@@ -98,10 +111,7 @@ Status expected_status(const RequestSlot& request) {
     const bool disjoint = end(bulk.in_offset) <= bulk.out_offset || end(bulk.out_offset) <= bulk.in_offset;
     return disjoint ? Status::ok : Status::bulk_out_of_range;
   }
-  if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return Status::unknown_opcode;
-  for (const std::int64_t window : request.params.as_array())
-    if (window < 1 || window > static_cast<std::int64_t>(kBars)) return Status::window_out_of_range;
-  return Status::ok;
+  return Status::unknown_opcode;
 }
 
 void check_dispatch(const RequestSlot& request) {

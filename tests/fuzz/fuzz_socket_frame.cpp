@@ -85,8 +85,7 @@ void serve_body(std::span<const std::byte> body, std::uint64_t loaded_bars) {
         const double price = view.close_at(i);
         require(std::isfinite(price) && price > 0.0);
       }
-      for (std::size_t i = 0; i < view.n_combos; ++i)
-        for (const std::int64_t w : view.combo_at(i).as_array()) require(w >= 1 && static_cast<std::uint64_t>(w) <= view.n_bars);
+      // Its combos' windows are the strategy's to judge (the server admits them), not the codec's.
       std::vector<double> aligned(view.n_bars);
       copy_close(view.close, aligned);
       for (std::size_t i = 0; i < view.n_bars; ++i) require(std::memcmp(&aligned[i], view.close.data() + 8 * i, 8) == 0);
@@ -110,13 +109,19 @@ void serve_body(std::span<const std::byte> body, std::uint64_t loaded_bars) {
       require(decode_load_reply(std::span(reply).subspan(kLengthPrefixBytes)).has_value());
       break;
     case SocketOpcode::sweep_loaded:
+      // Its windows are the strategy's to judge (the server admits them), not the codec's.
       require(view.n_bars == 0);
-      if (const auto fault = check_windows(view.params, loaded_bars)) {
-        require(fault->error == SocketError::window_out_of_range);
-        require(fault->index < view.n_combos && fault->field < 6);
-        check_rejection(*fault);
-      }
       break;
+    case SocketOpcode::use_strategy: {
+      require(view.n_bars == 0 && view.n_combos == 1);
+      // Any 48 bytes: a name is found (NUL within 32 bytes) or not, never read past the combo.
+      if (const auto name = strategy_name_of(view)) require(name->size() < kStrategyNameWireBytes);
+      const std::string_view names[] = {"a", "bb"};
+      append_use_strategy_reply(1, names, reply);
+      check_reply(reply, false);
+      require(decode_use_strategy_reply(std::span(reply).subspan(kLengthPrefixBytes)).has_value());
+      break;
+    }
     case SocketOpcode::echo_params:
       require(view.n_bars == 0 && view.n_combos == 1);
       append_echo_params_reply(view.params, reply);

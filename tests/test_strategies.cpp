@@ -1,0 +1,275 @@
+// Strategies a researcher loads (include/ipcfloor/strategy.h, `serve --strategy FILE.so`): every
+// refusal at load names the file and the reason and exits 6; a request naming a strategy the
+// engine lacks is answered no_such_strategy; a NaN pnl or negative trades become engine_error,
+// never an answer marked ok; two clients sweeping two strategies at once each get the in-process
+// sweep's answers bit for bit; SUBSCRIBE to a strategy without a live step is refused and one
+// with a step streams its batch run's pnl bar by bar.
+//
+// The shared objects are tests/strategies/probe.c, built once per fault (tests/CMakeLists.txt),
+// and the two examples of examples/strategies/.
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/engine_child.hpp"
+#include "clients/shm_client.hpp"
+#include "common/exit_codes.hpp"
+#include "kernel/kernel.hpp"
+#include "kernel/strategy_loader.hpp"
+
+namespace ipcfloor {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string module(const std::string& name) { return std::string(IPCFLOOR_STRATEGY_DIR) + "/" + name + ".so"; }
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+// `ipcfloor serve` with `args`, its stdout and stderr together; it must end by itself (a refusal).
+Ran serve(const std::vector<std::string>& args) {
+  std::string command = std::string(IPCFLOOR_BINARY) + " serve --name " + unique_segment_name("strategy") +
+                        " --bars 1000 --wait backoff --workers 0";
+  for (const std::string& a : args) command += " '" + a + "'";
+  command += " 2>&1 </dev/null";
+  Ran ran;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) ran.output += buffer;
+  const int status = ::pclose(pipe);
+  if (WIFEXITED(status)) ran.code = WEXITSTATUS(status);
+  return ran;
+}
+
+// A private folder (0700) for copies of the modules with the modes a case needs.
+struct Folder {
+  Folder() {
+    char pattern[] = "/tmp/ipcfloor-strategies-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path = pattern;
+  }
+  ~Folder() {
+    std::error_code ignored;
+    fs::permissions(path, fs::perms::owner_all, ignored);
+    fs::remove_all(path, ignored);
+  }
+  Folder(const Folder&) = delete;
+  Folder& operator=(const Folder&) = delete;
+  std::string copy(const std::string& name, const std::string& as) const {
+    const std::string to = path + "/" + as;
+    fs::copy_file(module(name), to);
+    return to;
+  }
+  std::string path;
+};
+
+ShmClientOptions backoff_client() {
+  ShmClientOptions options;
+  options.wait = WaitMode::backoff;
+  options.timeout = std::chrono::seconds(20);
+  return options;
+}
+
+Combo params(std::int64_t a, std::int64_t b = 0) { return Combo{a, b, 0, 0, 0, 0}; }
+
+Status status_of(const ResponseSlot& response) { return static_cast<Status>(response.status); }
+
+Status backtest(ShmClient& client, std::uint32_t strategy, const Combo& combo, ResponseSlot& answer) {
+  REQUIRE(client.call(Opcode::backtest, request_flags(0, strategy), payload_of(combo)) == CallStatus::ok);
+  answer = client.answer();
+  return status_of(answer);
+}
+
+}  // namespace
+
+TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming the file and the reason") {
+  Folder folder;
+  const std::string not_elf = folder.path + "/notes.so";
+  std::ofstream(not_elf) << "not a shared object\n";
+  const std::string group_writable = folder.copy("probe", "group_writable.so");
+  fs::permissions(group_writable, fs::perms::group_write, fs::perm_options::add);
+  const std::string open_folder = folder.path + "/open";
+  fs::create_directory(open_folder);
+  const std::string in_open_folder = open_folder + "/probe.so";
+  fs::copy_file(module("probe"), in_open_folder);
+  fs::permissions(open_folder, fs::perms::all);  // 0777 and no sticky bit: anyone may swap the file
+
+  struct Case {
+    std::vector<std::string> files;
+    std::string names;   // the file the message must name
+    std::string reason;  // and a part of its reason
+  };
+  const std::vector<Case> cases{
+      {{folder.path + "/missing.so"}, folder.path + "/missing.so", "No such file"},
+      {{not_elf}, not_elf, "not a shared object"},
+      {{module("probe_no_entry")}, module("probe_no_entry"), "exports no ipcfloor_strategy_v1 symbol"},
+      {{module("probe_bad_abi")}, module("probe_bad_abi"), "strategy ABI version 99"},
+      {{module("probe_bad_size")}, module("probe_bad_size"), "its table is"},
+      {{module("probe"), module("probe")}, module("probe"), "already loaded"},
+      {{group_writable}, group_writable, "may be written by users other than its owner"},
+      {{in_open_folder}, in_open_folder, "may be written by users other than its owner"},
+      {{module("probe_unbounded")}, module("probe_unbounded"), "every parameter must be bounded"},
+      {{module("probe_cost_max")}, module("probe_cost_max"), "finite number of work units"},
+      {{module("probe_self_nan")}, module("probe_self_nan"), "not finite"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.names);
+    std::vector<std::string> args;
+    for (const std::string& f : c.files) args.insert(args.end(), {"--strategy", f});
+    const Ran ran = serve(args);
+    CAPTURE(ran.output);
+    CHECK(ran.code == kExitStrategy);
+    CHECK(ran.output.find(c.names) != std::string::npos);
+    CHECK(ran.output.find(c.reason) != std::string::npos);
+    CHECK(ran.output.find("ready {") == std::string::npos);  // refused before it served anything
+  }
+}
+
+TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and the catalog goes on") {
+  StrategyCatalog catalog;
+  CHECK_FALSE(catalog.load(module("probe_bad_abi")).has_value());
+  CHECK(catalog.set().size() == 1);  // the built-in alone
+  auto probe = catalog.load(module("probe"));
+  REQUIRE_MESSAGE(probe.has_value(), (probe ? "" : probe.error().message));
+  CHECK(catalog.set().size() == 2);
+  CHECK((*probe)->name() == "probe");
+  CHECK((*probe)->live());
+}
+
+TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN pnl or negative trades, and "
+          "refusals named by the strategy") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "5000", "--workers", "0", "--strategy", module("probe")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE_MESSAGE(client.has_value(), (client ? "" : client.error().message));
+  const auto index = client->segment().find_strategy("probe");
+  REQUIRE(index.has_value());
+  CHECK(*index == 1);
+  const std::span<const double> close = client->segment().series();
+
+  ResponseSlot answer{};
+  CHECK(backtest(*client, 7, params(10), answer) == Status::no_such_strategy);
+  CHECK(backtest(*client, *index, params(10), answer) == Status::ok);
+  CHECK(answer.pnl == (close.back() - close.front()) / 10.0);
+  CHECK(answer.trades == static_cast<std::int64_t>(close.size()) / 10);
+  CHECK(backtest(*client, *index, params(13), answer) == Status::engine_error);  // its run answers NaN
+  CHECK(backtest(*client, *index, params(14), answer) == Status::engine_error);  // and here trades -1
+  CHECK(backtest(*client, *index, params(1001), answer) == Status::window_out_of_range);
+  CHECK(answer.extra[0] == 1);  // the parameter it refused, 1-based
+  CHECK(backtest(*client, *index, params(10, 5), answer) == Status::window_out_of_range);  // an unused one is set
+  // The same lane goes on serving after each of them.
+  CHECK(backtest(*client, *index, params(20), answer) == Status::ok);
+  CHECK(answer.trades == static_cast<std::int64_t>(close.size()) / 20);
+}
+
+TEST_CASE("two clients sweeping two strategies at once each get the in-process sweep's answers bit for bit") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "20000", "--workers", "1", "--strategy", module("sma_cross"),
+                      "--strategy", module("donchian")});
+  REQUIRE(engine.up());
+  StrategyCatalog catalog;
+  for (const char* name : {"sma_cross", "donchian"}) REQUIRE(catalog.load(module(name)).has_value());
+
+  struct Sweep {
+    std::string strategy;
+    std::vector<Combo> combos;
+    std::vector<ResponseSlot> answers;
+  };
+  std::vector<Sweep> sweeps(2);
+  sweeps[0].strategy = "sma_cross";
+  for (std::int64_t fast : {2, 5, 10, 20, 50})
+    for (std::int64_t slow : {8, 30, 60, 120, 250})
+      if (slow > fast) sweeps[0].combos.push_back(params(fast, slow));
+  sweeps[1].strategy = "donchian";
+  for (std::int64_t entry : {5, 10, 20, 55, 100})
+    for (std::int64_t exit : {3, 5, 10, 20}) sweeps[1].combos.push_back(params(entry, exit));
+
+  std::vector<std::thread> threads;
+  for (Sweep& sweep : sweeps)
+    threads.emplace_back([&engine, &sweep] {
+      auto client = ShmClient::connect(engine.name(), backoff_client());
+      if (!client) return;
+      const auto index = client->segment().find_strategy(sweep.strategy);
+      if (!index) return;
+      for (const Combo& combo : sweep.combos) {
+        if (client->call(Opcode::backtest, request_flags(0, *index), payload_of(combo)) != CallStatus::ok) return;
+        sweep.answers.push_back(client->answer());
+      }
+    });
+  for (std::thread& t : threads) t.join();
+
+  auto reader = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(reader.has_value());
+  const std::span<const double> close = reader->segment().series();
+  for (const Sweep& sweep : sweeps) {
+    CAPTURE(sweep.strategy);
+    REQUIRE(sweep.answers.size() == sweep.combos.size());
+    const Strategy* strategy = catalog.set().find(sweep.strategy);
+    REQUIRE(strategy != nullptr);
+    auto expected = run_sweep(*strategy, close, sweep.combos, reader->segment().header().fee, 1);
+    REQUIRE_MESSAGE(expected.has_value(), (expected ? "" : expected.error().message));
+    for (std::size_t i = 0; i < sweep.combos.size(); ++i) {
+      CAPTURE(i);
+      CHECK(status_of(sweep.answers[i]) == Status::ok);
+      CHECK(std::bit_cast<std::uint64_t>(sweep.answers[i].pnl) == std::bit_cast<std::uint64_t>((*expected)[i].pnl));
+      CHECK(sweep.answers[i].trades == (*expected)[i].trades);
+    }
+  }
+}
+
+TEST_CASE("SUBSCRIBE to a strategy without a live step is refused; one with a step streams its batch run bar by bar") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "1000", "--live", "--capacity", "1200", "--workers", "0",
+                      "--strategy", module("probe_nolive"), "--strategy", module("sma_cross")});
+  REQUIRE(engine.up());
+  auto writer = ShmClient::connect(engine.name(), backoff_client());
+  auto reader = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(writer.has_value());
+  REQUIRE(reader.has_value());
+  const auto nolive = reader->segment().find_strategy("probe_nolive");
+  const auto sma = reader->segment().find_strategy("sma_cross");
+  REQUIRE(nolive.has_value());
+  REQUIRE(sma.has_value());
+
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(params(10), answer, *nolive) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::no_live_step);
+  REQUIRE(reader->subscribe(params(5, 20), answer, *sma) == CallStatus::ok);
+  REQUIRE(status_of(answer) == Status::ok);
+
+  StrategyCatalog catalog;
+  const auto loaded = catalog.load(module("sma_cross"));
+  REQUIRE(loaded.has_value());
+  std::vector<double> close(reader->segment().series().begin(), reader->segment().series().end());
+  for (int bar = 0; bar < 150; ++bar) {
+    CAPTURE(bar);
+    const double next = close.back() * (bar % 7 < 3 ? 1.004 : 0.997);
+    REQUIRE(writer->append(next, static_cast<std::uint64_t>(bar + 1), answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+    close.push_back(next);
+    SignalSlot signal{};
+    REQUIRE(reader->wait_signal(signal) == CallStatus::ok);
+    CHECK(signal.bar == close.size() - 1);
+    const std::vector<Combo> one{params(5, 20)};
+    const auto batch = run_sweep(**loaded, close, one, reader->segment().header().fee, 1);
+    REQUIRE(batch.has_value());
+    CHECK(std::bit_cast<std::uint64_t>(signal.pnl) == std::bit_cast<std::uint64_t>((*batch)[0].pnl));
+    CHECK(signal.trades == (*batch)[0].trades);
+  }
+}
+
+}  // namespace ipcfloor
