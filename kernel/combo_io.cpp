@@ -135,16 +135,9 @@ Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string
 }
 
 Expected<std::vector<ComboLine>> load_combos(const std::string& path) {
-  auto input = InputFile::open(path, "combo file");
-  if (!input) return std::unexpected(input.error());
-  std::string text;
-  auto read = input->read_all(kMaxComboFileBytes, [&text](std::size_t bytes) {
-    text.resize(bytes);
-    return text.data();
-  });
-  if (!read) return std::unexpected(read.error());
-  text.resize(*read);
-  return parse_combos(text, input->name());
+  auto text = read_text_input(path, "combo file", kMaxComboFileBytes);
+  if (!text) return std::unexpected(text.error());
+  return parse_combos(*text, path == "-" ? "standard input" : path);
 }
 
 }  // namespace ipcfloor
