@@ -334,10 +334,10 @@ bool write_json_report(const std::string& dir, const std::string& name, const nl
   const std::string path = dir + "/" + name + ".json";
   std::ofstream out(path);
   if (ec || !(out << report.dump(2) << '\n')) {
-    fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
+    fmt::print(stderr, "ipcfloor: could not write {}\n", path);
     return false;
   }
-  fmt::print(stderr, "ipcfloor bench: wrote {}\n", path);
+  fmt::print(stderr, "ipcfloor: wrote {}\n", path);
   return true;
 }
 

@@ -209,6 +209,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
                    {"jobs", h.worker_jobs.load(std::memory_order_relaxed)},
                    {"inline_cost", h.inline_cost.load(std::memory_order_relaxed)},
                    {"max_bar_cost", h.max_bar_cost.load(std::memory_order_relaxed)}}},
+      {"placement", {{"serving_cpu", h.serving_cpu}, {"near_cpus", near_cpus_of(h)}}},
       {"engine", {{"pid", segment.engine_pid()}, {"uid", h.engine_uid}, {"alive", !segment.engine_hung_up()},
                   {"uptime_s", wall > h.engine_start_unix_ns ? static_cast<double>(wall - h.engine_start_unix_ns) / 1e9 : 0.0},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
@@ -367,6 +368,10 @@ int run_status(const StatusOptions& options) {
     fmt::print("workers   {} on {}, {} stalled, {} jobs done; BACKTESTs of {} work units or more go to them\n",
                worker_count, cpu_list(w["cpus"].get<std::vector<int>>()), w["stalled"].get<std::uint32_t>(),
                w["jobs"].get<std::uint64_t>(), w["inline_cost"].get<std::uint64_t>());
+  const auto& placement = s["placement"];
+  const auto near = placement["near_cpus"].get<std::vector<int>>();
+  fmt::print("placement serving thread on cpu {}; nearest it for clients: {}\n", placement["serving_cpu"].get<int>(),
+             near.empty() ? std::string("no other cpu") : cpu_list(near));
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),
