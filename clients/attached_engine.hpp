@@ -113,7 +113,8 @@ class AttachedEngine {
   [[nodiscard]] const std::vector<int>& near_cpus() const noexcept { return near_cpus_; }
   // The ipcfloor_pin_near_engine contract: pins the calling thread to the first near cpu the
   // kernel lets it use and stores it in `cpu`. IPCFLOOR_E_RESOURCE (none usable, or none
-  // published), with its sentence. Any thread; a system call per cpu tried.
+  // published), with its sentence in last_error(): the requests' thread, as for a request.
+  // Allocates; a system call per cpu tried.
   [[nodiscard]] int pin_near(int& cpu) noexcept;
 
   // The sentence behind the last failed request on this client; "" when there was none.

@@ -228,7 +228,7 @@ IPCFLOOR_API size_t ipcfloor_near_cpus(const ipcfloor_client *c, int32_t *cpus, 
  * clients calling it get the same cpu (pin the others with ipcfloor_near_cpus' later entries).
  * IPCFLOOR_OK; IPCFLOOR_E_INVALID (c is NULL); IPCFLOOR_E_RESOURCE when the engine published no
  * cpu or none of them can take the thread (a cpuset excludes them), with the cpus tried in
- * ipcfloor_last_error(c). A system call per cpu tried; allocates nothing on success. */
+ * ipcfloor_last_error(c). Reads sysfs and makes a system call per cpu tried; allocates. */
 IPCFLOOR_API int ipcfloor_pin_near_engine(ipcfloor_client *c, int32_t *cpu);
 
 /* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
