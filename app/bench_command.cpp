@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -19,6 +20,8 @@
 #include "app/cli_common.hpp"
 #include "app/version_command.hpp"
 #include "bench/latency.hpp"
+#include "bench/pair_place.hpp"
+#include "bench/suite_common.hpp"
 #include "bench/report.hpp"
 #include "bench/transports.hpp"
 #include "shm/layout.hpp"
@@ -62,20 +65,6 @@ std::vector<std::string> split_commas(const std::string& text) {
   return parts;
 }
 
-// Like Google Benchmark's context block: what ran, where and when, in every report.
-nlohmann::json bench_context(const std::string& command_line) {
-  nlohmann::json context = build_context();  // version, commit, build type, compiler, kernel path
-  const auto now = std::chrono::system_clock::now();
-  context["date"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", std::chrono::floor<std::chrono::seconds>(now));
-  context["command"] = command_line;
-  const nlohmann::json host = collect_host_info();
-  for (const char* key : {"hostname", "cpu", "kernel", "governor", "online_cpus"})
-    if (host.contains(key)) context[key] = host[key];
-  double load[3] = {0, 0, 0};
-  if (::getloadavg(load, 3) == 3) context["load_avg"] = {load[0], load[1], load[2]};
-  return context;
-}
-
 // Every object in `node` that carries a "distribution" (a latency summary) becomes one .hgrm
 // file named after the suite and the summary's name (or its place in the report).
 bool write_hgrm_tree(const std::string& dir, const std::string& stem, const nlohmann::json& node, int& written) {
@@ -114,31 +103,8 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
 // report.json, the plots (drawn by tools/plot_report.py from report.json) and report.md.
 bool write_combined_report(const BenchOptions& options, nlohmann::json& combined) {
   if (!write_json_report(options.out_dir, "report", combined)) return false;
-  // The plots are optional: without the script or a python, the report goes out without them.
-  auto plotter = options.plot_script.empty() ? helper_file("tools/plot_report.py", "the plotting script (plot_report.py)")
-                                             : Expected<std::string>(options.plot_script);
-  if (plotter) {
-    if (auto python = check_python(options.python); !python) plotter = std::unexpected(python.error());
-  }
-  if (!plotter) fmt::print(stderr, "ipcfloor bench: plots not drawn: {}\n", plotter.error().message);
-  const std::string command = plotter ? fmt::format("'{}' '{}' '{}/report.json' '{}' 2>&1", options.python, *plotter,
-                                                    options.out_dir, options.out_dir)
-                                      : std::string();
-  std::string output;
-  if (FILE* pipe = plotter ? popen(command.c_str(), "r") : nullptr) {
-    char buffer[4096];
-    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-    if (pclose(pipe) == 0) {
-      combined["plots"] = nlohmann::json::parse(output, nullptr, false);
-      if (combined["plots"].is_discarded()) combined.erase("plots");
-    } else {
-      if (output.find("No module named 'matplotlib'") != std::string::npos)
-        fmt::print(stderr, "ipcfloor bench: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n",
-                   options.python);
-      else
-        fmt::print(stderr, "ipcfloor bench: plots not drawn ({}): {}\n", command, output);
-    }
-  }
+  if (auto plots = draw_plots(options.python, options.plot_script, options.out_dir + "/report.json", options.out_dir))
+    combined["plots"] = std::move(*plots);
   const std::string md_path = options.out_dir + "/report.md";
   std::ofstream md(md_path);
   if (!(md << render_markdown(combined))) {
@@ -178,6 +144,19 @@ void make_quick(BenchOptions& options) {
   options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
   options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);
   options.live.throughput_bars = std::min<std::size_t>(options.live.throughput_bars, 5'000);
+}
+
+// --client-cpu near: every suite's client cpu is the allowed one nearest the server cpu.
+Expected<void> resolve_near_client(BenchOptions& options) {
+  if (!options.client_near) return {};
+  auto matrix = find_saved_matrix(options.ladder.topology);
+  if (!matrix) return std::unexpected(matrix.error());
+  const SuitePlacement where = place_suite(-1, options.ladder.server_cpu, "");
+  auto near = near_client_cpu(where.server_cpu, *matrix);
+  if (!near) return std::unexpected(near.error());
+  options.ladder.client_cpu = *near;
+  options.ladder.server_cpu = where.server_cpu;
+  return {};
 }
 
 // The options one flag sets for every suite: the cpus, the python, the ladder's transports.
@@ -232,6 +211,19 @@ CLI::Validator transport_names() {
 
 }  // namespace
 
+nlohmann::json bench_context(const std::string& command_line) {
+  nlohmann::json context = build_context();  // version, commit, build type, compiler, kernel path
+  const auto now = std::chrono::system_clock::now();
+  context["date"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", std::chrono::floor<std::chrono::seconds>(now));
+  context["command"] = command_line;
+  const nlohmann::json host = collect_host_info();
+  for (const char* key : {"hostname", "cpu", "kernel", "governor", "online_cpus"})
+    if (host.contains(key)) context[key] = host[key];
+  double load[3] = {0, 0, 0};
+  if (::getloadavg(load, 3) == 3) context["load_avg"] = {load[0], load[1], load[2]};
+  return context;
+}
+
 CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   std::string names;
   for (const Suite& s : suites()) names += (names.empty() ? "" : ", ") + s.name;
@@ -262,8 +254,19 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                     "ladder: slots per ring of the shm-ring-* engines, and lines per array of physical-floor-ring")
       ->capture_default_str()
       ->check(power_of_two(2, kMaxRingCapacity));
-  bench->add_option("--client-cpu", options.ladder.client_cpu, "core of the measuring side (default: first allowed)")
-      ->check(cpu_index());
+  bench->add_option_function<std::string>(
+          "--client-cpu",
+          [&options](const std::string& cpu) {
+            options.client_near = cpu == "near";
+            if (!options.client_near) options.ladder.client_cpu = std::stoi(cpu);
+          },
+          "core of the measuring side, or near: the allowed core nearest --server-cpu by the saved floor matrix, "
+          "else by the declared topology (default: first allowed)")
+      ->check(cpu_index_or("near"));
+  bench->add_option("--topology", options.ladder.topology,
+                    "the saved floor matrix the reports and --client-cpu near go by (default: the one `ipcfloor "
+                    "topology --save` wrote, if any)")
+      ->check(file_path());
   bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)")
       ->check(cpu_index());
   bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")
@@ -295,16 +298,46 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   return bench;
 }
 
+std::optional<nlohmann::json> draw_plots(const std::string& python, const std::string& plot_script,
+                                         const std::string& report_path, const std::string& out_dir) {
+  // The plots are optional: without the script or a python, the report goes out without them.
+  auto plotter = plot_script.empty() ? helper_file("tools/plot_report.py", "the plotting script (plot_report.py)")
+                                     : Expected<std::string>(plot_script);
+  if (plotter) {
+    if (auto checked = check_python(python); !checked) plotter = std::unexpected(checked.error());
+  }
+  if (!plotter) {
+    fmt::print(stderr, "ipcfloor: plots not drawn: {}\n", plotter.error().message);
+    return std::nullopt;
+  }
+  const std::string command = fmt::format("'{}' '{}' '{}' '{}' 2>&1", python, *plotter, report_path, out_dir);
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  if (pclose(pipe) == 0) {
+    auto drawn = nlohmann::json::parse(output, nullptr, false);
+    if (drawn.is_discarded()) return std::nullopt;
+    return drawn;
+  }
+  if (output.find("No module named 'matplotlib'") != std::string::npos)
+    fmt::print(stderr, "ipcfloor: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n", python);
+  else
+    fmt::print(stderr, "ipcfloor: plots not drawn ({}): {}\n", command, output);
+  return std::nullopt;
+}
+
 bool write_json_report(const std::string& dir, const std::string& name, const nlohmann::json& report) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/" + name + ".json";
   std::ofstream out(path);
   if (ec || !(out << report.dump(2) << '\n')) {
-    fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
+    fmt::print(stderr, "ipcfloor: could not write {}\n", path);
     return false;
   }
-  fmt::print(stderr, "ipcfloor bench: wrote {}\n", path);
+  fmt::print(stderr, "ipcfloor: wrote {}\n", path);
   return true;
 }
 
@@ -339,6 +372,10 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     chosen.push_back(&*it);
   }
   if (options.quick) make_quick(options);
+  if (auto placed = resolve_near_client(options); !placed) {
+    fmt::print(stderr, "ipcfloor bench: {}\n", placed.error().message);
+    return exit_code_for(placed.error().code);
+  }
   share_common_options(options);
 
   nlohmann::json combined{{"context", bench_context(options.command_line)},

@@ -2,6 +2,7 @@
 // `ipcfloor bench [suite...]`: the command-line front of every benchmark suite. Each suite
 // registers in app/bench_command.cpp with a runner (returns its JSON report) and a printer.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct BenchOptions {
   std::string python = "/usr/bin/python3";  // numba reference and plots
   std::string plot_script;                  // empty: tools/plot_report.py among the helpers
   std::string command_line;                 // recorded in report.json
+  bool client_near = false;  // --client-cpu near: the allowed cpu nearest the server cpu, for every suite
   LadderOptions ladder;
   HygieneOptions hygiene;
   ComputeBenchOptions compute;
@@ -51,6 +53,16 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options);
 // suite named: prints `help` and returns the usage exit code. With --json, prints one document
 // holding the context block and every suite's report.
 [[nodiscard]] int run_bench_command(BenchOptions options, const std::string& help);
+
+// Like Google Benchmark's context block: what ran, where and when (version, commit, build, date,
+// command, host, cpu, kernel, governor, load), in every report. Reads /proc and /sys.
+[[nodiscard]] nlohmann::json bench_context(const std::string& command_line);
+
+// Runs tools/plot_report.py (`plot_script` when given) with `python` on the report at
+// `report_path`, drawing into `out_dir`; the names of the PNGs drawn, or nothing (the reason on
+// stderr: no script, no python, no matplotlib).
+[[nodiscard]] std::optional<nlohmann::json> draw_plots(const std::string& python, const std::string& plot_script,
+                                                       const std::string& report_path, const std::string& out_dir);
 
 // Writes `report` as DIR/NAME.json (creating DIR). False, with a message on stderr, on failure.
 bool write_json_report(const std::string& dir, const std::string& name, const nlohmann::json& report);

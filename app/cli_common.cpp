@@ -132,6 +132,20 @@ CLI::Validator grid_spec() {
 
 CLI::Validator cpu_index() { return in_range(0, CPU_SETSIZE - 1); }
 
+CLI::Validator cpu_index_or(std::string_view word) {
+  const std::string range = fmt::format("in 0..{} or {}", CPU_SETSIZE - 1, word);
+  return CLI::Validator(
+      [word = std::string(word), range](std::string& text) -> std::string {
+        if (text == word) return {};
+        int value = 0;
+        if (!cli_detail::parse_number(text, value) || value < 0 || value >= CPU_SETSIZE)
+          return fmt::format("'{}' is not a cpu {}", text, range);
+        text = fmt::format("{}", value);
+        return {};
+      },
+      range);
+}
+
 std::string cpu_list(const std::vector<int>& cpus) {
   if (cpus.empty()) return "any cpu";
   std::string text = cpus.size() == 1 ? "cpu " : "cpus ";

@@ -109,6 +109,9 @@ CLI::Validator in_range(T lo, T hi) {
 // A cpu index in 0..CPU_SETSIZE-1 (whether this process may use it is checked when it pins).
 [[nodiscard]] CLI::Validator cpu_index();
 
+// A cpu index as cpu_index() takes it, or `word` spelled exactly (serve --cpu auto, --client-cpu near).
+[[nodiscard]] CLI::Validator cpu_index_or(std::string_view word);
+
 // "cpu 3", "cpus 0,1,2", or "any cpu" for none: how logs and checks name a set of cpus.
 [[nodiscard]] std::string cpu_list(const std::vector<int>& cpus);
 

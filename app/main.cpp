@@ -18,6 +18,7 @@
 #include "bench/stdio_server.hpp"
 #include "kernel/isa.hpp"
 #include "app/sweep_command.hpp"
+#include "app/topology_command.hpp"
 #include "shm/segment.hpp"
 
 int main(int argc, char** argv) {
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
   auto* serve = add_serve_subcommand(app, serve_cli);
   DoctorCli doctor_cli;
   auto* doctor = add_doctor_subcommand(app, doctor_cli);
+  TopologyOptions topology_options;
+  auto* topology = add_topology_subcommand(app, topology_options);
   StatusOptions status_options;
   auto* status = add_status_subcommand(app, status_options);
   FeedOptions feed_options;
@@ -75,6 +78,10 @@ int main(int argc, char** argv) {
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);
   if (*sweep) return run_sweep_command(sweep_options);
+  if (*topology) {
+    for (int i = 0; i < argc; ++i) topology_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
+    return run_topology_command(topology_options);
+  }
   if (*bench) {
     for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
     return run_bench_command(std::move(bench_options), bench->help());

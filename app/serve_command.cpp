@@ -15,6 +15,7 @@
 #include "app/cli_common.hpp"
 #include "app/doctor.hpp"
 #include "app/readiness.hpp"
+#include "app/topology_command.hpp"
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
 #include "common/log.hpp"
@@ -126,7 +127,7 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
 // The workers' cpus: --worker-cpus as given (each allowed, none twice, not the serving cpu), or
 // --workers of the default ones (default_worker_cpus: every allowed cpu but the serving one, in
 // its order), or all of them.
-Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int serving_cpu) {
+Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int serving_cpu, int client_cpu) {
   const std::vector<int> allowed = allowed_cpus();
   if (!options.worker_cpus.empty()) {
     std::vector<int> seen;
@@ -146,7 +147,7 @@ Expected<std::vector<int>> choose_worker_cpus(const ServeOptions& options, int s
                   *options.workers, seen.size());
     return seen;
   }
-  std::vector<int> cpus = default_worker_cpus(serving_cpu);
+  std::vector<int> cpus = default_worker_cpus(serving_cpu, client_cpu);
   if (options.workers && *options.workers > cpus.size())
     return fail(ErrorCode::invalid_argument,
                 "--workers {}: this process may use {} cpus besides the serving cpu {} ({}); a worker needs a cpu of "
@@ -168,6 +169,7 @@ std::uint32_t serve_ring_capacity(const ServeOptions& options, std::size_t worke
 // serving cpu.
 struct ServePlan {
   int cpu = 0;
+  std::vector<int> near_cpus;  // nearest the serving cpu first; empty: the engine ranks them
   std::shared_ptr<PreloadedSeries> series;  // null: sockets only, holding no series of their own
   std::vector<std::vector<double>> more;     // the further --data series, which host.shm views
   EngineHostConfig host;
@@ -191,7 +193,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   SegmentConfig& segment = config.segment;
   segment.name = options.name;
   segment.lanes = options.lanes;
-  auto worker_cpus = choose_worker_cpus(options, plan.cpu);
+  auto worker_cpus = choose_worker_cpus(options, plan.cpu, plan.near_cpus.empty() ? -1 : plan.near_cpus.front());
   if (!worker_cpus) return std::unexpected(worker_cpus.error());
   config.worker_cpus = *worker_cpus;
   segment.ring_capacity = serve_ring_capacity(options, worker_cpus->size());
@@ -219,6 +221,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   config.subscriptions_per_lane = options.subscriptions_per_lane;
   config.wait = options.wait;
   config.cpu = plan.cpu;
+  config.near_cpus = plan.near_cpus;
   config.fifo = options.fifo;
   config.fifo_priority = options.fifo_priority;
   config.max_frame_cost = options.max_frame_cost;
@@ -254,12 +257,29 @@ Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOpti
   return catalog;
 }
 
+// The serving cpu: --cpu N, --cpu auto (the floor matrix's choice) or the last allowed cpu; and
+// the cpus nearest it, by the saved or measured matrix when there is one.
+Expected<EnginePlacement> serving_placement(const ServeOptions& options) {
+  if (options.cpu_auto) return auto_engine_placement(options.topology);
+  const auto allowed = allowed_cpus();
+  EnginePlacement placement;
+  placement.serving_cpu = options.cpu.value_or(allowed.empty() ? 0 : allowed.back());
+  auto near = saved_near_cpus(placement.serving_cpu, options.topology);
+  if (!near) return std::unexpected(near.error());
+  placement.near_cpus = std::move(*near);
+  return placement;
+}
+
 Expected<ServePlan> plan_serve(const ServeOptions& options) {
   ServePlan plan;
   auto strategies = load_strategies(options);
   if (!strategies) return std::unexpected(strategies.error());
-  const auto allowed = allowed_cpus();
-  plan.cpu = options.cpu.value_or(allowed.empty() ? 0 : allowed.back());
+  if (auto placed = serving_placement(options); placed) {
+    plan.cpu = placed->serving_cpu;
+    plan.near_cpus = std::move(placed->near_cpus);
+  } else {
+    return std::unexpected(placed.error());
+  }
   const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
   if (options.shm || (sockets && options.socket_series)) {
     auto series = load_main_series(options);
@@ -331,8 +351,9 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
     log(LogLevel::info, "serve: {} workers on {}; BACKTESTs under {} units are computed on the serving thread",
         shm->worker_cpus().size(), shm->worker_cpus().empty() ? "no cpu" : cpu_list(shm->worker_cpus()),
         options.inline_cost);
-    log(LogLevel::info, "serve: serving thread on cpu {} in {} mode; pid {}; Ctrl-C stops", plan.cpu,
-        to_string(options.wait), getpid());
+    const std::vector<int> near = near_cpus_of(header);
+    log(LogLevel::info, "serve: serving thread on cpu {} in {} mode, nearest it for clients {}; pid {}; Ctrl-C stops",
+        plan.cpu, to_string(options.wait), near.empty() ? "no other cpu" : cpu_list(near), getpid());
   }
   if (const SocketServer* sockets = host.sockets()) {
     const SocketServerOptions& socket = *plan.host.sockets;
@@ -466,7 +487,19 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
                    "first is 0)")
       ->check(file_path());
   add_gbm_options(serve, o.source.gbm, &cli.gbm_given);
-  serve.add_option("--cpu", o.cpu, "core for the serving thread (default: the last allowed core)")->check(cpu_index());
+  serve.add_option_function<std::string>(
+          "--cpu",
+          [&o](const std::string& cpu) {
+            o.cpu_auto = cpu == "auto";
+            if (!o.cpu_auto) o.cpu = std::stoi(cpu);
+          },
+          "core for the serving thread, or auto: the one nearest a client cpu by the floor matrix (saved by "
+          "`ipcfloor topology --save`, else measured at start), never cpu 0 (default: the last allowed core)")
+      ->check(cpu_index_or("auto"));
+  serve.add_option("--topology", o.topology,
+                   "the saved floor matrix --cpu auto and the published near cpus go by (default: the one "
+                   "`ipcfloor topology --save` wrote, if any)")
+      ->check(file_path());
   serve.add_flag("--fifo", o.fifo, "run the serving thread under SCHED_FIFO (isolated cores only)");
   serve.add_option("--lanes", o.lanes, "client lanes")->check(in_range<std::uint32_t>(1, kMaxLanes))->capture_default_str();
   serve.add_option("--ring-capacity", o.ring_capacity,

@@ -25,6 +25,8 @@ struct ServeOptions {
   std::string name = "ipcfloor";
   SeriesSource source;
   std::optional<int> cpu;  // unset: the last cpu this process may use
+  bool cpu_auto = false;   // --cpu auto: placed by the floor matrix (app/topology_command.hpp)
+  std::string topology;    // --topology FILE: the saved matrix to place by; empty: the default one
   bool fifo = false;       // SCHED_FIFO for the serving thread
   int fifo_priority = 50;
   std::uint32_t lanes = kDefaultLanes;

@@ -245,6 +245,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
                    {"jobs", h.worker_jobs.load(std::memory_order_relaxed)},
                    {"inline_cost", h.inline_cost.load(std::memory_order_relaxed)},
                    {"max_bar_cost", h.max_bar_cost.load(std::memory_order_relaxed)}}},
+      {"placement", {{"serving_cpu", h.serving_cpu}, {"near_cpus", near_cpus_of(h)}}},
       {"engine", {{"pid", segment.engine_pid()}, {"uid", h.engine_uid}, {"alive", !segment.engine_hung_up()},
                   {"uptime_s", wall > h.engine_start_unix_ns ? static_cast<double>(wall - h.engine_start_unix_ns) / 1e9 : 0.0},
                   {"heartbeat_age_ms", now > beat ? static_cast<double>(now - beat) / 1e6 : 0.0},
@@ -428,6 +429,10 @@ int run_status(const StatusOptions& options) {
   if (d["not_locked_in_ram"].get<std::uint64_t>() != 0) degraded += "; the data is not locked in RAM";
   fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
              degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
+  const auto& placement = s["placement"];
+  const auto near = placement["near_cpus"].get<std::vector<int>>();
+  fmt::print("placement serving thread on cpu {}; nearest it for clients: {}\n", placement["serving_cpu"].get<int>(),
+             near.empty() ? std::string("no other cpu") : cpu_list(near));
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),

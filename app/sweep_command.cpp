@@ -200,6 +200,21 @@ void keep_off_worker_cpus(const DataHeader& header) {
   (void)restrict_current_thread(cpus);  // best effort: a sweep that stays where it is still runs
 }
 
+// --client-cpu N pins the sweep's thread there, --client-cpu near to the first cpu the engine
+// publishes as nearest its serving thread that this process may use; without it, off the workers.
+Expected<void> place_sweep_thread(const SweepOptions& options, const DataHeader& header) {
+  if (options.client_cpu.empty()) {
+    keep_off_worker_cpus(header);
+    return {};
+  }
+  if (options.client_cpu != "near") return pin_current_thread(std::stoi(options.client_cpu));
+  auto pinned = pin_current_thread_to_first(near_cpus_of(header));
+  if (!pinned)
+    return fail(ErrorCode::resource, "--client-cpu near: engine {} serves on cpu {}; {}", options.name,
+                header.serving_cpu, pinned.error().message);
+  return {};
+}
+
 // One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
 Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
@@ -263,7 +278,7 @@ Expected<void> run_through_segment(const SweepOptions& options, ShmClient& clien
                                    bool& is_default, double& fee) {
   ShmClient* client = &client_ref;
   const DataHeader& header = client->segment().header();
-  keep_off_worker_cpus(header);
+  if (auto placed = place_sweep_thread(options, header); !placed) return std::unexpected(placed.error());
   fee = header.fee;
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
@@ -400,6 +415,9 @@ std::string conflicting_options(const SweepOptions& options) {
   if (!inproc && names_a_file(options.strategy))
     return "--strategy FILE.so loads a strategy into this process, which needs --inproc: through an engine or a "
            "server, name a strategy it serves (its `status` lists them)";
+  if (!options.client_cpu.empty() && options.name.empty())
+    return "--client-cpu needs --name: it places the thread that talks to an engine's segment (the engine publishes "
+           "which cpus are near it)";
   const auto from_stdin = std::count(options.data_paths.begin(), options.data_paths.end(), "-") +
                           (options.combos.combos_path == "-" ? 1 : 0);
   if (from_stdin > 1) return "only one of --data and --combos may read standard input ('-')";
@@ -435,6 +453,10 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
                   "with --socket/--tcp: send this command's own series (--data, or --bars/--seed) instead");
   sweep->add_flag("--stateful", options.stateful,
                   "with --ship: load the series once (opcode 2), then send the combos only (opcode 3)");
+  sweep->add_option("--client-cpu", options.client_cpu,
+                    "with --name: pin the sweep's thread to this cpu, or near: the first cpu the engine publishes as "
+                    "nearest its serving thread (default: any cpu but the engine's workers')")
+      ->check(cpu_index_or("near"));
   sweep->add_option("--wait", options.wait, "shm client wait (default: backoff)")
       ->check(one_of({"spin", "backoff", "block"}));
   sweep

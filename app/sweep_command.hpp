@@ -26,6 +26,7 @@ struct SweepOptions {
   bool gbm_given = false;   // --bars, --seed, ... appeared
   bool timeout_given = false;
   std::string wait;  // shm client wait mode; empty = the engine's
+  std::string client_cpu;  // --name: a cpu index or "near" (the engine's nearest cpu); empty: off the workers' cpus
   double timeout_s = 5.0;
   bool fee_given = false;
   SeriesSource source;                 // the generator's parameters (and the one --data, if one)

@@ -2,12 +2,17 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace ipcfloor {
 
-SweepProgress::SweepProgress(std::size_t total, bool enabled)
-    : total_(total), enabled_(enabled && ::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+SweepProgress::SweepProgress(std::size_t total, bool enabled, std::string unit)
+    : total_(total),
+      enabled_(enabled && ::isatty(STDERR_FILENO) == 1),
+      unit_(std::move(unit)),
+      start_(std::chrono::steady_clock::now()) {}
 
 void SweepProgress::advance(std::size_t done) {
   if (!enabled_ || total_ == 0) return;
@@ -20,7 +25,8 @@ void SweepProgress::advance(std::size_t done) {
   const int filled = static_cast<int>(share * kWidth);
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} combos, {:.0f}/s", "", filled, "", kWidth - filled, done, total_, rate);
+  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} {}, {:.0f}/s", "", filled, "", kWidth - filled, done, total_, unit_,
+             rate);
   std::fflush(stderr);
 }
 

@@ -14,13 +14,15 @@ namespace ipcfloor {
 // stderr is a terminal and the user did not ask for quiet.
 class SweepProgress {
  public:
-  SweepProgress(std::size_t total, bool enabled);
+  // `unit` names what is counted ("combos", "pairs").
+  SweepProgress(std::size_t total, bool enabled, std::string unit = "combos");
   void advance(std::size_t done);
   void finish();
 
  private:
   std::size_t total_;
   bool enabled_;
+  std::string unit_;
   bool shown_ = false;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_{};

@@ -7,6 +7,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/pair_place.hpp"
 #include "bench/suite_common.hpp"
 #include "bench/transport_socket.hpp"
 #include "bench/transports.hpp"
@@ -165,6 +166,8 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
                 allowed_cpus().size());
   const TscClock clock = TscClock::calibrate();
   const SuitePlacement where = place_suite(options.client_cpu, options.server_cpu, options.binary);
+  auto matrix = find_saved_matrix(options.topology);
+  if (!matrix) return std::unexpected(matrix.error());
   TransportContext context = transport_context(where, options.samples, options.warmup, clock);
   context.ring_capacity = options.ring_capacity;
 
@@ -193,6 +196,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
         {"ring_capacity", context.ring_capacity}, {"clock_step_ns", clock.step_ns()},
         {"timer", "rdtsc (lfence-ordered), calibrated against steady_clock"},
         {"ratios_from", "p50_interp: the grouped median, linear within the clock step holding the middle sample"}}},
+      {"pair", describe_pair(context.client_cpu, context.server_cpu, *matrix)},
       {"results", results},
       {"skipped", skipped},
       {"ratios", ratios_json(results)},
@@ -206,6 +210,7 @@ void print_ladder(const nlohmann::json& report) {
              "per round; client cpu {}, server cpu {}\n",
              config["samples"].get<std::size_t>(), config["rounds"].get<std::size_t>(), config["warmup"].get<std::size_t>(),
              config["client_cpu"].get<int>(), config["server_cpu"].get<int>());
+  if (report.contains("pair")) fmt::print("  {}\n", pair_text(report["pair"]));
   const double step = config.value("clock_step_ns", 0.0);
   if (step > 0)
     fmt::print("  (this host's TSC moves in steps of {:.1f} ns: percentiles are multiples of it; p50~ is the median "

@@ -24,6 +24,9 @@ struct LadderOptions {
   std::size_t rounds = 5;
   int client_cpu = -1;  // -1: the first allowed cpu
   int server_cpu = -1;  // -1: the last allowed cpu
+  // The saved floor matrix the report takes the pair's floor from; empty: the default one
+  // (bench/floor_matrix.hpp), if any.
+  std::string topology;
   std::string binary;   // empty: this executable
   // Slots per ring of the shm-ring-* engines (serve --ring-capacity) and lines per array of
   // physical-floor-ring, so that the rotating floor walks as many lines as the ring does.
@@ -33,7 +36,7 @@ struct LadderOptions {
 // Runs each transport in turn, in interleaved rounds. A transport that cannot run is reported in
 // the JSON with its reason ("skipped") rather than failing the run; an unknown transport name
 // is an error. Percentiles are over the pooled samples of all rounds.
-// JSON: {"suite":"ladder","host":{...},"config":{...},
+// JSON: {"suite":"ladder","host":{...},"config":{...},"pair":{client_cpu,server_cpu,relation,...},
 //        "results":[{name,kind,p50,...,max,samples,round_p50:[...]}],
 //        "skipped":[{name,reason}], "ratios":{...},
 //        "round_ratios":{"shm-call-spin/physical-floor":[per-round p50 ratio, ...], ...}}

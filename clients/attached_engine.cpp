@@ -1,6 +1,7 @@
 #include "clients/attached_engine.hpp"
 
 #include "clients/pipelined_sweep.hpp"
+#include "common/affinity.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -130,6 +131,8 @@ AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
   checksum_ = header.series_checksum;
   capacity_bars_ = header.capacity_bars;  // checked at attach: within the mapping, >= the bars
   engine_pid_ = header.engine_pid;
+  serving_cpu_ = header.serving_cpu;
+  near_cpus_ = near_cpus_of(header);
   series_name_.assign(header.series_name, strnlen(header.series_name, sizeof header.series_name));
   // The table as attach checked it (1..kMaxSeries entries, each within the mapping).
   const Attachment& segment = client_.segment();
@@ -191,6 +194,26 @@ int AttachedEngine::check_series(std::uint32_t index) noexcept {
                    "--data FILE preloads one per file)",
                    engine_name(), engine_pid_, index, client_.lane(), series_count_, series_count_ - 1);
   return IPCFLOOR_E_NO_SUCH_SERIES;
+}
+
+int AttachedEngine::pin_near(int& cpu) noexcept {
+  if (near_cpus_.empty()) {
+    write_message_to(message_, "engine {} (pid {}) publishes no cpu near its serving thread (cpu {}): it may use no "
+                     "other cpu", engine_name(), engine_pid_, serving_cpu_);
+    return IPCFLOOR_E_RESOURCE;
+  }
+  try {
+    auto pinned = pin_current_thread_to_first(near_cpus_);
+    if (pinned) {
+      cpu = *pinned;
+      return IPCFLOOR_OK;
+    }
+    write_message_to(message_, "engine {} (pid {}) serves on cpu {}; of the cpus nearest it: {}", engine_name(),
+                     engine_pid_, serving_cpu_, pinned.error().message);
+  } catch (const std::bad_alloc&) {
+    write_message_to(message_, "out of memory while pinning near engine {}", engine_name());
+  }
+  return IPCFLOOR_E_RESOURCE;
 }
 
 int AttachedEngine::wait_mode() const noexcept {

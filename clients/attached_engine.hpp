@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "clients/shm_client.hpp"
 #include "ipcfloor/ipcfloor.h"
@@ -119,6 +120,16 @@ class AttachedEngine {
   [[nodiscard]] std::span<const double> published_series() const noexcept { return client_.segment().published_series(); }
   [[nodiscard]] std::uint64_t signals_dropped() const noexcept { return client_.signals_dropped(); }
 
+  // The placement block, copied at attach: the serving thread's cpu (-1: not said) and the cpus
+  // nearest it, nearest first.
+  [[nodiscard]] std::int32_t serving_cpu() const noexcept { return serving_cpu_; }
+  [[nodiscard]] const std::vector<int>& near_cpus() const noexcept { return near_cpus_; }
+  // The ipcfloor_pin_near_engine contract: pins the calling thread to the first near cpu the
+  // kernel lets it use and stores it in `cpu`. IPCFLOOR_E_RESOURCE (none usable, or none
+  // published), with its sentence in last_error(): the requests' thread, as for a request.
+  // Allocates; a system call per cpu tried.
+  [[nodiscard]] int pin_near(int& cpu) noexcept;
+
   // The sentence behind the last failed request on this client; "" when there was none.
   [[nodiscard]] const char* last_error() const noexcept { return message_; }
 
@@ -153,6 +164,8 @@ class AttachedEngine {
   std::uint32_t subscriptions_ = 0;  // accepted on this lane; they last as long as the client
   std::chrono::nanoseconds timeout_{};
   std::int32_t engine_pid_ = 0;
+  std::int32_t serving_cpu_ = -1;
+  std::vector<int> near_cpus_;
   std::string series_name_;
   std::uint32_t series_count_ = 1;
   std::array<std::span<const double>, kMaxSeries> table_{};

@@ -147,6 +147,23 @@ int32_t ipcfloor_wait_mode(const ipcfloor_client* c) { return c == nullptr ? 0 :
 int ipcfloor_is_live(const ipcfloor_client* c) { return c != nullptr && c->engine->live() ? 1 : 0; }
 uint64_t ipcfloor_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->capacity_bars(); }
 uint64_t ipcfloor_signals_dropped(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->signals_dropped(); }
+int32_t ipcfloor_serving_cpu(const ipcfloor_client* c) { return c == nullptr ? -1 : c->engine->serving_cpu(); }
+
+size_t ipcfloor_near_cpus(const ipcfloor_client* c, int32_t* cpus, size_t capacity) {
+  if (c == nullptr) return 0;
+  const std::vector<int>& near = c->engine->near_cpus();
+  for (std::size_t i = 0; cpus != nullptr && i < near.size() && i < capacity; ++i) cpus[i] = near[i];
+  return near.size();
+}
+
+int ipcfloor_pin_near_engine(ipcfloor_client* c, int32_t* cpu) {
+  if (c == nullptr) return IPCFLOOR_E_INVALID;
+  int chosen = -1;
+  const int code = c->engine->pin_near(chosen);
+  if (code == IPCFLOOR_OK && cpu != nullptr) *cpu = chosen;
+  return code;
+}
+
 uint32_t ipcfloor_series_count(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->series_count(); }
 const char* ipcfloor_series_key(const ipcfloor_client* c, uint32_t index) {
   return c == nullptr ? nullptr : c->engine->series_key(index);

@@ -62,6 +62,18 @@ std::uint64_t Client::capacity() const noexcept { return impl_->engine->capacity
 std::span<const double> Client::published_series() const noexcept { return impl_->engine->published_series(); }
 std::uint64_t Client::signals_dropped() const noexcept { return impl_->engine->signals_dropped(); }
 std::uint32_t Client::series_count() const noexcept { return impl_->engine->series_count(); }
+std::int32_t Client::serving_cpu() const noexcept { return impl_->engine->serving_cpu(); }
+
+std::vector<std::int32_t> Client::near_cpus() const {
+  const std::vector<int>& near = impl_->engine->near_cpus();
+  return {near.begin(), near.end()};
+}
+
+std::int32_t Client::pin_near() {
+  int cpu = -1;
+  if (const int code = impl_->engine->pin_near(cpu); code != IPCFLOOR_OK) fail(code);
+  return cpu;
+}
 std::span<const double> Client::series_at(std::uint32_t index) const noexcept {
   return index == 0 ? impl_->engine->published_series() : impl_->engine->series_at(index);
 }

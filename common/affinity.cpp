@@ -41,19 +41,19 @@ std::vector<int> parse_cpu_list(std::string_view text) {
   return cpus;
 }
 
-namespace {
-
-std::string first_line(const std::string& path) {
+std::string kernel_file_line(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   if (in) std::getline(in, line);
   return line;
 }
 
+namespace {
+
 // The cpus this process's cgroup lets it use (a container's --cpuset-cpus), from cgroup v2's
 // cpuset.cpus.effective or v1's cpuset.effective_cpus; empty where neither can be read.
-std::vector<int> cgroup_cpus() {
-  std::ifstream cgroups("/proc/self/cgroup");
+std::vector<int> cgroup_cpus(const std::string& root) {
+  std::ifstream cgroups(root + "/proc/self/cgroup");
   std::string line;
   while (cgroups && std::getline(cgroups, line)) {
     const auto first = line.find(':');
@@ -63,27 +63,53 @@ std::vector<int> cgroup_cpus() {
     std::string path = line.substr(second + 1);
     if (path == "/") path.clear();
     std::string file;
-    if (controllers.empty()) file = "/sys/fs/cgroup" + path + "/cpuset.cpus.effective";
-    else if (controllers == "cpuset") file = "/sys/fs/cgroup/cpuset" + path + "/cpuset.effective_cpus";
+    if (controllers.empty()) file = root + "/sys/fs/cgroup" + path + "/cpuset.cpus.effective";
+    else if (controllers == "cpuset") file = root + "/sys/fs/cgroup/cpuset" + path + "/cpuset.effective_cpus";
     else continue;
-    if (auto cpus = parse_cpu_list(first_line(file)); !cpus.empty()) return cpus;
+    if (auto cpus = parse_cpu_list(kernel_file_line(file)); !cpus.empty()) return cpus;
   }
   return {};
 }
 
 }  // namespace
 
+std::vector<int> allowed_cpus_under(const std::string& root) {
+  const std::vector<int> cpus = parse_cpu_list(kernel_file_line(root + "/sys/devices/system/cpu/online"));
+  const std::vector<int> permitted = cgroup_cpus(root);
+  std::vector<int> both;
+  std::set_intersection(cpus.begin(), cpus.end(), permitted.begin(), permitted.end(), std::back_inserter(both));
+  return both.empty() ? cpus : both;
+}
+
 std::vector<int> allowed_cpus() {
   // The online cpus that the cgroup allows, not this thread's mask: a benchmark thread is
   // usually pinned already, and the threads and children it starts must still be able to go to
   // the other cores. A container's cpuset does bind every thread, so it is taken into account.
-  std::vector<int> cpus = parse_cpu_list(first_line("/sys/devices/system/cpu/online"));
+  std::vector<int> cpus = allowed_cpus_under("");
   if (cpus.empty())
     for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
-  const std::vector<int> permitted = cgroup_cpus();
-  std::vector<int> both;
-  std::set_intersection(cpus.begin(), cpus.end(), permitted.begin(), permitted.end(), std::back_inserter(both));
-  return both.empty() ? cpus : both;
+  return cpus;
+}
+
+std::vector<int> current_thread_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+Expected<int> pin_current_thread_to_first(const std::vector<int>& cpus) {
+  std::string refused;
+  for (const int cpu : cpus) {
+    auto pinned = pin_current_thread(cpu);
+    if (pinned) return cpu;
+    refused += (refused.empty() ? "" : "; ") + pinned.error().message;
+  }
+  if (cpus.empty()) return fail(ErrorCode::resource, "no cpu to pin to: the list is empty");
+  return fail(ErrorCode::resource, "none of cpus {} can take this thread: {}", fmt::join(cpus, ","), refused);
 }
 
 Expected<void> pin_current_thread(int cpu) { return restrict_current_thread({cpu}); }
@@ -117,7 +143,7 @@ Expected<void> set_fifo_priority(int priority) {
 
 std::vector<int> smt_siblings(int cpu) {
   std::vector<int> siblings =
-      parse_cpu_list(first_line("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list"));
+      parse_cpu_list(kernel_file_line("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list"));
   std::erase(siblings, cpu);
   return siblings;
 }

@@ -3,6 +3,7 @@
 // isolated from the scheduler (isolcpus / nohz_full), which decides how quiet it really is.
 // Setup path only: every call is a syscall or reads /sys.
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,11 +26,26 @@ namespace ipcfloor {
 // mask the calling thread has now.
 [[nodiscard]] std::vector<int> allowed_cpus();
 
+// The same read under `root` instead of "/" (root/sys/devices/system/cpu/online, root/proc/self/cgroup
+// and the cgroup's cpuset file under root/sys/fs/cgroup), so that a canned tree can stand in for
+// the host. Empty when root holds no online list.
+[[nodiscard]] std::vector<int> allowed_cpus_under(const std::string& root);
+
+// The calling thread's affinity mask now (sched_getaffinity), ascending; empty if it cannot be read.
+[[nodiscard]] std::vector<int> current_thread_cpus();
+
+// Pins the calling thread to the first of `cpus` the kernel accepts (an ordered preference, such as
+// the cpus an engine publishes as nearest it) and returns that cpu. Errors name the cpus tried.
+[[nodiscard]] Expected<int> pin_current_thread_to_first(const std::vector<int>& cpus);
+
 // The other hardware threads of `cpu`'s core (empty without SMT, or where /sys does not say).
 [[nodiscard]] std::vector<int> smt_siblings(int cpu);
 
 // True when `cpu` is listed in /sys/devices/system/cpu/isolated.
 [[nodiscard]] bool cpu_isolated(int cpu);
+
+// The first line of a small kernel file (sysfs, procfs), without its newline; empty when it cannot be read.
+[[nodiscard]] std::string kernel_file_line(const std::string& path);
 
 // Parses a kernel cpu list such as "1-3,5" (empty on a malformed list).
 [[nodiscard]] std::vector<int> parse_cpu_list(std::string_view text);

@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
+#include "common/placement.hpp"
+#include "common/topology.hpp"
 #include "common/tsc_clock.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/cost_rate.hpp"
@@ -106,6 +108,8 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);
   config.segment.strategies = strategy_entries(strategies);
+  config.segment.serving_cpu = config.cpu;
+  config.segment.near_cpus = config.near_cpus.empty() ? near_cpus(read_topology(""), nullptr, config.cpu) : config.near_cpus;
   config.segment.max_frame_cost = max_cost;
   auto segment = Segment::create(config.segment);
   if (!segment) return std::unexpected(segment.error());
@@ -172,16 +176,12 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   return engine;
 }
 
-std::vector<int> default_worker_cpus(int serving_cpu) {
-  std::vector<int> cpus = allowed_cpus();
-  std::erase(cpus, serving_cpu);
-  const std::vector<int> siblings = smt_siblings(serving_cpu);
-  const auto rank = [&](int cpu) {
-    const bool sibling = std::find(siblings.begin(), siblings.end(), cpu) != siblings.end();
-    return std::tuple{sibling, cpu == 0, -cpu};
-  };
-  std::sort(cpus.begin(), cpus.end(), [&](int a, int b) { return rank(a) < rank(b); });
-  return cpus;
+std::vector<int> default_worker_cpus(int serving_cpu, int client_cpu) {
+  HostTopology topology = read_topology("");
+  topology.allowed = allowed_cpus();
+  if (client_cpu < 0)
+    if (const std::vector<int> near = near_cpus(topology, nullptr, serving_cpu); !near.empty()) client_cpu = near.front();
+  return worker_order(topology, topology.allowed, serving_cpu, client_cpu);
 }
 
 Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {

@@ -42,6 +42,9 @@ struct ShmEngineConfig {
   std::uint32_t subscriptions_per_lane = 256;  // live mode
   WaitMode wait = WaitMode::spin;
   int cpu = 0;            // the serving thread's core
+  // The allowed cpus nearest it, nearest first, published in the segment's placement block for
+  // clients to pin to (common/placement.hpp). Empty: the engine ranks them by the declared topology.
+  std::vector<int> near_cpus;
   bool fifo = false;      // SCHED_FIFO for the serving thread
   int fifo_priority = 50;
   // Compute workers, one pinned to each of these cpus (engine/worker_pool.hpp). Empty: the
@@ -63,10 +66,13 @@ struct ShmEngineConfig {
 };
 
 // serve's default workers: every cpu this process may run on except the serving cpu, in the
-// order `serve --workers N` takes them: the serving cpu's SMT siblings last (a worker there shares
-// a core with the polling thread), cpu 0 just before them (the kernel's housekeeping and most
-// interrupts land there), the others from the highest down. Setup path: reads /sys, allocates.
-[[nodiscard]] std::vector<int> default_worker_cpus(int serving_cpu);
+// order `serve --workers N` takes them: those that disturb the serving pair (the serving cpu and
+// `client_cpu`, its nearest client cpu; -1: the nearest by the declared topology) least first
+// (common/placement.hpp, worker_order): no cache shared with the pair, the highest first; then an
+// L3, then an L2 shared; then cpu 0 (the kernel's housekeeping); then the client cpu's SMT
+// siblings and the client cpu; the serving cpu's SMT siblings last (a worker there shares a core
+// with the polling thread). Setup path: reads /sys, allocates.
+[[nodiscard]] std::vector<int> default_worker_cpus(int serving_cpu, int client_cpu = -1);
 
 class ShmEngine {
  public:

@@ -194,4 +194,17 @@ Expected<std::size_t> InputFile::read_all(std::size_t limit, const std::function
   return used;
 }
 
+Expected<std::string> read_text_input(const std::string& path, std::string_view what, std::size_t limit) {
+  auto input = InputFile::open(path, what);
+  if (!input) return std::unexpected(input.error());
+  std::string text;
+  auto read = input->read_all(limit, [&text](std::size_t bytes) {
+    text.resize(bytes);
+    return text.data();
+  });
+  if (!read) return std::unexpected(read.error());
+  text.resize(*read);
+  return text;
+}
+
 }  // namespace ipcfloor

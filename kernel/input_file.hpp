@@ -25,6 +25,10 @@ namespace ipcfloor {
 // neither can be read.
 [[nodiscard]] std::optional<std::size_t> available_memory_bytes();
 
+// The whole of `path` (or standard input for "-") as text, at most `limit` bytes: InputFile::open
+// and read_all into a string, with their errors. `what` names the input in messages.
+[[nodiscard]] Expected<std::string> read_text_input(const std::string& path, std::string_view what, std::size_t limit);
+
 class InputFile {
  public:
   // Opens `path` ("-": standard input, which stays open when this object goes) for reading.

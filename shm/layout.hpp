@@ -15,6 +15,7 @@
 //                        |     capacity_bars and signal_capacity, the series table      |
 //                        |     (offset, bars, checksum, name of each), the strategy     |
 //                        |     table (name, parameter names, live or not)               |
+//                        |   placement: the serving cpu and up to 32 cpus nearest it    |
 //                        |   heartbeat line   (the keeper thread, every interval)       |
 //                        |   counters line    (the serving thread: requests, bad frames,|
 //                        |     lanes reclaimed/released/corrupt, jobs taken back)       |
@@ -51,10 +52,12 @@
 // own requests: its geometry comes from private copies, ring positions are bounds-checked, the
 // exchange stamp must be the one expected. A client can only spoil its own answers.
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ipcfloor/strategy.h"
 #include "shm/exchange.hpp"
@@ -72,7 +75,8 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 // 5: one frame shape: an answer's head (seq, opcode, status, stamp) has its request's layout, and the
 //    exchange line holds the request and then its answer in it.
 // 6: strategies: a strategy table in the header (a request's flags' high byte indexes it), a
-//    signal's two values are its strategy's; the header grows to 16 KiB.
+//    signal's two values are its strategy's; the placement block: the serving thread's cpu and
+//    the cpus nearest it, for clients to pin to; the header grows to 16 KiB.
 inline constexpr std::uint32_t kLayoutVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 16384;
 inline constexpr std::size_t kCacheLine = 64;
@@ -94,6 +98,8 @@ inline constexpr std::uint32_t kMaxSeries = 16;
 inline constexpr std::size_t kSeriesKeyBytes = 64;
 // Workers whose cpu the header records (a larger pool records its first ones).
 inline constexpr std::size_t kMaxWorkerCpus = 256;
+// Cpus the placement block lists as nearest the serving thread (a larger host lists its nearest ones).
+inline constexpr std::size_t kMaxNearCpus = 32;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
 inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
@@ -174,6 +180,12 @@ struct alignas(kRingLineBytes) DataHeader {
   std::uint32_t strategy_count;  // entries of strategy_table in use, 1..kMaxStrategies
   std::uint32_t strategy_reserved;
   StrategyEntry strategy_table[kMaxStrategies];
+  // --- placement: where the serving thread runs and the allowed cpus nearest it, nearest first
+  // (common/placement.hpp: by the floor matrix under serve --cpu auto, else by the declared
+  // topology), so that a client can pin itself beside it (ipcfloor_pin_near_engine) ---
+  std::int32_t serving_cpu;              // -1: not said
+  std::uint32_t near_cpu_count;          // entries of near_cpus in use, 0..kMaxNearCpus
+  std::uint16_t near_cpus[kMaxNearCpus];
 
   // --- heartbeat line: the keeper thread stores CLOCK_MONOTONIC every heartbeat_interval_ns ---
   alignas(kRingLineBytes) std::atomic<std::uint64_t> heartbeat_ns;
@@ -293,6 +305,13 @@ static_assert(offsetof(DataHeader, bars_published) - offsetof(DataHeader, reques
                   offsetof(DataHeader, bars_published) % kRingLineBytes == 0,
               "the published bar count has a 128-byte line of its own, apart from the counters");
 static_assert(kLaneSlotsOffset % alignof(RequestSlot) == 0, "slots start on a cache line");
+
+// The placement block's cpus nearest the serving thread, nearest first; the count is bounded by
+// the array whatever the header says (attach refuses a larger one). Allocates.
+[[nodiscard]] inline std::vector<int> near_cpus_of(const DataHeader& header) {
+  const std::size_t count = std::min<std::size_t>(header.near_cpu_count, kMaxNearCpus);
+  return std::vector<int>(header.near_cpus, header.near_cpus + count);
+}
 
 constexpr std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
   return (value + multiple - 1) / multiple * multiple;

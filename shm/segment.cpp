@@ -182,6 +182,10 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->series_first = config.series.front();
   header->series_last = config.series.back();
   copy_series_name(*header, config.series_name);
+  header->serving_cpu = config.serving_cpu;
+  header->near_cpu_count = static_cast<std::uint32_t>(std::min(config.near_cpus.size(), kMaxNearCpus));
+  for (std::uint32_t i = 0; i < header->near_cpu_count; ++i)
+    header->near_cpus[i] = static_cast<std::uint16_t>(config.near_cpus[i]);
   // relaxed: published to attachers by the release store of `state` in publish_data.
   header->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
   for (std::uint32_t i = 0; i < config.lanes; ++i) {
@@ -257,6 +261,9 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
   // whole bars, named with a terminated string.
   if (header.series_count < 1 || header.series_count > kMaxSeries)
     return fail(ErrorCode::protocol, "engine {} sent a series table of {} entries", name, header.series_count);
+  if (header.near_cpu_count > kMaxNearCpus)
+    return fail(ErrorCode::protocol, "engine {} lists {} cpus near its serving thread, more than the {} it has room for",
+                name, header.near_cpu_count, kMaxNearCpus);
   std::size_t extra_bytes = 0;
   for (std::uint32_t i = 1; i < header.series_count; ++i) {
     const std::uint64_t bars = header.series_table[i].bars;

@@ -89,6 +89,10 @@ struct SegmentConfig {
   std::uint32_t wait_mode = 0;  // the engine's WaitMode, recorded for clients
   std::uint64_t heartbeat_interval_ns = 10'000'000;
   std::uint64_t max_frame_cost = 0;  // recorded for clients; 0: unbounded
+  // The placement block: the serving thread's cpu (-1: not said) and the cpus nearest it, nearest
+  // first; the first kMaxNearCpus are recorded, each in 0..65535.
+  int serving_cpu = -1;
+  std::vector<int> near_cpus;
   // Live mode: room for this many bars in all (0 or fewer than the series: just the series), and
   // a signal ring of this many slots (a power of two) in every lane.
   bool live = false;

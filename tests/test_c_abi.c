@@ -645,6 +645,29 @@ static void check_two_series(void) {
   remove(b_path);
 }
 
+/* The engine publishes its serving cpu (serve's default: the last one this process may use) and
+ * the cpus nearest it; pinning near it takes the first of them. Last of the checks on this
+ * client: it leaves the calling thread pinned there. */
+static void check_placement(ipcfloor_client *c) {
+  const int32_t serving = ipcfloor_serving_cpu(c);
+  CHECK(serving >= 0, "serving cpu %d", (int)serving);
+  int32_t near[64];
+  const size_t count = ipcfloor_near_cpus(c, near, 64);
+  CHECK(ipcfloor_near_cpus(c, NULL, 0) == count, "the count without room to copy");
+  CHECK(ipcfloor_serving_cpu(NULL) == -1 && ipcfloor_near_cpus(NULL, near, 64) == 0, "NULL client");
+  for (size_t i = 0; i < count && i < 64; ++i) CHECK(near[i] != serving, "near cpu %d is the serving one", (int)near[i]);
+  CHECK(ipcfloor_pin_near_engine(NULL, NULL) == IPCFLOOR_E_INVALID, "pin_near on NULL");
+  int32_t cpu = -1;
+  const int pinned = ipcfloor_pin_near_engine(c, &cpu);
+  if (count == 0) {
+    CHECK(pinned == IPCFLOOR_E_RESOURCE && contains(ipcfloor_last_error(c), "publishes no cpu"), "%s",
+          ipcfloor_last_error(c));
+    return;
+  }
+  CHECK(pinned == IPCFLOOR_OK && cpu == near[0], "pinned to cpu %d, nearest %d: %s", (int)cpu, (int)near[0],
+        ipcfloor_last_error(c));
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_c_abi IPCFLOOR_BINARY\n");
@@ -742,6 +765,7 @@ int main(int argc, char **argv) {
   CHECK(ipcfloor_echo(c, in, out) == IPCFLOOR_OK && memcmp(in, out, sizeof in) == 0, "echo");
 
   check_not_live(c, name);
+  check_placement(c);
 
   /* Two lanes: a second client gets the other, a third finds none. */
   int err = 0;

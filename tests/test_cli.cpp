@@ -647,6 +647,7 @@ const std::vector<BadValue>& bad_values() {
       {"sweep", "--mu", "inf"}, {"sweep", "--sigma", "-0.1"}, {"sweep", "--s0", "-1"}, {"sweep", "--dt", "2"},
       {"sweep", "--lengths", "6,x"}, {"sweep", "--grid", "6:200"}, {"sweep", "--combos", ""},
       {"sweep", "--fee", "-5"}, {"sweep", "--threads", "5000"}, {"sweep", "--strategy", "Not A Name"},
+      {"sweep", "--client-cpu", "far"},
       {"serve", "--name", ".."}, {"serve", "--socket-dir", "x"}, {"serve", "--data", ""}, {"serve", "--bars", "1"},
       {"serve", "--seed", "-1"}, {"serve", "--mu", "1e9"}, {"serve", "--sigma", "nan"}, {"serve", "--s0", "0"},
       {"serve", "--dt", "-1"}, {"serve", "--cpu", "-5"}, {"serve", "--lanes", "0"}, {"serve", "--ring-capacity", "3"},
@@ -661,6 +662,7 @@ const std::vector<BadValue>& bad_values() {
       {"serve", "--max-frame-cost", "9223372036854775807"}, {"serve", "--workers", "300"},
       {"serve", "--worker-cpus", "x"}, {"serve", "--inline-cost", "9223372036854775807"},
       {"serve", "--max-bar-cost", "9223372036854775807"}, {"serve", "--strategy", ""},
+      {"serve", "--cpu", "automatic"}, {"serve", "--topology", ""},
       {"feed", "--name", ""}, {"feed", "--data", ""}, {"feed", "--replay", ""}, {"feed", "--from", "-1"},
       {"feed", "--count", "-1"}, {"feed", "--rate", "-1"}, {"feed", "--socket-dir", "."},
       {"signals", "--name", "a b"}, {"signals", "--lengths", "0"}, {"signals", "--combos", ""},
@@ -673,7 +675,9 @@ const std::vector<BadValue>& bad_values() {
       {"bench", "--ring-capacity", "3"}, {"bench", "--client-cpu", "-1"}, {"bench", "--server-cpu", "99999"},
       {"bench", "--requests", "0"}, {"bench", "--wait", "x"}, {"bench", "--repeats", "0"},
       {"bench", "--reference-repeats", "0"}, {"bench", "--threads", "5000"}, {"bench", "--python", ""},
-      {"bench", "--workers", "300"}, {"bench", "--workers-grid", "x"},
+      {"bench", "--workers", "300"}, {"bench", "--workers-grid", "x"}, {"bench", "--topology", ""},
+      {"bench", "--client-cpu", "nearest"},
+      {"topology", "--mode", "slow"}, {"topology", "--out", ""}, {"topology", "--python", ""},
   };
   return table;
 }
@@ -702,7 +706,7 @@ std::vector<std::pair<std::string, std::string>> options_in_help(const std::stri
 }  // namespace
 
 TEST_CASE("every value-taking option of every subcommand shows its range in --help and has a row of bad values") {
-  for (const std::string command : {"gen", "sweep", "serve", "feed", "signals", "status", "doctor", "bench"}) {
+  for (const std::string command : {"gen", "sweep", "serve", "feed", "signals", "status", "doctor", "bench", "topology"}) {
     const auto options = options_in_help(command);
     CHECK_MESSAGE(!options.empty(), command);
     for (const auto& [name, type] : options) {
@@ -1003,4 +1007,51 @@ TEST_CASE("doctor warns when kernel.yama.ptrace_scope is 0 or Yama is absent, an
     CHECK(contains(check["finding"].get<std::string>(), "/proc/PID/mem"));
     CHECK(contains(check["fix"].get<std::string>(), "kernel.yama.ptrace_scope=1"));
   }
+}
+
+TEST_CASE("topology saves a matrix of every allowed pair; serve --cpu auto, sweep and the ladder place by it") {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.size() < 2) {
+    MESSAGE("one allowed cpu: no pair to measure (test_topology checks that --cpu auto is refused)");
+    return;
+  }
+  TempDir dir;
+  const std::string saved = dir.file("saved.json");
+  const Ran topology = run({"topology", "--json", "--save", "--out", dir.path}, {"IPCFLOOR_TOPOLOGY=" + saved});
+  REQUIRE_MESSAGE(topology.code == 0, topology.err);
+  const auto report = nlohmann::json::parse(topology.out, nullptr, false);
+  REQUIRE_FALSE(report.is_discarded());
+  CHECK(report["suite"] == "topology");
+  CHECK(report["context"].contains("command"));
+  CHECK(report["host"].contains("cpu"));
+  CHECK(report["pairs"].size() == allowed.size() * (allowed.size() - 1) / 2);  // quick: one direction per pair
+  CHECK(report["best"]["p50_interp"].get<double>() > 0);
+  CHECK(report["worst_over_best"].get<double>() >= 1.0);
+  CHECK(std::filesystem::exists(saved));
+  CHECK(std::filesystem::exists(dir.file("topology.json")));
+
+  const std::string name = unique_name("auto");
+  Served served({"--name", name, "--cpu", "auto", "--topology", saved, "--bars", "3000", "--wait", "backoff"});
+  REQUIRE_MESSAGE(served.ready(), served.err());
+  CHECK(contains(served.err(), "--cpu auto: cpu"));
+  const int serving = served.ready_fields()["cpu"].get<int>();
+  CHECK(serving != 0);  // cpu 0 stays free
+  const Ran status = run({"status", "--name", name, "--json"});
+  const auto placement = nlohmann::json::parse(status.out, nullptr, false)["placement"];
+  CHECK(placement["serving_cpu"] == serving);
+  CHECK(placement["near_cpus"].size() == allowed.size() - 1);
+  CHECK(placement["near_cpus"][0] == report["placement"]["near_cpus"][0]);
+  const Ran sweep = run({"sweep", "--name", name, "--client-cpu", "near", "--lengths", "6,8", "--json"});
+  CHECK_MESSAGE(sweep.code == 0, sweep.err);
+  CHECK(lines_of(sweep.out).size() == 2);
+
+  const Ran ladder = run({"bench", "ladder", "--transports", "physical-floor", "--samples", "2000", "--warmup", "200",
+                          "--rounds", "1", "--server-cpu", std::to_string(serving), "--client-cpu", "near",
+                          "--topology", saved, "--json"});
+  REQUIRE_MESSAGE(ladder.code == 0, ladder.err);
+  const auto pair = nlohmann::json::parse(ladder.out, nullptr, false)["suites"]["ladder"]["pair"];
+  CHECK(pair["server_cpu"] == serving);
+  CHECK(pair["client_cpu"] == placement["near_cpus"][0]);
+  CHECK(pair["matrix_p50"].get<double>() > 0);
+  CHECK(pair.contains("relation"));
 }

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -143,6 +144,20 @@ TEST_CASE("ipcfloor::Client: series, backtest and sweep equal `sweep --inproc` b
   CHECK(client.series_name().find("gbm") != std::string_view::npos);
   CHECK(client.engine_name() == engine.name());
   CHECK(client.engine_pid() == engine.pid());
+  // Where the engine runs: its serving cpu and the cpus nearest it; a thread pinned near it gets the first.
+  const std::vector<std::int32_t> near = client.near_cpus();
+  CHECK(client.serving_cpu() >= 0);
+  CHECK(std::find(near.begin(), near.end(), client.serving_cpu()) == near.end());
+  if (!near.empty()) {
+    std::int32_t pinned = -1;
+    std::thread([&] {
+      try {
+        pinned = client.pin_near();
+      } catch (const ipcfloor::ClientError&) {
+      }
+    }).join();
+    CHECK(pinned == near.front());
+  }
   CHECK(client.series_count() == 1);
   CHECK(client.series_key(0) == "default");
   CHECK(client.series_at(0).data() == client.series().data());

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """tools/plot_report.py on every kind of JSON `ipcfloor bench` writes: one suite's file (DIR/ladder.json
-of `bench ladder --out DIR`, and a suite with no plot of its own), and the combined report.json of
-`bench all`. Each drawn PNG exists and the list on stdout names exactly them. Run by a python
-without matplotlib (python -I -S: no site packages), it names that python and exits 3.
+of `bench ladder --out DIR`, and a suite with no plot of its own), the combined report.json of
+`bench all`, and the topology.json of `ipcfloor topology --out DIR` (a heatmap). Each drawn PNG
+exists and the list on stdout names exactly them. Run by a python without matplotlib (python -I -S:
+no site packages), it names that python and exits 3.
 
 Usage: /usr/bin/python3 test_python_plot_report.py
 """
@@ -23,6 +24,7 @@ def main():
         for report, expected in (("ladder.json", {"ladder.png", "ladder_percentiles.png"}),
                                  ("hygiene.json", {"hygiene_results_table.png"}),
                                  ("python.json", {"python_results.png"}),
+                                 ("topology.json", {"topology.png"}),
                                  ("report.json", {"ladder.png", "throughput.png", "python_results.png"})):
             out = os.path.join(tmp, report)
             done = subprocess.run([sys.executable, PLOT, os.path.join(ROOT, "docs", "results", report), out],

@@ -366,6 +366,16 @@ def main():
                 check(engine.name.startswith(f"gbm(bars={BARS}, seed={SEED}"), engine.name)
                 check(engine.engine == name and engine.wait == "backoff" and engine.ring_capacity >= 2, repr(engine))
                 check(engine.series_names == ["default"], f"one generated series: {engine.series_names}")
+                check(engine.serving_cpu >= 0 and engine.serving_cpu not in engine.near_cpus,
+                      f"serving cpu {engine.serving_cpu}, near {engine.near_cpus}")
+                if engine.near_cpus:
+                    placed = {}
+                    thread = threading.Thread(target=lambda: placed.update(cpu=engine.pin_near(),
+                                                                            mask=os.sched_getaffinity(0)))
+                    thread.start()
+                    thread.join()
+                    check(placed == {"cpu": engine.near_cpus[0], "mask": {engine.near_cpus[0]}},
+                          f"pin_near pins the calling thread to the nearest cpu: {placed}")
 
                 series = engine.series
                 check(series.dtype == np.float64 and series.shape == (BARS,), f"{series.dtype} {series.shape}")

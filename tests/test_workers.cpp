@@ -654,7 +654,9 @@ TEST_CASE("SIGTERM with combos queued at the workers ends the engine after the c
   CHECK(stop_ms < 16.0 * dear.ms);
 }
 
-TEST_CASE("serve's default workers take every other cpu, cpu 0 and the serving core's SMT siblings last") {
+TEST_CASE("serve's default workers take every other cpu once, the serving core's SMT siblings last") {
+  // The whole order (farthest from the serving pair first) is checked on canned topologies in
+  // test_topology.cpp; here, that this host's order is a permutation with the siblings at its end.
   for (const int serving : allowed_cpus()) {
     const std::vector<int> order = default_worker_cpus(serving);
     std::vector<int> expected = allowed_cpus();
@@ -664,12 +666,8 @@ TEST_CASE("serve's default workers take every other cpu, cpu 0 and the serving c
     CHECK(sorted == expected);  // each other cpu once, the serving one never
     const std::vector<int> siblings = smt_siblings(serving);
     const auto is_sibling = [&](int cpu) { return std::find(siblings.begin(), siblings.end(), cpu) != siblings.end(); };
-    for (std::size_t i = 1; i < order.size(); ++i) {
+    for (std::size_t i = 1; i < order.size(); ++i)
       CHECK((is_sibling(order[i - 1]) <= is_sibling(order[i])));  // siblings come after the rest
-      if (is_sibling(order[i - 1]) == is_sibling(order[i]) && order[i - 1] != 0 && order[i] != 0)
-        CHECK(order[i - 1] > order[i]);  // the others from the highest down
-      if (order[i - 1] == 0) CHECK(is_sibling(order[i]));  // cpu 0 after every cpu that is not a sibling
-    }
   }
 }
 

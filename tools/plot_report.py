@@ -4,7 +4,8 @@
 
 Usage: /usr/bin/python3 plot_report.py REPORT.json OUT_DIR
 Writes PNGs into OUT_DIR and prints the list of file names as JSON on stdout (the report links
-them). The ladder, echo, granularity and throughput suites get their own plots; every other suite
+them). The ladder, echo, granularity and throughput suites, and `ipcfloor topology --out DIR`'s
+topology.json (a heatmap of the floor matrix), get their own plots; every other suite
 is drawn from what it holds, wherever in its JSON: each group of latency rows (objects with a
 p50) as percentiles, each group of sample lists (per-sweep seconds, ...) sorted, and each table
 (a list of objects with numeric fields: hygiene's counters, ablation's shares) as bars per field.
@@ -154,6 +155,58 @@ ROW_PERCENTILES = [("p50", ("p50",)), ("p90", ("p90",)), ("p99", ("p99",)), ("p9
 SAMPLES = re.compile(r"(seconds|samples|_s$|_ns$|round)", re.I)
 
 
+def topology_plot(topology, out_dir):
+    """The floor matrix of `ipcfloor topology` as a heatmap: p50 per pair, cpus in the report's topology
+    order (by node, L3 and core), white lines where the node or L3 changes, the best pair boxed."""
+    import numpy as np
+    order = topology["topology"]["order"]
+    index = {cpu: i for i, cpu in enumerate(order)}
+    grid = np.full((len(order), len(order)), np.nan)
+    for pair in topology["pairs"]:
+        if pair.get("samples", 0) > 0 and pair["client_cpu"] in index and pair["server_cpu"] in index:
+            i, j = index[pair["client_cpu"]], index[pair["server_cpu"]]
+            grid[i, j] = pair["p50_interp"]
+            if np.isnan(grid[j, i]):
+                grid[j, i] = pair["p50_interp"]
+    size = max(4.5, 0.45 * len(order) + 2.5)
+    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    image = ax.imshow(grid, cmap="viridis_r", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="p50 RTT of one cache line, ns")
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order, fontsize=8)
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels(order, fontsize=8)
+    ax.set_xlabel("answering cpu")
+    ax.set_ylabel("timing cpu")
+    places = {c["cpu"]: (c.get("node"), (c.get("l3") or [None])[0]) for c in topology["topology"]["cpus"]}
+    for k in range(1, len(order)):
+        if places.get(order[k]) != places.get(order[k - 1]):
+            ax.axhline(k - 0.5, color="white", linewidth=2)
+            ax.axvline(k - 0.5, color="white", linewidth=2)
+    if len(order) <= 16:
+        middle = (np.nanmin(grid) + np.nanmax(grid)) / 2 if np.any(~np.isnan(grid)) else 0
+        for i in range(len(order)):
+            for j in range(len(order)):
+                if not np.isnan(grid[i, j]):  # dark text on the light (low) end of viridis_r
+                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                            color="black" if grid[i, j] <= middle else "white")
+    best = topology.get("best")
+    if best:
+        for a, b in ((best["client_cpu"], best["server_cpu"]), (best["server_cpu"], best["client_cpu"])):
+            ax.add_patch(plt.Rectangle((index[b] - 0.5, index[a] - 0.5), 1, 1, fill=False, edgecolor="red",
+                                       linewidth=2.5))
+        title = (f"Floor matrix: best cpu {best['client_cpu']} - cpu {best['server_cpu']} ({best['relation']}), "
+                 f"p50 {best['p50_interp']:.1f} ns; worst/best {topology.get('worst_over_best', 0):.2f}x")
+    else:
+        title = "Floor matrix: no pair measured"
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    name = "topology.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
 def number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -290,6 +343,7 @@ DEDICATED = {
     "echo": lambda suite, out: [echo_plot(suite, out)] if suite.get("series") else [],
     "granularity": lambda suite, out: [granularity_plot(suite, out)] if suite.get("results") else [],
     "throughput": lambda suite, out: [throughput_plot(suite, out)] if suite.get("scenarios") else [],
+    "topology": lambda suite, out: [topology_plot(suite, out)] if suite.get("pairs") else [],
 }
 
 

@@ -61,6 +61,12 @@ int main(int argc, char **argv) {
           ipcfloor_engine_name(engine), (int)ipcfloor_engine_pid(engine), (unsigned)ipcfloor_lane(engine),
           ipcfloor_series_name(engine), bars, ipcfloor_series_checksum(engine), ipcfloor_fee(engine));
   fprintf(stderr, "series: min %.17g max %.17g last %.17g\n", low, high, close[bars - 1]);
+  /* The round trips are shortest from the cpus the engine published as nearest its serving one. */
+  int32_t cpu = -1;
+  if (ipcfloor_pin_near_engine(engine, &cpu) == IPCFLOOR_OK)
+    fprintf(stderr, "on cpu %d, next to the engine's serving cpu %d\n", (int)cpu, (int)ipcfloor_serving_cpu(engine));
+  else
+    fprintf(stderr, "not pinned: %s\n", ipcfloor_last_error(engine));
 
   for (size_t i = 0; i < n; ++i) ipcfloor_combo_from_length(lengths[i], grid[i]);
   const int refused = ipcfloor_sweep(engine, (const int64_t(*)[6])grid, n, pnl, trades, status);

@@ -48,6 +48,12 @@ int main(int argc, char** argv) {
                  engine.lane(), static_cast<int>(engine.series_name().size()), engine.series_name().data(),
                  close.size(), static_cast<unsigned long long>(engine.series_checksum()), engine.fee());
     std::fprintf(stderr, "series: min %.17g max %.17g last %.17g\n", *low, *high, close.back());
+    try {  // the round trips are shortest from the cpus the engine published as nearest its serving one
+      const std::int32_t cpu = engine.pin_near();
+      std::fprintf(stderr, "on cpu %d, next to the engine's serving cpu %d\n", cpu, engine.serving_cpu());
+    } catch (const ipcfloor::ClientError& error) {
+      std::fprintf(stderr, "not pinned: %s\n", error.what());
+    }
 
     std::vector<ipcfloor::Params> grid;
     for (const auto length : lengths) grid.push_back(ipcfloor::params_from_length(length));

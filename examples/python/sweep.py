@@ -37,6 +37,10 @@ def main() -> int:
     with engine:
         close = engine.series  # read-only numpy view of the engine's memory
         print(f"{engine!r}", file=sys.stderr)
+        try:  # the round trips are shortest from the cpus the engine published as nearest it
+            print(f"on cpu {engine.pin_near()}, next to the engine's serving cpu {engine.serving_cpu}", file=sys.stderr)
+        except ipcfloor.ResourceFailure as error:
+            print(f"not pinned: {error}", file=sys.stderr)
         print(f"series: min {close.min()!r} max {close.max()!r} last {close[-1]!r}", file=sys.stderr)
         hold = (close[-1] / close[0] - 1.0) * 100.0
 

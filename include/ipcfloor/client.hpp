@@ -46,6 +46,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ipcfloor/ipcfloor.h"
 
@@ -138,6 +139,14 @@ class IPCFLOOR_CXX_API Client {
   [[nodiscard]] std::span<const double> published_series() const noexcept;
   // Signals this lane lost to a full signal ring since the engine started. Any thread.
   [[nodiscard]] std::uint64_t signals_dropped() const noexcept;
+
+  // Where the engine runs (ipcfloor_serving_cpu, ipcfloor_near_cpus): its serving thread's cpu
+  // (-1: not said) and the cpus nearest it, nearest first. Any thread.
+  [[nodiscard]] std::int32_t serving_cpu() const noexcept;
+  [[nodiscard]] std::vector<std::int32_t> near_cpus() const;
+  // Pins the calling thread to the first near cpu this process may use and returns it
+  // (ipcfloor_pin_near_engine). Throws ClientError IPCFLOOR_E_RESOURCE when none can be used.
+  std::int32_t pin_near();
 
   // The engine's series table (`serve --data a --data b ...`: one per file, up to 16), fixed at
   // attach; any thread. Index 0 is the main series, the one series() shows.

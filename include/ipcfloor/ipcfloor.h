@@ -222,6 +222,23 @@ IPCFLOOR_API const char *ipcfloor_series_key(const ipcfloor_client *c, uint32_t 
  * bars), any other index its preloaded bars. Past the table: 0 and *close NULL (a series holds at
  * least one bar). Read-only; valid until ipcfloor_detach. */
 IPCFLOOR_API size_t ipcfloor_series_at(const ipcfloor_client *c, uint32_t index, const double **close);
+/* Where the engine runs, as it published at start: the cpu its serving thread is pinned to (-1
+ * when it did not say), and the cpus nearest that one, nearest first (`serve --cpu auto` ranks
+ * them by the measured floor matrix of `ipcfloor topology`, otherwise by what the kernel declares:
+ * SMT siblings, shared L2, shared L3, the same NUMA node; cpu 0 last). ipcfloor_near_cpus copies
+ * up to `capacity` of them into cpus (which may be NULL when capacity is 0) and returns how many
+ * the engine published. Any thread; never allocate. */
+IPCFLOOR_API int32_t ipcfloor_serving_cpu(const ipcfloor_client *c);
+IPCFLOOR_API size_t ipcfloor_near_cpus(const ipcfloor_client *c, int32_t *cpus, size_t capacity);
+/* Pins the calling thread to the first of ipcfloor_near_cpus that this process may use and
+ * stores it in *cpu (when cpu is not NULL): where a client's round trip to the engine is
+ * shortest. Call it once, from the thread that makes the requests, before the first one; several
+ * clients calling it get the same cpu (pin the others with ipcfloor_near_cpus' later entries).
+ * IPCFLOOR_OK; IPCFLOOR_E_INVALID (c is NULL); IPCFLOOR_E_RESOURCE when the engine published no
+ * cpu or none of them can take the thread (a cpuset excludes them), with the cpus tried in
+ * ipcfloor_last_error(c). Reads sysfs and makes a system call per cpu tried; allocates. */
+IPCFLOOR_API int ipcfloor_pin_near_engine(ipcfloor_client *c, int32_t *cpu);
+
 /* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
  * that fell behind): compare with the `dropped` its signals reported, and ask for a snapshot
  * when they differ. Any thread; one relaxed read of shared memory. */

@@ -11,6 +11,7 @@ poll_signal, wait_signal, close).
 
 from __future__ import annotations
 
+import os
 from types import TracebackType
 from typing import Any, NamedTuple, cast
 
@@ -108,6 +109,25 @@ class Engine(_ipcfloor.Client):
         read-only float64 numpy view, without a copy. Its length is the count when read: every
         bar it covers is complete; read it again for newer ones."""
         return _read_only(self._published_buffer())
+
+    # ---- Placement --------------------------------------------------------------------------
+
+    def pin_near(self) -> int:
+        """Pins the calling thread to the first of near_cpus (the cpus the engine published as
+        nearest its serving thread, serving_cpu) that this process may use, and returns it: the
+        round trip to the engine is shortest from there. Call it from the thread that makes the
+        requests, before the first. Raises ResourceFailure when the engine published no cpu or
+        none of them can take the thread (a cpuset excludes them), naming the cpus tried."""
+        refused: list[str] = []
+        for cpu in self.near_cpus:
+            try:
+                os.sched_setaffinity(0, {cpu})
+                return cpu
+            except OSError as error:
+                refused.append(f"cpu {cpu}: {error.strerror}")
+        what = "; ".join(refused) if refused else "it publishes none"
+        raise error_for(_ipcfloor.E_RESOURCE, f"engine {self.engine} (pid {self.pid}) serves on cpu "
+                                              f"{self.serving_cpu}; no cpu near it can take this thread: {what}")
 
     # ---- Requests ---------------------------------------------------------------------------
 

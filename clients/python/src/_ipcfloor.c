@@ -157,8 +157,9 @@ typedef struct {
   PyObject *handle;   /* owns c; NULL once closed */
   int busy;           /* a call is in flight (read and written under the GIL only) */
   /* Fixed at attach; readable after close. */
-  PyObject *engine, *wait, *name, *series_names;
+  PyObject *engine, *wait, *name, *series_names, *near_cpus;
   long long pid, bars, capacity;
+  int serving_cpu;
   unsigned long long checksum;
   unsigned int lane, ring_capacity;
   double fee;
@@ -622,6 +623,7 @@ static void Client_dealloc(Client *self) {
   Py_XDECREF(self->wait);
   Py_XDECREF(self->name);
   Py_XDECREF(self->series_names);
+  Py_XDECREF(self->near_cpus);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -655,6 +657,8 @@ static PyMemberDef Client_members[] = {
     CLIENT_MEMBER("name", T_OBJECT_EX, name, "where the main series came from"),
     CLIENT_MEMBER("_series_names", T_OBJECT_EX, series_names, "the series table's names"),
     CLIENT_MEMBER("pid", T_LONGLONG, pid, "the engine's pid"),
+    CLIENT_MEMBER("serving_cpu", T_INT, serving_cpu, "the cpu of the engine's serving thread (-1: not said)"),
+    CLIENT_MEMBER("near_cpus", T_OBJECT_EX, near_cpus, "the cpus nearest the serving thread, nearest first"),
     CLIENT_MEMBER("bars", T_LONGLONG, bars, "the main series' preloaded bars"),
     CLIENT_MEMBER("capacity", T_LONGLONG, capacity, "room for the series in bars"),
     CLIENT_MEMBER("checksum", T_ULONGLONG, checksum, "FNV-1a 64 of the main series"),
@@ -705,6 +709,16 @@ static int fill_metadata(Client *self, ipcfloor_client *c) {
     if (key == NULL) return 0;
     PyTuple_SET_ITEM(self->series_names, i, key);
   }
+  int32_t near[64];
+  const size_t near_count = ipcfloor_near_cpus(c, near, sizeof near / sizeof near[0]);
+  self->near_cpus = PyTuple_New((Py_ssize_t)(near_count < 64 ? near_count : 64));
+  if (self->near_cpus == NULL) return 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->near_cpus); ++i) {
+    PyObject *cpu = PyLong_FromLong(near[i]);
+    if (cpu == NULL) return 0;
+    PyTuple_SET_ITEM(self->near_cpus, i, cpu);
+  }
+  self->serving_cpu = ipcfloor_serving_cpu(c);
   self->pid = ipcfloor_engine_pid(c);
   self->bars = (long long)ipcfloor_series(c, NULL);
   self->capacity = (long long)ipcfloor_capacity(c);
