@@ -21,6 +21,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/percentile.hpp"
 #include "bench/socket_server_child.hpp"
 #include "bench/suite_common.hpp"
 #include "clients/pipelined_sweep.hpp"
@@ -47,13 +48,6 @@ bool echoed(const ResponseSlot& response, const Combo& sent) noexcept {
   ResponseSlot expected{};
   expected.set_echo(sent);
   return std::memcmp(&response.pnl, &expected.pnl, sizeof(Combo)) == 0;
-}
-
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(rank, values.size() - 1)];
 }
 
 // What one scenario measured: a rate per window and an RTT per request.
@@ -101,9 +95,9 @@ class WindowTally {
 
 nlohmann::json scenario_json(std::string name, std::string transport, std::size_t lanes, std::size_t in_flight,
                              Measured& measured, double step_ns) {
-  const double p10 = percentile(measured.window_rates, 0.10);
-  const double p50 = percentile(measured.window_rates, 0.50);
-  const double p90 = percentile(measured.window_rates, 0.90);
+  const double p10 = percentile(measured.window_rates, 10);
+  const double p50 = percentile(measured.window_rates, 50);
+  const double p90 = percentile(measured.window_rates, 90);
   const std::size_t requests = measured.rtt_ns.size();
   const LatencySummary rtt = summarize(name, "rtt", measured.rtt_ns, step_ns);
   return nlohmann::json{
@@ -260,7 +254,7 @@ nlohmann::json grid_json(std::string name, std::string what, std::vector<double>
                          double inproc_p50_ms) {
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  const double p50 = percentile(sorted, 0.5);
+  const double p50 = sorted_percentile(sorted, 50);
   return nlohmann::json{
       {"name", std::move(name)},
       {"description", std::move(what)},
@@ -432,9 +426,7 @@ Expected<void> run_grid_ways(ThroughputRun& run, std::vector<GridWay>& ways, std
       if (!ms) return std::unexpected(ms.error());
       way.ms.push_back(*ms);
     }
-  std::vector<double> reference = ways.front().ms;
-  std::sort(reference.begin(), reference.end());
-  const double reference_p50 = percentile(reference, 0.5);
+  const double reference_p50 = percentile(ways.front().ms, 50);
   for (GridWay& way : ways) run.grid.push_back(grid_json(way.name, way.description, way.ms, combos, reference_p50));
   return {};
 }
