@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -115,9 +116,44 @@ nlohmann::json scenario_json(std::string name, std::string transport, std::size_
   };
 }
 
+// Keeps `in_flight` ECHO frames in one lane's rings with pipelined_sweep, the loop every client
+// streams with, until `windows` windows of `window_requests` answers each have been timed, after
+// one untimed window of warm-up. Each answer's RTT runs from just before its submit to its read.
+Expected<Measured> run_one_lane(ShmClient& client, std::uint32_t in_flight, const ThroughputOptions& options,
+                                const TscClock& clock) {
+  if (in_flight > client.capacity())
+    return fail(ErrorCode::invalid_argument, "{} frames in flight exceed the ring's {} slots", in_flight,
+                client.capacity());
+  WindowTally tally(options, clock);
+  std::vector<std::uint64_t> submitted_at(client.capacity());  // by request number modulo the capacity
+  const std::size_t mask = client.capacity() - 1;
+  Combo payload{};
+  std::optional<std::size_t> wrong;
+  const SweepEnd end = pipelined_sweep(
+      client, tally.total(),
+      [&](std::size_t i) {
+        payload = payload_for(i);
+        submitted_at[i & mask] = TscClock::now();
+        return SweepRequest{Opcode::echo, 0, payload_of(payload)};
+      },
+      [&](std::size_t i, const ResponseSlot& answer) {
+        const std::uint64_t t1 = TscClock::now();
+        if (!wrong && (answer.status != static_cast<std::uint16_t>(Status::ok) || !echoed(answer, payload_for(i))))
+          wrong = i;
+        tally.answered(submitted_at[i & mask], t1);
+      },
+      in_flight);
+  if (end.status != CallStatus::ok) return fail(ErrorCode::io, "lane {}: {}", client.lane(), client.describe(end.status));
+  if (wrong)
+    return fail(ErrorCode::bad_data, "lane {}: the answer to request {} is not its payload", client.lane(), *wrong);
+  return tally.take();
+}
+
 // Keeps `in_flight` ECHO frames outstanding in each client's rings (one thread, lanes visited in
 // turn) until `windows` windows of `window_requests` answers each have been timed, after one
-// untimed window of warm-up.
+// untimed window of warm-up. Not pipelined_sweep: that loop serves one lane and waits for its next
+// answer, while this one reads whichever lane has answers (poll) so that no lane drains while
+// another is waited on.
 Expected<Measured> run_rings(std::span<ShmClient*> clients, std::uint32_t in_flight, const ThroughputOptions& options,
                              const TscClock& clock) {
   struct Lane {
@@ -304,8 +340,7 @@ Expected<void> scenario_shm_call(ThroughputRun& run, ShmClient& client) {
 // 1, 8 and a ring's capacity in flight through one lane.
 Expected<void> scenario_ring_depths(ThroughputRun& run, ShmClient& client) {
   for (const std::uint32_t in_flight : run.depths) {
-    ShmClient* one[] = {&client};
-    auto rings = run_rings(one, in_flight, run.options, run.clock);
+    auto rings = run_one_lane(client, in_flight, run.options, run.clock);
     if (!rings) return std::unexpected(rings.error());
     run.scenarios.push_back(scenario_json(fmt::format("shm-ring-1lane-{}", in_flight), "shm rings", 1, in_flight,
                                           *rings, run.step_ns));
