@@ -14,6 +14,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "bench/child_process.hpp"
+#include "bench/gbench_report.hpp"
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "app/cli_common.hpp"
@@ -111,6 +113,20 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
   return true;
 }
 
+// The figures of every suite that ran in Google Benchmark's JSON shape, as FILE (its folder made
+// when missing).
+bool write_gbench_report(const std::string& file, const nlohmann::json& combined) {
+  std::error_code ec;
+  if (const auto dir = std::filesystem::path(file).parent_path(); !dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::ofstream out(file);
+  if (ec || !(out << google_benchmark_report(combined).dump(2) << '\n')) {
+    fmt::print(stderr, "ipcfloor bench: could not write {}\n", file);
+    return false;
+  }
+  fmt::print(stderr, "ipcfloor bench: wrote {} (Google Benchmark's JSON shape)\n", file);
+  return true;
+}
+
 // report.json, the plots (drawn by tools/plot_report.py from report.json) and report.md.
 bool write_combined_report(const BenchOptions& options, nlohmann::json& combined) {
   if (!write_json_report(options.out_dir, "report", combined)) return false;
@@ -121,22 +137,17 @@ bool write_combined_report(const BenchOptions& options, nlohmann::json& combined
     if (auto python = check_python(options.python); !python) plotter = std::unexpected(python.error());
   }
   if (!plotter) fmt::print(stderr, "ipcfloor bench: plots not drawn: {}\n", plotter.error().message);
-  const std::string command = plotter ? fmt::format("'{}' '{}' '{}/report.json' '{}' 2>&1", options.python, *plotter,
-                                                    options.out_dir, options.out_dir)
-                                      : std::string();
-  std::string output;
-  if (FILE* pipe = plotter ? popen(command.c_str(), "r") : nullptr) {
-    char buffer[4096];
-    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-    if (pclose(pipe) == 0) {
-      combined["plots"] = nlohmann::json::parse(output, nullptr, false);
+  if (plotter) {
+    auto output = run_captured({options.python, *plotter, options.out_dir + "/report.json", options.out_dir},
+                               Capture::stdout_and_stderr);
+    if (output) {
+      combined["plots"] = nlohmann::json::parse(*output, nullptr, false);
       if (combined["plots"].is_discarded()) combined.erase("plots");
+    } else if (output.error().message.find("No module named 'matplotlib'") != std::string::npos) {
+      fmt::print(stderr, "ipcfloor bench: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n",
+                 options.python);
     } else {
-      if (output.find("No module named 'matplotlib'") != std::string::npos)
-        fmt::print(stderr, "ipcfloor bench: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n",
-                   options.python);
-      else
-        fmt::print(stderr, "ipcfloor bench: plots not drawn ({}): {}\n", command, output);
+      fmt::print(stderr, "ipcfloor bench: plots not drawn: {}\n", output.error().message);
     }
   }
   const std::string md_path = options.out_dir + "/report.md";
@@ -243,6 +254,10 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_flag("--json", options.json, "print the reports as JSON");
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
   bench->add_flag("--list", options.list, "name every suite and ladder transport, then exit");
+  bench->add_option("--gbench-json", options.gbench_file,
+                    "also write every figure to FILE in Google Benchmark's JSON shape (compare two runs with its "
+                    "compare.py: /usr/share/benchmark/compare.py benchmarks A.json B.json)")
+      ->check(file_path());
   bench->add_option("--hgrm", options.hgrm_dir,
                     "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)")
       ->check(file_path());
@@ -366,6 +381,7 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     combined["suites"][suite->name] = *report;
   }
   if (options.json) fmt::print("{}\n", combined.dump(2));
+  if (!options.gbench_file.empty() && !write_gbench_report(options.gbench_file, combined)) return 1;
   if (all) return write_combined_report(options, combined) ? 0 : 1;
   return 0;
 }
