@@ -117,7 +117,8 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
 // when missing).
 bool write_gbench_report(const std::string& file, const nlohmann::json& combined) {
   std::error_code ec;
-  if (const auto dir = std::filesystem::path(file).parent_path(); !dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (const auto dir = std::filesystem::path(file).parent_path(); !dir.empty())
+    std::filesystem::create_directories(dir, ec);
   std::ofstream out(file);
   if (ec || !(out << google_benchmark_report(combined).dump(2) << '\n')) {
     fmt::print(stderr, "ipcfloor bench: could not write {}\n", file);

@@ -2,7 +2,8 @@
 // Child processes for benchmarks and integration tests: ChildProcess keeps any `ipcfloor` command
 // (or another program) running beside them, e.g. `ipcfloor serve --no-shm --socket PATH`, where
 // EngineChild's wait for a segment does not apply; run_captured runs a program to its end and
-// returns what it printed. Every benchmark that starts a program and reads its output uses it.
+// returns what it printed: the one way a benchmark reads a program's output (compute's numba
+// reference, granularity's process per sweep, python's venv and pip steps, `bench all`'s plots).
 
 #include <sys/types.h>
 

@@ -121,8 +121,9 @@ Expected<nlohmann::json> run_reference(const ComputeBenchOptions& options, const
   const std::string command = fmt::format("{}", fmt::join(argv, " "));
   auto output = run_captured(argv);
   if (!output)
-    return fail(ErrorCode::io, "the numba reference failed (command: {}): {}; is python3-numba installed? run tools/setup",
-                command, output.error().message);
+    return fail(ErrorCode::io,
+                "the numba reference failed (command: {}): {}; is python3-numba installed? run tools/setup", command,
+                output.error().message);
   nlohmann::json reference = nlohmann::json::parse(*output, nullptr, false);
   if (reference.is_discarded() || !reference.contains("results"))
     return fail(ErrorCode::io,

@@ -48,7 +48,9 @@ bool is_time_unit(const nlohmann::json& unit) {
   return unit.is_string() && (unit == "ns" || unit == "us" || unit == "ms" || unit == "s");
 }
 
-bool is_summary(const nlohmann::json& node) { return node.is_object() && node.contains("p50") && node["p50"].is_number(); }
+bool is_summary(const nlohmann::json& node) {
+  return node.is_object() && node.contains("p50") && node["p50"].is_number();
+}
 
 // The unit of `node`, found under `key`: its own "unit", else its key's suffix (inproc_ms), else
 // what its parent said.

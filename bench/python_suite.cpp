@@ -48,7 +48,8 @@ Expected<void> run_step(const std::vector<std::string>& argv, std::string_view w
 // installed into it offline, exactly as the README says. Returns the venv's python.
 Expected<std::string> package_venv(const std::string& python, const std::string& project, const std::string& dir) {
   const std::string venv = dir + "/venv";
-  if (auto made = run_step({python, "-m", "venv", "--system-site-packages", venv}, "making a venv (needs python3-venv)");
+  if (auto made =
+          run_step({python, "-m", "venv", "--system-site-packages", venv}, "making a venv (needs python3-venv)");
       !made)
     return std::unexpected(made.error());
   const std::string venv_python = venv + "/bin/python";

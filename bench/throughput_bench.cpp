@@ -143,7 +143,8 @@ Expected<Measured> run_one_lane(ShmClient& client, std::uint32_t in_flight, cons
         tally.answered(submitted_at[i & mask], t1);
       },
       in_flight);
-  if (end.status != CallStatus::ok) return fail(ErrorCode::io, "lane {}: {}", client.lane(), client.describe(end.status));
+  if (end.status != CallStatus::ok)
+    return fail(ErrorCode::io, "lane {}: {}", client.lane(), client.describe(end.status));
   if (wrong)
     return fail(ErrorCode::bad_data, "lane {}: the answer to request {} is not its payload", client.lane(), *wrong);
   return tally.take();

@@ -114,7 +114,6 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
   Combo reply{};
   bip::message_queue::size_type got = 0;
   boost::posix_time::ptime deadline;
-  bool received = false;
   Expected<std::vector<double>> samples = std::unexpected(Error{ErrorCode::io, "not run"});
   try {
     samples = time_round_trips(context, RoundTrip{
@@ -126,18 +125,17 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
         },
         .exchange = [&](std::size_t) {
           unsigned priority = 0;
-          received = requests->timed_send(&payload, kPayloadBytes, 0, deadline) &&
-                     replies->timed_receive(&reply, kPayloadBytes, got, priority, deadline);
-          return true;
+          return requests->timed_send(&payload, kPayloadBytes, 0, deadline) &&
+                 replies->timed_receive(&reply, kPayloadBytes, got, priority, deadline);
         },
-        .check = [&](std::size_t i) -> Expected<void> {
+        .check = [&](std::size_t i, bool received) -> Expected<Answer> {
           if (!received)
             return fail(ErrorCode::peer_gone, "boost-message-queue: round trip {}: the echo process (pid {}) {}", i,
                         child, describe_echo_process(child));
           if (got != kPayloadBytes || reply != payload)
             return fail(ErrorCode::protocol, "boost-message-queue: ECHO {} came back as {} bytes, payload {}", i, got,
                         reply.h);
-          return {};
+          return Answer::answered;
         },
     });
     // The empty message tells the echo side to exit.

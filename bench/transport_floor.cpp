@@ -124,14 +124,15 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
         // acquire: pairs with the pong lambda's release store of ping + 1 (or of kDone).
         std::uint64_t seen = 0;
         while ((seen = reply->load(std::memory_order_acquire)) != ping + 1) {
-          if (seen == kDone) return false;
+          if (seen == kDone) break;
           cpu_relax();
         }
-        return true;
+        return seen;
       },
-      .check = [&](std::size_t) -> Expected<void> {
-        slot = lines.next(slot);  // the next round trip's lines
-        return {};
+      .check = [&](std::size_t, std::uint64_t seen) -> Expected<Answer> {
+        if (seen == kDone) return Answer::peer_gone;  // pong could not pin; it says why below
+        slot = lines.next(slot);                      // the next round trip's lines
+        return Answer::answered;
       },
   });
   stop_pong();

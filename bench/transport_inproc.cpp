@@ -22,7 +22,6 @@ Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
   DispatchFn dispatch = &dispatch_request;
-  Status status = Status::ok;
   return time_round_trips(context, RoundTrip{
       .prepare = [&](std::size_t i) {
         request.seq = i;
@@ -35,16 +34,14 @@ Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
         dispatch = &dispatch_request;
         __asm__ __volatile__("" : "+r"(dispatch) : : "memory");
       },
-      .exchange = [&](std::size_t) {
-        status = dispatch(request, {}, 0.0, workspace, response, {}, 0);
-        return true;
-      },
-      .check = [&](std::size_t i) -> Expected<void> {
-        if (status != Status::ok) return fail(ErrorCode::protocol, "inproc-call: ECHO {} answered {}", i, to_string(status));
+      .exchange = [&](std::size_t) { return dispatch(request, {}, 0.0, workspace, response, {}, 0); },
+      .check = [&](std::size_t i, Status status) -> Expected<Answer> {
+        if (status != Status::ok)
+          return fail(ErrorCode::protocol, "inproc-call: ECHO {} answered {}", i, to_string(status));
         if (response.seq != i || response.echo() != request.params)
           return fail(ErrorCode::protocol, "inproc-call: ECHO {} came back as seq {} payload {}", i, response.seq,
                       response.echo().h);
-        return {};
+        return Answer::answered;
       },
   });
 }

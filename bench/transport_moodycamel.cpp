@@ -60,32 +60,30 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
   };
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
-  bool queue_full = false;
+  enum class Trip { answered, queue_full, server_gone };
   auto samples = time_round_trips(context, RoundTrip{
       .prepare = [&](std::size_t i) {
         request.seq = i;
         request.params = ladder_payload(i);
       },
       .exchange = [&](std::size_t) {
-        if (!requests.try_enqueue(request)) {
-          queue_full = true;
-          return true;  // check reports it
-        }
+        if (!requests.try_enqueue(request)) return Trip::queue_full;
         while (!replies.try_dequeue(response)) {
           // acquire: pairs with the server lambda's release store when it could not pin (it never answers).
-          if (server_failed.load(std::memory_order_acquire)) return false;
+          if (server_failed.load(std::memory_order_acquire)) return Trip::server_gone;
           cpu_relax();
         }
-        return true;
+        return Trip::answered;
       },
-      .check = [&](std::size_t i) -> Expected<void> {
-        if (queue_full)
+      .check = [&](std::size_t i, Trip trip) -> Expected<Answer> {
+        if (trip == Trip::server_gone) return Answer::peer_gone;  // it says why below
+        if (trip == Trip::queue_full)
           return fail(ErrorCode::protocol, "moodycamel-thread: the request queue is full with one request in flight");
         if (response.status != static_cast<std::uint16_t>(Status::ok) || response.seq != i ||
             response.echo() != request.params)
           return fail(ErrorCode::protocol, "moodycamel-thread: ECHO {} came back as seq {} status {} payload {}", i,
                       response.seq, response.status, response.echo().h);
-        return {};
+        return Answer::answered;
       },
   });
   finish();

@@ -48,25 +48,27 @@ Expected<std::vector<double>> run_shm(const TransportContext& context, const cha
 
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
-  CallStatus status = CallStatus::ok;
+  const auto prepare = [&](std::size_t i) { request.params = ladder_payload(i); };
+  const auto check = [&](std::size_t i, CallStatus status) -> Expected<Answer> {
+    if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
+    if (response.echo() != ladder_payload(i))
+      return fail(ErrorCode::protocol, "ECHO {} came back as {}", i, response.echo().h);
+    return Answer::answered;
+  };
+  if (path == ShmPath::call)
+    return time_round_trips(context, RoundTrip{
+        .prepare = prepare,
+        .exchange = [&](std::size_t) { return client->call(request, response); },
+        .check = check,
+    });
   return time_round_trips(context, RoundTrip{
-      .prepare = [&](std::size_t i) { request.params = ladder_payload(i); },
+      .prepare = prepare,
       .exchange = [&](std::size_t) {
-        if (path == ShmPath::call) {
-          status = client->call(request, response);
-        } else {
-          std::uint64_t seq = 0;
-          status = client->submit(request, seq);
-          if (status == CallStatus::ok) status = client->wait_response(response);
-        }
-        return true;
+        std::uint64_t seq = 0;
+        const CallStatus submitted = client->submit(request, seq);
+        return submitted == CallStatus::ok ? client->wait_response(response) : submitted;
       },
-      .check = [&](std::size_t i) -> Expected<void> {
-        if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
-        if (response.echo() != ladder_payload(i))
-          return fail(ErrorCode::protocol, "ECHO {} came back as {}", i, response.echo().h);
-        return {};
-      },
+      .check = check,
   });
 }
 

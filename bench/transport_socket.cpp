@@ -13,19 +13,15 @@ namespace {
 
 Expected<std::vector<double>> time_echo_params(SocketClient& client, const TransportContext& context) {
   Combo payload{0, 1, 2, 3, 4, 5};
-  Expected<Combo> echoed = payload;
   return time_round_trips(context, RoundTrip{
       .prepare = [&](std::size_t i) { payload.h = static_cast<std::int64_t>(i); },
-      .exchange = [&](std::size_t) {
-        echoed = client.echo_params(payload);
-        return true;
-      },
-      .check = [&](std::size_t) -> Expected<void> {
+      .exchange = [&](std::size_t) { return client.echo_params(payload); },
+      .check = [&](std::size_t, const Expected<Combo>& echoed) -> Expected<Answer> {
         if (!echoed) return std::unexpected(echoed.error());
         if (echoed->h != payload.h)
           return fail(ErrorCode::protocol, "echo_params {} came back as {} from {}", payload.h, echoed->h,
                       client.server());
-        return {};
+        return Answer::answered;
       },
   });
 }

@@ -135,30 +135,26 @@ struct SpawnCall {
   bool sent = false;    // the whole request was written
   ssize_t got = 0;      // reply bytes read; -1 when the child neither answered nor exited in time
   int status = 0;       // the child's wait status
-  Combo payload{};
-  Combo reply{};
 };
 
 // What one call came to: ok, or an error naming what went wrong.
-Expected<void> check_reply(const TransportContext& context, std::size_t i, const SpawnCall& call) {
+Expected<Answer> check_reply(const TransportContext& context, std::size_t i, const SpawnCall& call,
+                             const Combo& payload, const Combo& reply) {
   if (call.spawn_errno != 0) return fail(ErrorCode::io, "spawn: vfork: {}", std::strerror(call.spawn_errno));
-  const int status = call.status;
-  const ssize_t got = call.got;
-  const bool sent = call.sent;
-  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (got < 0)
+  const bool exited_ok = WIFEXITED(call.status) && WEXITSTATUS(call.status) == 0;
+  if (call.got < 0)
     return fail(ErrorCode::timeout, "spawn: `{} stdio` did not answer within {} s and was killed", context.binary,
                 kCallTimeout.count());
-  if (got == 0 && !exited_ok)
+  if (call.got == 0 && !exited_ok)
     return fail(ErrorCode::io,
                 "spawn: `{} stdio` answered nothing and {}: this binary does not serve the hidden `stdio` "
                 "subcommand (engine/stdio_server.hpp run_stdio_echo) yet",
-                context.binary, describe_wait_status(status));
-  if (!sent || got != static_cast<ssize_t>(sizeof(Combo)) || !exited_ok)
+                context.binary, describe_wait_status(call.status));
+  if (!call.sent || call.got != static_cast<ssize_t>(sizeof reply) || !exited_ok)
     return fail(ErrorCode::protocol, "spawn: call {}: sent {}, got {} of {} reply bytes, and the child {}", i,
-                sent ? "the request" : "nothing", got, sizeof(Combo), describe_wait_status(status));
-  if (call.reply != call.payload) return fail(ErrorCode::protocol, "spawn: ECHO {} came back as {}", i, call.reply.h);
-  return {};
+                call.sent ? "the request" : "nothing", call.got, sizeof reply, describe_wait_status(call.status));
+  if (reply != payload) return fail(ErrorCode::protocol, "spawn: ECHO {} came back as {}", i, reply.h);
+  return Answer::answered;
 }
 
 }  // namespace
@@ -178,12 +174,14 @@ Expected<std::vector<double>> run_spawn(const TransportContext& context) {
   TransportContext capped = context;
   capped.samples = std::min(context.samples, kSpawnMaxSamples);
   capped.warmup = std::min(context.warmup, kSpawnMaxWarmup);
-  SpawnCall call;
+  Combo payload{};
+  Combo reply{};
   Fd request_read, request_write, reply_read, reply_write;
   std::chrono::steady_clock::time_point deadline;
   return time_round_trips(capped, RoundTrip{
       .prepare = [&](std::size_t i) -> Expected<void> {
-        call = SpawnCall{.payload = ladder_payload(i)};
+        payload = ladder_payload(i);
+        reply = Combo{};
         for (Fd* fd : {&request_read, &request_write, &reply_read, &reply_write}) fd->reset();
         if (!make_pipe(request_read, request_write) || !make_pipe(reply_read, reply_write))
           return fail(ErrorCode::io, "spawn: pipe2: {}", std::strerror(errno));
@@ -191,25 +189,26 @@ Expected<std::vector<double>> run_spawn(const TransportContext& context) {
         return {};
       },
       .exchange = [&](std::size_t) {
+        SpawnCall call;
         const pid_t pid =
             spawn_pinned(argv, request_read.get(), reply_write.get(), server_cpus, sigpipe_blocked.previous());
         if (pid < 0) {
-          call.spawn_errno = errno;  // check reports it
-          return true;
+          call.spawn_errno = errno;
+          return call;
         }
         request_read.reset();
         reply_write.reset();
         // A pipe holds 64 KiB, so 48 bytes never block even if the child is slow to read them.
-        call.sent = write(request_write.get(), &call.payload, sizeof(Combo)) == static_cast<ssize_t>(sizeof(Combo));
+        call.sent = write(request_write.get(), &payload, sizeof payload) == static_cast<ssize_t>(sizeof payload);
         request_write.reset();
         if (!call.sent) sigpipe_blocked.drain();
-        call.got = read_reply(reply_read.get(), reinterpret_cast<unsigned char*>(&call.reply), sizeof(Combo), deadline);
+        call.got = read_reply(reply_read.get(), reinterpret_cast<unsigned char*>(&reply), sizeof reply, deadline);
         if (call.got < 0) kill(pid, SIGKILL);  // it neither answered nor exited in time
         while (waitpid(pid, &call.status, 0) < 0 && errno == EINTR) {
         }
-        return true;
+        return call;
       },
-      .check = [&](std::size_t i) { return check_reply(context, i, call); },
+      .check = [&](std::size_t i, const SpawnCall& call) { return check_reply(context, i, call, payload, reply); },
   });
 }
 

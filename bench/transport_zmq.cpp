@@ -163,7 +163,6 @@ Expected<std::vector<double>> time_echoes(const TransportContext& context, const
                                           pid_t child) {
   Combo payload{};
   Combo reply{};
-  int got = 0;
   bool exchanged = false;
   auto samples = time_round_trips(context, RoundTrip{
       .prepare = [&](std::size_t i) {
@@ -173,16 +172,15 @@ Expected<std::vector<double>> time_echoes(const TransportContext& context, const
       },
       .exchange = [&](std::size_t) {
         const int sent = api.send(socket, &payload, sizeof payload, 0);
-        got = sent == kPayloadBytes ? api.recv(socket, &reply, sizeof reply, 0) : -1;
-        return true;
+        return sent == kPayloadBytes ? api.recv(socket, &reply, sizeof reply, 0) : -1;
       },
-      .check = [&](std::size_t i) -> Expected<void> {
+      .check = [&](std::size_t i, int got) -> Expected<Answer> {
         if (got < 0)
           return fail(ErrorCode::peer_gone, "zeromq-ipc: round trip {} ({}): the echo process (pid {}) {}", i,
                       api.last_error(), child, describe_echo_process(child));
         if (got != kPayloadBytes || reply != payload)
           return fail(ErrorCode::protocol, "zeromq-ipc: ECHO {} came back as {} bytes, payload {}", i, got, reply.h);
-        return {};
+        return Answer::answered;
       },
   });
   if (!samples && exchanged) return samples;  // REQ/REP may be out of step: the echo side is reaped or killed
