@@ -15,6 +15,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "bench/child_process.hpp"
+#include "bench/gbench_report.hpp"
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "app/cli_common.hpp"
@@ -97,6 +99,21 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
   int written = 0;
   if (ec || !write_hgrm_tree(dir, suite, report, written)) return false;
   fmt::print(stderr, "ipcfloor bench: wrote {} .hgrm files for {} in {}\n", written, suite, dir);
+  return true;
+}
+
+// The figures of every suite that ran in Google Benchmark's JSON shape, as FILE (its folder made
+// when missing).
+bool write_gbench_report(const std::string& file, const nlohmann::json& combined) {
+  std::error_code ec;
+  if (const auto dir = std::filesystem::path(file).parent_path(); !dir.empty())
+    std::filesystem::create_directories(dir, ec);
+  std::ofstream out(file);
+  if (ec || !(out << google_benchmark_report(combined).dump(2) << '\n')) {
+    fmt::print(stderr, "ipcfloor bench: could not write {}\n", file);
+    return false;
+  }
+  fmt::print(stderr, "ipcfloor bench: wrote {} (Google Benchmark's JSON shape)\n", file);
   return true;
 }
 
@@ -235,6 +252,10 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
   bench->add_flag("--json", options.json, "print the reports as JSON");
   bench->add_flag("--quick", options.quick, "fewer samples and repeats");
   bench->add_flag("--list", options.list, "name every suite and ladder transport, then exit");
+  bench->add_option("--gbench-json", options.gbench_file,
+                    "also write every figure to FILE in Google Benchmark's JSON shape (compare two runs with its "
+                    "compare.py: /usr/share/benchmark/compare.py benchmarks A.json B.json)")
+      ->check(file_path());
   bench->add_option("--hgrm", options.hgrm_dir,
                     "write each latency figure's whole distribution as DIR/<suite>-<name>.hgrm (HdrHistogram format)")
       ->check(file_path());
@@ -310,21 +331,16 @@ std::optional<nlohmann::json> draw_plots(const std::string& python, const std::s
     fmt::print(stderr, "ipcfloor: plots not drawn: {}\n", plotter.error().message);
     return std::nullopt;
   }
-  const std::string command = fmt::format("'{}' '{}' '{}' '{}' 2>&1", python, *plotter, report_path, out_dir);
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  if (pclose(pipe) == 0) {
-    auto drawn = nlohmann::json::parse(output, nullptr, false);
+  auto output = run_captured({python, *plotter, report_path, out_dir}, Capture::stdout_and_stderr);
+  if (output) {
+    auto drawn = nlohmann::json::parse(*output, nullptr, false);
     if (drawn.is_discarded()) return std::nullopt;
     return drawn;
   }
-  if (output.find("No module named 'matplotlib'") != std::string::npos)
+  if (output.error().message.find("No module named 'matplotlib'") != std::string::npos)
     fmt::print(stderr, "ipcfloor: plots not drawn: {} has no matplotlib: apt-get install python3-matplotlib\n", python);
   else
-    fmt::print(stderr, "ipcfloor: plots not drawn ({}): {}\n", command, output);
+    fmt::print(stderr, "ipcfloor: plots not drawn: {}\n", output.error().message);
   return std::nullopt;
 }
 
@@ -403,6 +419,7 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     combined["suites"][suite->name] = *report;
   }
   if (options.json) fmt::print("{}\n", combined.dump(2));
+  if (!options.gbench_file.empty() && !write_gbench_report(options.gbench_file, combined)) return 1;
   if (all) return write_combined_report(options, combined) ? 0 : 1;
   return 0;
 }

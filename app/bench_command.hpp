@@ -29,6 +29,7 @@ struct BenchOptions {
   bool quick = false;               // fewer samples and repeats
   bool list = false;                // name every suite and transport, run nothing
   std::string hgrm_dir;             // set: every latency figure as DIR/<suite>-<name>.hgrm
+  std::string gbench_file;          // set: every suite's figures in Google Benchmark's JSON shape
   std::string transports;           // ladder: comma-separated names
   std::string python = "/usr/bin/python3";  // numba reference and plots
   std::string plot_script;                  // empty: tools/plot_report.py among the helpers

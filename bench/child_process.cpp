@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -16,13 +17,66 @@
 extern char** environ;
 
 namespace ipcfloor {
+namespace {
+
+// argv as posix_spawn takes it: pointers into `storage` (which must outlive their use), then null.
+std::vector<char*> argv_pointers(std::vector<std::string>& storage) {
+  std::vector<char*> pointers;
+  for (auto& arg : storage) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// Everything `fd` yields until end of file.
+std::string read_to_end(int fd) {
+  std::string out;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got > 0) {
+      out.append(buffer, static_cast<std::size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      return out;
+    }
+  }
+}
+
+}  // namespace
+
+Expected<std::string> run_captured(const std::vector<std::string>& argv, Capture capture) {
+  if (argv.empty()) return fail(ErrorCode::invalid_argument, "no program to run");
+  std::vector<std::string> storage = argv;
+  const std::vector<char*> pointers = argv_pointers(storage);
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0) return fail(ErrorCode::io, "cannot run {}: pipe: {}", argv[0], std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
+  if (capture == Capture::stdout_and_stderr) posix_spawn_file_actions_adddup2(&actions, ends[1], STDERR_FILENO);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, storage[0].c_str(), &actions, nullptr, pointers.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(ends[1]);  // the child holds the write end now: end of file once it exits
+  if (spawned != 0) {
+    close(ends[0]);
+    return fail(ErrorCode::io, "cannot start {}: {}", argv[0], std::strerror(spawned));
+  }
+  std::string output = read_to_end(ends[0]);
+  close(ends[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return output;
+  constexpr std::size_t kTail = 4000;
+  if (output.size() > kTail) output = "..." + output.substr(output.size() - kTail);
+  return fail(ErrorCode::io, "{} {}; it printed: {}", argv[0], describe_wait_status(status),
+              output.empty() ? std::string("(nothing)") : output);
+}
 
 Expected<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv) {
   if (argv.empty()) return fail(ErrorCode::invalid_argument, "no program to spawn");
   std::vector<std::string> storage = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : storage) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
+  const std::vector<char*> pointers = argv_pointers(storage);
 
   cpu_set_t pinned;
   CPU_ZERO(&pinned);

@@ -1,7 +1,9 @@
 #pragma once
-// A child process for benchmarks and integration tests that need any `ipcfloor` command (or
-// another program) running beside them, e.g. `ipcfloor serve --no-shm --socket PATH`, where
-// EngineChild's wait for a segment does not apply.
+// Child processes for benchmarks and integration tests: ChildProcess keeps any `ipcfloor` command
+// (or another program) running beside them, e.g. `ipcfloor serve --no-shm --socket PATH`, where
+// EngineChild's wait for a segment does not apply; run_captured runs a program to its end and
+// returns what it printed: the one way a benchmark reads a program's output (compute's numba
+// reference, granularity's process per sweep, python's venv and pip steps, `bench all`'s plots).
 
 #include <sys/types.h>
 
@@ -13,6 +15,18 @@
 #include "common/error.hpp"
 
 namespace ipcfloor {
+
+// What run_captured collects from the child.
+enum class Capture { stdout_only, stdout_and_stderr };
+
+// Runs `argv` (argv[0] a path; PATH is not searched) to its end and returns what it printed on
+// stdout (with stdout_and_stderr, its stderr too, interleaved as written; else its stderr stays
+// this process's, so a failing child explains itself on the terminal). The child inherits this
+// thread's cpu mask, environment and stdin, as a shell's child would. When it does not exit 0 the
+// error names the program, how it ended and the last 4,000 characters it printed. Blocks until
+// the child exits; allocates; any thread.
+[[nodiscard]] Expected<std::string> run_captured(const std::vector<std::string>& argv,
+                                                 Capture capture = Capture::stdout_only);
 
 class ChildProcess {
  public:

@@ -16,10 +16,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "bench/child_process.hpp"
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/percentile.hpp"
 #include "common/tsc_clock.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/isa.hpp"
@@ -29,26 +32,6 @@
 #include "kernel/grid.hpp"
 
 namespace ipcfloor {
-namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2.0;
-}
-
-Expected<std::string> run_and_capture(const std::string& command) {
-  const std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return fail(ErrorCode::io, "could not start '{}'", command);
-  std::string output;
-  char buffer[1 << 16];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof buffer, pipe.get())) > 0) output.append(buffer, got);
-  return output;
-}
-
-}  // namespace
-
 namespace {
 
 struct PathTimes {
@@ -132,11 +115,15 @@ Expected<nlohmann::json> run_reference(const ComputeBenchOptions& options, const
                                        std::span<const double> close, std::size_t combos) {
   auto series_file = SeriesFile::write(close);
   if (!series_file) return std::unexpected(series_file.error());
-  const std::string command =
-      fmt::format("'{}' '{}' --data '{}' --grid {} --fee {:.17g} --repeats {}", options.python, script,
-                  series_file->path(), options.grid, options.fee, std::max(1u, options.reference_repeats));
-  auto output = run_and_capture(command);
-  if (!output) return std::unexpected(output.error());
+  const std::vector<std::string> argv{options.python, script, "--data", series_file->path(), "--grid", options.grid,
+                                      "--fee", fmt::format("{:.17g}", options.fee), "--repeats",
+                                      std::to_string(std::max(1u, options.reference_repeats))};
+  const std::string command = fmt::format("{}", fmt::join(argv, " "));
+  auto output = run_captured(argv);
+  if (!output)
+    return fail(ErrorCode::io,
+                "the numba reference failed (command: {}): {}; is python3-numba installed? run tools/setup", command,
+                output.error().message);
   nlohmann::json reference = nlohmann::json::parse(*output, nullptr, false);
   if (reference.is_discarded() || !reference.contains("results"))
     return fail(ErrorCode::io,
@@ -179,10 +166,10 @@ Expected<nlohmann::json> measure_path(KernelIsa isa, const ComputeInputs& in, co
       {"isa", std::string(to_string(isa))},
       {"sweep_seconds", times->sweep_seconds},
       {"single_thread_sweep_seconds", times->single_thread_seconds},
-      {"median_s", median(times->sweep_seconds)},
-      {"single_thread_median_s", median(times->single_thread_seconds)},
-      {"speedup_vs_numba", in.numba_median_s / median(times->sweep_seconds)},
-      {"speedup_single_thread_vs_numba", in.numba_median_s / median(times->single_thread_seconds)},
+      {"median_s", percentile(times->sweep_seconds, 50)},
+      {"single_thread_median_s", percentile(times->single_thread_seconds, 50)},
+      {"speedup_vs_numba", in.numba_median_s / percentile(times->sweep_seconds, 50)},
+      {"speedup_single_thread_vs_numba", in.numba_median_s / percentile(times->single_thread_seconds, 50)},
       {"parity", {{"combos", in.combos.size()}, {"mismatches", mismatches}, {"max_abs_dpnl", max_abs_dpnl},
                   {"bit_identical", mismatches == 0}, {"holds", mismatches == 0}}},
       {"short_backtest", {{"bars", std::min(kShortBars, in.close.size())},
@@ -227,7 +214,7 @@ Expected<nlohmann::json> run_compute_bench(const ComputeBenchOptions& options) {
   for (const auto length : *lengths) combos.push_back(combo_from_length(length));
   auto reference = run_reference(options, *script, series->close, combos.size());
   if (!reference) return std::unexpected(reference.error());
-  const double numba = median((*reference)["sweep_seconds"].get<std::vector<double>>());
+  const double numba = percentile((*reference)["sweep_seconds"].get<std::vector<double>>(), 50);
 
   const KernelIsa selected = active_kernel_isa();
   const char* forced_isa = std::getenv("IPCFLOOR_ISA");

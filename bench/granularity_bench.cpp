@@ -1,8 +1,5 @@
 #include "bench/granularity_bench.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "bench/child_process.hpp"
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/percentile.hpp"
 #include "bench/socket_server_child.hpp"
 #include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
@@ -25,40 +24,8 @@
 #include "kernel/live_signal.hpp"
 #include "kernel/series_io.hpp"
 
-extern char** environ;
-
 namespace ipcfloor {
 namespace {
-
-// Runs `argv` with stdout captured; returns what it printed. The spawn-per-sweep way.
-Expected<std::string> run_captured(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return fail(ErrorCode::io, "pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  std::vector<char*> args;
-  std::vector<std::string> storage = argv;
-  for (auto& a : storage) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, storage[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return fail(ErrorCode::io, "cannot spawn {}", storage[0]);
-  }
-  std::string out;
-  char buffer[65536];
-  ssize_t got = 0;
-  while ((got = read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<std::size_t>(got));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail(ErrorCode::io, "{} failed (status {})", storage[0], status);
-  return out;
-}
 
 std::vector<BacktestResult> parse_sweep_json(const std::string& text) {
   std::vector<BacktestResult> results;
@@ -70,11 +37,6 @@ std::vector<BacktestResult> parse_sweep_json(const std::string& text) {
     results.push_back({row["pnl"].get<double>(), row["trades"].get<std::int64_t>()});
   }
   return results;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // What every way of the suite shares: the series, the grid, its in-process answers, the clock,
@@ -317,8 +279,10 @@ Expected<nlohmann::json> run_granularity(const GranularityOptions& options) {
   if (!tcp_floor) return std::unexpected(tcp_floor.error());
   auto per_bar = compute_per_bar(run);
   if (!per_bar) return std::unexpected(per_bar.error());
-  const std::array<double, 3> compute = {median_of(*inproc), median_of(compute_per_combo(run)), median_of(*per_bar)};
-  const std::array<double, 3> floors = {median_of(*ring_floor), median_of(*uds_floor), median_of(*tcp_floor)};
+  const std::array<double, 3> compute = {percentile(*inproc, 50), percentile(compute_per_combo(run), 50),
+                                         percentile(*per_bar, 50)};
+  const std::array<double, 3> floors = {percentile(*ring_floor, 50), percentile(*uds_floor, 50),
+                                        percentile(*tcp_floor, 50)};
   return nlohmann::json{
       {"suite", "granularity"},
       {"host", collect_host_info()},

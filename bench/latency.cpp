@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "bench/percentile.hpp"
+
 namespace ipcfloor {
 
 double interpolated_median(const std::vector<double>& sorted_ns, double step_ns) noexcept {
-  if (sorted_ns.empty() || step_ns <= 0) return sorted_ns.empty() ? 0.0 : sorted_ns[(sorted_ns.size() - 1) / 2];
+  if (sorted_ns.empty() || step_ns <= 0) return sorted_percentile(sorted_ns, 50);
   const double half = static_cast<double>(sorted_ns.size()) / 2.0;
   const auto bin_of = [step_ns](double v) { return std::llround(v / step_ns); };
   std::size_t below = 0;  // samples in bins before the current one
@@ -39,17 +40,12 @@ LatencySummary summarize(std::string name, std::string kind, std::vector<double>
   s.samples = ns.size();
   if (ns.empty()) return s;
   std::sort(ns.begin(), ns.end());
-  // Nearest rank: the smallest sample with at least q of all samples at or below it.
-  const auto rank = [&](double q) {
-    const auto r = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
-    return ns[std::min(ns.size() - 1, r == 0 ? 0 : r - 1)];
-  };
   s.min = ns.front();
-  s.p50 = rank(0.50);
-  s.p90 = rank(0.90);
-  s.p99 = rank(0.99);
-  s.p999 = rank(0.999);
-  s.p9999 = rank(0.9999);
+  s.p50 = sorted_percentile(ns, 50);
+  s.p90 = sorted_percentile(ns, 90);
+  s.p99 = sorted_percentile(ns, 99);
+  s.p999 = sorted_percentile(ns, 99.9);
+  s.p9999 = sorted_percentile(ns, 99.99);
   s.max = ns.back();
   s.mean = std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size());
   s.step_ns = step_ns;
@@ -61,56 +57,81 @@ LatencySummary summarize(std::string name, std::string kind, std::vector<double>
   return s;
 }
 
-std::vector<std::pair<double, double>> percentile_distribution(const std::vector<double>& sorted_ns,
-                                                               int ticks_per_half_distance) {
-  std::vector<std::pair<double, double>> points;
-  if (sorted_ns.empty()) return points;
-  const double n = static_cast<double>(sorted_ns.size());
-  const auto at = [&](double fraction) {
-    const auto r = static_cast<std::size_t>(std::ceil(fraction * n));
-    return sorted_ns[std::min(sorted_ns.size() - 1, r == 0 ? 0 : r - 1)];
-  };
-  // HdrHistogram's iteration: within each halving of the distance to 100%, `ticks` equal steps.
-  // Stop once a step would resolve less than one sample.
-  double percentile = 0.0;
+std::vector<PercentileRow> percentile_distribution(const std::vector<double>& sorted_ns, int ticks_per_half_distance) {
+  std::vector<PercentileRow> rows;
+  if (sorted_ns.empty()) return rows;
+  const std::size_t n = sorted_ns.size();
+  // HdrHistogram's percentile iterator: a row at each level while the level's value is below the
+  // maximum, one at the first level that reaches it, then the 100% row. Within each halving of
+  // the distance to 100%, `ticks` equal steps (log(x)/log(2), truncated, as HdrHistogram has it).
+  double level = 0.0;
   for (;;) {
-    points.emplace_back(percentile / 100.0, at(percentile / 100.0));
-    const double halvings = std::floor(std::log2(100.0 / (100.0 - percentile))) + 1.0;
-    const double step = 100.0 / (static_cast<double>(ticks_per_half_distance) * std::pow(2.0, halvings));
-    percentile += step;
-    if (percentile >= 100.0 || (100.0 - percentile) / 100.0 * n < 1.0) break;
+    const std::size_t at = percentile_index(n, level);
+    const double value = sorted_ns[at];
+    const auto count = static_cast<std::size_t>(std::upper_bound(sorted_ns.begin() + static_cast<std::ptrdiff_t>(at),
+                                                                 sorted_ns.end(), value) -
+                                                sorted_ns.begin());
+    rows.push_back({level / 100.0, value, count});
+    if (count == n) break;
+    const auto halvings = static_cast<long long>(std::log(100.0 / (100.0 - level)) / std::log(2.0)) + 1;
+    level += 100.0 / (static_cast<double>(ticks_per_half_distance) * std::pow(2.0, static_cast<double>(halvings)));
   }
-  points.emplace_back(1.0, sorted_ns.back());
-  return points;
+  rows.push_back({1.0, sorted_ns.back(), n});
+  return rows;
 }
+
+namespace {
+
+// The buckets of an HdrHistogram with 3 significant digits (2048 sub-buckets) tracking 1 ns to
+// `max_ns`: each bucket doubles the range the first one covers.
+int hdr_bucket_count(double max_ns) {
+  constexpr long long kSubBuckets = 2048;
+  const auto highest = std::max(2.0, std::ceil(max_ns));
+  int buckets = 1;
+  for (double untrackable = kSubBuckets; untrackable <= highest; untrackable *= 2) ++buckets;
+  return buckets;
+}
+
+}  // namespace
 
 std::string hgrm_text(const nlohmann::json& summary) {
   std::string out = fmt::format("{:>12} {:>14} {:>10} {:>14}\n\n", "Value", "Percentile", "TotalCount",
                                 "1/(1-Percentile)");
-  const auto samples = summary.value("samples", std::size_t{0});
-  for (const auto& point : summary.value("distribution", nlohmann::json::array())) {
-    const double fraction = point[0].get<double>();
-    const double us = point[1].get<double>() / 1e3;
-    const auto count = static_cast<std::size_t>(std::ceil(fraction * static_cast<double>(samples)));
+  for (const auto& row : summary.value("distribution", nlohmann::json::array())) {
+    const double fraction = row[0].get<double>();
+    const double us = row[1].get<double>() / 1e3;
+    const auto count = row[2].get<std::size_t>();
     if (fraction < 1.0)
-      out += fmt::format("{:>12.3f} {:>14.12f} {:>10} {:>14.2f}\n", us, fraction, count, 1.0 / (1.0 - fraction));
+      out += fmt::format("{:12.3f} {:2.12f} {:10} {:14.2f}\n", us, fraction, count, 1.0 / (1.0 - fraction));
     else
-      out += fmt::format("{:>12.3f} {:>14.12f} {:>10}\n", us, fraction, count);
+      out += fmt::format("{:12.3f} {:2.12f} {:10}\n", us, fraction, count);
   }
-  out += fmt::format("#[Mean    = {:>12.3f}, StdDeviation   = {:>12.3f}]\n", summary.value("mean", 0.0) / 1e3,
+  const double max_ns = summary.value("max", 0.0);
+  out += fmt::format("#[Mean    = {:12.3f}, StdDeviation   = {:12.3f}]\n", summary.value("mean", 0.0) / 1e3,
                      summary.value("stddev", 0.0) / 1e3);
-  out += fmt::format("#[Max     = {:>12.3f}, Total count    = {:>12}]\n", summary.value("max", 0.0) / 1e3, samples);
-  out += fmt::format("#[Unit    = microseconds, {} of {}]\n", summary.value("kind", std::string("rtt")),
-                     summary.value("name", std::string("?")));
+  out += fmt::format("#[Max     = {:12.3f}, Total count    = {:12}]\n", max_ns / 1e3,
+                     summary.value("samples", std::size_t{0}));
+  out += fmt::format("#[Buckets = {:12}, SubBuckets     = {:12}]\n", hdr_bucket_count(max_ns), 2048);
   return out;
 }
+
+namespace {
+
+// [[fraction, value ns, count], ...]: compact, in the order of the .hgrm rows.
+nlohmann::json distribution_json(const std::vector<PercentileRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PercentileRow& row : rows) out.push_back({row.fraction, row.value, row.count});
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const LatencySummary& s) {
   return nlohmann::json{{"name", s.name}, {"kind", s.kind}, {"unit", "ns"}, {"samples", s.samples},
                         {"min", s.min},   {"p50", s.p50},   {"p90", s.p90},   {"p99", s.p99},
                         {"p999", s.p999}, {"p9999", s.p9999}, {"max", s.max}, {"mean", s.mean},
                         {"p50_interp", s.p50_interp}, {"clock_step_ns", s.step_ns}, {"stddev", s.stddev},
-                        {"distribution", s.distribution}};
+                        {"distribution", distribution_json(s.distribution)}};
 }
 
 }  // namespace ipcfloor

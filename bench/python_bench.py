@@ -31,6 +31,9 @@ ipcfloor_sweep_on), once with the command line (`ipcfloor sweep --name`, the who
 from here: start, attach, sweep, rows) and once from Python over the socket (one sweep_loaded
 frame), each timed on its own. All four paths must give the same bits before anything is timed.
 
+Percentiles are nearest ranks, the one definition of every `ipcfloor bench` suite
+(bench/percentile.hpp); under `ipcfloor bench python` the C++ peer says where they sit.
+
 `ipcfloor bench python` creates a venv, pip-installs the package into it and runs this with the
 venv's python; standalone (the package importable):
     python_bench.py --ipcfloor PATH/bin/ipcfloor [--json]
@@ -38,6 +41,7 @@ venv's python; standalone (the package importable):
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -66,15 +70,30 @@ except ImportError as error:
 SWEEP_BARS = 150_000
 
 
-def percentiles(samples):
+LEVELS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9}
+
+
+def nearest_rank_index(count, percent):
+    """The sorted position of the p-th percentile of `count` samples: the nearest rank, the one
+    definition of bench/percentile.hpp. Only a standalone run uses this copy; under `ipcfloor bench
+    python` the positions come from that header through the C++ peer."""
+    if not percent > 0:
+        return 0
+    if percent >= 100:
+        return count - 1
+    rank = math.ceil(math.nextafter(percent, 0.0) * count / 100.0)
+    return min(count, max(rank, 1)) - 1
+
+
+def percentiles(samples, peer=None):
     ordered = sorted(samples)
     n = len(ordered)
-
-    def at(q):
-        return ordered[min(n - 1, int(q * n))]
-
-    return {"samples": n, "p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "p99.9": at(0.999),
-            "max": ordered[-1], "min": ordered[0]}
+    levels = list(LEVELS.values())
+    indices = peer.percentile_indices(n, levels) if peer else [nearest_rank_index(n, p) for p in levels]
+    row = {"samples": n}
+    row.update({key: ordered[i] for key, i in zip(LEVELS, indices)})
+    row.update(max=ordered[-1], min=ordered[0])
+    return row
 
 
 def time_calls(call, argument, count, clock=time.perf_counter_ns):
@@ -107,12 +126,22 @@ class CppPeer:
     def echo(self, name, combo, samples, warmup, cpu):
         request = {"echo_cpp": {"engine": name, "params": list(combo), "samples": samples, "warmup": warmup,
                                 "cpu": cpu}}
-        sys.stdout.write(json.dumps(request) + "\n")
-        sys.stdout.flush()
-        answer = json.loads(sys.stdin.readline() or "{}")
+        answer = self._ask(request)
         if "samples" not in answer:
             raise SystemExit(f"python_bench: the C++ echo failed: {answer.get('error', 'no answer')}")
         return answer["samples"]
+
+    def percentile_indices(self, count, levels):
+        answer = self._ask({"percentile_index": {"count": count, "at": levels}})
+        if "indices" not in answer:
+            raise SystemExit(f"python_bench: the C++ peer gave no percentiles: {answer.get('error', 'no answer')}")
+        return answer["indices"]
+
+    @staticmethod
+    def _ask(request):
+        sys.stdout.write(json.dumps(request) + "\n")
+        sys.stdout.flush()
+        return json.loads(sys.stdin.readline() or "{}")
 
 
 def start_engine(binary, name, bars, server_cpu, socket_path, lanes):
@@ -191,7 +220,7 @@ def latency_phase(args, tmp, peer, client_cpu, server_cpu):
                     run(args.warmup)
                 timed = run(per_round)
                 samples[key] += timed
-                round_p50[key].append(percentiles(timed)["p50"])
+                round_p50[key].append(percentiles(timed, peer)["p50"])
         facts = {"lane": engine.lane, "wait": engine.wait, "series": served.name, "checksum": f"{served.checksum:016x}",
                  "params": list(combo), "backtest": list(shm_answer)}
         sock.close()
@@ -240,14 +269,14 @@ def sweep_phase(args, tmp, grid):
         stop_engine(server)
 
 
-def report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu):
+def report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu, peer):
     results = []
     for key in samples:
-        row = percentiles(samples[key])
+        row = percentiles(samples[key], peer)
         row.update(name=key, kind="rtt", round_p50=round_p50[key])
         results.append(row)
     p50 = {row["name"]: row["p50"] for row in results}
-    sweeps = {key: percentiles([v * 1e3 for v in values]) for key, values in seconds.items()}  # ms
+    sweeps = {key: percentiles([v * 1e3 for v in values], peer) for key, values in seconds.items()}  # ms
     median = {key: sweeps[key]["p50"] for key in sweeps}
     goals = [{"what": "call-floor-py p50, ns", "target": 100, "measured": p50["call-floor-py"],
               "met": p50["call-floor-py"] <= 100}]
@@ -319,7 +348,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pybench-") as tmp:
         samples, round_p50, facts = latency_phase(args, tmp, peer, client_cpu, server_cpu)
         seconds, sweep_facts = sweep_phase(args, tmp, grid)
-    report = report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu)
+    report = report_of(args, samples, round_p50, facts, seconds, sweep_facts, client_cpu, server_cpu, peer)
     if args.peer == "stdio":
         print(json.dumps({"report": report}))
     elif args.json:

@@ -16,9 +16,11 @@
 
 #include <fmt/format.h>
 
+#include "bench/child_process.hpp"
 #include "bench/engine_child.hpp"
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
+#include "bench/percentile.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
@@ -35,34 +37,26 @@ std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-// Runs a shell command; its output (stdout and stderr) on success, else an error with its tail.
-Expected<std::string> run_captured(const std::string& command, const std::string& what) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return fail(ErrorCode::io, "could not start {}: {}", what, command);
-  char buffer[1 << 14];
-  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, got);
-  const int status = pclose(pipe);
-  if (status == 0) return output;
-  const std::string tail = output.size() > 4000 ? output.substr(output.size() - 4000) : output;
-  return fail(ErrorCode::resource, "{} failed (exit {}): {}\n{}", what, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-              command, tail);
+// Runs `argv` for `what`, its stdout and stderr captured; an error says what failed and why.
+Expected<void> run_step(const std::vector<std::string>& argv, std::string_view what) {
+  if (auto ran = run_captured(argv, Capture::stdout_and_stderr); !ran)
+    return fail(ErrorCode::resource, "{} failed: {}", what, ran.error().message);
+  return {};
 }
 
 // A fresh venv in `dir` seeing Debian's packages (numpy, setuptools), with the package built and
 // installed into it offline, exactly as the README says. Returns the venv's python.
 Expected<std::string> package_venv(const std::string& python, const std::string& project, const std::string& dir) {
   const std::string venv = dir + "/venv";
-  if (auto made = run_captured(fmt::format("{} -m venv --system-site-packages {}", shell_quote(python),
-                                           shell_quote(venv)),
-                               "making a venv (needs python3-venv)");
+  if (auto made =
+          run_step({python, "-m", "venv", "--system-site-packages", venv}, "making a venv (needs python3-venv)");
       !made)
     return std::unexpected(made.error());
   const std::string venv_python = venv + "/bin/python";
-  if (auto installed = run_captured(
-          fmt::format("{} -m pip install --no-build-isolation --no-input --disable-pip-version-check --quiet {}",
-                      shell_quote(venv_python), shell_quote(project)),
-          "pip install of the ipcfloor package (needs python3-dev, python3-setuptools, python3-wheel, python3-numpy)");
+  if (auto installed = run_step({venv_python, "-m", "pip", "install", "--no-build-isolation", "--no-input",
+                                 "--disable-pip-version-check", "--quiet", project},
+                                "pip install of the ipcfloor package (needs python3-dev, python3-setuptools, "
+                                "python3-wheel, python3-numpy)");
       !installed)
     return std::unexpected(installed.error());
   return venv_python;
@@ -105,6 +99,21 @@ nlohmann::json time_cpp_echo(const nlohmann::json& request, std::optional<ShmCli
     (void)sched_setaffinity(0, sizeof before, &before);
     if (!error.empty()) return {{"error", error}};
     return {{"samples", ns}};
+  } catch (const nlohmann::json::exception& bad) {
+    return {{"error", fmt::format("a malformed request {}: {}", request.dump(), bad.what())}};
+  }
+}
+
+// Where the script's percentiles sit in its sorted samples, by bench/percentile.hpp, so that the
+// Python rows use the definition every other suite does: {"count": n, "at": [p, ...]} ->
+// {"indices": [i, ...]}.
+nlohmann::json percentile_indices(const nlohmann::json& request) {
+  try {
+    const auto count = request.at("count").get<std::size_t>();
+    if (count == 0) return {{"error", "no samples"}};
+    nlohmann::json indices = nlohmann::json::array();
+    for (const auto& at : request.at("at")) indices.push_back(percentile_index(count, at.get<double>()));
+    return {{"indices", indices}};
   } catch (const nlohmann::json::exception& bad) {
     return {{"error", fmt::format("a malformed request {}: {}", request.dump(), bad.what())}};
   }
@@ -160,8 +169,10 @@ Expected<nlohmann::json> converse(Script& script, const std::string& command) {
     const nlohmann::json message = nlohmann::json::parse(line, nullptr, false);
     if (message.is_object() && message.contains("report")) {
       report = message["report"];
-    } else if (message.is_object() && message.contains("echo_cpp")) {
-      const std::string reply = time_cpp_echo(message["echo_cpp"], client, clock).dump() + "\n";
+    } else if (message.is_object() && (message.contains("echo_cpp") || message.contains("percentile_index"))) {
+      const nlohmann::json answer = message.contains("echo_cpp") ? time_cpp_echo(message["echo_cpp"], client, clock)
+                                                                 : percentile_indices(message["percentile_index"]);
+      const std::string reply = answer.dump() + "\n";
       std::fwrite(reply.data(), 1, reply.size(), script.to);
       std::fflush(script.to);
     }

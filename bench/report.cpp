@@ -137,8 +137,9 @@ std::string live_section(const nlohmann::json& l) {
   std::string md =
       "## Live: tick to signal\n\nOne-way ns from the writer's clock reading before it publishes an APPEND to the "
       "subscriber's receipt of the bar's signals (writer and subscriber in one thread, the engine spinning on its "
-      "own cpu), beside the physical floor (RTT) of the same run.\n\n"
-      "| what | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|\n";
+      "own cpu), beside the physical floor (RTT) of the same run; p50~ is the median interpolated within the clock's "
+      "step.\n\n"
+      "| what | p50~ | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|\n";
   const auto row = [&md](const std::string& what, const nlohmann::json& s) {
     md += fmt::format("| {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |\n", what, s["p50_interp"].get<double>(),
                       s["p99"].get<double>(), s["p999"].get<double>(), s["max"].get<double>());
@@ -150,7 +151,7 @@ std::string live_section(const nlohmann::json& l) {
     row(fmt::format("{} combos, all signals", run["combos"].get<std::size_t>()), run["all_signals"]);
   }
   const auto& goal = l["goal"];
-  md += fmt::format("\nGoal ({}): p50 {:.0f} ns, bound {:.0f} ns, {:.2f}x floor+compute: **{}**.\n\n",
+  md += fmt::format("\nGoal ({}): p50~ {:.0f} ns, bound {:.0f} ns, {:.2f}x floor+compute: **{}**.\n\n",
                     goal["what"].get<std::string>(), goal["p50_ns"].get<double>(), goal["bound_ns"].get<double>(),
                     goal["ratio"].get<double>(), goal["met"].get<bool>() ? "met" : "not met");
   md += "| combos | bars/s back to back | signals received | dropped |\n|---:|---:|---:|---:|\n";

@@ -12,6 +12,7 @@
 
 #include "bench/engine_child.hpp"
 #include "bench/latency.hpp"
+#include "bench/percentile.hpp"
 #include "bench/transports.hpp"
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
@@ -125,7 +126,7 @@ Expected<std::vector<BacktestResult>> sweep_segment(ShmClient& client, std::span
 
 nlohmann::json ms_json(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
-  return {{"p50", ms[ms.size() / 2]}, {"min", ms.front()}, {"max", ms.back()}, {"samples", ms.size()}};
+  return {{"p50", sorted_percentile(ms, 50)}, {"min", ms.front()}, {"max", ms.back()}, {"samples", ms.size()}};
 }
 
 // run_sweep as `sweep --inproc --threads N` runs it: from a thread whose threads may use every

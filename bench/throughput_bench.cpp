@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "bench/engine_child.hpp"
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
+#include "bench/percentile.hpp"
 #include "bench/socket_server_child.hpp"
 #include "bench/suite_common.hpp"
 #include "clients/pipelined_sweep.hpp"
@@ -47,13 +49,6 @@ bool echoed(const ResponseSlot& response, const Combo& sent) noexcept {
   ResponseSlot expected{};
   expected.set_echo(sent);
   return std::memcmp(&response.pnl, &expected.pnl, sizeof(Combo)) == 0;
-}
-
-double percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(rank, values.size() - 1)];
 }
 
 // What one scenario measured: a rate per window and an RTT per request.
@@ -101,9 +96,9 @@ class WindowTally {
 
 nlohmann::json scenario_json(std::string name, std::string transport, std::size_t lanes, std::size_t in_flight,
                              Measured& measured, double step_ns) {
-  const double p10 = percentile(measured.window_rates, 0.10);
-  const double p50 = percentile(measured.window_rates, 0.50);
-  const double p90 = percentile(measured.window_rates, 0.90);
+  const double p10 = percentile(measured.window_rates, 10);
+  const double p50 = percentile(measured.window_rates, 50);
+  const double p90 = percentile(measured.window_rates, 90);
   const std::size_t requests = measured.rtt_ns.size();
   const LatencySummary rtt = summarize(name, "rtt", measured.rtt_ns, step_ns);
   return nlohmann::json{
@@ -121,9 +116,45 @@ nlohmann::json scenario_json(std::string name, std::string transport, std::size_
   };
 }
 
+// Keeps `in_flight` ECHO frames in one lane's rings with pipelined_sweep, the loop every client
+// streams with, until `windows` windows of `window_requests` answers each have been timed, after
+// one untimed window of warm-up. Each answer's RTT runs from just before its submit to its read.
+Expected<Measured> run_one_lane(ShmClient& client, std::uint32_t in_flight, const ThroughputOptions& options,
+                                const TscClock& clock) {
+  if (in_flight > client.capacity())
+    return fail(ErrorCode::invalid_argument, "{} frames in flight exceed the ring's {} slots", in_flight,
+                client.capacity());
+  WindowTally tally(options, clock);
+  std::vector<std::uint64_t> submitted_at(client.capacity());  // by request number modulo the capacity
+  const std::size_t mask = client.capacity() - 1;
+  Combo payload{};
+  std::optional<std::size_t> wrong;
+  const SweepEnd end = pipelined_sweep(
+      client, tally.total(),
+      [&](std::size_t i) {
+        payload = payload_for(i);
+        submitted_at[i & mask] = TscClock::now();
+        return SweepRequest{Opcode::echo, 0, payload_of(payload)};
+      },
+      [&](std::size_t i, const ResponseSlot& answer) {
+        const std::uint64_t t1 = TscClock::now();
+        if (!wrong && (answer.status != static_cast<std::uint16_t>(Status::ok) || !echoed(answer, payload_for(i))))
+          wrong = i;
+        tally.answered(submitted_at[i & mask], t1);
+      },
+      in_flight);
+  if (end.status != CallStatus::ok)
+    return fail(ErrorCode::io, "lane {}: {}", client.lane(), client.describe(end.status));
+  if (wrong)
+    return fail(ErrorCode::bad_data, "lane {}: the answer to request {} is not its payload", client.lane(), *wrong);
+  return tally.take();
+}
+
 // Keeps `in_flight` ECHO frames outstanding in each client's rings (one thread, lanes visited in
 // turn) until `windows` windows of `window_requests` answers each have been timed, after one
-// untimed window of warm-up.
+// untimed window of warm-up. Not pipelined_sweep: that loop serves one lane and waits for its next
+// answer, while this one reads whichever lane has answers (poll) so that no lane drains while
+// another is waited on.
 Expected<Measured> run_rings(std::span<ShmClient*> clients, std::uint32_t in_flight, const ThroughputOptions& options,
                              const TscClock& clock) {
   struct Lane {
@@ -260,7 +291,7 @@ nlohmann::json grid_json(std::string name, std::string what, std::vector<double>
                          double inproc_p50_ms) {
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  const double p50 = percentile(sorted, 0.5);
+  const double p50 = sorted_percentile(sorted, 50);
   return nlohmann::json{
       {"name", std::move(name)},
       {"description", std::move(what)},
@@ -310,8 +341,7 @@ Expected<void> scenario_shm_call(ThroughputRun& run, ShmClient& client) {
 // 1, 8 and a ring's capacity in flight through one lane.
 Expected<void> scenario_ring_depths(ThroughputRun& run, ShmClient& client) {
   for (const std::uint32_t in_flight : run.depths) {
-    ShmClient* one[] = {&client};
-    auto rings = run_rings(one, in_flight, run.options, run.clock);
+    auto rings = run_one_lane(client, in_flight, run.options, run.clock);
     if (!rings) return std::unexpected(rings.error());
     run.scenarios.push_back(scenario_json(fmt::format("shm-ring-1lane-{}", in_flight), "shm rings", 1, in_flight,
                                           *rings, run.step_ns));
@@ -432,9 +462,7 @@ Expected<void> run_grid_ways(ThroughputRun& run, std::vector<GridWay>& ways, std
       if (!ms) return std::unexpected(ms.error());
       way.ms.push_back(*ms);
     }
-  std::vector<double> reference = ways.front().ms;
-  std::sort(reference.begin(), reference.end());
-  const double reference_p50 = percentile(reference, 0.5);
+  const double reference_p50 = percentile(ways.front().ms, 50);
   for (GridWay& way : ways) run.grid.push_back(grid_json(way.name, way.description, way.ms, combos, reference_p50));
   return {};
 }

@@ -10,8 +10,15 @@
 // attaching mid-stream.
 //
 // Rates are samples too: each window of completed requests is timed on its own and the report
-// gives percentiles over windows, alongside each request's RTT (submit to answer, its own clock
-// reads) as percentiles. Setup path: allocates, returns Expected; a wrong answer is an error.
+// gives percentiles over windows (nearest rank, bench/percentile.hpp), alongside each request's
+// RTT (submit to answer, its own clock reads) as percentiles. Setup path: allocates, returns
+// Expected; a wrong answer is an error.
+//
+// One lane streams with pipelined_sweep (clients/pipelined_sweep.hpp), the loop of every client,
+// its depth capped at the row's frames in flight; so does the grid. The several-lane rows cannot:
+// pipelined_sweep serves one lane and waits for that lane's next answer, and one thread waiting
+// on one lane lets every other lane's ring drain. Their loop submits to each lane in turn and
+// reads whichever lane has answers (poll), never waiting on one.
 
 #include <cstdint>
 #include <string>

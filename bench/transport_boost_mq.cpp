@@ -20,6 +20,7 @@
 
 #include "bench/child_exit.hpp"
 #include "bench/echo_peer.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
 
@@ -109,47 +110,42 @@ Expected<std::vector<double>> run_boost_message_queue(const TransportContext& co
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     _exit(getppid() == parent ? serve_echo(names, context.server_cpu) : kEchoOrphaned);
   }
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    return std::unexpected(pinned.error());
-  }
-
-  std::vector<double> samples = reserved_samples(context);
-  std::optional<Error> error;
-  const std::size_t total = context.warmup + context.samples;
+  Combo payload{};
+  Combo reply{};
+  bip::message_queue::size_type got = 0;
+  boost::posix_time::ptime deadline;
+  Expected<std::vector<double>> samples = std::unexpected(Error{ErrorCode::io, "not run"});
   try {
-    for (std::size_t i = 0; i < total && !error; ++i) {
-      const Combo payload = ladder_payload(i);
-      Combo reply{};
-      bip::message_queue::size_type got = 0;
-      unsigned priority = 0;
-      // Deadlines are taken before the clock starts: the bound is ours, not the transport's cost.
-      const auto send_deadline = deadline_after(kCallTimeoutSeconds);
-      const auto receive_deadline = send_deadline;
-      const std::uint64_t t0 = TscClock::now();
-      const bool sent = requests->timed_send(&payload, kPayloadBytes, 0, send_deadline);
-      const bool received = sent && replies->timed_receive(&reply, kPayloadBytes, got, priority, receive_deadline);
-      const std::uint64_t t1 = TscClock::now();
-      if (!received) {
-        error = Error{ErrorCode::peer_gone,
-                      fmt::format("boost-message-queue: round trip {}: the echo process (pid {}) {}", i, child,
-                                  describe_echo_process(child))};
-      } else if (got != kPayloadBytes || reply != payload) {
-        error = Error{ErrorCode::protocol,
-                      fmt::format("boost-message-queue: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
-      } else if (i >= context.warmup) {
-        samples.push_back(context.clock->to_ns(t1 - t0));
-      }
-    }
+    samples = time_round_trips(context, RoundTrip{
+        .prepare = [&](std::size_t i) {
+          payload = ladder_payload(i);
+          reply = Combo{};
+          // The deadline is taken before the clock starts: the bound is ours, not the transport's cost.
+          deadline = deadline_after(kCallTimeoutSeconds);
+        },
+        .exchange = [&](std::size_t) {
+          unsigned priority = 0;
+          return requests->timed_send(&payload, kPayloadBytes, 0, deadline) &&
+                 replies->timed_receive(&reply, kPayloadBytes, got, priority, deadline);
+        },
+        .check = [&](std::size_t i, bool received) -> Expected<Answer> {
+          if (!received)
+            return fail(ErrorCode::peer_gone, "boost-message-queue: round trip {}: the echo process (pid {}) {}", i,
+                        child, describe_echo_process(child));
+          if (got != kPayloadBytes || reply != payload)
+            return fail(ErrorCode::protocol, "boost-message-queue: ECHO {} came back as {} bytes, payload {}", i, got,
+                        reply.h);
+          return Answer::answered;
+        },
+    });
     // The empty message tells the echo side to exit.
     const Combo unused{};
     (void)requests->timed_send(&unused, 0, 0, deadline_after(kCallTimeoutSeconds));
   } catch (const bip::interprocess_exception& e) {
-    error = Error{ErrorCode::io, fmt::format("boost-message-queue: {}", e.what())};
+    samples = fail(ErrorCode::io, "boost-message-queue: {}", e.what());
   }
   const int status = reap_child(child, std::chrono::seconds(5));
-  if (error) return std::unexpected(*error);
+  if (!samples) return samples;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fail(ErrorCode::peer_gone, "boost-message-queue: the echo process ended with wait status {}", status);
   return samples;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <thread>
 
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
 #include "shm/layout.hpp"
@@ -108,30 +109,34 @@ Expected<std::vector<double>> bounce(const TransportContext& context, BounceLine
     lines.request(slot).store(kDone, std::memory_order_release);
     pong.join();
   };
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
-    stop_pong();
-    return std::unexpected(pinned.error());
-  }
-  std::vector<double> samples = reserved_samples(context);
-  const std::size_t total = context.warmup + context.samples;
-  for (std::size_t i = 0; i < total; ++i, slot = lines.next(slot)) {
-    const std::uint64_t ping = 2 * i + 1;
-    std::atomic<std::uint64_t>& request = lines.request(slot);
-    std::atomic<std::uint64_t>& reply = lines.reply(slot);
-    const std::uint64_t t0 = TscClock::now();
-    // release: pairs with the acquire load of the request line in the pong lambda.
-    request.store(ping, std::memory_order_release);
-    // acquire: pairs with the pong lambda's release store of ping + 1 (or of kDone).
-    std::uint64_t seen = 0;
-    while ((seen = reply.load(std::memory_order_acquire)) != ping + 1) {
-      if (seen == kDone) break;
-      cpu_relax();
-    }
-    const std::uint64_t t1 = TscClock::now();
-    if (seen == kDone) break;
-    if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
+  std::uint64_t ping = 0;
+  std::atomic<std::uint64_t>* request = nullptr;
+  std::atomic<std::uint64_t>* reply = nullptr;
+  auto samples = time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) {
+        ping = 2 * i + 1;
+        request = &lines.request(slot);
+        reply = &lines.reply(slot);
+      },
+      .exchange = [&](std::size_t) {
+        // release: pairs with the acquire load of the request line in the pong lambda.
+        request->store(ping, std::memory_order_release);
+        // acquire: pairs with the pong lambda's release store of ping + 1 (or of kDone).
+        std::uint64_t seen = 0;
+        while ((seen = reply->load(std::memory_order_acquire)) != ping + 1) {
+          if (seen == kDone) break;
+          cpu_relax();
+        }
+        return seen;
+      },
+      .check = [&](std::size_t, std::uint64_t seen) -> Expected<Answer> {
+        if (seen == kDone) return Answer::peer_gone;  // pong could not pin; it says why below
+        slot = lines.next(slot);                      // the next round trip's lines
+        return Answer::answered;
+      },
+  });
   stop_pong();
+  if (!samples) return samples;
   // acquire: pairs with the pong lambda's release store of pong_failed; the join in stop_pong orders it too.
   if (pong_failed.load(std::memory_order_acquire)) return std::unexpected(pong_error);
   return samples;

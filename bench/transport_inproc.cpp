@@ -4,8 +4,8 @@
 // cost of the engine's own work with no transport at all, plus the two ordered rdtsc reads
 // every rung pays.
 
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
-#include "common/affinity.hpp"
 #include "engine/dispatch.hpp"
 #include "kernel/kernel.hpp"
 
@@ -18,32 +18,32 @@ using DispatchFn = Status (*)(const RequestSlot&, std::span<const double>, doubl
 
 Expected<std::vector<double>> run_inproc_call(const TransportContext& context) {
   unpin_current_thread();  // an earlier rung may have pinned this thread elsewhere
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
   KernelWorkspace workspace(1);  // ECHO never touches it; dispatch_request's signature wants one
-  std::vector<double> samples = reserved_samples(context);
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
-  const std::size_t total = context.warmup + context.samples;
-  for (std::size_t i = 0; i < total; ++i) {
-    request.seq = i;
-    request.params = ladder_payload(i);
-    // Why the barrier: dispatch_request lives in another translation unit today, but an LTO
-    // build could inline it and fold ECHO into a few moves, or hoist it out of the loop. The
-    // empty asm makes the function pointer opaque, so the call is a real indirect call into
-    // the engine's code; the "memory" clobber makes the compiler assume it reads `request` and
-    // writes `response`, so neither the stores before nor the loads after can be elided.
-    DispatchFn dispatch = &dispatch_request;
-    __asm__ __volatile__("" : "+r"(dispatch) : : "memory");
-    const std::uint64_t t0 = TscClock::now();
-    const Status status = dispatch(request, {}, 0.0, workspace, response, {}, 0);
-    const std::uint64_t t1 = TscClock::now();
-    if (status != Status::ok) return fail(ErrorCode::protocol, "inproc-call: ECHO {} answered {}", i, to_string(status));
-    if (response.seq != i || response.echo() != request.params)
-      return fail(ErrorCode::protocol, "inproc-call: ECHO {} came back as seq {} payload {}", i, response.seq,
-                  response.echo().h);
-    if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
-  return samples;
+  DispatchFn dispatch = &dispatch_request;
+  return time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) {
+        request.seq = i;
+        request.params = ladder_payload(i);
+        // Why the barrier: dispatch_request lives in another translation unit today, but an LTO
+        // build could inline it and fold ECHO into a few moves, or hoist it out of the loop. The
+        // empty asm makes the function pointer opaque, so the call is a real indirect call into
+        // the engine's code; the "memory" clobber makes the compiler assume it reads `request`
+        // and writes `response`, so neither the stores before nor the loads after can be elided.
+        dispatch = &dispatch_request;
+        __asm__ __volatile__("" : "+r"(dispatch) : : "memory");
+      },
+      .exchange = [&](std::size_t) { return dispatch(request, {}, 0.0, workspace, response, {}, 0); },
+      .check = [&](std::size_t i, Status status) -> Expected<Answer> {
+        if (status != Status::ok)
+          return fail(ErrorCode::protocol, "inproc-call: ECHO {} answered {}", i, to_string(status));
+        if (response.seq != i || response.echo() != request.params)
+          return fail(ErrorCode::protocol, "inproc-call: ECHO {} came back as seq {} payload {}", i, response.seq,
+                      response.echo().h);
+        return Answer::answered;
+      },
+  });
 }
 
 }  // namespace ipcfloor

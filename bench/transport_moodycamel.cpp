@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
 #include "engine/dispatch.hpp"
@@ -34,7 +35,7 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
     if (auto pinned = pin_current_thread(context.server_cpu); !pinned) {
       server_error = pinned.error();
       // release: publishes server_error; pairs with the acquire loads of server_failed in
-      // run_moodycamel_thread's client loop and after its finish().
+      // run_moodycamel_thread's exchange and after its finish().
       server_failed.store(true, std::memory_order_release);
       return;
     }
@@ -57,42 +58,36 @@ Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& cont
     stop.store(true, std::memory_order_release);
     server.join();
   };
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
-    finish();
-    return std::unexpected(pinned.error());
-  }
-  std::vector<double> samples = reserved_samples(context);
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
-  const std::size_t total = context.warmup + context.samples;
-  for (std::size_t i = 0; i < total; ++i) {
-    request.seq = i;
-    request.params = ladder_payload(i);
-    bool answered = true;
-    const std::uint64_t t0 = TscClock::now();
-    if (!requests.try_enqueue(request)) {
-      finish();
-      return fail(ErrorCode::protocol, "moodycamel-thread: the request queue is full with one request in flight");
-    }
-    while (!replies.try_dequeue(response)) {
-      // acquire: pairs with the server lambda's release store when it could not pin (it never answers).
-      if (server_failed.load(std::memory_order_acquire)) {
-        answered = false;
-        break;
-      }
-      cpu_relax();
-    }
-    const std::uint64_t t1 = TscClock::now();
-    if (!answered) break;
-    if (response.status != static_cast<std::uint16_t>(Status::ok) || response.seq != i ||
-        response.echo() != request.params) {
-      finish();
-      return fail(ErrorCode::protocol, "moodycamel-thread: ECHO {} came back as seq {} status {} payload {}", i,
-                  response.seq, response.status, response.echo().h);
-    }
-    if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
+  enum class Trip { answered, queue_full, server_gone };
+  auto samples = time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) {
+        request.seq = i;
+        request.params = ladder_payload(i);
+      },
+      .exchange = [&](std::size_t) {
+        if (!requests.try_enqueue(request)) return Trip::queue_full;
+        while (!replies.try_dequeue(response)) {
+          // acquire: pairs with the server lambda's release store when it could not pin (it never answers).
+          if (server_failed.load(std::memory_order_acquire)) return Trip::server_gone;
+          cpu_relax();
+        }
+        return Trip::answered;
+      },
+      .check = [&](std::size_t i, Trip trip) -> Expected<Answer> {
+        if (trip == Trip::server_gone) return Answer::peer_gone;  // it says why below
+        if (trip == Trip::queue_full)
+          return fail(ErrorCode::protocol, "moodycamel-thread: the request queue is full with one request in flight");
+        if (response.status != static_cast<std::uint16_t>(Status::ok) || response.seq != i ||
+            response.echo() != request.params)
+          return fail(ErrorCode::protocol, "moodycamel-thread: ECHO {} came back as seq {} status {} payload {}", i,
+                      response.seq, response.status, response.echo().h);
+        return Answer::answered;
+      },
+  });
   finish();
+  if (!samples) return samples;
   // acquire: pairs with the server lambda's release store; join() in finish() ordered it already.
   if (server_failed.load(std::memory_order_acquire)) return std::unexpected(server_error);
   return samples;

@@ -9,6 +9,7 @@
 //   pipeline is one deep, on two lines that move through the ring's slots.
 
 #include "bench/engine_child.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
@@ -44,30 +45,31 @@ Expected<std::vector<double>> run_shm(const TransportContext& context, const cha
   options.wait = *mode;
   auto client = ShmClient::connect(engine.name(), options);
   if (!client) return std::unexpected(client.error());
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
 
-  std::vector<double> samples = reserved_samples(context);
   RequestSlot request = ladder_echo_request();
   ResponseSlot response{};
-  const std::size_t total = context.warmup + context.samples;
-  for (std::size_t i = 0; i < total; ++i) {
-    request.params = ladder_payload(i);
-    const std::uint64_t t0 = TscClock::now();
-    CallStatus status = CallStatus::ok;
-    if (path == ShmPath::call) {
-      status = client->call(request, response);
-    } else {
-      std::uint64_t seq = 0;
-      status = client->submit(request, seq);
-      if (status == CallStatus::ok) status = client->wait_response(response);
-    }
-    const std::uint64_t t1 = TscClock::now();
+  const auto prepare = [&](std::size_t i) { request.params = ladder_payload(i); };
+  const auto check = [&](std::size_t i, CallStatus status) -> Expected<Answer> {
     if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
     if (response.echo() != ladder_payload(i))
       return fail(ErrorCode::protocol, "ECHO {} came back as {}", i, response.echo().h);
-    if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
-  return samples;
+    return Answer::answered;
+  };
+  if (path == ShmPath::call)
+    return time_round_trips(context, RoundTrip{
+        .prepare = prepare,
+        .exchange = [&](std::size_t) { return client->call(request, response); },
+        .check = check,
+    });
+  return time_round_trips(context, RoundTrip{
+      .prepare = prepare,
+      .exchange = [&](std::size_t) {
+        std::uint64_t seq = 0;
+        const CallStatus submitted = client->submit(request, seq);
+        return submitted == CallStatus::ok ? client->wait_response(response) : submitted;
+      },
+      .check = check,
+  });
 }
 
 }  // namespace

@@ -4,31 +4,26 @@
 
 #include <string>
 
-#include "bench/latency.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/socket_server_child.hpp"
 #include "clients/socket_client.hpp"
-#include "common/affinity.hpp"
 
 namespace ipcfloor {
 namespace {
 
 Expected<std::vector<double>> time_echo_params(SocketClient& client, const TransportContext& context) {
-  if (context.clock == nullptr) return fail(ErrorCode::invalid_argument, "the ladder passed no TscClock");
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
-  std::vector<double> samples = reserved_samples(context);
-  const std::size_t total = context.warmup + context.samples;
   Combo payload{0, 1, 2, 3, 4, 5};
-  for (std::size_t i = 0; i < total; ++i) {
-    payload.h = static_cast<std::int64_t>(i);
-    const std::uint64_t t0 = TscClock::now();
-    auto echoed = client.echo_params(payload);
-    const std::uint64_t t1 = TscClock::now();
-    if (!echoed) return std::unexpected(echoed.error());
-    if (echoed->h != payload.h)
-      return fail(ErrorCode::protocol, "echo_params {} came back as {} from {}", payload.h, echoed->h, client.server());
-    if (i >= context.warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
-  return samples;
+  return time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) { payload.h = static_cast<std::int64_t>(i); },
+      .exchange = [&](std::size_t) { return client.echo_params(payload); },
+      .check = [&](std::size_t, const Expected<Combo>& echoed) -> Expected<Answer> {
+        if (!echoed) return std::unexpected(echoed.error());
+        if (echoed->h != payload.h)
+          return fail(ErrorCode::protocol, "echo_params {} came back as {} from {}", payload.h, echoed->h,
+                      client.server());
+        return Answer::answered;
+      },
+  });
 }
 
 // Times the round trips over a new connection to `server`, which outlives it.

@@ -17,8 +17,8 @@
 #include <cstring>
 
 #include "bench/child_exit.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
-#include "common/affinity.hpp"
 
 namespace ipcfloor {
 
@@ -129,11 +129,38 @@ ssize_t read_reply(int fd, unsigned char* data, std::size_t size, std::chrono::s
   }
 }
 
+// One call of `ipcfloor stdio` as the timed part left it.
+struct SpawnCall {
+  int spawn_errno = 0;  // vfork's errno when it failed, else 0
+  bool sent = false;    // the whole request was written
+  ssize_t got = 0;      // reply bytes read; -1 when the child neither answered nor exited in time
+  int status = 0;       // the child's wait status
+};
+
+// What one call came to: ok, or an error naming what went wrong.
+Expected<Answer> check_reply(const TransportContext& context, std::size_t i, const SpawnCall& call,
+                             const Combo& payload, const Combo& reply) {
+  if (call.spawn_errno != 0) return fail(ErrorCode::io, "spawn: vfork: {}", std::strerror(call.spawn_errno));
+  const bool exited_ok = WIFEXITED(call.status) && WEXITSTATUS(call.status) == 0;
+  if (call.got < 0)
+    return fail(ErrorCode::timeout, "spawn: `{} stdio` did not answer within {} s and was killed", context.binary,
+                kCallTimeout.count());
+  if (call.got == 0 && !exited_ok)
+    return fail(ErrorCode::io,
+                "spawn: `{} stdio` answered nothing and {}: this binary does not serve the hidden `stdio` "
+                "subcommand (bench/stdio_server.hpp run_stdio_echo) yet",
+                context.binary, describe_wait_status(call.status));
+  if (!call.sent || call.got != static_cast<ssize_t>(sizeof reply) || !exited_ok)
+    return fail(ErrorCode::protocol, "spawn: call {}: sent {}, got {} of {} reply bytes, and the child {}", i,
+                call.sent ? "the request" : "nothing", call.got, sizeof reply, describe_wait_status(call.status));
+  if (reply != payload) return fail(ErrorCode::protocol, "spawn: ECHO {} came back as {}", i, reply.h);
+  return Answer::answered;
+}
+
 }  // namespace
 
 Expected<std::vector<double>> run_spawn(const TransportContext& context) {
   unpin_current_thread();  // an earlier rung may have pinned this thread elsewhere
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) return std::unexpected(pinned.error());
   if (access(context.binary.c_str(), X_OK) != 0)
     return fail(ErrorCode::io, "spawn: {} is not an executable: {}", context.binary, std::strerror(errno));
   cpu_set_t server_cpus;
@@ -144,51 +171,45 @@ Expected<std::vector<double>> run_spawn(const TransportContext& context) {
   char* const argv[] = {program.data(), command.data(), nullptr};
 
   SigpipeBlocked sigpipe_blocked;
-  const std::size_t samples_wanted = std::min(context.samples, kSpawnMaxSamples);
-  const std::size_t warmup = std::min(context.warmup, kSpawnMaxWarmup);
-  std::vector<double> samples;
-  samples.reserve(samples_wanted);
-  for (std::size_t i = 0; i < warmup + samples_wanted; ++i) {
-    const Combo payload = ladder_payload(i);
-    Combo reply{};
-    Fd request_read, request_write, reply_read, reply_write;
-    if (!make_pipe(request_read, request_write) || !make_pipe(reply_read, reply_write))
-      return fail(ErrorCode::io, "spawn: pipe2: {}", std::strerror(errno));
-
-    const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
-    const std::uint64_t t0 = TscClock::now();
-    const pid_t pid = spawn_pinned(argv, request_read.get(), reply_write.get(), server_cpus, sigpipe_blocked.previous());
-    if (pid < 0) return fail(ErrorCode::io, "spawn: vfork: {}", std::strerror(errno));
-    request_read.reset();
-    reply_write.reset();
-    // A pipe holds 64 KiB, so 48 bytes never block even if the child is slow to read them.
-    const bool sent = write(request_write.get(), &payload, sizeof payload) == static_cast<ssize_t>(sizeof payload);
-    request_write.reset();
-    if (!sent) sigpipe_blocked.drain();
-    const ssize_t got = read_reply(reply_read.get(), reinterpret_cast<unsigned char*>(&reply), sizeof reply, deadline);
-    if (got < 0) kill(pid, SIGKILL);  // it neither answered nor exited in time
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    const std::uint64_t t1 = TscClock::now();
-
-    const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (got < 0)
-      return fail(ErrorCode::timeout, "spawn: `{} stdio` did not answer within {} s and was killed", context.binary,
-                  kCallTimeout.count());
-    if (got == 0 && !exited_ok)
-      return fail(ErrorCode::io,
-                  "spawn: `{} stdio` answered nothing and {}: this binary does not serve the hidden `stdio` "
-                  "subcommand (bench/stdio_server.hpp run_stdio_echo) yet",
-                  context.binary, describe_wait_status(status));
-    if (!sent || got != static_cast<ssize_t>(sizeof reply) || !exited_ok)
-      return fail(ErrorCode::protocol, "spawn: call {}: sent {}, got {} of {} reply bytes, and the child {}", i,
-                  sent ? "the request" : "nothing", got, sizeof reply, describe_wait_status(status));
-    if (reply != payload)
-      return fail(ErrorCode::protocol, "spawn: ECHO {} came back as {}", i, reply.h);
-    if (i >= warmup) samples.push_back(context.clock->to_ns(t1 - t0));
-  }
-  return samples;
+  TransportContext capped = context;
+  capped.samples = std::min(context.samples, kSpawnMaxSamples);
+  capped.warmup = std::min(context.warmup, kSpawnMaxWarmup);
+  Combo payload{};
+  Combo reply{};
+  Fd request_read, request_write, reply_read, reply_write;
+  std::chrono::steady_clock::time_point deadline;
+  return time_round_trips(capped, RoundTrip{
+      .prepare = [&](std::size_t i) -> Expected<void> {
+        payload = ladder_payload(i);
+        reply = Combo{};
+        for (Fd* fd : {&request_read, &request_write, &reply_read, &reply_write}) fd->reset();
+        if (!make_pipe(request_read, request_write) || !make_pipe(reply_read, reply_write))
+          return fail(ErrorCode::io, "spawn: pipe2: {}", std::strerror(errno));
+        deadline = std::chrono::steady_clock::now() + kCallTimeout;
+        return {};
+      },
+      .exchange = [&](std::size_t) {
+        SpawnCall call;
+        const pid_t pid =
+            spawn_pinned(argv, request_read.get(), reply_write.get(), server_cpus, sigpipe_blocked.previous());
+        if (pid < 0) {
+          call.spawn_errno = errno;
+          return call;
+        }
+        request_read.reset();
+        reply_write.reset();
+        // A pipe holds 64 KiB, so 48 bytes never block even if the child is slow to read them.
+        call.sent = write(request_write.get(), &payload, sizeof payload) == static_cast<ssize_t>(sizeof payload);
+        request_write.reset();
+        if (!call.sent) sigpipe_blocked.drain();
+        call.got = read_reply(reply_read.get(), reinterpret_cast<unsigned char*>(&reply), sizeof reply, deadline);
+        if (call.got < 0) kill(pid, SIGKILL);  // it neither answered nor exited in time
+        while (waitpid(pid, &call.status, 0) < 0 && errno == EINTR) {
+        }
+        return call;
+      },
+      .check = [&](std::size_t i, const SpawnCall& call) { return check_reply(context, i, call, payload, reply); },
+  });
 }
 
 }  // namespace ipcfloor

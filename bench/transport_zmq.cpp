@@ -23,12 +23,12 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <zmq.h>
 
 #include "bench/child_exit.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/echo_peer.hpp"
 #include "common/affinity.hpp"
 
@@ -156,6 +156,40 @@ class SocketPath {
   std::string path_;
 };
 
+// The timed round trips on a connected REQ socket, then the empty message that tells the echo
+// process (`child`) to exit, unless a round trip failed and left REQ/REP out of step. The first
+// requests wait until the echo side has bound: zmq reconnects until it has.
+Expected<std::vector<double>> time_echoes(const TransportContext& context, const ZmqApi& api, void* socket,
+                                          pid_t child) {
+  Combo payload{};
+  Combo reply{};
+  bool exchanged = false;
+  auto samples = time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) {
+        payload = ladder_payload(i);
+        reply = Combo{};
+        exchanged = true;
+      },
+      .exchange = [&](std::size_t) {
+        const int sent = api.send(socket, &payload, sizeof payload, 0);
+        return sent == kPayloadBytes ? api.recv(socket, &reply, sizeof reply, 0) : -1;
+      },
+      .check = [&](std::size_t i, int got) -> Expected<Answer> {
+        if (got < 0)
+          return fail(ErrorCode::peer_gone, "zeromq-ipc: round trip {} ({}): the echo process (pid {}) {}", i,
+                      api.last_error(), child, describe_echo_process(child));
+        if (got != kPayloadBytes || reply != payload)
+          return fail(ErrorCode::protocol, "zeromq-ipc: ECHO {} came back as {} bytes, payload {}", i, got, reply.h);
+        return Answer::answered;
+      },
+  });
+  if (!samples && exchanged) return samples;  // REQ/REP may be out of step: the echo side is reaped or killed
+  // The empty message tells the echo side to exit; it answers so REQ/REP stays in step.
+  if (api.send(socket, nullptr, 0, 0) != 0 || api.recv(socket, nullptr, 0, 0) != 0)
+    return fail(ErrorCode::peer_gone, "zeromq-ipc: stopping the echo process: {}", api.last_error());
+  return samples;
+}
+
 }  // namespace
 
 Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
@@ -173,49 +207,19 @@ Expected<std::vector<double>> run_zeromq_ipc(const TransportContext& context) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     _exit(getppid() == parent ? serve_echo(api, endpoint_name, context.server_cpu) : kEchoOrphaned);
   }
-  if (auto pinned = pin_current_thread(context.client_cpu); !pinned) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    return std::unexpected(pinned.error());
-  }
-
-  std::optional<Error> error;
-  std::vector<double> samples = reserved_samples(context);
+  Expected<std::vector<double>> samples = std::unexpected(Error{ErrorCode::io, "not run"});
   {
     auto endpoint = ZmqEndpoint::open(api, ZMQ_REQ, kCallTimeoutMs);
     if (!endpoint) {
-      error = endpoint.error();
+      samples = std::unexpected(endpoint.error());
     } else if (api.connect((*endpoint)->socket(), endpoint_name.c_str()) != 0) {
-      error = Error{ErrorCode::io, fmt::format("zeromq-ipc: connect {}: {}", endpoint_name, api.last_error())};
-    }
-    const std::size_t total = context.warmup + context.samples;
-    // The first requests wait until the echo side has bound: zmq reconnects until it has.
-    for (std::size_t i = 0; i < total && !error; ++i) {
-      void* socket = (*endpoint)->socket();
-      const Combo payload = ladder_payload(i);
-      Combo reply{};
-      const std::uint64_t t0 = TscClock::now();
-      const int sent = api.send(socket, &payload, sizeof payload, 0);
-      const int got = sent == kPayloadBytes ? api.recv(socket, &reply, sizeof reply, 0) : -1;
-      const std::uint64_t t1 = TscClock::now();
-      if (got < 0) {
-        error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: round trip {} ({}): the echo process (pid {}) {}", i,
-                                                        api.last_error(), child, describe_echo_process(child))};
-      } else if (got != kPayloadBytes || reply != payload) {
-        error = Error{ErrorCode::protocol, fmt::format("zeromq-ipc: ECHO {} came back as {} bytes, payload {}", i, got, reply.h)};
-      } else if (i >= context.warmup) {
-        samples.push_back(context.clock->to_ns(t1 - t0));
-      }
-    }
-    if (!error) {
-      // The empty message tells the echo side to exit; it answers so REQ/REP stays in step.
-      void* socket = (*endpoint)->socket();
-      if (api.send(socket, nullptr, 0, 0) != 0 || api.recv(socket, nullptr, 0, 0) != 0)
-        error = Error{ErrorCode::peer_gone, fmt::format("zeromq-ipc: stopping the echo process: {}", api.last_error())};
+      samples = fail(ErrorCode::io, "zeromq-ipc: connect {}: {}", endpoint_name, api.last_error());
+    } else {
+      samples = time_echoes(context, api, (*endpoint)->socket(), child);
     }
   }
   const int status = reap_child(child, std::chrono::seconds(5));
-  if (error) return std::unexpected(*error);
+  if (!samples) return samples;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fail(ErrorCode::peer_gone, "zeromq-ipc: the echo process ended with wait status {}", status);
   return samples;

@@ -96,7 +96,10 @@ inline void unpin_current_thread() noexcept {
 // Registered transports, in ladder order (fastest expected first).
 [[nodiscard]] const std::vector<Transport>& all_transports();
 
-// Implementations.
+// Implementations. Each times its round trips with time_round_trips (bench/rung_timing.hpp),
+// except iceoryx, whose samples come back from its own executable.
+// The cache-line bounce between context.client_cpu and context.server_cpu, any pair of cpus the
+// process may use: the ladder's floor, and what a per-core-pair map of the host calls.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_again(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context);

@@ -2,12 +2,15 @@
 // The one loop that streams requests through a lane's rings. It keeps the request ring full, so
 // the engine never waits for the next frame, and hands every answer back in submission order.
 // The CLI's `sweep --name`, the C ABI's ipcfloor_sweep (and through it the C++ facade and the
-// Python package), ipcfloor-mpi and the benchmarks all run on it; none of them keeps a loop of
-// its own.
+// Python package), ipcfloor-mpi and the benchmarks' one-lane streams (throughput's ring depths,
+// live's back-to-back appends, the grid and the workers rows) all run on it. One benchmark loop
+// is not this one: throughput's several-lane rows keep several lanes full from one thread, which
+// a loop over one lane cannot (bench/throughput_bench.hpp says why).
 //
 // Threads: the client's thread (a ShmClient belongs to one thread at a time). Memory: allocates
 // nothing; noexcept unless a callback throws. Waits are bounded by the client's timeout.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,19 +35,23 @@ struct SweepEnd {
 };
 
 // Sends request(i) for every i in [0, count) and calls take(i, answer) for each answer, in order
-// of i. At most client.capacity() requests are in flight; the client must have none outstanding
-// when it starts (ShmClient::outstanding). On a lane failure it stops at once: requests it sent
-// may still be in flight, and the client must read or drop them before its next ring request.
-//   request: SweepRequest(std::size_t i)
-//   take:    void(std::size_t i, const ResponseSlot& answer)
+// of i. At most client.capacity() requests are in flight, or `max_in_flight` when that is smaller
+// (0, the default: the capacity); the client must have none outstanding when it starts
+// (ShmClient::outstanding). On a lane failure it stops at once: requests it sent may still be in
+// flight, and the client must read or drop them before its next ring request.
+//   request: SweepRequest(std::size_t i), called just before request i is submitted
+//   take:    void(std::size_t i, const ResponseSlot& answer), called as soon as answer i is read
 template <class Request, class Take>
-[[nodiscard]] SweepEnd pipelined_sweep(ShmClient& client, std::size_t count, Request&& request, Take&& take) {
+[[nodiscard]] SweepEnd pipelined_sweep(ShmClient& client, std::size_t count, Request&& request, Take&& take,
+                                       std::size_t max_in_flight = 0) {
+  const std::size_t depth =
+      max_in_flight == 0 ? client.capacity() : std::min<std::size_t>(max_in_flight, client.capacity());
   std::size_t sent = 0;
   std::size_t answered = 0;
   ResponseSlot answer{};
   while (answered < count) {
     // Keep the ring full: the answer just read freed a slot for the next request.
-    while (sent < count && client.outstanding() < client.capacity()) {
+    while (sent < count && client.outstanding() < depth) {
       const SweepRequest next = request(sent);
       std::uint64_t seq = 0;
       if (const CallStatus got = client.submit(next.opcode, next.flags, next.payload, seq); got != CallStatus::ok)

@@ -27,7 +27,6 @@
 
 #include "bench/engine_child.hpp"
 #include "common/affinity.hpp"
-#include "bench/latency.hpp"
 #include "kernel/isa.hpp"
 
 using namespace ipcfloor;
@@ -412,26 +411,6 @@ TEST_CASE("bench --json prints one document with the context block, and --hgrm w
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("the percentile distribution climbs HdrHistogram's ticks to the maximum and the .hgrm text counts every sample") {
-  std::vector<double> ns;
-  for (int i = 1; i <= 10'000; ++i) ns.push_back(static_cast<double>(i));
-  const LatencySummary summary = summarize("ramp", "rtt", ns);
-  REQUIRE(summary.distribution.size() > 20);
-  CHECK(summary.distribution.front().first == 0.0);
-  CHECK(summary.distribution.back().first == 1.0);
-  CHECK(summary.distribution.back().second == 10'000.0);
-  for (std::size_t i = 1; i < summary.distribution.size(); ++i) {
-    CHECK(summary.distribution[i].first > summary.distribution[i - 1].first);
-    CHECK(summary.distribution[i].second >= summary.distribution[i - 1].second);
-  }
-  // Five ticks per halving: 0, 10%, ..., 50%, 55%, ... as HdrHistogram prints them.
-  CHECK(summary.distribution[5].first == doctest::Approx(0.5));
-  CHECK(summary.distribution[5].second == 5'000.0);
-  const std::string text = hgrm_text(to_json(summary));
-  CHECK(contains(text, "Total count    =        10000"));
-  CHECK(contains(text, "      10.000 1.000000000000      10000"));
-}
-
 TEST_CASE("feed appends stdin's closes to a live engine and names a bad line; signals prints one JSON line per combo "
           "per bar; both name a non-live engine") {
   const std::string name = unique_name("live");
@@ -670,7 +649,8 @@ const std::vector<BadValue>& bad_values() {
       {"status", "--name", "a/b"}, {"status", "--socket-dir", "x"}, {"status", "--interval", "0"},
       {"status", "--count", "-1"},
       {"doctor", "--cpu", "-5"}, {"doctor", "--bars", "1"}, {"doctor", "--lanes", "65"}, {"doctor", "--socket-dir", "x"},
-      {"bench", "suite", "nosuch"}, {"bench", "--out", ""}, {"bench", "--hgrm", ""}, {"bench", "--transports", "nosuch"},
+      {"bench", "suite", "nosuch"}, {"bench", "--out", ""}, {"bench", "--hgrm", ""}, {"bench", "--gbench-json", ""},
+      {"bench", "--transports", "nosuch"},
       {"bench", "--samples", "0"}, {"bench", "--warmup", "-1"}, {"bench", "--rounds", "0"},
       {"bench", "--ring-capacity", "3"}, {"bench", "--client-cpu", "-1"}, {"bench", "--server-cpu", "99999"},
       {"bench", "--requests", "0"}, {"bench", "--wait", "x"}, {"bench", "--repeats", "0"},

@@ -1,9 +1,11 @@
 // The ladder's transports other than the shm ring and the sockets (tested with their servers):
 // each either measures every requested round trip or skips with a reason naming what is
-// missing. Also `run_stdio_echo`, the engine side of the `spawn` rung, in a forked child.
+// missing. Also `run_stdio_echo`, the engine side of the `spawn` rung, in a forked child, and
+// time_round_trips, the timing skeleton every rung runs on.
 
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bench/echo_bench.hpp"
+#include "bench/rung_timing.hpp"
 #include "bench/transports.hpp"
 #include "common/affinity.hpp"
 #include "bench/stdio_server.hpp"
@@ -219,4 +222,84 @@ TEST_CASE("the echo curve's fit recovers floor and bandwidth from points on the 
   CHECK(fit.floor_ns > 20'000);
   CHECK(fit.floor_ns < 30'000);
   CHECK(fit.bytes_per_ns > 0);
+}
+
+TEST_CASE("the rung skeleton times only the exchange of each round trip after the warm-up, in order") {
+  const TscClock clock = TscClock::calibrate();
+  TransportContext context = small_context(clock);
+  context.samples = 50;
+  context.warmup = 7;
+  std::vector<std::size_t> prepared, exchanged, checked;
+  const auto samples = time_round_trips(context, RoundTrip{
+      .prepare = [&](std::size_t i) { prepared.push_back(i); },
+      .exchange = [&](std::size_t i) {
+        exchanged.push_back(i);
+        return i * 10;
+      },
+      .check = [&](std::size_t i, std::size_t got) -> Expected<Answer> {
+        if (got != i * 10) return fail(ErrorCode::protocol, "round trip {} checked {}", i, got);
+        checked.push_back(i);
+        return Answer::answered;
+      },
+  });
+  REQUIRE_MESSAGE(samples.has_value(), samples.error().message);
+  CHECK(samples->size() == 50);  // the warm-up round trips are run, not kept
+  CHECK(prepared.size() == 57);
+  CHECK(exchanged == prepared);
+  CHECK(checked == prepared);  // each check sees what its own exchange returned
+  CHECK(std::is_sorted(prepared.begin(), prepared.end()));
+  CHECK(std::all_of(samples->begin(), samples->end(), [](double ns) { return ns >= 0 && ns < 1e8; }));
+  cpu_set_t mask;  // the measuring thread is left pinned to the client cpu
+  CPU_ZERO(&mask);
+  REQUIRE(sched_getaffinity(0, sizeof mask, &mask) == 0);
+  CHECK(CPU_COUNT(&mask) == 1);
+  CHECK(CPU_ISSET(context.client_cpu, &mask));
+  unpin_current_thread();
+}
+
+TEST_CASE("the rung skeleton ends at a peer that stops answering with the samples so far, and at a wrong answer "
+          "or a failed preparation with its error") {
+  const TscClock clock = TscClock::calibrate();
+  TransportContext context = small_context(clock);
+  context.samples = 20;
+  context.warmup = 5;
+  const auto nothing = [](std::size_t) {};
+  const auto echo = [](std::size_t i) { return i; };
+  const auto gone_at_12 = [](std::size_t i, std::size_t) -> Expected<Answer> {
+    return i < 12 ? Answer::answered : Answer::peer_gone;
+  };
+  const auto gone = time_round_trips(context, RoundTrip{.prepare = nothing, .exchange = echo, .check = gone_at_12});
+  REQUIRE(gone.has_value());
+  CHECK(gone->size() == 7);  // round trips 5..11: the warm-up took 0..4, 12 never came back
+  const auto wrong = time_round_trips(context, RoundTrip{
+      .prepare = nothing,
+      .exchange = echo,
+      .check = [](std::size_t i, std::size_t) -> Expected<Answer> {
+        if (i == 9) return fail(ErrorCode::protocol, "answer {} is another's", i);
+        return Answer::answered;
+      },
+  });
+  REQUIRE_FALSE(wrong.has_value());
+  CHECK(wrong.error().message == "answer 9 is another's");
+  bool exchanged_after_failure = false;
+  const auto unprepared = time_round_trips(context, RoundTrip{
+      .prepare = [](std::size_t i) -> Expected<void> {
+        if (i == 3) return fail(ErrorCode::io, "no pipe for {}", i);
+        return {};
+      },
+      .exchange = [&](std::size_t i) {
+        exchanged_after_failure = exchanged_after_failure || i >= 3;
+        return i;
+      },
+      .check = gone_at_12,
+  });
+  REQUIRE_FALSE(unprepared.has_value());
+  CHECK(unprepared.error().message == "no pipe for 3");
+  CHECK_FALSE(exchanged_after_failure);
+  TransportContext no_clock = context;
+  no_clock.clock = nullptr;
+  const auto unclocked = time_round_trips(no_clock, RoundTrip{.prepare = nothing, .exchange = echo, .check = gone_at_12});
+  REQUIRE_FALSE(unclocked.has_value());
+  CHECK(unclocked.error().message.find("TscClock") != std::string::npos);
+  unpin_current_thread();
 }

@@ -104,7 +104,7 @@ def percentile_plot(ladder, out_dir):
     """HdrHistogram's percentile curve of every rung: x = 1/(1-percentile), both axes log."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for row in ladder["results"]:
-        points = [(p, v) for p, v in row.get("distribution", []) if p < 1.0]
+        points = [(p, v) for p, v, *_ in row.get("distribution", []) if p < 1.0]
         if len(points) < 2:
             continue
         ax.plot([1.0 / (1.0 - p) for p, _ in points], [v for _, v in points], label=row["name"], linewidth=1.2)
