@@ -13,7 +13,8 @@ time (its text signatures); and the source tree itself (clients/python) builds a
 IPCFLOOR_PREFIX pointing at the build tree, writing nothing into the checkout either. That wheel
 installs, offline, into a fresh venv that sees no Debian package but numpy, and works there
 with the build tree out of reach: it carries libipcfloor.so.0 and the libraries it needs beyond
-glibc and libstdc++ (libfmt), and loads them from the package.
+glibc and libstdc++ (libfmt), and loads them from the package; where a pyenv Python of the same
+minor version is installed, the same holds in a venv of it.
 
 The venv stays (VENV, the ctest fixture python_venv): the other Python tests run with its python.
 
@@ -111,15 +112,17 @@ def check_wheel_in_fresh_venv(wheel, build_dir, tmp, interpreter=sys.executable)
     extension loads the package's libipcfloor.so.0 and the libraries carried for it, never the
     build tree's or the host's."""
     venv = os.path.join(tmp, f"fresh-venv-{len(os.listdir(tmp))}")
-    if run([interpreter, "-m", "venv", venv], f"{interpreter} -m venv (fresh, no system site packages)").returncode:
+    # Without a pip of its own (ensurepip takes seconds): Debian's pip installs into it (--python).
+    if run([interpreter, "-m", "venv", "--without-pip", venv],
+           f"{interpreter} -m venv (fresh, no system site packages)").returncode:
         return
     python = os.path.join(venv, "bin", "python")
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "the fresh venv's site").stdout
     with open(os.path.join(site.strip(), "numpy-only.pth"), "w") as pth:
         pth.write((os.path.join(tmp, "numpy-only") if os.path.isdir(os.path.join(tmp, "numpy-only"))
                    else numpy_only_site(tmp)) + "\n")
-    done = run([*offline_prefix(), python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", wheel],
-               "pip install WHEEL into a fresh venv, offline")
+    done = run([*offline_prefix(), sys.executable, "-m", "pip", "--python", python, "install", "--no-index",
+                "--disable-pip-version-check", wheel], "pip install WHEEL into a fresh venv, offline")
     if done.returncode:
         return
     code = ("import ipcfloor, numpy as np\n"
@@ -196,9 +199,13 @@ def main():
                    cwd=os.path.join(ROOT, "clients", "python"))
         check("Success" in done.stdout, f"mypy --strict: {done.stdout}")
         # The extension's stubs against the extension itself (its text signatures, constants and
-        # types), run in the venv the package is installed in.
-        done = run([venv_python, "-m", "mypy.stubtest", "--mypy-config-file", os.devnull, "ipcfloor._ipcfloor"],
-                   "stubtest ipcfloor._ipcfloor", cwd=tempfile.gettempdir())
+        # types), run in the venv the package is installed in, with mypy's defaults.
+        with tempfile.TemporaryDirectory(prefix="ipcfloor-stubtest-") as where:
+            config = os.path.join(where, "mypy.ini")
+            with open(config, "w") as f:
+                f.write("[mypy]\n")
+            done = run([venv_python, "-m", "mypy.stubtest", "--mypy-config-file", config, "ipcfloor._ipcfloor"],
+                       "stubtest ipcfloor._ipcfloor", cwd=where, env=dict(os.environ, MYPY_CACHE_DIR=where))
         check("Success" in done.stdout, f"stubtest: {done.stdout}")
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pypackage-") as tmp:
         check_source_tree(build_dir, tmp)
