@@ -149,8 +149,11 @@ class ShmClient {
   [[nodiscard]] bool live() const noexcept { return signals_.has_value(); }
 
   // Installs the interrupt check every wait of this client asks (InterruptCheck; check null
-  // removes it). The client's thread.
-  void set_interrupt(const InterruptCheck& interrupt) noexcept { interrupt_ = interrupt; }
+  // removes it); interrupt_due asks a new one at its first chance. The client's thread.
+  void set_interrupt(const InterruptCheck& interrupt) noexcept {
+    interrupt_ = interrupt;
+    next_interrupt_check_ = {};
+  }
   // True when the check is set, at least `every` passed since it was last asked (or never was),
   // and it says stop: what a loop of short waits (pipelined_sweep) asks between them. One clock
   // read when a check is set; nothing otherwise.

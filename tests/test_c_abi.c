@@ -702,10 +702,12 @@ static void check_interrupts(ipcfloor_client *c, const int64_t (*grid)[6], size_
   CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 0) == IPCFLOOR_E_INVALID, "an interval of 0 is refused");
   CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 2000000000LL) == IPCFLOOR_E_INVALID, "2 s is past the range");
   CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 1000000) == IPCFLOOR_OK, "1 ms is in range");
+  /* 1 s: no wait of this sweep lasts a slice, so the one ask is the one after the first answer
+   * (a check just installed is asked at the first chance), which says stop. */
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 1000000000LL) == IPCFLOOR_OK, "1 s is in range");
   static double pnl[MAX_COMBOS];
   static int64_t trades[MAX_COMBOS];
   static int status[MAX_COMBOS];
-  /* Asked after the first answer (never asked before): it says stop there. */
   int got = ipcfloor_sweep(c, grid, n, pnl, trades, status);
   CHECK(got == IPCFLOOR_E_INTERRUPTED && probe.calls == 1, "a sweep stopped between answers: %d after %d calls",
         got, probe.calls);
