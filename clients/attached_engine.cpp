@@ -4,6 +4,7 @@
 #include "common/affinity.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -11,11 +12,28 @@
 #include <limits>
 #include <utility>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace ipcfloor {
 namespace {
 
+// The forks this process has made so far (as seen in the child: a pthread_atfork child handler
+// counts them). A client remembers the count at attach; a child sees another one.
+// relaxed: only compared for equality; the handler runs in the child before fork() returns there,
+// on the one thread the child has, so every later call of that thread sees its store.
+std::atomic<std::uint64_t> g_forks{0};
+
+void count_fork() noexcept { g_forks.fetch_add(1, std::memory_order_relaxed); }
+
+// The count now; the first call registers the handler (once per process; a child inherits it).
+std::uint64_t forks_now() noexcept {
+  static const bool registered = pthread_atfork(nullptr, nullptr, count_fork) == 0;
+  (void)registered;
+  return g_forks.load(std::memory_order_relaxed);  // relaxed: see g_forks
+}
 int code_for(ErrorCode code) noexcept {
   switch (code) {
     case ErrorCode::invalid_argument: return IPCFLOOR_E_INVALID;
@@ -42,6 +60,7 @@ int code_for(CallStatus status) noexcept {
     case CallStatus::corrupt:
     case CallStatus::out_of_order: return IPCFLOOR_E_CORRUPT;
     case CallStatus::too_large: return IPCFLOOR_E_INVALID;
+    case CallStatus::interrupted: return IPCFLOOR_E_INTERRUPTED;
     case CallStatus::empty: break;
   }
   return IPCFLOOR_E_INTERNAL;
@@ -95,9 +114,10 @@ void write_message_to(char (&buffer)[N], fmt::format_string<Args...> format, Arg
 std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, const ipcfloor_options& options,
                                                        int& code, std::string& message) {
   ShmClientOptions client_options;
-  if (options.timeout_ns < 0) {
+  if (options.timeout_ns < 0 || options.timeout_ns > IPCFLOOR_TIMEOUT_MAX_NS) {
     code = IPCFLOOR_E_INVALID;
-    message = fmt::format("attach {}: timeout {} ns is negative", name, options.timeout_ns);
+    message = fmt::format("attach {}: timeout {} ns is outside its range: 0 (the default, 5 s) or 1 ns to {} ns "
+                          "(IPCFLOOR_TIMEOUT_MAX_NS, one day)", name, options.timeout_ns, IPCFLOOR_TIMEOUT_MAX_NS);
     return nullptr;
   }
   if (options.timeout_ns > 0) client_options.timeout = std::chrono::nanoseconds(options.timeout_ns);
@@ -124,7 +144,8 @@ std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, co
   return engine;
 }
 
-AttachedEngine::AttachedEngine(ShmClient client) : client_(std::move(client)) {
+AttachedEngine::AttachedEngine(ShmClient client)
+    : client_(std::move(client)), forks_at_attach_(forks_now()), attached_by_(static_cast<std::int32_t>(getpid())) {
   // Copied once: the header lives in memory the engine (or any attacher) could rewrite later.
   const auto& header = client_.segment().header();
   fee_ = header.fee;
@@ -185,6 +206,21 @@ void AttachedEngine::describe_refusal(char (&out)[N], const std::int64_t params[
   } else {
     write_message_to(out, "strategy {} refuses these parameters for a series of {} bars", name, answer.extra[1]);
   }
+}
+
+AttachedEngine::~AttachedEngine() {
+  if (forked()) client_.abandon();  // the parent still holds the lane: no ReleaseNotice from here
+}
+
+bool AttachedEngine::forked() const noexcept { return forks_now() != forks_at_attach_; }
+
+int AttachedEngine::refuse_if_forked() noexcept {
+  if (!forked()) return IPCFLOOR_OK;
+  write_message_to(message_,
+                   "lane {} of engine {} was attached by process {}, and this process ({}) is a child it forked: a "
+                   "child may not use its parent's lane (the parent keeps it, untouched); attach again in this process",
+                   client_.lane(), engine_name(), attached_by_, static_cast<std::int32_t>(getpid()));
+  return IPCFLOOR_E_FORKED;
 }
 
 int AttachedEngine::check_series(std::uint32_t index) noexcept {
@@ -281,6 +317,7 @@ int AttachedEngine::drain() noexcept {
 
 int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int64_t& trades, std::uint32_t series,
                              std::uint32_t strategy) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int held = check_series(series); held != IPCFLOOR_OK) return held;
   if (const int known = check_strategy(strategy); known != IPCFLOOR_OK) return known;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
@@ -299,7 +336,8 @@ int AttachedEngine::backtest(const std::int64_t params[6], double& pnl, std::int
 int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out, std::uint32_t series,
                           std::uint32_t strategy) noexcept {
   constexpr double kNoAnswer = std::numeric_limits<double>::quiet_NaN();
-  int held = check_series(series);
+  int held = refuse_if_forked();
+  if (held == IPCFLOOR_OK) held = check_series(series);
   if (held == IPCFLOOR_OK) held = check_strategy(strategy);
   if (held == IPCFLOOR_OK) held = settle();
   if (held != IPCFLOOR_OK) {
@@ -329,6 +367,7 @@ int AttachedEngine::sweep(const std::int64_t (*params)[6], std::size_t n, const 
 }
 
 int AttachedEngine::echo(const std::int64_t in[6], std::int64_t out[6]) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   if (const CallStatus got = client_.call(Opcode::echo, 0, payload_of(in)); got != CallStatus::ok)
     return lane_failure(got);
@@ -418,6 +457,7 @@ int AttachedEngine::subscription_refused(const std::int64_t params[6], const Res
 }
 
 int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   ResponseSlot response{};
   if (const CallStatus got = client_.append(close, tick, response); got != CallStatus::ok) return lane_failure(got);
@@ -428,6 +468,7 @@ int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars
 
 int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state,
                               std::uint32_t strategy) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int known = check_strategy(strategy); known != IPCFLOOR_OK) return known;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   if (const CallStatus got = client_.call(Opcode::subscribe, request_flags(0, strategy), payload_of(params));
@@ -453,6 +494,7 @@ int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, i
 }
 
 int AttachedEngine::snapshot() noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   ResponseSlot response{};
   if (const CallStatus got = client_.snapshot(response); got != CallStatus::ok) return lane_failure(got);
@@ -472,6 +514,7 @@ int AttachedEngine::snapshot() noexcept {
 }
 
 int AttachedEngine::poll_signal(ipcfloor_signal& out) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (!client_.live()) return not_live("read signals");
   SignalSlot slot;
   switch (const CallStatus got = client_.poll_signal(slot)) {
@@ -482,6 +525,7 @@ int AttachedEngine::poll_signal(ipcfloor_signal& out) noexcept {
 }
 
 int AttachedEngine::wait_signal(ipcfloor_signal& out) noexcept {
+  if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (!client_.live()) return not_live("wait for signals");
   SignalSlot slot;
   const CallStatus got = client_.wait_signal(slot);

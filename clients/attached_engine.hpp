@@ -63,6 +63,13 @@ class AttachedEngine {
 
   AttachedEngine(const AttachedEngine&) = delete;
   AttachedEngine& operator=(const AttachedEngine&) = delete;
+  // Hands the lane back; in a process forked after the attach, only unmaps it (the lane is the
+  // parent's).
+  ~AttachedEngine();
+
+  // Fork: every request below first checks that this process is the one that attached (a
+  // counter a pthread_atfork handler increments; no system call). In a forked child it returns
+  // IPCFLOOR_E_FORKED, with a sentence saying to attach again, before it touches the lane.
 
   // The ipcfloor_backtest_with / ipcfloor_sweep_with / ipcfloor_echo contracts
   // (include/ipcfloor/ipcfloor.h); series 0 on strategy 0 is ipcfloor_backtest / ipcfloor_sweep.
@@ -83,6 +90,10 @@ class AttachedEngine {
   [[nodiscard]] int snapshot() noexcept;
   [[nodiscard]] int poll_signal(ipcfloor_signal& out) noexcept;
   [[nodiscard]] int wait_signal(ipcfloor_signal& out) noexcept;
+
+  // The ipcfloor_set_interrupt contract: every wait, and a sweep between answers, asks `check`;
+  // a call it stops returns IPCFLOOR_E_INTERRUPTED.
+  void set_interrupt(const InterruptCheck& check) noexcept { client_.set_interrupt(check); }
 
   [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
   // The series table, copied at attach: how many series (1..kMaxSeries), series `index`'s
@@ -156,8 +167,14 @@ class AttachedEngine {
   // Reads and discards answers a failed ring request left in flight (the live calls use the
   // exchange line, which settles its own).
   [[nodiscard]] int settle() noexcept { return client_.outstanding() != 0 ? drain() : IPCFLOOR_OK; }
+  // True in a process forked after the attach (its fork count moved).
+  [[nodiscard]] bool forked() const noexcept;
+  // IPCFLOOR_OK in the process that attached; in a forked child IPCFLOOR_E_FORKED and its sentence.
+  [[nodiscard]] int refuse_if_forked() noexcept;
 
   ShmClient client_;
+  std::uint64_t forks_at_attach_ = 0;  // this process's fork count when it attached
+  std::int32_t attached_by_ = 0;       // the pid that attached
   double fee_ = 0.0;
   std::uint64_t checksum_ = 0;
   std::uint64_t capacity_bars_ = 0;

@@ -1,6 +1,7 @@
 // The C ABI of include/ipcfloor/ipcfloor.h over AttachedEngine. Every entry point is noexcept:
 // an exception would have to cross into C, so each one that can meet one catches it here.
 
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cmath>
@@ -74,6 +75,11 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_NOT_WRITER: return "not the series' writer";
     case IPCFLOOR_E_NO_ROOM: return "no room for another subscription";
     case IPCFLOOR_E_NO_SUCH_SERIES: return "no such series";
+    case IPCFLOOR_E_FORKED: return "client used in a forked child";
+    case IPCFLOOR_E_INTERRUPTED: return "interrupted";
+    case IPCFLOOR_E_NO_SUCH_STRATEGY: return "no such strategy";
+    case IPCFLOOR_E_NO_LIVE_STEP: return "strategy has no live step";
+    case IPCFLOOR_E_SIGNALS_FULL: return "signal ring full: drain it first";
     case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
@@ -292,6 +298,18 @@ int ipcfloor_poll_signal(ipcfloor_client* c, ipcfloor_signal* out) {
 int ipcfloor_wait_signal(ipcfloor_client* c, ipcfloor_signal* out) {
   if (c == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
   return c->engine->wait_signal(*out);
+}
+
+int ipcfloor_set_interrupt(ipcfloor_client* c, ipcfloor_interrupt_fn check, void* context, int64_t interval_ns) {
+  constexpr int64_t kShortest = 1'000'000, kLongest = 1'000'000'000;  // 1 ms, 1 s
+  if (c == nullptr || (check != nullptr && (interval_ns < kShortest || interval_ns > kLongest)))
+    return IPCFLOOR_E_INVALID;
+  ipcfloor::InterruptCheck interrupt;
+  interrupt.check = check;
+  interrupt.context = context;
+  interrupt.every = std::chrono::nanoseconds(check != nullptr ? interval_ns : 0);
+  c->engine->set_interrupt(interrupt);
+  return IPCFLOOR_OK;
 }
 
 int ipcfloor_combo_from_length(int64_t length, int64_t params[6]) {

@@ -39,6 +39,8 @@ struct SweepEnd {
 // (0, the default: the capacity); the client must have none outstanding when it starts
 // (ShmClient::outstanding). On a lane failure it stops at once: requests it sent may still be in
 // flight, and the client must read or drop them before its next ring request.
+// It also stops (CallStatus::interrupted) when the client's interrupt check says so, asked
+// between answers once its interval has passed (ShmClient::interrupt_due) and by every wait.
 //   request: SweepRequest(std::size_t i), called just before request i is submitted
 //   take:    void(std::size_t i, const ResponseSlot& answer), called as soon as answer i is read
 template <class Request, class Take>
@@ -60,6 +62,8 @@ template <class Request, class Take>
     }
     if (const CallStatus got = client.wait_response(answer); got != CallStatus::ok) return {got, answered};
     take(answered++, answer);
+    // Answers that keep coming never end a wait's slice, so a long sweep asks here too.
+    if (answered < count && client.interrupt_due()) return {CallStatus::interrupted, answered};
   }
   return {CallStatus::ok, answered};
 }

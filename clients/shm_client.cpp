@@ -35,6 +35,7 @@ std::string_view to_string(CallStatus status) noexcept {
     case CallStatus::out_of_order: return "answer out of order";
     case CallStatus::empty: return "empty";
     case CallStatus::too_large: return "payload too large for the bulk region";
+    case CallStatus::interrupted: return "interrupted";
   }
   return "unknown";
 }
@@ -150,13 +151,15 @@ CallStatus ShmClient::await_exchange() noexcept {
   const auto deadline = WaitClock::now() + timeout_;
   for (;;) {
     if (exchange_.answered()) return CallStatus::ok;
-    const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+    const auto slice_end = std::min(deadline, WaitClock::now() + wait_slice());
     if (exchange_.wait_answer(mode_, slice_end) == WaitStatus::ready) return CallStatus::ok;
     // A quarantine poisons the exchange stamp, but a call published after it overwrote the
     // poison; the response ring, which the client never writes, still says so.
     if (responses_.probe_corrupt()) return CallStatus::corrupt;
     const CallStatus engine = check_engine();
     if (engine == CallStatus::engine_gone) return engine;
+    // The call stays owed: the next one settles it (settle_owed_call), as after a timeout.
+    if (interrupted()) return CallStatus::interrupted;
     if (WaitClock::now() >= deadline) return engine;
   }
 }
@@ -174,13 +177,14 @@ CallStatus ShmClient::submit(Opcode opcode, std::uint16_t flags, FramePayload pa
     const auto deadline = WaitClock::now() + timeout_;
     while (!requests_.writable()) {
       if (requests_.corrupt()) return CallStatus::corrupt;
-      const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+      const auto slice_end = std::min(deadline, WaitClock::now() + wait_slice());
       if (wait_writable(requests_, mode_, slice_end) == WaitStatus::ready) continue;
       // An engine that quarantined this lane stops taking requests and poisons the response
       // ring; answers not read yet would hide that from poll(), so look at the ring itself.
       if (responses_.probe_corrupt()) return CallStatus::corrupt;
       const CallStatus engine = check_engine();
       if (engine == CallStatus::engine_gone) return engine;
+      if (interrupted()) return CallStatus::interrupted;
       if (WaitClock::now() >= deadline) return engine;
     }
   }
@@ -259,6 +263,9 @@ std::string ShmClient::describe(CallStatus status) const {
     case CallStatus::too_large:
       return fmt::format("the payload does not fit half of lane {}'s {}-byte bulk region of {} (serve --bulk-bytes)",
                          lane(), bulk().size(), name);
+    case CallStatus::interrupted:
+      return fmt::format("a call on lane {} of {} was interrupted while it waited (its interrupt check asked it to "
+                         "stop); the lane stays usable: the next call drops the answers it left owed", lane(), name);
     case CallStatus::ok:
     case CallStatus::empty: break;
   }

@@ -8,6 +8,7 @@
 // mode make no syscall unless a wait outlasts one engine heartbeat interval, when the client
 // checks whether the engine is still there (one poll(2) on its connection).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -50,6 +51,7 @@ enum class CallStatus : std::uint8_t {
   out_of_order, // an answer's seq did not match the oldest outstanding request
   empty,        // poll only: nothing has arrived yet
   too_large,    // echo_bulk only: the payload does not fit half of the lane's bulk region
+  interrupted,  // the interrupt check (set_interrupt) asked the wait to stop; answers may be owed
 };
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
@@ -58,6 +60,14 @@ enum class CallStatus : std::uint8_t {
 // clock read costs tens of ns, a large share of a round trip through the segment, so the common
 // case never makes one).
 inline constexpr std::uint32_t kCallPollsBeforeDeadline = 2048;
+
+// What a waiting call asks, at least every `every` of waiting, whether to stop (a binding's
+// Ctrl-C): check(context) != 0 stops it with CallStatus::interrupted. Unset (check null): never.
+struct InterruptCheck {
+  int (*check)(void* context) = nullptr;
+  void* context = nullptr;
+  std::chrono::nanoseconds every{};
+};
 
 class ShmClient {
  public:
@@ -138,6 +148,26 @@ class ShmClient {
   // True when the engine is live (this lane has a signal ring).
   [[nodiscard]] bool live() const noexcept { return signals_.has_value(); }
 
+  // Installs the interrupt check every wait of this client asks (InterruptCheck; check null
+  // removes it); interrupt_due asks a new one at its first chance. The client's thread.
+  void set_interrupt(const InterruptCheck& interrupt) noexcept {
+    interrupt_ = interrupt;
+    next_interrupt_check_ = {};
+  }
+  // True when the check is set, at least `every` passed since it was last asked (or never was),
+  // and it says stop: what a loop of short waits (pipelined_sweep) asks between them. One clock
+  // read when a check is set; nothing otherwise.
+  [[nodiscard]] bool interrupt_due() noexcept {
+    if (interrupt_.check == nullptr) return false;
+    const auto now = WaitClock::now();
+    if (now < next_interrupt_check_) return false;
+    next_interrupt_check_ = now + interrupt_.every;
+    return interrupt_.check(interrupt_.context) != 0;
+  }
+  // Closes this process's copy of the lease without handing the lane back: a forked child's
+  // exit from its parent's lane (Attachment::abandon). Only the destructor may follow.
+  void abandon() noexcept { attachment_.abandon(); }
+
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }
   [[nodiscard]] std::uint32_t capacity() const noexcept { return requests_.capacity(); }
@@ -157,6 +187,17 @@ class ShmClient {
             RingProducer<RequestSlot> requests, RingConsumer<ResponseSlot> responses);
   // Why a wait ran out: engine_gone, engine_hung, or timeout.
   [[nodiscard]] CallStatus check_engine() const noexcept;
+  // How long one slice of a wait lasts: one heartbeat, or the interrupt check's interval when
+  // that is shorter.
+  [[nodiscard]] std::chrono::nanoseconds wait_slice() const noexcept {
+    return interrupt_.check != nullptr ? std::min(slice_, interrupt_.every) : slice_;
+  }
+  // After a slice that ended empty: the interrupt check's word (it is asked every slice).
+  [[nodiscard]] bool interrupted() noexcept {
+    if (interrupt_.check == nullptr) return false;
+    next_interrupt_check_ = WaitClock::now() + interrupt_.every;
+    return interrupt_.check(interrupt_.context) != 0;
+  }
   void ring_engine() noexcept;
   // Waits (bounded by timeout_, in mode_) until the exchange's pending call is answered or
   // corrupt. Reads the clock only once the first kCallPollsBeforeDeadline polls came up empty.
@@ -177,10 +218,11 @@ class ShmClient {
     for (;;) {
       const CallStatus got = poll();
       if (got != CallStatus::empty) return got;
-      const auto slice_end = std::min(deadline, WaitClock::now() + slice_);
+      const auto slice_end = std::min(deadline, WaitClock::now() + wait_slice());
       if (wait_readable(ring, mode_, slice_end) == WaitStatus::ready) continue;
       const CallStatus engine = check_engine();
       if (engine == CallStatus::engine_gone) return engine;
+      if (interrupted()) return CallStatus::interrupted;
       if (WaitClock::now() >= deadline) return engine;
     }
   }
@@ -203,6 +245,8 @@ class ShmClient {
   std::uint64_t next_expected_ = 1;  // the seq of the oldest ring answer not read yet
   std::uint64_t next_call_seq_ = 1;  // the next exchange call's seq
   bool engine_blocks_ = false;       // the engine sleeps on the doorbell when idle
+  InterruptCheck interrupt_;         // asked every slice of a wait (set_interrupt)
+  WaitClock::time_point next_interrupt_check_{};  // interrupt_due asks no sooner
 };
 
 // Inline: a blocking call is the round trip the ladder holds against the bare cache-line bounce,

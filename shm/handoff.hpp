@@ -217,6 +217,9 @@ class Lease {
   // Tells the engine the lane is handed back on purpose (a ReleaseNotice, never blocking; an
   // engine that misses it counts a death instead), then closes the connection. Idempotent.
   void release() noexcept;
+  // Closes this process's copy of the connection without a ReleaseNotice: what a forked child
+  // does with a lease its parent still holds (the engine keeps serving the parent). Idempotent.
+  void abandon() noexcept { connection_.reset(); }
 
  private:
   UniqueFd connection_;

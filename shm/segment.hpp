@@ -320,6 +320,9 @@ class Attachment {
   // Tells the engine the lane is handed back on purpose, then closes the connection (the lease).
   // The mappings stay until destruction, but the engine no longer serves them. Idempotent.
   void release() noexcept { lease_.release(); }
+  // Closes this process's copy of the connection without telling the engine: a forked child's
+  // way out of its parent's lane (Lease::abandon). The mappings stay until destruction.
+  void abandon() noexcept { lease_.abandon(); }
 
  private:
   Attachment() = default;

@@ -12,7 +12,11 @@
  * --data B): the series table (count, names, zero-copy bars equal to the files), backtests and a
  * sweep on series 1 equal to `sweep --inproc --data B` bit for bit (and on series 0 to --data A),
  * windows judged against the named series, and a series index past the table refused by
- * IPCFLOOR_E_NO_SUCH_SERIES with a sentence naming it.
+ * IPCFLOOR_E_NO_SUCH_SERIES with a sentence naming it. Then interrupts and fork: a sweep and a
+ * signal wait stopped by the interrupt check (ipcfloor_set_interrupt) with IPCFLOOR_E_INTERRUPTED,
+ * between answers and on a stopped engine, after which the client answers the reference again;
+ * a forked child refused with IPCFLOOR_E_FORKED (and served once it attaches again) while the
+ * parent's lane keeps answering; timeouts past IPCFLOOR_TIMEOUT_MAX_NS refused.
  *
  * Usage: test_c_abi IPCFLOOR_BINARY */
 #define _POSIX_C_SOURCE 200809L
@@ -135,7 +139,7 @@ static void check_codes(void) {
            IPCFLOOR_VERSION_PATCH);
   CHECK(strcmp(ipcfloor_version_string(), expected) == 0, "%s", ipcfloor_version_string());
   /* Every code, the live ones and IPCFLOOR_NO_SIGNAL included, has a name of its own. */
-  for (int code = IPCFLOOR_E_NO_SUCH_SERIES; code <= IPCFLOOR_NO_SIGNAL; ++code) {
+  for (int code = IPCFLOOR_E_INTERRUPTED; code <= IPCFLOOR_NO_SIGNAL; ++code) {
     CHECK(strcmp(ipcfloor_strerror(code), "unknown error") != 0, "code %d has no name", code);
     for (int other = code + 1; other <= IPCFLOOR_NO_SIGNAL; ++other)
       CHECK(strcmp(ipcfloor_strerror(code), ipcfloor_strerror(other)) != 0, "codes %d and %d share a name", code,
@@ -208,6 +212,17 @@ static void check_attach_errors(void) {
   options.timeout_ns = -1;
   CHECK(ipcfloor_attach_with(name, &options, &err) == NULL && err == IPCFLOOR_E_INVALID, "negative timeout: %d",
         err);
+  /* A timeout has a range: past one day (it was accepted up to 292 years) it is refused, by name. */
+  options.timeout_ns = IPCFLOOR_TIMEOUT_MAX_NS + 1;
+  CHECK(ipcfloor_attach_with(name, &options, &err) == NULL && err == IPCFLOOR_E_INVALID, "timeout past a day: %d",
+        err);
+  CHECK(contains(ipcfloor_last_error(NULL), "outside its range") &&
+            contains(ipcfloor_last_error(NULL), "IPCFLOOR_TIMEOUT_MAX_NS"),
+        "%s", ipcfloor_last_error(NULL));
+  options.timeout_ns = IPCFLOOR_TIMEOUT_MAX_NS;
+  CHECK(ipcfloor_attach_with(name, &options, &err) == NULL && err == IPCFLOOR_E_NO_ENGINE,
+        "a timeout of one day is in range: %d", err);
+  CHECK(ipcfloor_set_interrupt(NULL, NULL, NULL, 0) == IPCFLOOR_E_INVALID, "set_interrupt on NULL");
 }
 
 static ipcfloor_client *attach_backoff(const char *name, int64_t timeout_ns, int *err) {
@@ -314,6 +329,18 @@ static void check_not_live(ipcfloor_client *c, const char *name) {
 
 static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
+/* An interrupt check that counts its calls and says stop from the stop_at-th on. */
+struct interrupt_probe {
+  int calls;
+  int stop_at;
+};
+
+static int stop_after(void *context) {
+  struct interrupt_probe *probe = (struct interrupt_probe *)context;
+  return ++probe->calls >= probe->stop_at;
+}
+
+
 /* Live mode end to end: the series is gen --bars 340; the engine preloads its first 300 bars, one
  * client appends the other 40, another subscribes L=6 and L=9 and reads their signals. */
 static void check_live(void) {
@@ -377,6 +404,15 @@ static void check_live(void) {
   CHECK(strcmp(ipcfloor_last_error(reader), "") == 0, "no signal is not an error: %s", ipcfloor_last_error(reader));
   CHECK(strcmp(ipcfloor_strerror(IPCFLOOR_NO_SIGNAL), "no signal yet") == 0, "%s",
         ipcfloor_strerror(IPCFLOOR_NO_SIGNAL));
+
+  /* A wait for a signal that will not come (5 s timeout) stops when the interrupt check says so:
+   * it is asked every 1 ms of waiting, and the fourth time it says stop. */
+  struct interrupt_probe probe = {0, 4};
+  CHECK(ipcfloor_set_interrupt(reader, stop_after, &probe, 1000000) == IPCFLOOR_OK, "set_interrupt");
+  CHECK(ipcfloor_wait_signal(reader, &signal) == IPCFLOOR_E_INTERRUPTED && probe.calls == 4,
+        "an interrupted wait_signal: %d calls, %s", probe.calls, ipcfloor_last_error(reader));
+  CHECK(ipcfloor_set_interrupt(reader, NULL, NULL, 0) == IPCFLOOR_OK, "clear the interrupt check");
+  CHECK(ipcfloor_poll_signal(reader, &signal) == IPCFLOOR_NO_SIGNAL, "the reader polls again after the interrupt");
 
   /* Subscribe L=6 and L=9: their state after the preload is the batch kernel's on it. */
   int64_t combos[3][6];
@@ -665,6 +701,117 @@ static void check_placement(ipcfloor_client *c) {
     return;
   }
   CHECK(pinned == IPCFLOOR_OK && cpu == near[0], "pinned to cpu %d, nearest %d: %s", (int)cpu, (int)near[0],
+          ipcfloor_last_error(c));
+}
+
+/* A sweep of the grid answered exactly as the reference. */
+static int sweep_matches(ipcfloor_client *c, const int64_t (*grid)[6], size_t n, const struct reference_row *reference) {
+  static double pnl[MAX_COMBOS];
+  static int64_t trades[MAX_COMBOS];
+  static int status[MAX_COMBOS];
+  if (ipcfloor_sweep(c, grid, n, pnl, trades, status) != 0) return 0;
+  for (size_t i = 0; i < n; ++i)
+    if (status[i] != IPCFLOOR_OK || !same_double(pnl[i], reference[i].pnl) || trades[i] != reference[i].trades)
+      return 0;
+  return 1;
+}
+
+/* Interrupts: a sweep stopped between answers, then one stopped while the engine is stopped
+ * (SIGSTOP: no answer comes), each with IPCFLOOR_E_INTERRUPTED; after each the client answers
+ * the reference again, the answers the stopped sweep left owed dropped on the way. */
+static void check_interrupts(ipcfloor_client *c, const int64_t (*grid)[6], size_t n,
+                             const struct reference_row *reference) {
+  struct interrupt_probe probe = {0, 1};
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 0) == IPCFLOOR_E_INVALID, "an interval of 0 is refused");
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 2000000000LL) == IPCFLOOR_E_INVALID, "2 s is past the range");
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 1000000) == IPCFLOOR_OK, "1 ms is in range");
+  /* 1 s: no wait of this sweep lasts a slice, so the one ask is the one after the first answer
+   * (a check just installed is asked at the first chance), which says stop. */
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 1000000000LL) == IPCFLOOR_OK, "1 s is in range");
+  static double pnl[MAX_COMBOS];
+  static int64_t trades[MAX_COMBOS];
+  static int status[MAX_COMBOS];
+  int got = ipcfloor_sweep(c, grid, n, pnl, trades, status);
+  CHECK(got == IPCFLOOR_E_INTERRUPTED && probe.calls == 1, "a sweep stopped between answers: %d after %d calls",
+        got, probe.calls);
+  CHECK(status[0] == IPCFLOOR_OK && same_double(pnl[0], reference[0].pnl) && trades[0] == reference[0].trades,
+        "the answer before the stop is kept");
+  CHECK(status[n - 1] == IPCFLOOR_E_INTERRUPTED && isnan(pnl[n - 1]) && trades[n - 1] == 0,
+        "the combos after it are marked interrupted: %d", status[n - 1]);
+  CHECK(contains(ipcfloor_last_error(c), "interrupted") && contains(ipcfloor_last_error(c), "stays usable"), "%s",
+        ipcfloor_last_error(c));
+  CHECK(ipcfloor_set_interrupt(c, NULL, NULL, 0) == IPCFLOOR_OK, "remove the check");
+  CHECK(sweep_matches(c, grid, n, reference), "after an interrupted sweep the next one answers the reference: %s",
+        ipcfloor_last_error(c));
+
+  /* The engine stopped: the sweep's wait asks the check every 10 ms and stops at the third ask,
+   * long before its 5 s timeout would report the engine hung. */
+  probe.calls = 0;
+  probe.stop_at = 3;
+  CHECK(ipcfloor_set_interrupt(c, stop_after, &probe, 10000000) == IPCFLOOR_OK, "10 ms");
+  kill(engine, SIGSTOP);
+  got = ipcfloor_sweep(c, grid, n, pnl, trades, status);
+  kill(engine, SIGCONT);
+  CHECK(got == IPCFLOOR_E_INTERRUPTED && probe.calls == 3, "a sweep on a stopped engine: %d after %d calls (%s)", got,
+        probe.calls, ipcfloor_last_error(c));
+  CHECK(ipcfloor_set_interrupt(c, NULL, NULL, 0) == IPCFLOOR_OK, "remove the check");
+  double one_pnl = 0.0;
+  int64_t one_trades = -1;
+  CHECK(ipcfloor_backtest(c, grid[n - 1], &one_pnl, &one_trades) == IPCFLOOR_OK &&
+            same_double(one_pnl, reference[n - 1].pnl) && one_trades == reference[n - 1].trades,
+        "after the engine resumes, a backtest answers the reference: %s", ipcfloor_last_error(c));
+  CHECK(sweep_matches(c, grid, n, reference), "and so does a sweep: %s", ipcfloor_last_error(c));
+}
+
+/* Fork: the child's calls on the parent's client are refused with IPCFLOOR_E_FORKED and a
+ * sentence saying to attach again; its detach leaves the parent's lane alone; attached again, it
+ * is served. The parent's client answers the reference before, during and after. */
+static void check_fork(ipcfloor_client *c, const char *name, const int64_t (*grid)[6], size_t n,
+                       const struct reference_row *reference) {
+  fflush(NULL);
+  const pid_t child = fork();
+  if (child == 0) {
+    int bad = 0;
+    double pnl = 0.0;
+    int64_t trades = 0;
+    const int refused = ipcfloor_backtest(c, grid[0], &pnl, &trades);
+    if (refused != IPCFLOOR_E_FORKED || !contains(ipcfloor_last_error(c), "attach again") ||
+        !contains(ipcfloor_last_error(c), "forked")) {
+      fprintf(stderr, "FAIL child: backtest on the parent's client: %d, %s\n", refused, ipcfloor_last_error(c));
+      bad |= 1;
+    }
+    static double pnls[MAX_COMBOS];
+    static int64_t tradeses[MAX_COMBOS];
+    static int status[MAX_COMBOS];
+    ipcfloor_signal signal;
+    const int64_t in[6] = {1, 2, 3, 4, 5, 6};
+    int64_t out[6];
+    if (ipcfloor_sweep(c, grid, n, pnls, tradeses, status) != IPCFLOOR_E_FORKED ||
+        status[0] != IPCFLOOR_E_FORKED || ipcfloor_echo(c, in, out) != IPCFLOOR_E_FORKED ||
+        ipcfloor_poll_signal(c, &signal) != IPCFLOOR_E_FORKED || ipcfloor_snapshot(c) != IPCFLOOR_E_FORKED) {
+      fprintf(stderr, "FAIL child: a call on the parent's client was not refused\n");
+      bad |= 2;
+    }
+    if (ipcfloor_series(c, NULL) != BARS) bad |= 4; /* the mapping still reads */
+    ipcfloor_detach(c);                              /* unmaps only: the lane stays the parent's */
+    int err = 0;
+    ipcfloor_client *own = attach_backoff(name, 5000000000LL, &err);
+    if (own == NULL || ipcfloor_backtest(own, grid[0], &pnl, &trades) != IPCFLOOR_OK ||
+        !same_double(pnl, reference[0].pnl) || trades != reference[0].trades) {
+      fprintf(stderr, "FAIL child: attached again: %d, %s\n", err, own ? ipcfloor_last_error(own) : "no client");
+      bad |= 8;
+    }
+    ipcfloor_detach(own);
+    _exit(bad);
+  }
+  CHECK(child > 0, "fork: %s", strerror(errno));
+  if (child <= 0) return;
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the child's checks (exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  CHECK(sweep_matches(c, grid, n, reference), "the parent's lane answers after the child left: %s",
+        ipcfloor_last_error(c));
+  CHECK(strcmp(ipcfloor_last_error(c), "") == 0 || !contains(ipcfloor_last_error(c), "impossible"), "%s",
         ipcfloor_last_error(c));
 }
 
@@ -725,6 +872,9 @@ int main(int argc, char **argv) {
   CHECK(ipcfloor_sweep(c, const_grid, n, pnl, trades, NULL) == 0, "sweep without statuses");
   CHECK(ipcfloor_sweep(c, const_grid, 0, NULL, NULL, NULL) == 0, "an empty sweep");
   CHECK(ipcfloor_sweep(c, NULL, n, pnl, trades, status) == IPCFLOOR_E_INVALID, "NULL params");
+
+  check_interrupts(c, const_grid, n, reference);
+  check_fork(c, name, const_grid, n, reference);
 
   /* One at a time. */
   for (size_t i = 0; i < n; i += 7) {

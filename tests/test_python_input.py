@@ -3,19 +3,24 @@
 
 Every bad value is refused before anything is sent, with ipcfloor.InvalidArgument (an
 ipcfloor.Error and a ValueError, code IPCFLOOR_E_INVALID) whose sentence names the call, the
-argument and the value; the Engine stays usable after each. Windows are Python ints or integer
-numpy values only: floats (a float grid `g + 0.5`), bools, strings, values past int64
-(`backtest([2**64, ...])`, which once wrapped to 0) and wrong shapes are refused. backtest and
-subscribe take the same three forms (six windows, a length L, an (n, 6) array), so `backtest(6)`
-is the combo of L = 6 as `subscribe(6)` is; `grid([-5])` names the length. sweep(out=) fills the
-caller's arrays. The attributes follow one rule: what is read from the segment is an attribute
-(series, published_series), what asks the engine a method.
+argument and the value; the Engine stays usable after each. Windows and lengths are whole
+numbers: ints, or floats whose value is whole (np.round's output, taken exactly); a float that is
+not whole (a grid `g + 0.5`, nan), a bool, a string, a value past int64 (`backtest([2**64,
+...])`, which once wrapped to 0), a wrong shape and a list nested 5,000 deep (once a
+RecursionError) are refused. backtest and subscribe take the same three forms (six windows, a
+length L, an (n, 6) array), so `backtest(6)` is the combo of L = 6 as `subscribe(6)` is; sweep
+takes lengths or an (n, 6) array; `grid([-5])` names the length. sweep(out=) fills the caller's
+arrays. Timeouts are seconds in [0.001, 86400] (1e9 was accepted). ipcfloor.socket refuses a bad
+shape with InvalidArgument too (it leaked numpy's ValueError), and a connect to nothing with
+NoEngine. The attributes follow one rule: what is read from the segment is an attribute (series,
+published_series), what asks the engine a method.
 
 Usage: VENV/bin/python test_python_input.py IPCFLOOR_BINARY
 """
 
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -48,13 +53,31 @@ def check_windows(engine):
     combo = [3, 6, 2, 1, 2, 3]
     good = engine.backtest(combo)
 
-    # The float grid once truncated and run.
-    refused("sweep(g + 0.5)", lambda: engine.sweep(g + 0.5), "sweep: params[0][0] is 3.5", "float64")
+    # The float grid once truncated and run; a float is taken only when its value is whole.
+    refused("sweep(g + 0.5)", lambda: engine.sweep(g + 0.5), "sweep: params[0][0] is 3.5", "float64",
+            "not a whole number", "np.round")
     refused("backtest(g + 0.5)", lambda: engine.backtest(g + 0.5), "backtest: params[0][0] is 3.5")
-    refused("a float window in a list", lambda: engine.backtest([3, 6.0, 2, 1, 2, 3]), "params[1] is 6.0", "a float")
-    refused("a float array", lambda: engine.backtest(np.array(combo, dtype=np.float64)), "params[0] is 3.0")
-    refused("a float length", lambda: engine.backtest(6.0), "backtest: params is 6.0", "a float")
-    refused("a numpy float length", lambda: engine.backtest(np.float64(6)), "params is 6.0", "numpy float64")
+    refused("a float window in a list", lambda: engine.backtest([3, 6.5, 2, 1, 2, 3]), "params[1] is 6.5", "a float")
+    refused("a float length", lambda: engine.backtest(6.5), "backtest: params is 6.5", "a float")
+    refused("a numpy float length", lambda: engine.backtest(np.float32(6.25)), "params is 6.25", "numpy float32")
+    refused("nan in a grid", lambda: engine.sweep(np.where(g == 8, np.nan, g)), "params[1][1] is nan")
+    refused("inf as a length", lambda: engine.backtest(float("inf")), "params is inf")
+    refused("a whole float past int64", lambda: engine.backtest([3, 6, 2, 1, 2, 1e19]), "params[5] is 1e+19",
+            "past int64")
+    for form in ([3, 6.0, 2, 1, 2, 3], np.array(combo, dtype=np.float64), 6.0, np.float64(6), np.float32(6)):
+        check(engine.backtest(form) == good, f"backtest({form!r}): a whole float is taken exactly")
+    check(np.array_equal(engine.sweep(g.astype(np.float64)).pnl.view(np.int64), engine.sweep(g).pnl.view(np.int64)),
+          "a float grid whose values are whole sweeps as the int grid")
+    # Nesting: a grid nests two levels; 5,000 once raised RecursionError.
+    deep = [6]
+    for _ in range(5000):
+        deep = [deep]
+    for what, call in (("backtest", lambda: engine.backtest(deep)), ("sweep", lambda: engine.sweep(deep)),
+                       ("subscribe", lambda: engine.subscribe(deep)), ("grid", lambda: ipcfloor.grid(deep)),
+                       ("echo", lambda: engine.echo(deep))):
+        refused(f"{what} of a list nested 5,000 deep", call, f"{what}: params" if what != "grid" else "grid: lengths",
+                "nested 3 levels deep")
+    refused("a 2-D array inside a list", lambda: engine.sweep([np.zeros((1, 6), np.int64)]), "params[0] is a 2-D array")
     # Past int64: once wrapped to 0 and reported as "window is 0".
     refused("backtest([2**64, ...])", lambda: engine.backtest([2 ** 64, 6, 2, 1, 2, 3]),
             "backtest: params[0] is 18446744073709551616, past int64")
@@ -78,7 +101,8 @@ def check_windows(engine):
     refused("five windows", lambda: engine.backtest([3, 6, 2, 1, 2]), "params has shape (5,)", "a length L")
     refused("(2, 5)", lambda: engine.backtest(np.zeros((2, 5), dtype=np.int64)), "params has shape (2, 5)")
     refused("ragged", lambda: engine.sweep([[3, 6, 2, 1, 2, 3], [3, 6]]), "params is ragged")
-    refused("sweep of one combo", lambda: engine.sweep(combo), "sweep: params has shape (6,)", "ipcfloor.grid")
+    refused("sweep of one length", lambda: engine.sweep(6), "sweep: params is one length (6)", "[6]", "backtest(6)")
+    refused("sweep of a 3-D array", lambda: engine.sweep(np.ones((1, 1, 6), np.int64)), "params has shape (1, 1, 6)")
     refused("sweep of (n, 5)", lambda: engine.sweep(g[:, :5]), "params has shape (5, 5)")
     refused("echo of three", lambda: engine.echo([1, 2, 3]), "echo: params has shape (3,)")
     refused("echo of a float", lambda: engine.echo([1, 2, 3, 4, 5, 6.5]), "echo: params[5] is 6.5")
@@ -126,8 +150,17 @@ def check_forms(engine):
 
     refused("grid([-5])", lambda: ipcfloor.grid([-5]), "grid: lengths[0] is -5", ">= 1")
     refused("grid([6, 0])", lambda: ipcfloor.grid([6, 0]), "lengths[1] is 0")
-    refused("grid of floats", lambda: ipcfloor.grid([6.0, 8.0]), "lengths[0] is 6.0", "a float")
+    refused("grid of floats", lambda: ipcfloor.grid([6.0, 8.5]), "lengths[1] is 8.5", "a float", "not a whole number")
     refused("grid of a float array", lambda: ipcfloor.grid(np.array([6.5])), "lengths[0] is 6.5")
+    refused("grid of a linspace not rounded", lambda: ipcfloor.grid(np.linspace(6, 200, 80)),
+            "lengths[1] is 8.455", "np.round", "ipcfloor.grid(first, last, count)")
+    refused("grid(0, 10, 5)", lambda: ipcfloor.grid(0, 10, 5), "grid(0, 10, 5)", "1 <= first <= last")
+    refused("grid(10, 6, 5)", lambda: ipcfloor.grid(10, 6, 5), "1 <= first <= last")
+    refused("grid(6, 200, 0)", lambda: ipcfloor.grid(6, 200, 0), "1 <= count <= 100000")
+    refused("grid(6, 200, 100001)", lambda: ipcfloor.grid(6, 200, 100001), "1 <= count <= 100000")
+    refused("grid(6, inf, 5)", lambda: ipcfloor.grid(6, float("inf"), 5), "last is inf", "finite")
+    refused("grid(6, 200, 7.5)", lambda: ipcfloor.grid(6, 200, 7.5), "count is 7.5")
+    refused("grid(6, 200)", lambda: ipcfloor.grid(6, 200), "grid(first, last, count)")
     refused("grid of bools", lambda: ipcfloor.grid([True]), "lengths[0] is True")
     refused("grid of a 2-D array", lambda: ipcfloor.grid([[6, 8]]), "lengths has shape (1, 2)")
     refused("grid of a str", lambda: ipcfloor.grid("68"), "lengths is '68'")
@@ -157,7 +190,7 @@ def check_live_forms(binary):
         error = refused("subscribe of a grid past the room", lambda: engine.subscribe(ipcfloor.grid([20, 30])),
                         "combo 0 [10, 20, 4, 3, 5, 10] of 2", error_class=ipcfloor.NoRoom)
         check(error is not None and error.code == -20, f"NoRoom keeps its code: {error}")
-        refused("subscribe(6.0)", lambda: engine.subscribe(6.0), "subscribe: params is 6.0")
+        refused("subscribe(6.5)", lambda: engine.subscribe(6.5), "subscribe: params is 6.5")
         refused("subscribe(True)", lambda: engine.subscribe(True), "subscribe: params is True")
         refused("subscribe of a float window", lambda: engine.subscribe([3, 6, 2, 1, 2, 3.5]), "params[5] is 3.5")
         refused("subscribe([2**64, ...])", lambda: engine.subscribe([2 ** 64, 6, 2, 1, 2, 3]), "past int64")
@@ -186,11 +219,51 @@ def check_attach(name):
         ("timeout='5'", lambda: ipcfloor.attach(name, timeout="5"), "attach: timeout is '5'"),
         ("timeout=nan", lambda: ipcfloor.attach(name, timeout=float("nan")), "attach: timeout is nan"),
         ("timeout=0", lambda: ipcfloor.attach(name, timeout=0), "attach: timeout is 0"),
+        ("timeout=1e9", lambda: ipcfloor.attach(name, timeout=1e9), "attach: timeout is 1000000000.0"),
+        ("timeout=86400.5", lambda: ipcfloor.attach(name, timeout=86400.5), "from 0.001 (1 ms) to 86400 (one day)"),
+        ("timeout=0.0005", lambda: ipcfloor.attach(name, timeout=0.0005), "attach: timeout is 0.0005"),
         ("wait='sometimes'", lambda: ipcfloor.attach(name, wait="sometimes"), "attach: wait is 'sometimes'"),
     ]:
         refused(what, call, fragment)
     refused("a name no engine serves", lambda: ipcfloor.attach(name + "-none"), name + "-none",
             error_class=ipcfloor.NoEngine)
+    refused("a timeout of a day is in range (no engine)", lambda: ipcfloor.attach(name + "-none", timeout=86400),
+            name + "-none", error_class=ipcfloor.NoEngine)
+
+
+def check_socket_input(tmp):
+    """ipcfloor.socket: every bad value an ipcfloor.Error, refused before anything is sent (no server
+    is needed for that); a connect to nothing NoEngine."""
+    import socket as pysocket
+    path = os.path.join(tmp, "listener.sock")
+    listener = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    client = ipcfloor.socket.SocketClient.unix(path, timeout=5.0)
+    close = np.linspace(100.0, 120.0, 50)
+    try:
+        for what, call, fragment in [
+            ("sweep of (2, 5) windows", lambda: client.sweep(close, np.zeros((2, 5), np.int64)), "params has shape (2, 5)"),
+            ("sweep of a 2-D close", lambda: client.sweep(close.reshape(5, 10), [6]), "close has shape (5, 10)"),
+            ("sweep of float windows", lambda: client.sweep(close, [[3, 6, 2, 1, 2, 3.5]]), "params[0][5] is 3.5"),
+            ("sweep of words", lambda: client.sweep(["a", "b"], [6]), "close is not an array of numbers"),
+            ("sweep_loaded of one length", lambda: client.sweep_loaded(6), "params is one length"),
+            ("echo of a 2-D array", lambda: client.echo(np.zeros((2, 2))), "echo: close has shape (2, 2)"),
+            ("load of a str", lambda: client.load("abc"), "load: close"),
+            ("backtest of five windows", lambda: client.backtest([1, 2, 3, 4, 5]), "backtest: params has shape (5,)"),
+            ("backtest of 3.5", lambda: client.backtest([1, 2, 3, 4, 5, 3.5]), "params[5] is 3.5"),
+            ("echo_params of nine", lambda: client.echo_params(list(range(9))), "echo_params: params has shape (9,)"),
+            ("build_request of a bad opcode", lambda: ipcfloor.socket.build_request(300), "opcode is 300"),
+            ("a timeout of 1e9", lambda: ipcfloor.socket.SocketClient.unix(path, timeout=1e9),
+             "SocketClient.unix: timeout is 1000000000.0"),
+            ("a tcp port of 0", lambda: ipcfloor.socket.SocketClient.tcp("127.0.0.1", 0), "port 0"),
+        ]:
+            refused(what, call, fragment)
+    finally:
+        client.close()
+        listener.close()
+    refused("a socket nothing listens at", lambda: ipcfloor.socket.SocketClient.unix(os.path.join(tmp, "none.sock")),
+            "nothing listens at unix socket", error_class=ipcfloor.NoEngine)
 
 
 def main():
@@ -210,9 +283,11 @@ def main():
         code = stop(server)
     check(code == 0, f"serve exits 0 on SIGINT, got {code}")
     check_live_forms(binary)
+    with tempfile.TemporaryDirectory(prefix="ipcfloor-pyinput-") as tmp:
+        check_socket_input(tmp)
     classes = [getattr(module, n) for module in (ipcfloor, ipcfloor.socket) for n in module.__all__]
     exceptions = [c for c in classes if isinstance(c, type) and issubclass(c, BaseException)]
-    check(len(exceptions) >= 24 and all(issubclass(c, ipcfloor.Error) for c in exceptions),
+    check(len(exceptions) >= 26 and all(issubclass(c, ipcfloor.Error) for c in exceptions),
           f"every exception class of the package derives from ipcfloor.Error: {exceptions}")
 
     return finish("python input: every bad window, length, shape, series, close, tick and attach argument refused "

@@ -8,8 +8,13 @@ run with the network cut (`unshare -n`, when this user may; else as is, and it s
 the package imports; its version is the C library's; it declares numpy; it ships py.typed, the
 extension's stubs and its own libipcfloor.so.0, which the extension finds through its rpath
 ($ORIGIN); pip wrote nothing into PROJECT (a prefix may be read-only); `mypy --strict` passes on
-the package's sources; and the source tree itself (clients/python) builds a wheel with
-IPCFLOOR_PREFIX pointing at the build tree, writing nothing into the checkout either.
+the package's sources; stubtest (mypy's) finds the extension's stubs equal to what it has at run
+time (its text signatures); and the source tree itself (clients/python) builds a wheel with
+IPCFLOOR_PREFIX pointing at the build tree, writing nothing into the checkout either. That wheel
+installs, offline, into a fresh venv that sees no Debian package but numpy, and works there
+with the build tree out of reach: it carries libipcfloor.so.0 and the libraries it needs beyond
+glibc and libstdc++ (libfmt), and loads them from the package; where a pyenv Python of the same
+minor version is installed, the same holds in a venv of it.
 
 The venv stays (VENV, the ctest fixture python_venv): the other Python tests run with its python.
 
@@ -62,7 +67,7 @@ def check_installed(venv_python, build_dir):
     want = ".".join(re.search(rf"#define IPCFLOOR_VERSION_{p} (\d+)", header).group(1) for p in ("MAJOR", "MINOR", "PATCH"))
     check(version == metadata_version == want, f"versions: library {version}, package {metadata_version}, header {want}")
     check("numpy" in requires, f"the package declares numpy: {requires}")
-    for name in ("py.typed", "_ipcfloor.pyi", "libipcfloor.so.0", "__init__.py", "socket.py"):
+    for name in ("py.typed", "_ipcfloor.pyi", "libipcfloor.so.0", "_carried.txt", "__init__.py", "socket.py"):
         check(os.path.exists(os.path.join(package, name)), f"the package ships {name}")
     dynamic = run(["readelf", "-d", extension], "readelf -d the extension").stdout
     check("[$ORIGIN]" in dynamic and "libipcfloor.so.0" in dynamic,
@@ -73,9 +78,81 @@ def check_installed(venv_python, build_dir):
           f"libipcfloor.so.0 resolves to the package's own copy:\n{resolved}")
 
 
+def numpy_only_site(tmp):
+    """A folder a .pth file can add to a venv's path: Debian's numpy (its package and metadata)
+    and nothing else, as a venv that has numpy sees it."""
+    import numpy
+    folder = os.path.join(tmp, "numpy-only")
+    os.makedirs(folder)
+    package = os.path.dirname(numpy.__file__)
+    os.symlink(package, os.path.join(folder, "numpy"))
+    for entry in os.listdir(os.path.dirname(package)):
+        if entry.startswith("numpy-") and entry.endswith((".egg-info", ".dist-info")):
+            os.symlink(os.path.join(os.path.dirname(package), entry), os.path.join(folder, entry))
+    return folder
+
+
+def other_interpreters():
+    """Pythons of this one's minor version that are not Debian's (pyenv's, as a pyenv user has
+    them), newest first: the wheel must install there too."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    minor = f"{sys.version_info.major}.{sys.version_info.minor}."
+    found = []
+    for version in sorted(os.listdir(os.path.join(root, "versions")) if os.path.isdir(os.path.join(root, "versions"))
+                          else [], reverse=True):
+        python = os.path.join(root, "versions", version, "bin", "python3")
+        if version.startswith(minor) and os.access(python, os.X_OK):
+            found.append(python)
+    return found
+
+
+def check_wheel_in_fresh_venv(wheel, build_dir, tmp, interpreter=sys.executable):
+    """The wheel installs offline into a fresh venv of `interpreter` without Debian's site packages
+    (numpy alone is made visible) and works with the build tree's library out of its way: the
+    extension loads the package's libipcfloor.so.0 and the libraries carried for it, never the
+    build tree's or the host's."""
+    venv = os.path.join(tmp, f"fresh-venv-{len(os.listdir(tmp))}")
+    # Without a pip of its own (ensurepip takes seconds): Debian's pip installs into it (--python).
+    if run([interpreter, "-m", "venv", "--without-pip", venv],
+           f"{interpreter} -m venv (fresh, no system site packages)").returncode:
+        return
+    python = os.path.join(venv, "bin", "python")
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "the fresh venv's site").stdout
+    with open(os.path.join(site.strip(), "numpy-only.pth"), "w") as pth:
+        pth.write((os.path.join(tmp, "numpy-only") if os.path.isdir(os.path.join(tmp, "numpy-only"))
+                   else numpy_only_site(tmp)) + "\n")
+    done = run([*offline_prefix(), sys.executable, "-m", "pip", "--python", python, "install", "--no-index",
+                "--disable-pip-version-check", wheel], "pip install WHEEL into a fresh venv, offline")
+    if done.returncode:
+        return
+    code = ("import ipcfloor, numpy as np\n"
+            "print(ipcfloor.__version__)\n"
+            "g = ipcfloor.grid(np.round(np.linspace(6, 200, 80)))\n"
+            "assert g.shape == (80, 6) and g[0].tolist() == [3, 6, 2, 1, 2, 3], g[:2]\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print('\\n'.join(sorted({l.split()[-1] for l in maps.splitlines() if 'libipcfloor' in l or 'libfmt' in l})))\n")
+    # The build tree's library is hidden from the dynamic loader too: nothing may resolve to it.
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    done = run([python, "-c", code], "import the wheel's package in the fresh venv", cwd=tmp, env=env)
+    if done.returncode:
+        return
+    lines = done.stdout.split()
+    package = os.path.join(site.strip(), "ipcfloor")
+    want = re.match(r"ipcfloor-([0-9.]+)-", os.path.basename(wheel))
+    check(want is not None and lines[0] == want[1],
+          f"the fresh venv's ipcfloor.__version__ {lines[0]} is the wheel's ({os.path.basename(wheel)})")
+    loaded = lines[1:]
+    check(loaded and all(path.startswith(package + os.sep) for path in loaded) and
+          any("libipcfloor.so.0" in path for path in loaded),
+          f"the extension's libraries come from the package ({package}), not the build tree or the host: {loaded}")
+    carried = open(os.path.join(package, "_carried.txt")).read().split()
+    check(all(any(path.endswith(os.sep + name) for path in loaded) for name in carried),
+          f"every carried library ({carried}) is loaded from the package: {loaded}")
+
+
 def check_source_tree(build_dir, tmp):
     """The source project builds a wheel against a build tree named by IPCFLOOR_PREFIX, and pip
-    leaves the checkout as it was."""
+    leaves the checkout as it was; the wheel works in a fresh venv (check_wheel_in_fresh_venv)."""
     project = os.path.join(ROOT, "clients", "python")
     before = listing(project)
     env = dict(os.environ, IPCFLOOR_PREFIX=build_dir)
@@ -84,8 +161,11 @@ def check_source_tree(build_dir, tmp):
                "pip wheel of clients/python with IPCFLOOR_PREFIX", env=env)
     if done.returncode == 0:
         wheels = os.listdir(os.path.join(tmp, "wheels"))
-        check(len(wheels) == 1 and wheels[0].startswith("ipcfloor-") and wheels[0].endswith(".whl"),
-              f"one wheel: {wheels}")
+        if check(len(wheels) == 1 and wheels[0].startswith("ipcfloor-") and wheels[0].endswith(".whl"),
+                 f"one wheel: {wheels}"):
+            check_wheel_in_fresh_venv(os.path.join(tmp, "wheels", wheels[0]), build_dir, tmp)
+            for interpreter in other_interpreters()[:1]:
+                check_wheel_in_fresh_venv(os.path.join(tmp, "wheels", wheels[0]), build_dir, tmp, interpreter)
     check(listing(project) == before, f"pip wrote into the checkout: {sorted(listing(project) - before)}")
     missing = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
                               os.path.join(tmp, "none"), project], capture_output=True, text=True,
@@ -118,6 +198,15 @@ def main():
                     "--python-executable", venv_python, "ipcfloor"], "mypy --strict on the package",
                    cwd=os.path.join(ROOT, "clients", "python"))
         check("Success" in done.stdout, f"mypy --strict: {done.stdout}")
+        # The extension's stubs against the extension itself (its text signatures, constants and
+        # types), run in the venv the package is installed in, with mypy's defaults.
+        with tempfile.TemporaryDirectory(prefix="ipcfloor-stubtest-") as where:
+            config = os.path.join(where, "mypy.ini")
+            with open(config, "w") as f:
+                f.write("[mypy]\n")
+            done = run([venv_python, "-m", "mypy.stubtest", "--mypy-config-file", config, "ipcfloor._ipcfloor"],
+                       "stubtest ipcfloor._ipcfloor", cwd=where, env=dict(os.environ, MYPY_CACHE_DIR=where))
+        check("Success" in done.stdout, f"stubtest: {done.stdout}")
     with tempfile.TemporaryDirectory(prefix="ipcfloor-pypackage-") as tmp:
         check_source_tree(build_dir, tmp)
 

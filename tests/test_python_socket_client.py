@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+import ipcfloor
 from ipcfloor import socket as ips
 from test_python_support import check, finish, stop
 
@@ -45,7 +46,7 @@ def wait_until_up(server, path, limit=10.0):
         try:
             ips.SocketClient.unix(path, timeout=1.0).close()
             return
-        except OSError:
+        except ipcfloor.NoEngine:  # not listening yet (every error of the package is an ipcfloor.Error)
             time.sleep(0.01)
     raise SystemExit(f"ipcfloor serve did not listen on {path} within {limit} s")
 

@@ -4,10 +4,12 @@ and set the engine's answers beside what numpy says about the same (zero-copy) s
 
     python3 -m venv --system-site-packages venv
     venv/bin/pip install --no-build-isolation PREFIX/share/ipcfloor/python
-    venv/bin/python sweep.py ENGINE_NAME 6,8,11,50,200
+    venv/bin/python sweep.py ENGINE_NAME 6,8,11,50,200     # lengths, or
+    venv/bin/python sweep.py ENGINE_NAME 6:200:80          # FIRST:LAST:COUNT, as `sweep --grid`
 
 Prints one JSON line per combo on stdout (as `ipcfloor sweep --json` does) and, on stderr, the
-series' min/max/last and buy-and-hold return from numpy next to the best combo.
+series' min/max/last and buy-and-hold return from numpy next to the best combo. Ctrl-C stops the
+sweep at once (KeyboardInterrupt).
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ import ipcfloor
 
 def main() -> int:
     if len(sys.argv) != 3:
-        raise SystemExit("usage: sweep.py ENGINE_NAME L1,L2,...")
+        raise SystemExit("usage: sweep.py ENGINE_NAME L1,L2,... | FIRST:LAST:COUNT")
     try:
-        lengths = [int(text) for text in sys.argv[2].split(",")]
-    except ValueError:
-        raise SystemExit(f"sweep.py: lengths must be whole numbers, got {sys.argv[2]!r}")
-    if min(lengths) < 1:
-        raise SystemExit("sweep.py: lengths must be >= 1")
+        if ":" in sys.argv[2]:
+            first, last, count = sys.argv[2].split(":")
+            grid = ipcfloor.grid(float(first), float(last), int(count))
+        else:
+            grid = ipcfloor.grid([int(text) for text in sys.argv[2].split(",")])
+    except (ValueError, ipcfloor.Error) as error:
+        raise SystemExit(f"sweep.py: {sys.argv[2]!r}: {error}")
+    lengths = [int(length) for length in grid[:, 1]]  # the L window of each combo is its length
 
     try:
         engine = ipcfloor.attach(sys.argv[1], timeout=5.0)
@@ -44,10 +49,10 @@ def main() -> int:
         print(f"series: min {close.min()!r} max {close.max()!r} last {close[-1]!r}", file=sys.stderr)
         hold = (close[-1] / close[0] - 1.0) * 100.0
 
-        grid = ipcfloor.grid(lengths)
         result = engine.sweep(grid)
-        for length, params, pnl, trades, status in zip(lengths, grid, result.pnl, result.trades, result.status):
-            if status:
+        names = ipcfloor.status_name(result.status)
+        for length, params, pnl, trades, status in zip(lengths, grid, result.pnl, result.trades, names):
+            if status != "ok":
                 print(f"L={length}: refused ({status})", file=sys.stderr)
                 continue
             print(json.dumps({"L": length, "params": params.tolist(), "pnl": float(pnl), "trades": int(trades)},

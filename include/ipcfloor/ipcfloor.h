@@ -68,7 +68,7 @@ extern "C" {
 
 #define IPCFLOOR_OK 0
 /* A caller's argument is unusable: a NULL pointer, an invalid segment name, an options struct
- * of an unknown size, a negative timeout, a wait mode the engine cannot serve. */
+ * of an unknown size, a timeout out of its range, a wait mode the engine cannot serve. */
 #define IPCFLOOR_E_INVALID (-1)
 /* Attach: no live engine serves that name (no segment, or its engine is dead or stopping). */
 #define IPCFLOOR_E_NO_ENGINE (-2)
@@ -115,13 +115,21 @@ extern "C" {
 /* Backtest/sweep on a series: the engine holds no series of that index (ipcfloor_series_count
  * says how many it holds). The client stays usable. */
 #define IPCFLOOR_E_NO_SUCH_SERIES (-21)
+/* A call on a client that another process attached: this process is a child of it (fork()),
+ * and a child may not use its parent's lane (it would move the parent's ring positions). Attach
+ * again in the child; the parent's lane stays the parent's, untouched. Detaching it in the child
+ * only unmaps it there. */
+#define IPCFLOOR_E_FORKED (-22)
+/* A call: the check installed by ipcfloor_set_interrupt asked it to stop while it waited. The
+ * client stays usable: its next call first reads and drops what the stopped call left owed. */
+#define IPCFLOOR_E_INTERRUPTED (-23)
 /* A strategy index or name the engine does not serve (ipcfloor_strategy, the _with calls). */
-#define IPCFLOOR_E_NO_SUCH_STRATEGY (-22)
+#define IPCFLOOR_E_NO_SUCH_STRATEGY (-24)
 /* Subscribe: the strategy has no per-bar step, so it cannot stream signals. */
-#define IPCFLOOR_E_NO_LIVE_STEP (-23)
+#define IPCFLOOR_E_NO_LIVE_STEP (-25)
 /* Snapshot: the lane's signal ring has no room for one signal per subscription; read what waits
  * there first. */
-#define IPCFLOOR_E_SIGNALS_FULL (-24)
+#define IPCFLOOR_E_SIGNALS_FULL (-26)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -154,10 +162,15 @@ typedef struct ipcfloor_options {
   /* IPCFLOOR_WAIT_*. Default IPCFLOOR_WAIT_ENGINE. */
   int32_t wait;
   /* Bound on any one wait (a lane being freed at attach, ring space, an answer, a signal),
-   * nanoseconds. 0 means the default, 5 s. A dead engine is reported sooner, within about one
-   * heartbeat. */
+   * nanoseconds: 0 means the default, 5 s; else 1 to IPCFLOOR_TIMEOUT_MAX_NS. A negative or
+   * larger value is refused (IPCFLOOR_E_INVALID). A dead engine is reported sooner, within about
+   * one heartbeat. */
   int64_t timeout_ns;
 } ipcfloor_options;
+
+/* The longest timeout a client takes: one day, in nanoseconds (the bound `ipcfloor sweep
+ * --timeout` has too). */
+#define IPCFLOOR_TIMEOUT_MAX_NS INT64_C(86400000000000)
 
 /* Fills `options` with the defaults. */
 IPCFLOOR_API void ipcfloor_options_init(ipcfloor_options *options);
@@ -373,6 +386,27 @@ IPCFLOOR_API int ipcfloor_poll_signal(ipcfloor_client *c, ipcfloor_signal *out);
  * IPCFLOOR_E_TIMEOUT (no signal came; the engine looked alive), IPCFLOOR_E_ENGINE_GONE,
  * IPCFLOOR_E_ENGINE_HUNG, IPCFLOOR_E_CORRUPT, IPCFLOOR_E_NOT_LIVE or IPCFLOOR_E_INVALID. */
 IPCFLOOR_API int ipcfloor_wait_signal(ipcfloor_client *c, ipcfloor_signal *out);
+
+/* ---- Interrupts and fork (the client's thread) ------------------------------------------ */
+
+/* Asked by a waiting call; nonzero stops it. Runs on the calling thread, inside the call. */
+typedef int (*ipcfloor_interrupt_fn)(void *context);
+
+/* Installs `check` on client c (NULL removes it): while a call on c waits (for an answer, ring
+ * space or a signal) it asks check(context) about every interval_ns of waiting, and a sweep asks
+ * it too between answers once interval_ns has passed since it last asked; when check returns
+ * nonzero, the call returns IPCFLOOR_E_INTERRUPTED at once (a sweep marks the combos not
+ * answered with it). This is how a binding lets Ctrl-C stop a long wait or sweep: the Python
+ * package checks its signal handlers here. interval_ns is 1 ms to 1 s. The client stays usable:
+ * its next call first reads and drops the answers the stopped call left owed (each wait bounded
+ * by the timeout). Returns IPCFLOOR_OK or IPCFLOOR_E_INVALID. Never allocates.
+ *
+ * Fork. A client belongs to the process that attached it. In a child made by fork() every call
+ * on an inherited client returns IPCFLOOR_E_FORKED before it touches the lane (the accessors
+ * still read the mapping), and ipcfloor_detach there unmaps without handing the parent's lane
+ * back. The check is a counter that a pthread_atfork handler increments: no system call. */
+IPCFLOOR_API int ipcfloor_set_interrupt(ipcfloor_client *c, ipcfloor_interrupt_fn check, void *context,
+                                        int64_t interval_ns);
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
 

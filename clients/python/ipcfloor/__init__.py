@@ -5,11 +5,16 @@
         close = engine.series                        # the engine's closes: numpy, zero-copy, read-only
         pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3])   # h, L, s, p3, p2, p
         pnl, trades = engine.backtest(6)             # a length L: its six windows (combo_from_length)
-        result = engine.sweep(ipcfloor.grid(range(6, 201)))  # (n, 6) -> pnl, trades, status arrays
+        result = engine.sweep([6, 8, 11])            # lengths -> pnl, trades, status arrays
+        result = engine.sweep(ipcfloor.grid(6, 200, 80))     # `sweep --grid 6:200:80`: an (n, 6) array
 
 backtest and subscribe take the same three forms: six windows, a length L, or an (n, 6) array
-(then arrays of answers, or a list of ids). Windows are Python ints or integer numpy arrays:
-a float, a bool or a value past int64 raises InvalidArgument naming the argument and the value.
+(then arrays of answers, or a list of ids); sweep takes lengths or an (n, 6) array. Windows and
+lengths are whole numbers: ints, or floats whose value is whole (np.round(np.linspace(6, 200, 80))
+is taken as is); nothing is truncated, and 3.5, a bool or a value past int64 raises
+InvalidArgument naming the argument, the position and the value. ipcfloor.grid(lengths) and
+ipcfloor.grid(first, last, count) (round(linspace), half to even, as `--grid FIRST:LAST:COUNT`)
+build (n, 6) arrays.
 
 Several series (an engine started with `ipcfloor serve --data ES.f64 --data NQ.csv`): backtest
 and sweep take series=, an index (0, the default, is the main series) or a name:
@@ -17,6 +22,7 @@ and sweep take series=, an index (0, the default, is the main series) or a name:
     engine.series_names                                  # ["ES", "NQ"]: the files' names
     nq = engine.series_at("NQ")                          # numpy, zero-copy, read-only
     pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3], series="NQ")
+    by_name = engine.sweep([6, 8, 11], series="all")    # {"ES": SweepResult, "NQ": SweepResult}
 
 Live mode (an engine started with `ipcfloor serve --live --capacity N`): one Engine appends
 closes, others subscribe combos and read one Signal per subscribed combo per new bar:
@@ -28,12 +34,17 @@ closes, others subscribe combos and read one Signal per subscribed combo per new
     bars = reader.published_series                       # numpy, zero-copy: the bars so far
 
 The per-call methods are a compiled extension over the C ABI (libipcfloor.so, shipped inside
-the package); every call that waits on the engine lets other Python threads run meanwhile.
-The socket client is ipcfloor.socket.
+the package); every call that waits on the engine lets other Python threads run meanwhile, and
+sees Ctrl-C within a few tens of ms (KeyboardInterrupt; the Engine stays usable). Timeouts are
+seconds from TIMEOUT_MIN (1 ms) to TIMEOUT_MAX (one day). The socket client is ipcfloor.socket.
 
 Errors: every exception derives from ipcfloor.Error and carries the C ABI's code and sentence
 (`code`, `message`): NoEngine, Busy, EngineGone, Timeout, InvalidArgument, ... one class per code
-of ipcfloor.h.
+of ipcfloor.h. ipcfloor.Status names the codes (SweepResult.status holds them) and
+ipcfloor.status_name(code) gives a code's, or an array's, names.
+
+Fork: an Engine belongs to the process that attached it. In a child made by fork() its calls
+raise Forked (attach again in the child); the parent's Engine goes on working.
 
 Naming: what is read from the segment without asking the engine is an attribute (series,
 published_series, series_names, signals_dropped, bars, fee, ...); what takes an argument or asks
@@ -45,22 +56,47 @@ is refused while a call is in flight: attach one Engine per thread to run reques
 
 from __future__ import annotations
 
-from . import _ipcfloor
+import ctypes
+import os
+
+
+def _load_carried() -> None:
+    """Loads the shared libraries the package carries for libipcfloor.so.0 (setup.py lists them in
+    _carried.txt, a dependency before its users) from the package itself, so the extension finds
+    them here whatever the host has."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, "_carried.txt")) as listing:
+            names = listing.read().split()
+    except FileNotFoundError:
+        return
+    for name in names:
+        ctypes.CDLL(os.path.join(here, name))
+
+
+_load_carried()
+
+from . import _ipcfloor  # noqa: E402 - after the libraries it needs
 from ._engine import Engine, SweepResult, attach
-from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error,
-                      InternalError, InvalidArgument, NoEngine, NoRoom, NoSuchSeries, NotLive, NotTheWriter,
-                      PermissionDenied, Rejected, ResourceFailure, SystemFailure, Timeout, VersionMismatch,
-                      WindowOutOfRange)
-from ._input import combo_from_length, grid
+from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error, Forked,
+                      InternalError, Interrupted, InvalidArgument, NoEngine, NoLiveStep, NoRoom, NoSuchSeries,
+                      NoSuchStrategy, NotLive, SignalsFull,
+                      NotTheWriter, PermissionDenied, Rejected, ResourceFailure, Status, SystemFailure, Timeout,
+                      VersionMismatch, WindowOutOfRange, status_name)
+from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
 from ._ipcfloor import Signal
 
 __all__ = [
-    "attach", "Engine", "SweepResult", "Signal", "combo_from_length", "grid", "version",
+    "attach", "Engine", "SweepResult", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
+    "status_name", "TIMEOUT_MIN", "TIMEOUT_MAX",
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries",
+    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull",
 ]
+
+# The package's version is the C library's it was built with ("MAJOR.MINOR.PATCH").
+__version__: str = _ipcfloor.version()
 
 
 def version() -> str:

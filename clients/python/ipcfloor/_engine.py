@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, Tuple, Union, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,7 @@ from ._errors import NoSuchSeries, error_for, invalid
 
 __all__ = ["Engine", "SweepResult", "attach"]
 
+WaitMode = Literal["spin", "backoff", "block", "engine"]
 _WAIT_MODES = {None: _ipcfloor.WAIT_ENGINE, "engine": _ipcfloor.WAIT_ENGINE, "spin": _ipcfloor.WAIT_SPIN,
                "backoff": _ipcfloor.WAIT_BACKOFF, "block": _ipcfloor.WAIT_BLOCK}
 _U32_END = 1 << 32
@@ -36,6 +37,10 @@ class SweepResult(NamedTuple):
     trades: npt.NDArray[np.int64]
     status: npt.NDArray[np.intc]
     refused: int
+
+
+# sweep's out=: a SweepResult or its three arrays.
+Outputs = Union[SweepResult, Tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.intc]]]
 
 
 def _read_only(buffer: _ipcfloor.SeriesBuffer) -> npt.NDArray[np.float64]:
@@ -131,17 +136,39 @@ class Engine(_ipcfloor.Client):
 
     # ---- Requests ---------------------------------------------------------------------------
 
-    def sweep(self, params: _input.Windows, series: _input.SeriesKey = 0,
-              out: SweepResult | tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.intc]] |
-              None = None) -> SweepResult:
-        """Every combo of an (n, 6) integer array (ipcfloor.grid builds one), pipelined through
-        the ring in one C call (ipcfloor_sweep_on), on series `series` (an index, 0 the main
-        series, or a name). The answers go into pnl float64[n], trades int64[n] and status
-        int32[n]: new arrays, or the three of `out` (a SweepResult or a tuple), filled in place.
-        Returns SweepResult(pnl, trades, status, refused). A refused combo does not stop the
-        others; a failing lane raises, and so does a series the engine does not hold."""
+    @overload  # "all" is a str too: this variant comes first and wins
+    def sweep(self, params: _input.SweepParams, series: Literal["all"],  # type: ignore[misc]
+              out: None = None) -> dict[str, SweepResult]:
+        ...
+
+    @overload
+    def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
+              out: Outputs | None = None) -> SweepResult:
+        ...
+
+    def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
+              out: Outputs | None = None) -> SweepResult | dict[str, SweepResult]:
+        """Every combo, pipelined through the ring in one C call (ipcfloor_sweep_on): params are
+        lengths (a sequence or 1-D array, as ipcfloor.grid takes them: sweep([6, 8, 11])) or an
+        (n, 6) array of windows (ipcfloor.grid builds one). On series `series`: an index (0, the
+        main series), a name, or "all", as `ipcfloor sweep --series all`: every series of the
+        engine, a dict {name: SweepResult} in the table's order. The answers go into pnl
+        float64[n], trades int64[n] and status int32[n] (0, or the code that refused the combo:
+        ipcfloor.Status, ipcfloor.status_name): new arrays, or the three of `out` (a SweepResult or
+        a tuple), filled in place. Returns SweepResult(pnl, trades, status, refused). A refused
+        combo does not stop the others; a failing lane raises, and so does a series the engine
+        does not hold. Ctrl-C stops it within a few tens of ms (KeyboardInterrupt); the Engine
+        stays usable."""
+        if isinstance(series, str) and series == "all":
+            combos = _input.sweep_combos("sweep", params)
+            if out is not None:
+                raise invalid("sweep: out= fills one series' arrays; with series='all' every series gets arrays of "
+                              "its own")
+            return {name: self._sweep_one(combos, index, None) for index, name in enumerate(self._series_names)}
         index = self._series_index("sweep", series)
-        combos = _input.combos("sweep", params)
+        return self._sweep_one(_input.sweep_combos("sweep", params), index, out)
+
+    def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object) -> SweepResult:
         n = combos.shape[0]
         if out is None:
             pnl, trades, status = np.empty(n, np.float64), np.empty(n, np.int64), np.empty(n, np.intc)
@@ -157,7 +184,7 @@ class Engine(_ipcfloor.Client):
         request = _input.request("backtest", params)
         if isinstance(request, tuple):
             return super().backtest(request, index)
-        result = self.sweep(request, index)
+        result = self._sweep_one(request, index, None)
         if result.refused:
             row = int(np.flatnonzero(result.status)[0])
             code = int(result.status[row])
@@ -224,11 +251,14 @@ class Engine(_ipcfloor.Client):
         return out[0], out[1], out[2]
 
 
-def attach(name: str, timeout: float = 5.0, wait: str | None = None) -> Engine:
+def attach(name: str, timeout: float = 5.0, wait: WaitMode | None = None) -> Engine:
     """Attaches to engine NAME (`ipcfloor serve --name NAME`) and claims a lane.
 
-    timeout: seconds, the bound on any one wait (a lane being freed, an answer, a signal).
-    wait: "spin", "backoff", "block", or None for the engine's own mode.
+    timeout: seconds, the bound on any one wait (a lane being freed, an answer, a signal): 0.001
+    (1 ms) to 86400 (one day), the range `ipcfloor sweep --timeout` takes.
+    wait: "spin", "backoff", "block", or None (or "engine") for the engine's own mode.
+    The Engine belongs to this process: in a child made by fork() its calls raise Forked (attach
+    again there), and the parent's Engine goes on working.
     Raises NoEngine, Busy, PermissionDenied, VersionMismatch, InvalidArgument, ... (ipcfloor.Error)."""
     if not isinstance(name, str) or "\0" in name:
         raise invalid(f"attach: name is {name!r}: the engine name is a str (`ipcfloor serve --name NAME`)")
@@ -237,4 +267,8 @@ def attach(name: str, timeout: float = 5.0, wait: str | None = None) -> Engine:
     engine = _ipcfloor.attach(Engine, name.encode(), _WAIT_MODES[wait], _input.timeout_ns(timeout))
     engine._views = {}
     return engine
+
+
+for _class in (Engine, SweepResult):
+    _class.__module__ = "ipcfloor"
 

@@ -1,11 +1,19 @@
-"""The one error family of the package: ipcfloor.Error and one subclass per code of ipcfloor.h.
+"""The one error family of the package: ipcfloor.Error and one subclass per code of ipcfloor.h,
+and the codes' public names (Status, status_name).
 
 Every exception the package raises about a value or a call derives from Error and carries the C
 ABI's code (`code`, an IPCFLOOR_E_* value) and a sentence (`message`): the library's own when it
 refused the call, else one naming the argument and the value that were wrong (code E_INVALID).
+The classes are shown, raised and pickled as ipcfloor.<Name> (their __module__ is "ipcfloor").
 """
 
 from __future__ import annotations
+
+import enum
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
 
 from . import _ipcfloor
 
@@ -13,8 +21,66 @@ __all__ = [
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries", "error_for", "invalid",
+    "NoSuchSeries", "Forked", "Interrupted", "Status", "status_name", "error_for", "invalid",
 ]
+
+
+class Status(enum.IntEnum):
+    """The codes of ipcfloor.h by name: SweepResult.status holds them (0, or the code that refused
+    each combo), and so does every Error's `code`. A combo refused by the engine carries the name
+    docs/PROTOCOL.md gives its status (window_out_of_range, no_such_series, ...; too_costly and
+    engine_error arrive as REJECTED); the others name the C ABI's IPCFLOOR_E_* code."""
+
+    OK = _ipcfloor.OK
+    INVALID = _ipcfloor.E_INVALID
+    NO_ENGINE = _ipcfloor.E_NO_ENGINE
+    BUSY = _ipcfloor.E_BUSY
+    PERMISSION = _ipcfloor.E_PERMISSION
+    VERSION = _ipcfloor.E_VERSION
+    BAD_SEGMENT = _ipcfloor.E_BAD_SEGMENT
+    ENGINE_GONE = _ipcfloor.E_ENGINE_GONE
+    ENGINE_HUNG = _ipcfloor.E_ENGINE_HUNG
+    TIMEOUT = _ipcfloor.E_TIMEOUT
+    CORRUPT = _ipcfloor.E_CORRUPT
+    WINDOW_OUT_OF_RANGE = _ipcfloor.E_WINDOW
+    REJECTED = _ipcfloor.E_REJECTED
+    IO = _ipcfloor.E_IO
+    RESOURCE = _ipcfloor.E_RESOURCE
+    INTERNAL = _ipcfloor.E_INTERNAL
+    NOT_LIVE = _ipcfloor.E_NOT_LIVE
+    CAPACITY_FULL = _ipcfloor.E_CAPACITY_FULL
+    BAD_PRICE = _ipcfloor.E_BAD_PRICE
+    NOT_THE_WRITER = _ipcfloor.E_NOT_WRITER
+    NO_ROOM = _ipcfloor.E_NO_ROOM
+    NO_SUCH_SERIES = _ipcfloor.E_NO_SUCH_SERIES
+    FORKED = _ipcfloor.E_FORKED
+    INTERRUPTED = _ipcfloor.E_INTERRUPTED
+    NO_SUCH_STRATEGY = _ipcfloor.E_NO_SUCH_STRATEGY
+    NO_LIVE_STEP = _ipcfloor.E_NO_LIVE_STEP
+    SIGNALS_FULL = _ipcfloor.E_SIGNALS_FULL
+
+
+_NAMES = {int(status): status.name.lower() for status in Status}
+
+
+@overload
+def status_name(code: int | np.integer[Any]) -> str: ...
+@overload
+def status_name(code: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.str_]: ...
+def status_name(code: int | np.integer[Any] | npt.NDArray[np.integer[Any]]) -> str | npt.NDArray[np.str_]:
+    """The name of a status code, lower case ("ok", "window_out_of_range", ...; Status names
+    them), or "unknown" for a code this package does not know. An integer array (a sweep's
+    status) gives an array of names of the same shape."""
+    if isinstance(code, np.ndarray):
+        if code.dtype.kind not in "iu":
+            raise invalid(f"status_name: code is a {code.dtype} array: give an integer code or an integer array "
+                          f"(SweepResult.status)")
+        return np.array([_NAMES.get(int(c), "unknown") for c in code.ravel().tolist()], dtype=np.str_).reshape(
+            code.shape)
+    if isinstance(code, bool) or not isinstance(code, (int, np.integer)):
+        raise invalid(f"status_name: code is {code!r}: give an integer code (Status, an Error's code) or an integer "
+                      f"array (SweepResult.status)")
+    return _NAMES.get(int(code), "unknown")
 
 
 class Error(Exception):
@@ -27,6 +93,10 @@ class Error(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (multiprocessing, concurrent.futures) as the class with its code and sentence.
+        return type(self), (self.code, self.message)
 
 
 class InvalidArgument(Error, ValueError):
@@ -118,6 +188,30 @@ class NoSuchSeries(Error, IndexError):
     """A series index the engine does not hold (its table has len(series_names) entries)."""
 
 
+class Forked(Error):
+    """The Engine was attached by the parent of this process (fork()): a child may not use its
+    parent's lane. Attach again in the child; the parent's Engine goes on working."""
+
+
+class Interrupted(Error):
+    """A call stopped by the library's interrupt check without a Python exception to show for it
+    (Ctrl-C raises KeyboardInterrupt instead). The Engine stays usable."""
+
+
+class NoSuchStrategy(Error, KeyError):
+    """A strategy the engine does not serve (Engine.strategies() lists those it does; an
+    operator loads one with `ipcfloor serve --strategy FILE.so`)."""
+
+
+class NoLiveStep(Error):
+    """subscribe: the strategy has no per-bar step, so it cannot stream signals."""
+
+
+class SignalsFull(Error):
+    """snapshot: the lane's signal ring has no room for one signal per subscription; read the
+    signals waiting there first."""
+
+
 _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_INVALID: InvalidArgument,
     _ipcfloor.E_NO_ENGINE: NoEngine,
@@ -140,7 +234,15 @@ _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_NOT_WRITER: NotTheWriter,
     _ipcfloor.E_NO_ROOM: NoRoom,
     _ipcfloor.E_NO_SUCH_SERIES: NoSuchSeries,
+    _ipcfloor.E_FORKED: Forked,
+    _ipcfloor.E_INTERRUPTED: Interrupted,
+    _ipcfloor.E_NO_SUCH_STRATEGY: NoSuchStrategy,
+    _ipcfloor.E_NO_LIVE_STEP: NoLiveStep,
+    _ipcfloor.E_SIGNALS_FULL: SignalsFull,
 }
+
+for _class in (Status, Error, Closed, *_BY_CODE.values()):
+    _class.__module__ = "ipcfloor"
 
 # The extension raises these same classes from C.
 _ipcfloor._configure(Error, _BY_CODE, Closed)

@@ -12,14 +12,19 @@ reaches the socket can run it.
         pnl, trades = engine.sweep(close, params)        # opcode 0: ship everything
         checksum, fee = engine.load(close)               # opcode 2: ship a series once
 
-``close`` is a 1-D float64 array, ``params`` an (n, 6) int64 array of windows [h, L, s, p3, p2, p]
-(see ``combo_from_length``). An error reply raises ``ServerError`` with the server's code and
-sentence; a connection that broke (closed, timed out, malformed reply) raises ``ProtocolError``.
-Both are ipcfloor.Error, like every exception of the package.
+``close`` is a 1-D array of floats, ``params`` an (n, 6) array of windows [h, L, s, p3, p2, p]
+(see ``combo_from_length``) or, for the sweeps, lengths (a sequence or 1-D array, as
+ipcfloor.grid takes them); windows are judged as the rest of the package judges them (whole
+numbers within int64, never truncated). Every exception is an ipcfloor.Error: a value of the
+wrong type or shape raises InvalidArgument before anything is sent; an error reply raises
+``ServerError`` with the server's code and sentence; a connection that broke (closed, timed out,
+malformed reply) raises ``ProtocolError``; a connect that finds nothing listening raises
+NoEngine (PermissionDenied, Timeout: as the cause says). Timeouts are seconds from 0.001 to 86400.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from typing import Any, NamedTuple, NoReturn
@@ -27,8 +32,8 @@ from typing import Any, NamedTuple, NoReturn
 import numpy as np
 import numpy.typing as npt
 
-from . import _ipcfloor
-from ._errors import Error
+from . import _input, _ipcfloor
+from ._errors import Error, NoEngine, PermissionDenied, Timeout, invalid
 from ._input import combo_from_length
 
 __all__ = ["SocketClient", "ServerSeries", "ServerError", "ProtocolError", "build_request", "combo_from_length",
@@ -95,6 +100,10 @@ class ServerError(Error):
         super().__init__(code, f"{server} rejected opcode {opcode}: {name} (error {code}): {message}")
         self.name = name
         self.message = message
+        self._args = (server, opcode, code, message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), self._args
 
 
 class ProtocolError(Error):
@@ -104,13 +113,50 @@ class ProtocolError(Error):
     def __init__(self, message: str) -> None:
         super().__init__(_ipcfloor.E_IO, message)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.message,)
+
+
+def _closes(fn: str, close: object) -> npt.NDArray[np.float64]:
+    """A series to send: a 1-D array of floats (the server judges the values: bad_price)."""
+    try:
+        bars = np.ascontiguousarray(close, dtype="<f8")
+    except (TypeError, ValueError) as error:
+        raise invalid(f"{fn}: close is not an array of numbers ({error}): give a 1-D array of floats") from None
+    if bars.ndim != 1:
+        raise invalid(f"{fn}: close has shape {bars.shape}: give a 1-D array of floats (one series)")
+    return bars
+
+
+def _windows(fn: str, params: object) -> npt.NDArray[np.int64]:
+    """An (n, 6) array of windows, judged as the package judges them (never truncated)."""
+    array = _input.int64_array(fn, "params", params)
+    if array.ndim != 2 or array.shape[1] != 6:
+        raise invalid(f"{fn}: params has shape {array.shape}: give an (n, 6) array of windows [h, L, s, p3, p2, p]")
+    return array
+
 
 def build_request(opcode: int, close: npt.ArrayLike | None = None, params: npt.ArrayLike | None = None) -> bytes:
     """One request frame: [u32 body_len][u8 opcode][u32 n_bars][u32 n_combos][close][params]."""
-    bars = np.ascontiguousarray(close if close is not None else [], dtype="<f8").reshape(-1)
-    combos = np.ascontiguousarray(params if params is not None else np.empty((0, 6)), dtype="<i8").reshape(-1, 6)
-    body = _HEADER.pack(opcode, bars.size, combos.shape[0]) + bars.tobytes() + combos.tobytes()
+    if isinstance(opcode, bool) or not isinstance(opcode, int) or not 0 <= opcode <= 255:
+        raise invalid(f"build_request: opcode is {opcode!r}: an opcode is an int in [0, 255] (docs/PROTOCOL.md)")
+    bars = _closes("build_request", close if close is not None else [])
+    combos = _windows("build_request", params) if params is not None else np.empty((0, 6), dtype=np.int64)
+    body = _HEADER.pack(opcode, bars.size, combos.shape[0]) + bars.tobytes() + combos.astype("<i8").tobytes()
     return _U32.pack(len(body)) + body
+
+
+def _connect_failed(server: str, error: OSError) -> Error:
+    """The ipcfloor.Error for a connect that failed: nothing listening, not ours, too slow, or
+    another system error."""
+    if isinstance(error, (FileNotFoundError, ConnectionRefusedError)):
+        return NoEngine(_ipcfloor.E_NO_ENGINE, f"nothing listens at {server} ({error.strerror or error}): is "
+                                               f"`ipcfloor serve --socket PATH` or `--tcp HOST:PORT` running there?")
+    if isinstance(error, PermissionError):
+        return PermissionDenied(_ipcfloor.E_PERMISSION, f"{server}: {error.strerror or error}")
+    if isinstance(error, (socket.timeout, TimeoutError)):
+        return Timeout(_ipcfloor.E_TIMEOUT, f"{server} did not take the connection within the timeout")
+    return ProtocolError(f"cannot connect to {server}: {error}")
 
 
 class SocketClient:
@@ -126,16 +172,33 @@ class SocketClient:
 
     @classmethod
     def unix(cls, path: str, timeout: float = 60.0) -> SocketClient:
+        """Connects to `ipcfloor serve --socket PATH`. timeout: seconds (0.001 to 86400) for the
+        connect and for each send or reply."""
+        seconds = _input.seconds("SocketClient.unix", timeout)
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise invalid(f"SocketClient.unix: path is {path!r}: give the socket's path")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        sock.connect(path)
-        return cls(sock, f"unix socket {path}", timeout)
+        sock.settimeout(seconds)
+        try:
+            sock.connect(os.fspath(path))
+        except OSError as error:
+            sock.close()
+            raise _connect_failed(f"unix socket {os.fsdecode(path)}", error) from error
+        return cls(sock, f"unix socket {os.fsdecode(path)}", seconds)
 
     @classmethod
     def tcp(cls, host: str, port: int, timeout: float = 60.0) -> SocketClient:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        """Connects to `ipcfloor serve --tcp HOST:PORT`. timeout: as unix's."""
+        seconds = _input.seconds("SocketClient.tcp", timeout)
+        if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise invalid(f"SocketClient.tcp: host {host!r}, port {port!r}: give a host name (str) and a port in "
+                          f"[1, 65535]")
+        try:
+            sock = socket.create_connection((host, port), timeout=seconds)
+        except OSError as error:
+            raise _connect_failed(f"tcp {host}:{port}", error) from error
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, f"tcp {host}:{port}", timeout)
+        return cls(sock, f"tcp {host}:{port}", seconds)
 
     def close(self) -> None:
         self._sock.close()
@@ -148,15 +211,16 @@ class SocketClient:
 
     # ---- opcodes ----------------------------------------------------------------------------
 
-    def sweep(self, close: npt.ArrayLike, params: npt.ArrayLike) -> tuple[_F64, _I64]:
-        """Opcode 0: returns (pnl float64[n], trades int64[n])."""
-        combos = np.asarray(params, dtype="<i8").reshape(-1, 6)
-        body = self._call(OP_SWEEP, build_request(OP_SWEEP, close, combos))
+    def sweep(self, close: npt.ArrayLike, params: _input.SweepParams) -> tuple[_F64, _I64]:
+        """Opcode 0: params are lengths or an (n, 6) array of windows; returns (pnl float64[n],
+        trades int64[n])."""
+        combos = _input.sweep_combos("sweep", params)
+        body = self._call(OP_SWEEP, build_request(OP_SWEEP, _closes("sweep", close), combos))
         return self._results(body, combos.shape[0])
 
     def echo(self, close: npt.ArrayLike) -> _F64:
         """Opcode 1: the close array back, verbatim."""
-        bars = np.ascontiguousarray(close, dtype="<f8").reshape(-1)
+        bars = _closes("echo", close)
         body = self._call(OP_ECHO, build_request(OP_ECHO, bars))
         if len(body) != bars.nbytes:
             self._break(f"{self.server} echoed {len(body)} bytes for the {bars.nbytes} sent")
@@ -164,15 +228,16 @@ class SocketClient:
 
     def load(self, close: npt.ArrayLike) -> tuple[int, float]:
         """Opcode 2: the series becomes this connection's. Returns (fnv1a64 checksum, fee)."""
-        body = self._call(OP_LOAD, build_request(OP_LOAD, close))
+        body = self._call(OP_LOAD, build_request(OP_LOAD, _closes("load", close)))
         if len(body) != 16:
             self._break(f"{self.server} answered load with {len(body)} bytes instead of 16")
         checksum, fee = struct.unpack("<Qd", body)
         return int(checksum), float(fee)
 
-    def sweep_loaded(self, params: npt.ArrayLike) -> tuple[_F64, _I64]:
-        """Opcode 3: combos only, over the loaded series; returns (pnl, trades)."""
-        combos = np.asarray(params, dtype="<i8").reshape(-1, 6)
+    def sweep_loaded(self, params: _input.SweepParams) -> tuple[_F64, _I64]:
+        """Opcode 3: combos only (lengths or an (n, 6) array), over the loaded series; returns
+        (pnl, trades)."""
+        combos = _input.sweep_combos("sweep_loaded", params)
         body = self._call(OP_SWEEP_LOADED, build_request(OP_SWEEP_LOADED, None, combos))
         return self._results(body, combos.shape[0])
 
@@ -194,7 +259,12 @@ class SocketClient:
 
         The lean path for one request at a time: the frame is packed into a buffer kept for it,
         and the whole 20-byte reply is usually read by one recv."""
-        _ONE_COMBO.pack_into(self._one, 0, _ONE_COMBO.size - 4, OP_SWEEP_LOADED, 0, 1, *params)
+        try:
+            _ONE_COMBO.pack_into(self._one, 0, _ONE_COMBO.size - 4, OP_SWEEP_LOADED, 0, 1, *params)
+        except (struct.error, TypeError):
+            # Not six ints within int64 as they stand: judged (and refused, or made exact) as everywhere.
+            _ONE_COMBO.pack_into(self._one, 0, _ONE_COMBO.size - 4, OP_SWEEP_LOADED, 0, 1,
+                                 *_input.six("backtest", params))
         body = self._call(OP_SWEEP_LOADED, self._one, expect=_ONE_RESULT.size)
         if len(body) != 16:
             self._break(f"{self.server} answered one combo with {len(body)} bytes instead of 16")
@@ -203,7 +273,7 @@ class SocketClient:
 
     def echo_params(self, combo: Any) -> tuple[int, ...]:
         """Opcode 4: the six windows back, verbatim (the 48-byte round trip)."""
-        body = self._call(OP_ECHO_PARAMS, build_request(OP_ECHO_PARAMS, None, [combo]))
+        body = self._call(OP_ECHO_PARAMS, build_request(OP_ECHO_PARAMS, None, [_input.six("echo_params", combo)]))
         if len(body) != 48:
             self._break(f"{self.server} answered echo_params with {len(body)} bytes instead of 48")
         return tuple(int(v) for v in struct.unpack("<6q", body))
@@ -235,6 +305,8 @@ class SocketClient:
             pass
         except socket.timeout:
             self._break(f"{self.server} did not take the request within the timeout")
+        except OSError as error:  # a closed socket (close()), or another system error
+            self._break(f"sending to {self.server} failed: {error}")
         first = _U32.unpack(self._recv_exact(4, hint=expect))[0]
         if first != ERROR_MARKER:
             return self._recv_exact(first)
@@ -258,6 +330,8 @@ class SocketClient:
                 self._break(f"{self.server} did not answer within the timeout")
             except ConnectionResetError:
                 chunk = b""
+            except OSError as error:
+                self._break(f"reading from {self.server} failed: {error}")
             if not chunk:
                 self._break(f"{self.server} closed the connection after {len(chunks)} of {n} bytes")
             chunks += chunk

@@ -18,6 +18,16 @@
  * a second thread while a call is in flight, and the call in flight keeps the C client alive even
  * if another thread closes the Engine meanwhile.
  *
+ * Signals. A call that waits (or sweeps) runs Python's signal handlers every kSignalCheckNs
+ * through the library's interrupt check (ipcfloor_set_interrupt, check_signals): Ctrl-C raises
+ * KeyboardInterrupt within that, instead of when the call would have ended, and the call stops
+ * with IPCFLOOR_E_INTERRUPTED, which leaves the lane usable (its next call drops what this one
+ * left owed). attach's own wait (a lane being freed) is bounded by its timeout only.
+ *
+ * Fork. The library refuses every call on a client inherited through fork() with
+ * IPCFLOOR_E_FORKED (ipcfloor.Forked), and detaching it in the child leaves the parent's lane
+ * alone.
+ *
  * Errors: the classes ipcfloor registers with _configure (ipcfloor.Error and one subclass per
  * code), built as cls(code, sentence) with the C ABI's code and sentence. Allocation: a call
  * allocates its result objects only; the C calls allocate nothing (ipcfloor.h). */
@@ -31,7 +41,9 @@
 #include <ipcfloor/ipcfloor.h>
 
 /* The failure codes run from -1 to -kCodes; error_classes[-code] is the class of each. */
-enum { kCodes = 21 };
+enum { kCodes = 26 };
+/* How often a waiting call runs Python's signal handlers: Ctrl-C is seen within about this. */
+static const int64_t kSignalCheckNs = 20 * 1000 * 1000;
 static PyObject *error_classes[kCodes + 1];
 static PyObject *base_error;   /* ipcfloor.Error */
 static PyObject *closed_error; /* ipcfloor.Closed: a call on a closed Engine */
@@ -69,9 +81,16 @@ static PyObject *raise_code(const ipcfloor_client *c, int code) {
 
 /* ---- Handle: owns the C client; the Client and every series view hold it ----------------- */
 
+/* The GIL of the call waiting on a client: the state it handed over (begin_wait), NULL while
+ * the call holds it. check_signals reads and updates it from inside the call. */
+typedef struct {
+  PyThreadState *saved;
+} Waiting;
+
 typedef struct {
   PyObject_HEAD
   ipcfloor_client *c;
+  Waiting waiting; /* the interrupt check's context */
 } Handle;
 
 static void Handle_dealloc(Handle *self) {
@@ -198,11 +217,14 @@ static void call_end(Client *self, Call *call) {
   Py_DECREF(call->handle);
 }
 
+/* A call stopped by a signal handler's exception (check_signals) raises that exception;
+ * every other failure its code's class. */
 static PyObject *call_fail(Client *self, Call *call, int code) {
-  raise_code(call->c, code);
+  if (!(code == IPCFLOOR_E_INTERRUPTED && PyErr_Occurred())) raise_code(call->c, code);
   call_end(self, call);
   return NULL;
 }
+
 
 /* The GIL while a call waits on the engine. It is handed over whenever another thread state
  * exists (another Python thread, in any interpreter: they share the GIL), so that thread runs
@@ -224,6 +246,32 @@ static inline PyThreadState *begin_wait(void) {
 
 static inline void end_wait(PyThreadState *state) {
   if (state != NULL) PyEval_RestoreThread(state);
+}
+
+/* The library's interrupt check (ipcfloor_set_interrupt) for a handle's client, asked by a
+ * waiting call on the calling thread: takes the GIL back if the call handed it over, runs
+ * Python's signal handlers, and stops the call (nonzero, the GIL kept, the handler's exception
+ * set: KeyboardInterrupt for Ctrl-C) when one raised; else hands the GIL over again. Outside the
+ * main thread PyErr_CheckSignals has nothing to run. */
+static int check_signals(void *context) {
+  Waiting *waiting = (Waiting *)context;
+  if (waiting->saved != NULL) {
+    PyEval_RestoreThread(waiting->saved);
+    waiting->saved = NULL;
+  }
+  if (PyErr_CheckSignals() != 0) return 1;
+  waiting->saved = begin_wait();
+  return 0;
+}
+
+/* The call hands the GIL over while it waits (begin_wait), where check_signals finds it, and
+ * takes it back after. */
+static inline void call_wait(Call *call) { ((Handle *)call->handle)->waiting.saved = begin_wait(); }
+
+static inline void call_resume(Call *call) {
+  Waiting *waiting = &((Handle *)call->handle)->waiting;
+  end_wait(waiting->saved);
+  waiting->saved = NULL;
 }
 
 /* ---- Arguments --------------------------------------------------------------------------- */
@@ -367,9 +415,9 @@ static PyObject *backtest_or_floor(Client *self, PyObject *const *args, Py_ssize
   double pnl = 0.0;
   int64_t trades = 0;
   ipcfloor_client *c = floor ? NULL : call.c;
-  PyThreadState *state = begin_wait();
+  call_wait(&call);
   const int code = ipcfloor_backtest_on(c, index, params, &pnl, &trades);
-  end_wait(state);
+  call_resume(&call);
   if (code != (floor ? IPCFLOOR_E_INVALID : IPCFLOOR_OK)) return call_fail(self, &call, code);
   call_end(self, &call);
   return pnl_trades(pnl, trades);
@@ -389,9 +437,9 @@ static PyObject *Client_echo(Client *self, PyObject *const *args, Py_ssize_t nar
   if (!six_int64(args[0], in)) return slow_path(self, s_echo_slow, args, 1);
   Call call;
   if (!call_begin(self, &call)) return NULL;
-  PyThreadState *state = begin_wait();
+  call_wait(&call);
   const int code = ipcfloor_echo(call.c, in, out);
-  end_wait(state);
+  call_resume(&call);
   if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
   call_end(self, &call);
   return six_ints(out);
@@ -446,10 +494,10 @@ static PyObject *Client_sweep_into(Client *self, PyObject *const *args, Py_ssize
   } else {
     Call call;
     if (call_begin(self, &call)) {
-      PyThreadState *state = begin_wait();
+      call_wait(&call);
       const int refused = ipcfloor_sweep_on(call.c, index, (const int64_t(*)[6])views[0].buf, (size_t)n,
                                             (double *)views[1].buf, (int64_t *)views[2].buf, (int *)views[3].buf);
-      end_wait(state);
+      call_resume(&call);
       if (refused < 0) {
         call_fail(self, &call, refused);
       } else {
@@ -485,9 +533,9 @@ static PyObject *Client_append(Client *self, PyObject *const *args, Py_ssize_t n
   Call call;
   if (!call_begin(self, &call)) return NULL;
   uint64_t bars = 0;
-  PyThreadState *state = begin_wait();
+  call_wait(&call);
   const int code = ipcfloor_append(call.c, close, (uint64_t)tick, &bars);
-  end_wait(state);
+  call_resume(&call);
   if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
   call_end(self, &call);
   return PyLong_FromUnsignedLongLong(bars);
@@ -505,9 +553,9 @@ static PyObject *Client_subscribe(Client *self, PyObject *const *args, Py_ssize_
   if (!call_begin(self, &call)) return NULL;
   uint32_t id = 0;
   ipcfloor_signal state_after = {0};
-  PyThreadState *state = begin_wait();
+  call_wait(&call);
   const int code = ipcfloor_subscribe(call.c, params, &id, with_state ? &state_after : NULL);
-  end_wait(state);
+  call_resume(&call);
   if (code != IPCFLOOR_OK) return call_fail(self, &call, code);
   call_end(self, &call);
   if (!with_state) return PyLong_FromUnsignedLong(id);
@@ -520,9 +568,9 @@ static PyObject *Client_snapshot(Client *self, PyObject *unused) {
   (void)unused;
   Call call;
   if (!call_begin(self, &call)) return NULL;
-  PyThreadState *state = begin_wait();
+  call_wait(&call);
   const int code = ipcfloor_snapshot(call.c);
-  end_wait(state);
+  call_resume(&call);
   if (code < 0) return call_fail(self, &call, code);
   call_end(self, &call);
   return PyLong_FromLong(code);
@@ -535,9 +583,9 @@ static PyObject *signal_call(Client *self, int wait) {
   ipcfloor_signal signal;
   int code;
   if (wait) {
-    PyThreadState *state = begin_wait();
+    call_wait(&call);
     code = ipcfloor_wait_signal(call.c, &signal);
-    end_wait(state);
+    call_resume(&call);
   } else {
     code = ipcfloor_poll_signal(call.c, &signal);
   }
@@ -627,25 +675,36 @@ static void Client_dealloc(Client *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Each doc starts with its text signature ("name($self, ...)\n--\n\n"), which
+ * inspect.signature reads; stubtest holds ipcfloor/_ipcfloor.pyi to them. */
 static PyMethodDef Client_methods[] = {
     {"backtest", (PyCFunction)(void (*)(void))Client_backtest, METH_FASTCALL | METH_KEYWORDS,
-     "backtest(params, series=0) -> (pnl, trades): one combo through the lane."},
+     "backtest($self, params, series=0)\n--\n\n"
+     "One combo through the lane -> (pnl, trades); a length L or six windows, or an (n, 6) array -> arrays."},
     {"_call_floor", (PyCFunction)(void (*)(void))Client_call_floor, METH_FASTCALL | METH_KEYWORDS,
+     "_call_floor($self, params, series=0)\n--\n\n"
      "backtest's every step on a null handle the library refuses at once: Python's own share of a call."},
     {"echo", (PyCFunction)(void (*)(void))Client_echo, METH_FASTCALL,
-     "echo(params) -> six ints: the 48 bytes to the engine and back."},
+     "echo($self, params, /)\n--\n\nSix ints: the 48 bytes to the engine and back."},
     {"_sweep_into", (PyCFunction)(void (*)(void))Client_sweep_into, METH_FASTCALL,
-     "_sweep_into(combos, series, pnl, trades, status) -> refused: ipcfloor_sweep_on into the arrays."},
+     "_sweep_into($self, combos, series, pnl, trades, status, /)\n--\n\n"
+     "ipcfloor_sweep_on into the arrays -> the number of refused combos."},
     {"append", (PyCFunction)(void (*)(void))Client_append, METH_FASTCALL | METH_KEYWORDS,
-     "append(close, tick=0) -> bars: one close appended to a live series."},
+     "append($self, close, tick=0)\n--\n\nOne close appended to a live series -> the bars it holds now."},
     {"subscribe", (PyCFunction)(void (*)(void))Client_subscribe, METH_FASTCALL | METH_KEYWORDS,
-     "subscribe(params, with_state=False) -> id, or (id, Signal)."},
-    {"snapshot", (PyCFunction)Client_snapshot, METH_NOARGS, "snapshot() -> subscriptions: one Signal each, now."},
-    {"poll_signal", (PyCFunction)Client_poll_signal, METH_NOARGS, "poll_signal() -> Signal or None, never waits."},
-    {"wait_signal", (PyCFunction)Client_wait_signal, METH_NOARGS, "wait_signal() -> Signal, up to the timeout."},
-    {"close", (PyCFunction)Client_close, METH_NOARGS, "Gives the lane back once no view holds it."},
-    {"_series_buffer", (PyCFunction)Client_series_buffer, METH_O, "Series `index` in place, or None."},
-    {"_published_buffer", (PyCFunction)Client_published_buffer, METH_NOARGS, "The bars published so far, in place."},
+     "subscribe($self, params, with_state=False)\n--\n\nA combo (or an (n, 6) array) -> its id, or (id, Signal)."},
+    {"snapshot", (PyCFunction)Client_snapshot, METH_NOARGS,
+     "snapshot($self, /)\n--\n\nOne Signal per subscription, now -> the number of subscriptions."},
+    {"poll_signal", (PyCFunction)Client_poll_signal, METH_NOARGS,
+     "poll_signal($self, /)\n--\n\nThe next Signal, or None: never waits."},
+    {"wait_signal", (PyCFunction)Client_wait_signal, METH_NOARGS,
+     "wait_signal($self, /)\n--\n\nThe next Signal, waiting up to the timeout (Timeout); Ctrl-C stops the wait."},
+    {"close", (PyCFunction)Client_close, METH_NOARGS,
+     "close($self, /)\n--\n\nGives the lane back once no view holds it."},
+    {"_series_buffer", (PyCFunction)Client_series_buffer, METH_O,
+     "_series_buffer($self, index, /)\n--\n\nSeries `index` in place, or None."},
+    {"_published_buffer", (PyCFunction)Client_published_buffer, METH_NOARGS,
+     "_published_buffer($self, /)\n--\n\nThe bars published so far, in place."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -755,6 +814,11 @@ static PyObject *module_attach(PyObject *module, PyObject *const *args, Py_ssize
     return NULL;
   }
   handle->c = c;
+  handle->waiting.saved = NULL;
+  if (ipcfloor_set_interrupt(c, check_signals, &handle->waiting, kSignalCheckNs) != IPCFLOOR_OK) {
+    Py_DECREF(handle);
+    return raise_error(error_class(IPCFLOOR_E_INTERNAL), IPCFLOOR_E_INTERNAL, "ipcfloor_set_interrupt refused");
+  }
   PyTypeObject *cls = (PyTypeObject *)args[0];
   Client *self = (Client *)cls->tp_alloc(cls, 0);
   if (self == NULL) {
@@ -810,11 +874,14 @@ static PyObject *module_version(PyObject *module, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"attach", (PyCFunction)(void (*)(void))module_attach, METH_FASTCALL, "attach(cls, name, wait, timeout_ns)"},
-    {"_configure", (PyCFunction)(void (*)(void))module_configure, METH_FASTCALL, "the exception classes"},
-    {"combo_from_length", module_combo_from_length, METH_O, "the six windows of a length, by the C ABI"},
-    {"strerror", module_strerror, METH_O, "the C ABI's fixed name of a code"},
-    {"version", module_version, METH_NOARGS, "the C library's version, MAJOR.MINOR.PATCH"},
+    {"attach", (PyCFunction)(void (*)(void))module_attach, METH_FASTCALL,
+     "attach(cls, name, wait, timeout_ns, /)\n--\n\nipcfloor_attach_with -> a cls (a Client) on a claimed lane."},
+    {"_configure", (PyCFunction)(void (*)(void))module_configure, METH_FASTCALL,
+     "_configure(base, by_code, closed, /)\n--\n\nThe exception classes the extension raises."},
+    {"combo_from_length", module_combo_from_length, METH_O,
+     "combo_from_length(length, /)\n--\n\nThe six windows of a length, by the C ABI."},
+    {"strerror", module_strerror, METH_O, "strerror(code, /)\n--\n\nThe C ABI's fixed name of a code."},
+    {"version", module_version, METH_NOARGS, "version()\n--\n\nThe C library's version, MAJOR.MINOR.PATCH."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -874,6 +941,11 @@ static const struct {
     CONSTANT(E_NOT_WRITER),
     CONSTANT(E_NO_ROOM),
     CONSTANT(E_NO_SUCH_SERIES),
+    CONSTANT(E_FORKED),
+    CONSTANT(E_INTERRUPTED),
+    CONSTANT(E_NO_SUCH_STRATEGY),
+    CONSTANT(E_NO_LIVE_STEP),
+    CONSTANT(E_SIGNALS_FULL),
     CONSTANT(NO_SIGNAL),
     CONSTANT(SIGNAL_GAP),
     CONSTANT(SIGNAL_SNAPSHOT),
@@ -883,7 +955,7 @@ static const struct {
     CONSTANT(WAIT_BLOCK),
 };
 #undef CONSTANT
-_Static_assert(-IPCFLOOR_E_NO_SUCH_SERIES == kCodes, "kCodes is the last code of ipcfloor.h");
+_Static_assert(-IPCFLOOR_E_SIGNALS_FULL == kCodes, "kCodes is the last code of ipcfloor.h");
 
 PyMODINIT_FUNC PyInit__ipcfloor(void) {
   if (ipcfloor_version() / 10000 != IPCFLOOR_VERSION_MAJOR) {
