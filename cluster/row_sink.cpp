@@ -18,11 +18,13 @@ std::string error_text(const ResultWire& result, const SweepRow& row, std::size_
 }
 
 RowSink::RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
-                 std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer)
+                 std::vector<std::size_t> n_bars, std::vector<std::uint64_t> checksums, std::span<const Item> items,
+                 SweepWriter& writer)
     : plan_(std::move(plan)),
       names_(std::move(names)),
       selected_(std::move(selected)),
       n_bars_(std::move(n_bars)),
+      checksums_(std::move(checksums)),
       items_(items),
       writer_(writer) {
   // Row k of selected series p is item_of_[p * plan.size() + k] (or kNone when it cannot run).
@@ -52,6 +54,8 @@ void RowSink::flush() {
     const std::size_t k = cursor_ % plan_.size();
     SweepRow row = plan_[k].row;
     row.series = names_[selected_[s]];
+    row.series_bars = n_bars_[s];
+    row.series_checksum = checksums_[s];
     if (item == kNone) {
       if (row.error.empty()) row.error = window_error(row, n_bars_[s]);
     } else if (results_[item].status != 0) {

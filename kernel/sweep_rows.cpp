@@ -86,7 +86,8 @@ void SweepWriter::header() {
     if (with_series_) fmt::print(out_, "{:<16}  ", "series");
     fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", "L", "params [h,L,s,p3,p2,p]", "pnl (% points)", "trades");
   } else if (format_ == SweepFormat::csv) {
-    fmt::print(out_, "{}h,L,s,p3,p2,p,pnl,trades,error,raw\n", with_series_ ? "series," : "");
+    fmt::print(out_, "{}h,L,s,p3,p2,p,pnl,trades,error,raw,{}series_bars,series_checksum\n",
+               with_series_ ? "series," : "", with_series_ ? "" : "series,");
   }
   std::fflush(out_);
 }
@@ -97,27 +98,33 @@ void SweepWriter::row(const SweepRow& row) {
   const std::string params = fmt::format("{},{},{},{},{},{}", w[0], w[1], w[2], w[3], w[4], w[5]);
   switch (format_) {
     case SweepFormat::json: {
-      const std::string series = with_series_ ? fmt::format("\"series\":\"{}\",", json_escaped(row.series)) : "";
+      const std::string name = fmt::format("\"series\":\"{}\"", json_escaped(row.series));
+      const std::string lead = with_series_ ? name + "," : "";
+      const std::string tail = fmt::format(",{}\"series_bars\":{},\"series_checksum\":\"{:016x}\"",
+                                           with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
       if (!parsed) {
-        fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"}}\n", series, json_escaped(row.raw),
-                   json_escaped(row.error));
+        fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"{}}}\n", lead, json_escaped(row.raw),
+                   json_escaped(row.error), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series, row.length, params,
-                   row.result.pnl, row.result.trades);
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}}}\n", lead, row.length, params,
+                   row.result.pnl, row.result.trades, tail);
       } else {
-        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"error\":\"{}\"}}\n", series, row.length, params,
-                   json_escaped(row.error));
+        fmt::print(out_, "{{{}\"L\":{},\"params\":[{}],\"error\":\"{}\"{}}}\n", lead, row.length, params,
+                   json_escaped(row.error), tail);
       }
       break;
     }
     case SweepFormat::csv: {
-      const std::string series = with_series_ ? fmt::format("\"{}\",", csv_quoted(row.series)) : "";
+      const std::string name = fmt::format("\"{}\"", csv_quoted(row.series));
+      const std::string lead = with_series_ ? name + "," : "";
+      const std::string tail =
+          fmt::format(",{}{},{:016x}", with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
       if (!parsed) {
-        fmt::print(out_, "{},,,,,,,,\"{}\",\"{}\"\n", series, csv_quoted(row.error), csv_quoted(row.raw));
+        fmt::print(out_, "{},,,,,,,,\"{}\",\"{}\"{}\n", lead, csv_quoted(row.error), csv_quoted(row.raw), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{}{},{:.17g},{},,\n", series, params, row.result.pnl, row.result.trades);
+        fmt::print(out_, "{}{},{:.17g},{},,{}\n", lead, params, row.result.pnl, row.result.trades, tail);
       } else {
-        fmt::print(out_, "{}{},,,\"{}\",\n", series, params, csv_quoted(row.error));
+        fmt::print(out_, "{}{},,,\"{}\",{}\n", lead, params, csv_quoted(row.error), tail);
       }
       break;
     }
