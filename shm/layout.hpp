@@ -63,7 +63,7 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 // 4: live mode: room for capacity_bars with a published count, and a signal ring in each lane.
 // 5: one frame shape: an answer's head (seq, opcode, status, stamp) has its request's layout, and the
 //    exchange line holds the request and then its answer in it.
-inline constexpr std::uint32_t kLayoutVersion = 5;
+inline constexpr std::uint32_t kLayoutVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 4096;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kLaneStatusBytes = 1024;
@@ -186,6 +186,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   // Live mode: signals this lane's subscriber lost because its signal ring was full. A
   // subscriber that stops hearing compares it with the drops its frames told it of.
   std::atomic<std::uint64_t> signals_dropped;
+  // The service time of every timed request, summed in ns (a request answered in place, under
+  // the first bucket's bound without reading the clock, adds 0): the histogram's sum.
+  std::atomic<std::uint64_t> service_ns_sum;
   // Service time per request (shm/service_histogram.hpp), counts per bucket since start.
   alignas(kRingLineBytes) std::atomic<std::uint64_t> service_ns[kServiceBuckets];
 };
