@@ -61,6 +61,7 @@ struct ServeOptions {
   std::uint32_t subscriptions_per_lane = 256;
   bool quiet = false;  // only errors and warnings on stderr
   std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
+  std::string metrics;  // --metrics HOST:PORT: the Prometheus exposition over HTTP (app/metrics_http.hpp); empty: none
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
   bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread
