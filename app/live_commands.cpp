@@ -96,18 +96,19 @@ Expected<std::vector<double>> closes_from_file(const FeedOptions& options) {
 // already holds when the file starts with exactly them (a replay of the preloaded file, or a
 // feed that stopped and runs again). A file that starts otherwise is refused: appending it whole
 // could put the preloaded bars in the series a second time, and a live series is never rewritten.
-// Either the start, or a usage error's message (an empty index and the text).
 struct FeedStart {
-  std::size_t index = 0;
-  std::string refusal;  // set: exit 2 with this
-  std::string note;     // set: said on stderr before appending
+  std::size_t index = 0;  // the file's first bar to append
+  std::string refusal;    // set: nothing is appended; the message, with exit code `code`
+  int code = kExitUsage;
+  std::string note;       // set: said on stderr before appending
 };
 
 FeedStart feed_start(const FeedOptions& options, std::span<const double> file, std::span<const double> held) {
   if (options.from) {
     if (*options.from > file.size())
-      return {0, fmt::format("--from {} is past the {} bars of {}", *options.from, file.size(), options.data), {}};
-    return {*options.from, {}, {}};
+      return {0, fmt::format("--from {} is past the {} bars of {}", *options.from, file.size(), options.data),
+              kExitInput, {}};
+    return {*options.from, {}, kExitUsage, {}};
   }
   const std::size_t common = std::min(file.size(), held.size());
   const auto [at_file, at_held] = std::mismatch(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(common),
@@ -121,13 +122,13 @@ FeedStart feed_start(const FeedOptions& options, std::span<const double> file, s
                         "(the engine holds {} bars, {} has {}); say --from N to append it from its bar N (--from 0: "
                         "all of it)",
                         options.data, options.name, differ, *at_file, *at_held, held.size(), options.data, file.size()),
-            {}};
+            kExitUsage, {}};
   if (file.size() <= held.size())
-    return {file.size(), {},
+    return {file.size(), {}, kExitUsage,
             fmt::format("all {} bars of {} are already the first bars of engine {}'s series ({} bars): nothing to "
                         "append",
                         file.size(), options.data, options.name, held.size())};
-  return {held.size(), {},
+  return {held.size(), {}, kExitUsage,
           fmt::format("the first {} bars of {} are the bars engine {} holds; appending from its bar {}", held.size(),
                       options.data, options.name, held.size())};
 }
@@ -209,7 +210,9 @@ int run_feed_command(const FeedOptions& options) {
   std::size_t next = 0;
   if (!options.data.empty()) {
     const FeedStart start = feed_start(options, closes, client->segment().published_series());
-    if (!start.refusal.empty()) return usage_error("feed", start.refusal);
+    if (!start.refusal.empty())
+      return start.code == kExitUsage ? usage_error("feed", start.refusal)
+                                      : report_error("feed", Error{ErrorCode::invalid_argument, start.refusal});
     if (!start.note.empty() && !options.quiet) fmt::print(stderr, "ipcfloor feed: {}\n", start.note);
     next = start.index;
   }
