@@ -9,7 +9,8 @@ stopped, where it must lie in the power-of-two bucket that holds the p99 `status
 from the segment.
 
 Usage: /usr/bin/python3 test_metrics_prometheus.py IPCFLOOR_BINARY
-Exits 77 (skipped) when promtool or prometheus is missing (tools/setup installs Debian's prometheus).
+When promtool or prometheus is missing, `tools/setup prometheus` installs Debian's package; the
+test exits 77 (skipped) only when that fails (no root or sudo, no reachable apt), saying why.
 """
 
 import json
@@ -66,6 +67,23 @@ def start_engine(binary, name):
     return engine, json.loads(line[6:])["metrics"]
 
 
+def prometheus_installed():
+    """True when promtool and prometheus are on the PATH, after installing Debian's package with
+    tools/setup where they are not; False (and why) when they cannot be installed."""
+    missing = [tool for tool in ("promtool", "prometheus") if shutil.which(tool) is None]
+    if not missing:
+        return True
+    setup = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "setup")
+    print(f"metrics_prometheus: {', '.join(missing)} missing: running tools/setup prometheus", flush=True)
+    done = subprocess.run([setup, "prometheus"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    still = [tool for tool in ("promtool", "prometheus") if shutil.which(tool) is None]
+    if done.returncode == 0 and not still:
+        return True
+    print(f"metrics_prometheus: skipped: Debian's prometheus cannot be installed here (tools/setup prometheus exited "
+          f"{done.returncode}; {', '.join(still or missing)} still missing):\n{done.stdout}{done.stderr}")
+    return False
+
+
 class Prometheus:
     """A Prometheus server on loopback that scrapes `target` every second; query() asks its API."""
 
@@ -115,9 +133,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     binary = sys.argv[1]
-    missing = [tool for tool in ("promtool", "prometheus") if shutil.which(tool) is None]
-    if missing:
-        print(f"metrics_prometheus: skipped: {', '.join(missing)} missing (tools/setup installs Debian's prometheus)")
+    if not prometheus_installed():
         return SKIPPED
     started = time.monotonic()
     name = f"ipcfloor-prom-{os.getpid()}"
