@@ -227,6 +227,22 @@ TEST_CASE("the ready line has the same keys with the segment and with --no-shm, 
   CHECK(b["metrics"].is_null());
 }
 
+TEST_CASE("serve --metrics with a port alone listens on loopback, and an address the host cannot bind exits 4 naming "
+          "it before the engine serves") {
+  for (const std::string endpoint : {"0", ":0"}) {
+    CAPTURE(endpoint);
+    Served served({"--name", unique_name("loopback"), "--bars", "1000", "--wait", "block", "--hugepages", "off",
+                   "--quiet", "--metrics", endpoint});
+    REQUIRE_MESSAGE(served.ready(), served.err());
+    CHECK(served.ready_fields()["metrics"].get<std::string>().starts_with("http://127.0.0.1:"));
+  }
+  Served unbound({"--name", unique_name("unbound"), "--bars", "1000", "--wait", "block", "--hugepages", "off",
+                  "--metrics", "192.0.2.1:9464"});  // TEST-NET-1: never an address of this host
+  CHECK_FALSE(unbound.ready());
+  CHECK(unbound.exited() == 4);
+  CHECK_MESSAGE(contains(unbound.err(), "--metrics 192.0.2.1:9464: cannot listen on 192.0.2.1 port 9464"), unbound.err());
+}
+
 TEST_CASE("serve on a name in use refuses it (exit 4) without first warning about the cpu the other engine holds") {
   const std::string name = unique_name("taken");
   const std::string cpu = std::to_string(allowed_cpus().back());
