@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -27,7 +28,92 @@ CLI::Validator parsed_by(Parse parse, std::string description) {
       std::move(description));
 }
 
+// Edits (insert, delete, replace) between two words: how far a typo is from a name.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known name closest to `typo`, when it is close enough to be what was meant.
+std::string closest(std::string_view typo, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, typo.size() / 3) + 1;
+  for (const std::string& name : known) {
+    const std::size_t distance = edit_distance(typo, name);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = name;
+    }
+  }
+  return best;
+}
+
+// " (did you mean --cpu?)" for each word of the command line the error names that is close to a
+// name `command` knows: its options' long names, or (no command yet) the commands.
+std::string suggestions(const CLI::App& app, const CLI::App* command, const std::string& message,
+                        const std::vector<std::string>& words) {
+  std::vector<std::string> known;
+  if (command != nullptr) {
+    for (const CLI::Option* option : command->get_options())
+      for (const std::string& name : option->get_lnames()) known.push_back("--" + name);
+  } else {
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (!sub->get_group().empty()) known.push_back(sub->get_name());
+  }
+  std::string text;
+  for (const std::string& word : words) {
+    const std::string name = word.substr(0, word.find('='));
+    if (name.empty() || message.find(name) == std::string::npos) continue;
+    if (command != nullptr && (name.size() < 2 || name[0] != '-' || (name[1] >= '0' && name[1] <= '9'))) continue;
+    if (const std::string match = closest(name, known); !match.empty() && match != name)
+      text += fmt::format(" (did you mean {}?)", match);
+  }
+  return text;
+}
+
 }  // namespace
+
+int report_parse_error(CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  if (error.get_exit_code() == 0) return app.exit(error);  // --help: the help, exit 0
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  const CLI::App* command = nullptr;
+  std::size_t first = 0;  // where the command's own words start
+  for (std::size_t i = 0; i < words.size() && command == nullptr; ++i)
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == words[i]) {
+        command = sub;
+        first = i + 1;
+      }
+  const std::string message = error.what();
+  const std::string hint =
+      suggestions(app, command, message, std::vector<std::string>(words.begin() + static_cast<std::ptrdiff_t>(first),
+                                                                    words.end()));
+  // A value that came from an option's environment variable, not the command line, says so.
+  std::string from_environment;
+  if (command != nullptr)
+    for (const CLI::Option* option : command->get_options()) {
+      const std::string flag = "--" + (option->get_lnames().empty() ? std::string() : option->get_lnames().front());
+      if (option->get_envname().empty() || message.rfind(flag + ":", 0) != 0) continue;
+      if (std::none_of(words.begin() + static_cast<std::ptrdiff_t>(first), words.end(),
+                       [&](const std::string& word) { return word.rfind(flag, 0) == 0; }))
+        from_environment = fmt::format(" (the value of ${}, which {} takes when it is not given)",
+                                       option->get_envname(), flag);
+    }
+  const std::string name = command == nullptr ? std::string() : " " + command->get_name();
+  fmt::print(stderr, "ipcfloor{}: {}{}{}\nRun `ipcfloor{} --help` for the options and their ranges.\n", name, message,
+             from_environment, hint, name);
+  return kExitUsage;
+}
 
 int report_error(std::string_view command, const Error& error) {
   if (command.empty()) {
@@ -172,7 +258,23 @@ CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir) {
       .add_option("--socket-dir", dir,
                   "DIR of the engine's socket and lock file (default: $IPCFLOOR_SOCKET_DIR, else /dev/shm)")
       ->check(absolute_path())
+      // The variable is checked like the option: a relative directory from either is refused
+      // (exit 2) before anything looks in it.
+      ->envname(kSocketDirVariable)
       ->capture_default_str();
+}
+
+CLI::Option* add_column_option(CLI::App& command, std::string& column) {
+  return command
+      .add_option("--column", column,
+                  "a CSV's column of closes, by its header's name in any case (e.g. 'Adj Close', PX_LAST); default: "
+                  "close, or the only column of a CSV without a header")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (!text.empty() && text.size() <= 255 && text.find_first_of(",\"\n\r") == std::string::npos) return {};
+            return fmt::format("'{}' is not a column name: 1..255 characters, no comma, quote or line break", text);
+          },
+          "NAME"));
 }
 
 void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given) {

@@ -35,6 +35,12 @@ int report_error(std::string_view command, const Error& error);
 // options disagree with each other.
 int usage_error(std::string_view command, std::string_view message);
 
+// A command line CLI11 refused (an unknown option, a value outside its range, options that
+// exclude each other): "ipcfloor COMMAND: WHAT", with "did you mean --cpu?" for an option or a
+// command it does not know, and where the help is; returns kExitUsage. A request for help
+// (--help) prints it and returns 0.
+int report_parse_error(CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
+
 namespace cli_detail {
 
 // Parses a whole decimal number of type T: integers without a base prefix (CLI11 would read
@@ -124,6 +130,10 @@ CLI::Validator in_range(T lo, T hi) {
 
 // --socket-dir DIR on `command`, bound to `dir` (which should start as socket_dir_default()).
 CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir);
+
+// --column NAME on `command`, bound to `column`: which column of a CSV --data holds the closes
+// (kernel/series_io.hpp); without it, `close`, or the only column of a file without a header.
+CLI::Option* add_column_option(CLI::App& command, std::string& column);
 
 // --bars --seed --mu --sigma --s0 --dt, bound to `gbm`, each with its range. When `given` is
 // set, it turns true if the command line names any of them.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "common/exit_codes.hpp"
 #include "kernel/combo_io.hpp"
 #include "kernel/grid.hpp"
+#include "kernel/series_io.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "shm/liveness.hpp"
@@ -28,8 +30,15 @@ namespace ipcfloor {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_interrupt_signal{0};
 
-void on_interrupt(int) { g_interrupted.store(true); }  // seq_cst: a signal handler's flag
+void on_interrupt(int signal_number) {  // seq_cst: a signal handler's flags
+  g_interrupt_signal.store(signal_number);
+  g_interrupted.store(true);
+}
+
+// The exit code of a command a signal stopped: 128 + its number, as a shell reports it.
+int interrupted_exit() { return 128 + g_interrupt_signal.load(); }
 
 void catch_interrupts() {
   struct sigaction action {};
@@ -74,16 +83,62 @@ LineRead read_line(std::istream& in, std::string& line) {
   return line.empty() ? LineRead::end : LineRead::line;
 }
 
-// The closes to append: the file's from `from` on, or stdin's lines.
+// The file's closes, whole.
 Expected<std::vector<double>> closes_from_file(const FeedOptions& options) {
   SeriesSource source;
   source.data_path = options.data;
+  source.column = options.column;
   auto loaded = load_series_source(source);
   if (!loaded) return std::unexpected(loaded.error());
-  if (options.from > loaded->close.size())
-    return fail(ErrorCode::invalid_argument, "--from {} is past the {} bars of {}", options.from, loaded->close.size(),
-                options.data);
-  return std::vector<double>(loaded->close.begin() + static_cast<std::ptrdiff_t>(options.from), loaded->close.end());
+  return std::move(loaded->close);
+}
+
+// Where in the file the append starts. --from says it; without it, after the bars the engine
+// already holds when the file starts with exactly them (a replay of the preloaded file, or a
+// feed that stopped and runs again). A file that starts otherwise is refused: appending it whole
+// could put the preloaded bars in the series a second time, and a live series is never rewritten.
+struct FeedStart {
+  std::size_t index = 0;  // the file's first bar to append
+  std::string refusal;    // set: nothing is appended; the message, with exit code `code`
+  int code = kExitUsage;
+  std::string note;       // set: said on stderr before appending
+};
+
+FeedStart feed_start(const FeedOptions& options, std::span<const double> file, std::span<const double> held) {
+  if (options.from) {
+    if (*options.from > file.size())
+      return {0, fmt::format("--from {} is past the {} bars of {}", *options.from, file.size(), options.data),
+              kExitInput, {}};
+    return {*options.from, {}, kExitUsage, {}};
+  }
+  const std::size_t common = std::min(file.size(), held.size());
+  const auto [at_file, at_held] = std::mismatch(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(common),
+                                                held.begin(), [](double a, double b) {
+                                                  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+                                                });
+  const auto differ = static_cast<std::size_t>(at_file - file.begin());
+  if (differ < common)
+    return {0,
+            fmt::format("{} does not continue the series of engine {}: its bar {} is {} where the engine's is {} "
+                        "(the engine holds {} bars, {} has {}); say --from N to append it from its bar N (--from 0: "
+                        "all of it)",
+                        options.data, options.name, differ, *at_file, *at_held, held.size(), options.data, file.size()),
+            kExitUsage, {}};
+  if (file.size() <= held.size())
+    return {file.size(), {}, kExitUsage,
+            fmt::format("all {} bars of {} are already the first bars of engine {}'s series ({} bars): nothing to "
+                        "append",
+                        file.size(), options.data, options.name, held.size())};
+  return {held.size(), {}, kExitUsage,
+          fmt::format("the first {} bars of {} are the bars engine {} holds; appending from its bar {}", held.size(),
+                      options.data, options.name, held.size())};
+}
+
+// What a refusal in the middle of a feed adds: what was appended before it, and what the
+// series holds now (the appended bars stay: a live series is never rewritten).
+std::string appended_before(std::uint64_t appended, const ShmClient& client) {
+  return fmt::format("{} bar{} appended before it; the series now holds {} bars", appended, appended == 1 ? "" : "s",
+                     client.segment().published_series().size());
 }
 
 }  // namespace
@@ -92,13 +147,15 @@ CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& o) {
   auto* feed = app.add_subcommand("feed", "Append closes to a live engine's series (serve --live): from a file, "
                                           "replayed at a rate, or from stdin");
   feed->add_option("--name", o.name, "the live engine")->check(engine_name())->capture_default_str();
-  feed->add_option("--data", o.data, "closes to append: .csv with a close column, .npy or .f64 (default: stdin, "
-                                     "one close per line)")
+  feed->add_option("--data", o.data, "closes to append: .csv, .npy or .f64 (default: stdin, a CSV read line by "
+                                     "line: a close per line, or a header and rows)")
       ->check(file_path());
   feed->add_option("--replay", o.data, "the same as --data; with --rate, a paced replay")->check(file_path());
-  feed->add_option("--from", o.from, "skip the file's first N bars (those the engine preloaded)")
-      ->check(in_range<std::size_t>(0, 1'000'000'000))
-      ->capture_default_str();
+  add_column_option(*feed, o.column);
+  feed->add_option("--from", o.from,
+                   "append the file from its bar N (default: after the bars the engine holds, when the file starts "
+                   "with exactly them; otherwise the file is refused)")
+      ->check(in_range<std::size_t>(0, 1'000'000'000));
   feed->add_option("--count", o.count, "append at most N bars")->check(in_range<std::size_t>(0, 1'000'000'000));
   feed->add_option("--rate", o.rate, "bars per second (0: as fast as the engine takes them)")
       ->check(in_range(0.0, 1e9))
@@ -109,6 +166,39 @@ CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& o) {
   return feed;
 }
 
+namespace {
+
+// Why the engine refused one append, in words.
+std::string refusal_reason(Status judged, double close, const ShmClient& client) {
+  switch (judged) {
+    case Status::capacity_full:
+      return fmt::format("the series is full at its {} bars (serve --capacity); nothing was overwritten",
+                         client.segment().header().capacity_bars);
+    case Status::not_the_writer: return "another client is the series' writer";
+    case Status::bad_price: return fmt::format("close {} is not a finite number > 0", close);
+    default: return std::string(to_string(judged));
+  }
+}
+
+// The next close: the file's, or stdin's next bar (header and blank lines skipped). nullopt at
+// the end; an error names the line (the caller adds what was appended).
+Expected<std::optional<double>> next_close(const std::vector<double>& closes, std::size_t& at, CsvCloseStream* in) {
+  if (in == nullptr) return at < closes.size() ? std::optional<double>(closes[at++]) : std::nullopt;
+  std::string line;
+  for (;;) {
+    const LineRead got = read_line(std::cin, line);
+    // A line cut short by Ctrl-C is not a close.
+    if (got == LineRead::end || g_interrupted.load()) return std::optional<double>();
+    if (got == LineRead::too_long)
+      return fail(ErrorCode::bad_data, "standard input: line {} is longer than {} bytes: not a close price",
+                  in->line() + 1, kMaxCloseLine);
+    auto bar = in->take(line);
+    if (!bar || *bar) return bar;
+  }
+}
+
+}  // namespace
+
 int run_feed_command(const FeedOptions& options) {
   std::vector<double> closes;
   if (!options.data.empty()) {
@@ -118,57 +208,43 @@ int run_feed_command(const FeedOptions& options) {
   }
   auto client = connect_live(options.name, options.socket_dir, std::chrono::milliseconds(2000));
   if (!client) return report_error("feed", client.error());
+  std::size_t next = 0;
+  if (!options.data.empty()) {
+    const FeedStart start = feed_start(options, closes, client->segment().published_series());
+    if (!start.refusal.empty())
+      return start.code == kExitUsage ? usage_error("feed", start.refusal)
+                                      : report_error("feed", Error{ErrorCode::invalid_argument, start.refusal});
+    if (!start.note.empty() && !options.quiet) fmt::print(stderr, "ipcfloor feed: {}\n", start.note);
+    next = start.index;
+  }
+  std::optional<CsvCloseStream> stdin_rows;
+  if (options.data.empty()) stdin_rows.emplace(options.column, "standard input");
   catch_interrupts();
-  const bool from_stdin = options.data.empty();
   const std::uint64_t limit = options.count.value_or(~std::uint64_t{0});
   const auto start = std::chrono::steady_clock::now();
   std::uint64_t appended = 0;
-  std::uint64_t bars_now = 0;
-  std::string line;
-  std::size_t line_number = 0;
+  std::uint64_t bars_now = client->segment().published_series().size();
   while (appended < limit && !g_interrupted.load()) {
-    double close = 0.0;
-    if (from_stdin) {
-      const LineRead got = read_line(std::cin, line);
-      if (got == LineRead::end) break;
-      ++line_number;
-      if (got == LineRead::too_long)
-        return report_error("feed", Error{ErrorCode::bad_data,
-                                          fmt::format("stdin line {} is longer than {} bytes: not a close price",
-                                                      line_number, kMaxCloseLine)});
-      if (line.empty() || line[0] == '#') continue;
-      try {
-        std::size_t used = 0;
-        close = std::stod(line, &used);
-        if (line.find_first_not_of(" \t\r", used) != std::string::npos) throw std::invalid_argument(line);
-      } catch (const std::exception&) {
-        return report_error("feed", Error{ErrorCode::bad_data,
-                                          fmt::format("stdin line {}: '{}' is not a close price", line_number, line)});
-      }
-    } else {
-      if (appended >= closes.size()) break;
-      close = closes[appended];
+    const std::size_t index = next;
+    auto close = next_close(closes, next, stdin_rows ? &*stdin_rows : nullptr);
+    if (!close) {
+      fmt::print(stderr, "ipcfloor feed: {}; {}\n", close.error().message, appended_before(appended, *client));
+      return exit_code_for(close.error().code);
     }
+    if (!*close) break;
     if (options.rate > 0) {
       std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                 std::chrono::duration<double>(static_cast<double>(appended) / options.rate)));
     }
     ResponseSlot answer{};
-    const CallStatus status = client->append(close, monotonic_ns(), answer);
+    const CallStatus status = client->append(**close, monotonic_ns(), answer);
     if (status != CallStatus::ok) return engine_failure("feed", *client, status);
     const auto judged = static_cast<Status>(answer.status);
     if (judged != Status::ok) {
-      const std::string where = from_stdin ? fmt::format("stdin line {}", line_number)
-                                           : fmt::format("bar {} of {}", options.from + appended, options.data);
-      const std::string why =
-          judged == Status::capacity_full
-              ? fmt::format("the series is full at its {} bars (serve --capacity); nothing was overwritten",
-                            client->segment().header().capacity_bars)
-          : judged == Status::not_the_writer ? std::string("another client is the series' writer")
-          : judged == Status::bad_price      ? fmt::format("close {} is not a finite number > 0", close)
-                                             : std::string(to_string(judged));
-      fmt::print(stderr, "ipcfloor feed: engine {} refused {} ({}): {}; {} bars appended before it\n", options.name,
-                 where, to_string(judged), why, appended);
+      const std::string where = stdin_rows ? fmt::format("standard input line {}", stdin_rows->line())
+                                           : fmt::format("bar {} of {}", index, options.data);
+      fmt::print(stderr, "ipcfloor feed: engine {} refused {} ({}): {}; {}\n", options.name, where, to_string(judged),
+                 refusal_reason(judged, **close, *client), appended_before(appended, *client));
       return judged == Status::bad_price ? kExitInput : kExitFailure;
     }
     bars_now = static_cast<std::uint64_t>(answer.trades);
@@ -176,9 +252,10 @@ int run_feed_command(const FeedOptions& options) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!options.quiet)
-    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars\n", appended, seconds,
-               seconds > 0 ? static_cast<double>(appended) / seconds : 0.0, bars_now);
-  return 0;
+    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars{}\n", appended, seconds,
+               seconds > 0 ? static_cast<double>(appended) / seconds : 0.0, bars_now,
+               g_interrupted.load() ? " (interrupted)" : "");
+  return g_interrupted.load() ? interrupted_exit() : 0;
 }
 
 CLI::App* add_signals_subcommand(CLI::App& app, SignalsOptions& o) {
@@ -389,7 +466,7 @@ int run_signals_command(const SignalsOptions& options) {
                  last.position > 0 ? "long" : last.position < 0 ? "short" : "flat", last.pnl, last.trades);
     }
   }
-  return 0;
+  return g_interrupted.load() ? interrupted_exit() : 0;
 }
 
 }  // namespace ipcfloor

@@ -1,6 +1,8 @@
 #pragma once
 // The two sides of live mode on the command line: `ipcfloor feed` appends closes to a live
-// engine's series, `ipcfloor signals` subscribes combos and prints their per-bar signals.
+// engine's series, `ipcfloor signals` subscribes combos and prints their per-bar signals. Both
+// stop on SIGINT or SIGTERM, print what they did, and exit 128 + the signal's number (130 for
+// Ctrl-C), as a shell reports a command it interrupted.
 
 #include <cstdint>
 #include <optional>
@@ -12,8 +14,11 @@ namespace ipcfloor {
 
 struct FeedOptions {
   std::string name = "ipcfloor";
-  std::string data;     // --data FILE: .csv with a close column, .npy or .f64; empty: stdin, one close a line
-  std::size_t from = 0; // --from N: skip the file's first N bars (those the engine preloaded)
+  std::string data;     // --data FILE: .csv, .npy or .f64; empty: stdin, a CSV read line by line
+  std::string column;   // --column NAME: a CSV's column of closes (default: close, or a headerless column)
+  // --from N: append the file from its bar N. Unset: after the bars the engine already holds,
+  // when the file starts with exactly those; a file that does not is refused.
+  std::optional<std::size_t> from;
   std::optional<std::size_t> count;  // --count N: append at most N bars
   double rate = 0.0;    // --rate HZ: pace the bars (replay); 0: as fast as the engine takes them
   bool quiet = false;

@@ -54,8 +54,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error);  // prints help, or the error and a hint
-    return code == 0 ? 0 : kExitUsage;
+    return report_parse_error(app, error, argc, argv);  // the help (0), or the error and a hint (2)
   }
   // The kernel's instruction-set path, from CPUID or IPCFLOOR_ISA, before anything runs it.
   if (auto isa = select_kernel_isa(); !isa) {

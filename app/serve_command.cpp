@@ -14,6 +14,7 @@
 
 #include "app/cli_common.hpp"
 #include "app/doctor.hpp"
+#include "app/metrics_http.hpp"
 #include "app/readiness.hpp"
 #include "app/topology_command.hpp"
 #include "common/affinity.hpp"
@@ -290,7 +291,7 @@ Expected<ServePlan> plan_serve(const ServeOptions& options) {
   std::vector<std::string> paths;
   if (options.source.data_path) paths.push_back(*options.source.data_path);
   paths.insert(paths.end(), options.more_data.begin(), options.more_data.end());
-  auto names = SeriesSet::make(paths, options.source.gbm);
+  auto names = SeriesSet::make(paths, options.source.gbm, options.source.column);
   if (!names) return std::unexpected(names.error());
   if (sockets) {
     auto socket = socket_options_for(options, plan.cpu);
@@ -385,9 +386,18 @@ void log_host_checks(const ServeOptions& options, const ServePlan& plan) {
       summarize(run_host_checks(doctor)), plan.cpu);
 }
 
-// The `ready {...}` line's facts.
-nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, const EngineHost& host) {
-  nlohmann::json facts{{"pid", getpid()}};
+// The `ready {...}` line's facts: the same keys whatever serves, null where a key does not apply
+// (no segment with --no-shm, no sockets without --socket/--tcp, no capacity unless live).
+nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, const EngineHost& host,
+                           const MetricsServer* metrics) {
+  nlohmann::json facts{{"pid", getpid()},   {"engine", nullptr},  {"socket", nullptr},   {"lanes", nullptr},
+                       {"wait", nullptr},   {"cpu", nullptr},     {"workers", nullptr},  {"worker_cpus", nullptr},
+                       {"bars", nullptr},   {"checksum", nullptr}, {"capacity", nullptr}, {"sockets", nullptr},
+                       {"metrics", nullptr}};
+  if (plan.series) {
+    facts["bars"] = plan.series->close.size();
+    facts["checksum"] = fmt::format("{:016x}", plan.series->checksum);
+  }
   if (const ShmEngine* shm = host.shm()) {
     facts["engine"] = shm->segment().name();
     facts["socket"] = shm->segment().socket_path();
@@ -396,15 +406,23 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
     facts["cpu"] = plan.cpu;
     facts["workers"] = shm->worker_cpus().size();
     facts["worker_cpus"] = shm->worker_cpus();
-    facts["bars"] = plan.series->close.size();
-    facts["checksum"] = fmt::format("{:016x}", shm->segment().header().series_checksum);
     if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
     nlohmann::json strategies = nlohmann::json::array();
     for (const Strategy& strategy : shm->strategies().all()) strategies.push_back(std::string(strategy.name()));
     facts["strategies"] = std::move(strategies);
   }
   if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
+  if (metrics != nullptr) facts["metrics"] = metrics->url();
   return facts;
+}
+
+// `--metrics`: the exposition over HTTP on housekeeping threads, off the serving cpu. Null when
+// not asked for.
+Expected<std::unique_ptr<MetricsServer>> start_metrics(const ServeOptions& options, int serving_cpu) {
+  if (options.metrics.empty()) return std::unique_ptr<MetricsServer>();
+  MetricsConfig config{options.metrics, options.name, options.socket_dir, allowed_cpus()};
+  if (config.cpus.size() > 1) std::erase(config.cpus, serving_cpu);
+  return MetricsServer::start(config);
 }
 
 // The last lines: what each server served, and what it removed.
@@ -435,16 +453,21 @@ int run_serve(const ServeOptions& options) {
   if (options.live && plan->host.shm && plan->host.shm->segment.capacity_bars < plan->series->close.size())
     return usage_error("serve", fmt::format("--capacity {} is below the {} bars preloaded", options.capacity_bars,
                                             plan->series->close.size()));
+  auto host = EngineHost::start(plan->host);
+  if (!host) return report_error(host.error());
+  // Once the name is ours (a name in use is refused first, with nothing said about cpus): the
+  // other engines pinned to this serving cpu (its own thread is not counted).
   if (options.shm)
     if (const HostCheck shared = check_cpu_free(plan->cpu); shared.level != CheckLevel::ok)
       log(LogLevel::warn, "serve: {} (fix: {})", shared.finding, shared.fix);
-  auto host = EngineHost::start(plan->host);
-  if (!host) return report_error(host.error());
+  auto metrics = start_metrics(options, plan->cpu);
+  if (!metrics) return report_error(metrics.error());
   log_serving(options, *plan, **host);
+  if (*metrics) log(LogLevel::info, "serve: metrics on {}", (*metrics)->url());
   if (options.shm) log_host_checks(options, *plan);
   if (!options.pidfile.empty())
     if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
-  print_ready_line(ready_facts(options, *plan, **host));
+  print_ready_line(ready_facts(options, *plan, **host, metrics->get()));
   notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
                              (*host)->shm() ? (*host)->shm()->segment().name() : std::string("sockets")));
 
@@ -454,6 +477,7 @@ int run_serve(const ServeOptions& options) {
   const EngineEventSink sink = [&events](const EngineEvent& event) { events(event); };
   const int signal_number = (*host)->run(sink);
   notify_systemd("STOPPING=1");
+  if (*metrics) (*metrics)->stop();
   (*host)->stop(sink);
   events.flush_suppressed();
   log_stopped(options, **host, signal_number);
@@ -486,6 +510,7 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
                    "repeat it to preload several (named after their files; a BACKTEST names one by index, the "
                    "first is 0)")
       ->check(file_path());
+  add_column_option(serve, o.source.column);
   add_gbm_options(serve, o.source.gbm, &cli.gbm_given);
   serve.add_option_function<std::string>(
           "--cpu",
@@ -551,6 +576,10 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
       ->check(file_path());
   serve.add_option("--pidfile", o.pidfile, "write the engine's pid here once it serves (removed at exit)")
       ->check(file_path());
+  serve.add_option("--metrics", o.metrics,
+                   "serve the Prometheus exposition (status --prometheus) over HTTP at HOST:PORT/metrics, on "
+                   "housekeeping threads (host defaults to 127.0.0.1; port 0: a free one, named in the ready line)")
+      ->check(tcp_endpoint());
   serve.add_option("--log-level", cli.log_level, "stderr's level (default info; warn with --quiet)")
       ->check(one_of({"debug", "info", "warn", "error", "off"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -639,6 +668,7 @@ std::string conflicting_options(const ServeCli& cli) {
   const bool sockets = !o.socket_path.empty() || !o.tcp_endpoint.empty();
   if (cli.no_shm && !sockets) return "--no-shm leaves nothing to serve: add --socket PATH and/or --tcp HOST:PORT";
   if (cli.no_shm && o.live) return "--live needs the segment: drop --no-shm";
+  if (cli.no_shm && !o.metrics.empty()) return "--metrics serves the segment's figures: drop --no-shm";
   if (cli.no_shm && cli.data.size() > 1)
     return "several --data series need the segment: the socket server holds one (drop --no-shm)";
   if (!o.live && cli.live_options_given) return "--capacity, --signal-capacity and --subscriptions need --live";

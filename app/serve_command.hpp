@@ -66,6 +66,7 @@ struct ServeOptions {
   // --strategy FILE.so, repeatable: strategies loaded (and checked) before the ready line, served
   // beside the built-in one by the segment and the sockets, in this order (index 1, 2, ...).
   std::vector<std::string> strategies;
+  std::string metrics;  // --metrics HOST:PORT: the Prometheus exposition over HTTP (app/metrics_http.hpp); empty: none
 
   // The socket baseline (docs/SPEC.md §4), served by the same process on its own threads.
   bool shm = true;                  // false (--no-shm): no segment, no pinned serving thread

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -56,12 +57,13 @@ std::uint64_t quantile_bound(const Histogram& counts, double q) {
   return service_bucket_upper_ns(counts.size() - 1);
 }
 
-nlohmann::json histogram_json(const Histogram& counts) {
+nlohmann::json histogram_json(const Histogram& counts, std::uint64_t sum_ns) {
   nlohmann::json buckets = nlohmann::json::array();
   for (std::size_t b = 0; b < counts.size(); ++b)
     if (counts[b] != 0)
       buckets.push_back({{"from_ns", service_bucket_lower_ns(b)}, {"to_ns", service_bucket_upper_ns(b)}, {"count", counts[b]}});
   return nlohmann::json{{"count", total_of(counts)},
+                        {"sum_ns", sum_ns},
                         {"p50_at_most_ns", quantile_bound(counts, 0.50)},
                         {"p99_at_most_ns", quantile_bound(counts, 0.99)},
                         {"p999_at_most_ns", quantile_bound(counts, 0.999)},
@@ -83,6 +85,7 @@ std::string ns_text(std::uint64_t ns) {
 // One observation of the engine, for rates between two of them.
 struct Snapshot {
   std::chrono::steady_clock::time_point at;
+  std::uint64_t bars = 0, signals_sent = 0, signals_dropped = 0;  // live mode's counters
   std::vector<std::uint64_t> requests, bad_frames;
   std::vector<Histogram> histograms;
 };
@@ -90,6 +93,11 @@ struct Snapshot {
 Snapshot take_snapshot(const Attachment& segment) {
   Snapshot s;
   s.at = std::chrono::steady_clock::now();
+  const DataHeader& h = segment.header();
+  // relaxed: counters for people.
+  s.bars = h.bars_published.load(std::memory_order_relaxed);
+  s.signals_sent = h.signals_sent.load(std::memory_order_relaxed);
+  s.signals_dropped = h.signals_dropped.load(std::memory_order_relaxed);
   for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
     const LaneStatus& lane = segment.lane_status(i);
     // relaxed: counters for people.
@@ -112,13 +120,23 @@ void print_watch_screen(const Attachment& segment, const Snapshot& before, const
                         engine["heartbeat_age_ms"].get<double>(), status["wait_mode"].get<std::string>(),
                         segment.lane_count(), engine["alive"].get<bool>() ? "serving" : "GONE");
   screen += fmt::format("series {} ({} bars, checksum {})  requests {}  rejected {}  lanes released {} reclaimed {} "
-                        "corrupt {}\n\n",
+                        "corrupt {}\n",
                         status["series"]["source"].get<std::string>(), h.n_bars,
                         status["series"]["checksum"].get<std::string>(), status["counters"]["requests"].get<std::uint64_t>(),
                         status["counters"]["bad_frames"].get<std::uint64_t>(),
                         status["counters"]["lanes_released"].get<std::uint64_t>(),
                         status["counters"]["lanes_reclaimed"].get<std::uint64_t>(),
                         status["counters"]["lanes_corrupt"].get<std::uint64_t>());
+  if (h.live != 0) {
+    const auto per_second = [seconds](std::uint64_t from, std::uint64_t to) {
+      return static_cast<double>(to - from) / seconds;
+    };
+    screen += fmt::format("live {} of {} bars ({:.0f} bars/s)  signals {:.0f}/s ({} sent)  dropped {} ({:.0f}/s)\n",
+                          after.bars, h.capacity_bars, per_second(before.bars, after.bars),
+                          per_second(before.signals_sent, after.signals_sent), after.signals_sent,
+                          after.signals_dropped, per_second(before.signals_dropped, after.signals_dropped));
+  }
+  screen += "\n";
   screen += fmt::format("{:>4}  {:<11} {:>8} {:>12} {:>10} {:>5} {:>10} {:>10} {:>10}\n", "lane", "state", "owner",
                         "req/s", "err/s", "fill", "p50", "p99", "max");
   for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {
@@ -205,9 +223,12 @@ nlohmann::json describe_segment(const Attachment& segment) {
   const std::uint64_t wall = unix_ns();
   nlohmann::json lanes = nlohmann::json::array();
   Histogram all(kServiceBuckets);
+  std::uint64_t all_sum_ns = 0;
   for (std::uint32_t i = 0; i < segment.lane_count(); ++i) {  // checked against the object's size
     const LaneStatus& lane = segment.lane_status(i);
     const Histogram counts = read_histogram(lane);
+    const std::uint64_t sum_ns = lane.service_ns_sum.load(std::memory_order_relaxed);
+    all_sum_ns += sum_ns;
     for (std::size_t b = 0; b < kServiceBuckets; ++b) all[b] += counts[b];
     lanes.push_back({
         {"lane", i},
@@ -218,7 +239,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
         {"ring_fill", lane.ring_fill.load(std::memory_order_relaxed)},
-        {"service_ns", histogram_json(counts)},
+        {"service_ns", histogram_json(counts, sum_ns)},
     });
   }
   const char* name_end = static_cast<const char*>(std::memchr(h.series_name, '\0', sizeof h.series_name));
@@ -268,83 +289,127 @@ nlohmann::json describe_segment(const Attachment& segment) {
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
                     {"lanes_reclaimed", h.lanes_reclaimed.load(std::memory_order_relaxed)},
                     {"lanes_corrupt", h.lanes_corrupt.load(std::memory_order_relaxed)}}},
-      {"service_ns", histogram_json(all)},
+      {"service_ns", histogram_json(all, all_sum_ns)},
       {"lanes", lanes},
   };
 }
 
-std::string to_prometheus(const nlohmann::json& status) {
-  const std::string engine = status["name"].get<std::string>();
-  std::string out;
-  const auto metric = [&](const char* name, const char* type, const char* help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  metric("ipcfloor_up", "gauge", "1 while the engine's connection is open");
-  out += fmt::format("ipcfloor_up{{engine=\"{}\"}} {}\n", engine, status["engine"]["alive"].get<bool>() ? 1 : 0);
-  metric("ipcfloor_heartbeat_age_seconds", "gauge", "age of the engine's last heartbeat");
-  out += fmt::format("ipcfloor_heartbeat_age_seconds{{engine=\"{}\"}} {:.6f}\n", engine,
-                     status["engine"]["heartbeat_age_ms"].get<double>() / 1e3);
-  metric("ipcfloor_uptime_seconds", "gauge", "seconds since the engine started");
-  out += fmt::format("ipcfloor_uptime_seconds{{engine=\"{}\"}} {:.3f}\n", engine, status["engine"]["uptime_s"].get<double>());
-  metric("ipcfloor_lanes_released_total", "counter", "lanes handed back by their clients");
-  out += fmt::format("ipcfloor_lanes_released_total{{engine=\"{}\"}} {}\n", engine,
-                     status["counters"]["lanes_released"].get<std::uint64_t>());
-  metric("ipcfloor_lanes_reclaimed_total", "counter", "lanes taken back from clients that died");
-  out += fmt::format("ipcfloor_lanes_reclaimed_total{{engine=\"{}\"}} {}\n", engine,
-                     status["counters"]["lanes_reclaimed"].get<std::uint64_t>());
-  metric("ipcfloor_lanes_corrupt_total", "counter", "lanes quarantined after impossible positions or stamps");
-  out += fmt::format("ipcfloor_lanes_corrupt_total{{engine=\"{}\"}} {}\n", engine,
-                     status["counters"]["lanes_corrupt"].get<std::uint64_t>());
-  metric("ipcfloor_bars_published", "gauge", "bars of the series readers see (preloaded and appended)");
-  out += fmt::format("ipcfloor_bars_published{{engine=\"{}\"}} {}\n", engine,
-                     status["live"]["bars_published"].get<std::uint64_t>());
-  metric("ipcfloor_signals_sent_total", "counter", "live signals delivered to subscribers");
-  out += fmt::format("ipcfloor_signals_sent_total{{engine=\"{}\"}} {}\n", engine,
-                     status["live"]["signals_sent"].get<std::uint64_t>());
-  metric("ipcfloor_signals_dropped_total", "counter", "live signals dropped on full signal rings");
-  out += fmt::format("ipcfloor_signals_dropped_total{{engine=\"{}\"}} {}\n", engine,
-                     status["live"]["signals_dropped"].get<std::uint64_t>());
-  metric("ipcfloor_workers", "gauge", "compute workers the engine started");
-  out += fmt::format("ipcfloor_workers{{engine=\"{}\"}} {}\n", engine, status["workers"]["count"].get<std::uint32_t>());
-  metric("ipcfloor_workers_stalled", "gauge", "workers stuck on one job past its bound, at the last heartbeat");
-  out += fmt::format("ipcfloor_workers_stalled{{engine=\"{}\"}} {}\n", engine,
-                     status["workers"]["stalled"].get<std::uint32_t>());
-  metric("ipcfloor_degraded", "gauge", "a degraded state the engine is in now (the count of what it concerns)");
-  for (const auto& [state, value] : status["degraded"].items())
-    if (state != "jobs_taken_back_total")
-      out += fmt::format("ipcfloor_degraded{{engine=\"{}\",state=\"{}\"}} {}\n", engine, state, value.get<std::uint64_t>());
-  metric("ipcfloor_jobs_taken_back_total", "counter", "jobs taken back from stalled workers and computed elsewhere");
-  out += fmt::format("ipcfloor_jobs_taken_back_total{{engine=\"{}\"}} {}\n", engine,
-                     status["degraded"]["jobs_taken_back_total"].get<std::uint64_t>());
-  metric("ipcfloor_worker_jobs_total", "counter", "BACKTESTs the workers finished");
-  out += fmt::format("ipcfloor_worker_jobs_total{{engine=\"{}\"}} {}\n", engine,
-                     status["workers"]["jobs"].get<std::uint64_t>());
-  metric("ipcfloor_requests_total", "counter", "requests answered, per lane");
-  for (const auto& lane : status["lanes"])
-    out += fmt::format("ipcfloor_requests_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
-                       lane["requests"].get<std::uint64_t>());
-  metric("ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane");
-  for (const auto& lane : status["lanes"])
-    out += fmt::format("ipcfloor_rejected_total{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
-                       lane["bad_frames"].get<std::uint64_t>());
-  metric("ipcfloor_ring_fill", "gauge", "request frames waiting in the lane's ring, sampled");
-  for (const auto& lane : status["lanes"])
-    out += fmt::format("ipcfloor_ring_fill{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, lane["lane"].get<unsigned>(),
-                       lane["ring_fill"].get<std::uint64_t>());
-  metric("ipcfloor_service_seconds", "histogram", "time from a request's detection to its answer, per lane");
-  for (const auto& lane : status["lanes"]) {
-    const unsigned index = lane["lane"].get<unsigned>();
-    std::uint64_t cumulative = 0;
-    for (const auto& bucket : lane["service_ns"]["buckets"]) {
-      cumulative += bucket["count"].get<std::uint64_t>();
-      out += fmt::format("ipcfloor_service_seconds_bucket{{engine=\"{}\",lane=\"{}\",le=\"{:.9f}\"}} {}\n", engine, index,
-                         static_cast<double>(bucket["to_ns"].get<std::uint64_t>()) / 1e9, cumulative);
-    }
-    out += fmt::format("ipcfloor_service_seconds_bucket{{engine=\"{}\",lane=\"{}\",le=\"+Inf\"}} {}\n", engine, index,
-                       cumulative);
-    out += fmt::format("ipcfloor_service_seconds_count{{engine=\"{}\",lane=\"{}\"}} {}\n", engine, index, cumulative);
+namespace {
+
+// The exposition's histogram layout, the same at every scrape and for every lane: one bucket per
+// power of two of the service time, 64 ns (2^6) to 8.6 s (2^33). The segment's buckets (four per
+// power of two) tile these bounds exactly, so each cumulative count is exact.
+constexpr int kFirstPowerNs = 6;
+constexpr int kLastPowerNs = 33;
+static_assert(service_bucket_upper_ns(1 + 4 * (kLastPowerNs - kFirstPowerNs) - 1) == std::uint64_t{1} << kLastPowerNs,
+              "the last bound ends a bucket of the segment's histogram");
+
+// The engine serves while it holds its connection and its heartbeat is younger than three
+// intervals (the rule clients apply), and never less than a second: a keeper thread a loaded
+// host delays for a moment is not down.
+bool engine_up(const nlohmann::json& status) {
+  const auto& engine = status["engine"];
+  const double limit_ms = std::max(3.0 * engine["heartbeat_interval_ms"].get<double>(), 1000.0);
+  return engine["alive"].get<bool>() && engine["heartbeat_age_ms"].get<double>() <= limit_ms;
+}
+
+class Exposition {
+ public:
+  explicit Exposition(std::string_view engine) : engine_(engine) {}
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
-  return out;
+  // One sample; `labels` are the ones after engine="...", already formatted (`lane="0"`).
+  template <class Value>
+  void sample(std::string_view name, const Value& value, std::string_view labels = {}) {
+    out_ += fmt::format("{}{{engine=\"{}\"{}{}}} {}\n", name, engine_, labels.empty() ? "" : ",", labels, value);
+  }
+  [[nodiscard]] std::string take() { return std::move(out_); }
+
+ private:
+  std::string_view engine_;
+  std::string out_;
+};
+
+// Each lane's service-time histogram in the fixed layout, with its _sum and _count.
+void service_histograms(Exposition& out, const nlohmann::json& lanes) {
+  out.family("ipcfloor_service_seconds", "histogram",
+             "time from a request's detection to its answer, per lane (buckets: powers of two from 64 ns)");
+  for (const auto& lane : lanes) {
+    const std::string label = fmt::format("lane=\"{}\"", lane["lane"].get<unsigned>());
+    const auto& service = lane["service_ns"];
+    for (int power = kFirstPowerNs; power <= kLastPowerNs; ++power) {
+      const std::uint64_t bound = std::uint64_t{1} << power;
+      std::uint64_t at_or_below = 0;
+      for (const auto& bucket : service["buckets"])
+        if (bucket["to_ns"].get<std::uint64_t>() <= bound) at_or_below += bucket["count"].get<std::uint64_t>();
+      out.sample("ipcfloor_service_seconds_bucket", at_or_below,
+                 fmt::format("{},le=\"{:.9f}\"", label, static_cast<double>(bound) / 1e9));
+    }
+    const auto count = service["count"].get<std::uint64_t>();
+    out.sample("ipcfloor_service_seconds_bucket", count, label + ",le=\"+Inf\"");
+    out.sample("ipcfloor_service_seconds_sum", fmt::format("{:.9f}", service["sum_ns"].get<double>() / 1e9), label);
+    out.sample("ipcfloor_service_seconds_count", count, label);
+  }
+}
+
+// One sample per lane of a lane's counter or gauge.
+void per_lane(Exposition& out, const nlohmann::json& lanes, std::string_view name, std::string_view type,
+              std::string_view help, const char* field) {
+  out.family(name, type, help);
+  for (const auto& lane : lanes)
+    out.sample(name, lane[field].get<std::uint64_t>(), fmt::format("lane=\"{}\"", lane["lane"].get<unsigned>()));
+}
+
+}  // namespace
+
+std::string prometheus_exposition(std::string_view engine, const nlohmann::json* status) {
+  Exposition out(engine);
+  out.family("ipcfloor_up", "gauge",
+             "1 while the engine is attached and its heartbeat is fresh (3 intervals, at least 1 s), else 0");
+  out.sample("ipcfloor_up", status != nullptr && engine_up(*status) ? 1 : 0);
+  if (status == nullptr) return out.take();
+  const nlohmann::json& s = *status;
+  const auto scalar = [&](std::string_view name, std::string_view type, std::string_view help, const auto& value) {
+    out.family(name, type, help);
+    out.sample(name, value);
+  };
+  scalar("ipcfloor_heartbeat_age_seconds", "gauge", "age of the engine's last heartbeat",
+         fmt::format("{:.6f}", s["engine"]["heartbeat_age_ms"].get<double>() / 1e3));
+  scalar("ipcfloor_uptime_seconds", "gauge", "seconds since the engine started",
+         fmt::format("{:.3f}", s["engine"]["uptime_s"].get<double>()));
+  scalar("ipcfloor_lanes_released_total", "counter", "lanes handed back by their clients",
+         s["counters"]["lanes_released"].get<std::uint64_t>());
+  scalar("ipcfloor_lanes_reclaimed_total", "counter", "lanes taken back from clients that died",
+         s["counters"]["lanes_reclaimed"].get<std::uint64_t>());
+  scalar("ipcfloor_lanes_corrupt_total", "counter", "lanes quarantined after impossible positions or stamps",
+         s["counters"]["lanes_corrupt"].get<std::uint64_t>());
+  scalar("ipcfloor_bars_published", "gauge", "bars of the series readers see (preloaded and appended)",
+         s["live"]["bars_published"].get<std::uint64_t>());
+  scalar("ipcfloor_signals_sent_total", "counter", "live signals delivered to subscribers",
+         s["live"]["signals_sent"].get<std::uint64_t>());
+  scalar("ipcfloor_signals_dropped_total", "counter", "live signals dropped on full signal rings",
+         s["live"]["signals_dropped"].get<std::uint64_t>());
+  scalar("ipcfloor_workers", "gauge", "compute workers the engine started", s["workers"]["count"].get<std::uint32_t>());
+  scalar("ipcfloor_workers_stalled", "gauge", "workers stuck on one job past its bound, at the last heartbeat",
+         s["workers"]["stalled"].get<std::uint32_t>());
+  scalar("ipcfloor_worker_jobs_total", "counter", "BACKTESTs the workers finished",
+         s["workers"]["jobs"].get<std::uint64_t>());
+  // Every degraded state the engine can be in, always present (0: not in it), so that an alert
+  // on one needs no absent() rule.
+  out.family("ipcfloor_degraded", "gauge", "a degraded state the engine is in now (the count of what it concerns)");
+  for (const auto& [state, value] : s["degraded"].items())
+    if (state != "jobs_taken_back_total")
+      out.sample("ipcfloor_degraded", value.get<std::uint64_t>(), fmt::format("state=\"{}\"", state));
+  scalar("ipcfloor_jobs_taken_back_total", "counter", "jobs taken back from stalled workers and computed elsewhere",
+         s["degraded"]["jobs_taken_back_total"].get<std::uint64_t>());
+  per_lane(out, s["lanes"], "ipcfloor_requests_total", "counter", "requests answered, per lane", "requests");
+  per_lane(out, s["lanes"], "ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane",
+           "bad_frames");
+  per_lane(out, s["lanes"], "ipcfloor_ring_fill", "gauge", "request frames waiting in the lane's ring, sampled",
+           "ring_fill");
+  service_histograms(out, s["lanes"]);
+  return out.take();
 }
 
 int run_status(const StatusOptions& options) {
@@ -352,7 +417,11 @@ int run_status(const StatusOptions& options) {
   attach.socket_dir = options.socket_dir;
   attach.role = HandoffRole::observer;
   auto segment = Attachment::attach(options.name, attach);
-  if (!segment) return report_error("status", segment.error());
+  if (!segment) {
+    // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
+    if (options.prometheus) fmt::print("{}", prometheus_exposition(options.name, nullptr));
+    return report_error("status", segment.error());
+  }
   if (options.watch) {
     if (!(options.interval_s > 0))
       return report_error("status", Error{ErrorCode::invalid_argument,
@@ -375,7 +444,7 @@ int run_status(const StatusOptions& options) {
     return 0;
   }
   if (options.prometheus) {
-    fmt::print("{}", to_prometheus(s));
+    fmt::print("{}", prometheus_exposition(options.name, &s));
     return 0;
   }
   const auto& e = s["engine"];

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -21,8 +22,12 @@ inline constexpr int kStatusSchemaVersion = 3;
 // counters, and each lane's owner, counters and service-time histogram. Reads only.
 [[nodiscard]] nlohmann::json describe_segment(const Attachment& segment);
 
-// The same as a Prometheus text exposition (metric names ipcfloor_*, label engine="NAME").
-[[nodiscard]] std::string to_prometheus(const nlohmann::json& status);
+// describe_segment's status as a Prometheus text exposition (format 0.0.4; metric names
+// ipcfloor_*, label engine="NAME"): what `status --prometheus` prints and `serve --metrics`
+// serves. Every scrape has the same families, and each lane's service-time histogram the same
+// buckets (powers of two from 64 ns to 8.6 s, then +Inf) with its _sum and _count. A null status
+// (the engine is gone, or not yet attached) gives ipcfloor_up 0 alone. Pure: allocates only.
+[[nodiscard]] std::string prometheus_exposition(std::string_view engine, const nlohmann::json* status);
 
 struct StatusOptions {
   std::string name = "ipcfloor";

@@ -91,6 +91,30 @@ void admit_plan(std::vector<PlannedRow>& plan, const StrategyChoice& strategy, s
 // Whether an engine serves the fingerprint's data.
 bool is_default_series(std::uint64_t checksum) { return checksum == kDefaultSeriesChecksum; }
 
+// The series a sweep's rows ran on, as each row and the table's header line name it.
+struct SeriesName {
+  std::string name;
+  std::size_t bars = 0;
+  std::uint64_t checksum = 0;  // fnv1a64 of the bars' bytes, as a segment's header carries it
+};
+
+SeriesName name_of(std::string name, std::span<const double> close) {
+  return SeriesName{std::move(name), close.size(), fnv1a64(std::as_bytes(close))};
+}
+
+std::string described(const SeriesName& series) {
+  return fmt::format("{} bars, checksum {:016x}", series.bars, series.checksum);
+}
+
+// Every row of `plan` names `series`.
+void name_rows(std::vector<Planned>& plan, const SeriesName& series) {
+  for (Planned& p : plan) {
+    p.row.series = series.name;
+    p.row.series_bars = series.bars;
+    p.row.series_checksum = series.checksum;
+  }
+}
+
 // Runs the plan's runnable rows in chunks of at most `chunk` through `run` and emits every row
 // in order as soon as it and the rows before it are done (rows that cannot run at once).
 using RunChunk = std::function<Expected<std::vector<BacktestResult>>(const std::vector<Combo>&)>;
@@ -155,10 +179,12 @@ Expected<void> run_inproc_series(const SweepOptions& options, const Strategy& st
     if (!series) return std::unexpected(series.error());
     is_default = series->is_default;
     if (auto fits = check_workspace_memory(options, strategy, series->close.size(), plan); !fits) return fits;
-    begin_series(SeriesStart{fmt::format("over {} ({} bars), in-process", series->description, series->close.size()),
+    const SeriesName named = name_of(set.names()[index], series->close);
+    begin_series(SeriesStart{fmt::format("over {} (series {}: {}), in-process", series->description, named.name,
+                                         described(named)),
                              options.fee, {}});
     std::vector<Planned> rows = plan;
-    for (Planned& p : rows) p.row.series = set.names()[index];
+    name_rows(rows, named);
     if (auto ran = run_inproc(options, strategy, *series, rows, emit); !ran) return ran;
   }
   return {};
@@ -273,33 +299,53 @@ Expected<StrategyChoice> engine_strategy(const SweepOptions& options, const ShmC
   return choice;
 }
 
-Expected<void> run_through_segment(const SweepOptions& options, ShmClient& client_ref, const StrategyChoice& strategy,
-                                   std::vector<Planned>& plan, const Emit& emit, const BeginSeries& begin_series,
-                                   bool& is_default, double& fee) {
-  ShmClient* client = &client_ref;
-  const DataHeader& header = client->segment().header();
+// The bars the engine judges series `index`'s windows against: for a live main series, those
+// published now.
+std::span<const double> engine_bars(const ShmClient& client, std::uint32_t index) {
+  return index == 0 ? client.segment().published_series() : client.segment().series_at(index);
+}
+
+// Through an engine the combos run on the engine's series. A series this command describes too
+// (--data, --bars/--seed/...) must be that series, byte for byte: otherwise the rows would be
+// results for data the user did not mean. Empty when it is (or none is described).
+std::string described_conflict(const SweepOptions& options, const LoadedSeries* mine, const ShmClient& client,
+                               const std::vector<std::uint32_t>& chosen) {
+  if (mine == nullptr) return {};
+  const SeriesName ours = name_of(mine->description, mine->close);
+  for (const std::uint32_t index : chosen) {
+    const SeriesName theirs = name_of(std::string(client.segment().series_key(index)), engine_bars(client, index));
+    if (theirs.bars == ours.bars && theirs.checksum == ours.checksum) continue;
+    return fmt::format("{} {} ({}) is not the series engine {} serves (series {}: {}); through --name the combos run "
+                       "on the engine's own series: drop {}, or start the engine with that series",
+                       options.data_paths.empty() ? "--bars/--seed/... describe" : "--data", ours.name,
+                       described(ours), options.name, theirs.name, described(theirs),
+                       options.data_paths.empty() ? "those options" : "--data");
+  }
+  return {};
+}
+
+Expected<void> run_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
+                                   const std::vector<std::uint32_t>& chosen, std::vector<Planned>& plan,
+                                   const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
+  const DataHeader& header = client.segment().header();
   if (auto placed = place_sweep_thread(options, header); !placed) return std::unexpected(placed.error());
   fee = header.fee;
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
                 options.fee, header.fee, options.name);
-  auto chosen = engine_series(options, *client);
-  if (!chosen) return std::unexpected(chosen.error());
   const std::vector<Planned> original = plan;
-  for (const std::uint32_t series_index : *chosen) {
+  for (const std::uint32_t series_index : chosen) {
     // The engine judges windows against the bars it has: for a live main series, those published.
-    const std::size_t n_bars = series_index == 0 ? client->segment().published_series().size()
-                                                 : client->segment().series_at(series_index).size();
+    const SeriesName named = name_of(std::string(client.segment().series_key(series_index)),
+                                     engine_bars(client, series_index));
     plan = original;
-    if (!options.series.empty())
-      for (Planned& p : plan) p.row.series = std::string(client->segment().series_key(series_index));
-    admit_plan(plan, strategy, n_bars);  // here, so a row from a combo file names its line
+    name_rows(plan, named);
+    admit_plan(plan, strategy, named.bars);  // here, so a row from a combo file names its line
     is_default = series_index == 0 && is_default_series(header.series_checksum);
-    begin_series(SeriesStart{fmt::format("through shm segment {} (lane {}, {} mode), series {} ({} bars)", options.name,
-                                         client->lane(), to_string(client->wait_mode()),
-                                         client->segment().series_key(series_index), n_bars),
+    begin_series(SeriesStart{fmt::format("through shm segment {} (lane {}, {} mode), series {} ({})", options.name,
+                                         client.lane(), to_string(client.wait_mode()), named.name, described(named)),
                              fee, {}});
-    if (auto streamed = stream_through_segment(options, *client, strategy, series_index, n_bars, plan, emit); !streamed)
+    if (auto streamed = stream_through_segment(options, client, strategy, series_index, named.bars, plan, emit); !streamed)
       return streamed;
   }
   return {};
@@ -336,25 +382,29 @@ Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClien
                                   series->checksum);
   start.where = fmt::format("on {}, through {} (its preloaded series: combos only)", start.computed_on, client.server());
   is_default = is_default_series(series->checksum);
+  name_rows(plan, SeriesName{series->name, series->n_bars, series->checksum});
   admit_plan(plan, strategy, series->n_bars);
   return start;
 }
 
 // This command's series, shipped with every chunk or (--stateful) loaded once.
 Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& client, const StrategyChoice& strategy,
-                                  const LoadedSeries& shipped, std::vector<Planned>& plan, bool& is_default) {
+                                  const LoadedSeries& shipped, const std::string& name, std::vector<Planned>& plan,
+                                  bool& is_default) {
+  const SeriesName named = name_of(name, shipped.close);
+  name_rows(plan, named);
   admit_plan(plan, strategy, shipped.close.size());
   is_default = shipped.is_default;
   SeriesStart start;
   start.fee = options.fee;
   if (!options.stateful) {
-    start.where = fmt::format("over {} ({} bars), through {} (stateless: series and combos in one frame per chunk)",
-                              shipped.description, shipped.close.size(), client.server());
+    start.where = fmt::format("over {} (series {}: {}), through {} (stateless: series and combos in one frame per chunk)",
+                              shipped.description, named.name, described(named), client.server());
     return start;
   }
   auto loaded = client.load(shipped.close);
   if (!loaded) return std::unexpected(loaded.error());
-  const std::uint64_t checksum = fnv1a64(std::as_bytes(std::span<const double>(shipped.close)));
+  const std::uint64_t checksum = named.checksum;
   if (loaded->checksum != checksum)
     return fail(ErrorCode::protocol, "{} stored the series with checksum {:016x}, but the series sent has {:016x}",
                 client.server(), loaded->checksum, checksum);
@@ -362,8 +412,8 @@ Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& cli
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} that {} sweeps with; restart it with --fee",
                 options.fee, loaded->fee, client.server());
   start.fee = loaded->fee;
-  start.where = fmt::format("over {} ({} bars), through {} (stateful: series loaded once, then combos only)",
-                            shipped.description, shipped.close.size(), client.server());
+  start.where = fmt::format("over {} (series {}: {}), through {} (stateful: series loaded once, then combos only)",
+                            shipped.description, named.name, described(named), client.server());
   return start;
 }
 
@@ -371,11 +421,11 @@ Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& cli
 // then opcode 3 per chunk): `shipped` is null. With --ship, this command's own series travels
 // with every chunk (stateless) or once (--stateful).
 Expected<void> run_through_socket(const SweepOptions& options, SocketClient& client_ref, const StrategyChoice& strategy,
-                                  const LoadedSeries* shipped, std::vector<Planned>& plan, const Emit& emit,
-                                  const BeginSeries& begin_series, bool& is_default, double& fee) {
+                                  const LoadedSeries* shipped, const std::string& name, std::vector<Planned>& plan,
+                                  const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
   SocketClient* client = &client_ref;
   auto start = shipped == nullptr ? use_server_series(options, *client, strategy, plan, is_default)
-                                  : ship_series(options, *client, strategy, *shipped, plan, is_default);
+                                  : ship_series(options, *client, strategy, *shipped, name, plan, is_default);
   if (!start) return std::unexpected(start.error());
   fee = start->fee;
   begin_series(*start);
@@ -470,6 +520,7 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
                     "several (--inproc)")
       ->check(file_path())
       ->each([&options](const std::string& path) { options.source.data_path = path; });
+  add_column_option(*sweep, options.source.column);
   sweep->add_option("--series", options.series,
                     "with --inproc or --name: the series to sweep, by name (a --data file's name without its "
                     "extension, or 'default'), by index (0 is the first), or 'all'; each row then names its series")
@@ -515,7 +566,7 @@ int run_sweep_command(SweepOptions& options) {
   if (const std::string conflict = conflicting_options(options); !conflict.empty())
     return usage_error("sweep", conflict);
   const bool socket = !options.socket_path.empty() || !options.tcp.empty();
-  auto series_set = SeriesSet::make(options.data_paths, options.source.gbm);
+  auto series_set = SeriesSet::make(options.data_paths, options.source.gbm, options.source.column);
   if (!series_set) return report_error("sweep", series_set.error());
   // Through an engine, --series names the engine's series (checked once attached).
   auto selected = options.name.empty() ? series_set->select(options.series)
@@ -592,7 +643,19 @@ int run_sweep_command(SweepOptions& options) {
   double fee = options.fee;
   Expected<void> ran{};
   if (engine) {
-    ran = run_through_segment(options, *engine, strategy, *plan, emit, begin_series, is_default, fee);
+    // A series the command line describes besides the engine is checked against the engine's.
+    std::optional<LoadedSeries> mine;
+    if (!options.data_paths.empty() || options.gbm_given) {
+      auto series = series_set->load(0);
+      if (!series) return report_error("sweep", series.error());
+      mine = std::move(*series);
+    }
+    auto chosen = engine_series(options, *engine);
+    if (!chosen) return report_error("sweep", chosen.error());
+    if (const std::string conflict = described_conflict(options, mine ? &*mine : nullptr, *engine, *chosen);
+        !conflict.empty())
+      return usage_error("sweep", conflict);
+    ran = run_through_segment(options, *engine, strategy, *chosen, *plan, emit, begin_series, is_default, fee);
   } else if (server) {
     std::optional<LoadedSeries> shipped;
     if (options.ship) {
@@ -600,8 +663,8 @@ int run_sweep_command(SweepOptions& options) {
       if (!series) return report_error("sweep", series.error());
       shipped = std::move(*series);
     }
-    ran = run_through_socket(options, *server, strategy, shipped ? &*shipped : nullptr, *plan, emit, begin_series,
-                             is_default, fee);
+    ran = run_through_socket(options, *server, strategy, shipped ? &*shipped : nullptr,
+                             series_set->names()[selected->front()], *plan, emit, begin_series, is_default, fee);
   } else {
     ran = run_inproc_series(options, *strategy.local, *series_set, *selected, *plan, emit, begin_series, is_default);
   }

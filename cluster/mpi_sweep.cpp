@@ -18,6 +18,7 @@
 #include "cluster/mpi_share.hpp"
 #include "cluster/mpi_wire.hpp"
 #include "cluster/row_sink.hpp"
+#include "common/checksum.hpp"
 #include "common/exit_codes.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/isa.hpp"
@@ -32,24 +33,31 @@ namespace {
 using namespace ipcfloor::mpi;
 using Clock = std::chrono::steady_clock;
 
-// Rank 0's plan: rows, the catalog's series names, the selected ones and their bar counts.
+// Rank 0's plan: rows, the catalog's series names, the selected ones, their bar counts and
+// checksums (which every row names, as `ipcfloor sweep` does).
 struct Plan {
   std::vector<PlannedRow> rows;
   std::vector<std::string> names;  // every series of the catalog, by index
   std::vector<std::size_t> selected;
-  std::vector<std::size_t> n_bars;  // per selected series
+  std::vector<std::size_t> n_bars;        // per selected series
+  std::vector<std::uint64_t> checksums;   // per selected series: fnv1a64 of its bars
 };
 
-// The engine's own series table: names and bar counts (a live main series: the bars published).
+std::uint64_t checksum_of(std::span<const double> close) { return fnv1a64(std::as_bytes(close)); }
+
+// The engine's own series table: names, bar counts and checksums (a live main series: the bars
+// published).
 Expected<void> read_engine_catalog(const std::string& name, std::vector<std::string>& names,
-                                   std::vector<std::size_t>& bars) {
+                                   std::vector<std::size_t>& bars, std::vector<std::uint64_t>& checksums) {
   AttachOptions observe;
   observe.role = HandoffRole::observer;
   auto observer = Attachment::attach(name, observe);
   if (!observer) return std::unexpected(observer.error());
   for (std::uint32_t i = 0; i < observer->series_count(); ++i) {
     names.emplace_back(observer->series_key(i));
-    bars.push_back(i == 0 ? observer->published_series().size() : observer->series_at(i).size());
+    const std::span<const double> close = i == 0 ? observer->published_series() : observer->series_at(i);
+    bars.push_back(close.size());
+    checksums.push_back(checksum_of(close));
   }
   return {};
 }
@@ -107,9 +115,10 @@ Expected<Plan> make_plan(const MpiSweepOptions& options, const SeriesSet& set) {
   if (!rows) return std::unexpected(rows.error());
   plan.rows = std::move(*rows);
   std::vector<std::size_t> engine_bars;
+  std::vector<std::uint64_t> engine_checksums;
   if (options.name.empty()) {
     plan.names = set.names();
-  } else if (auto read = read_engine_catalog(options.name, plan.names, engine_bars); !read) {
+  } else if (auto read = read_engine_catalog(options.name, plan.names, engine_bars, engine_checksums); !read) {
     return std::unexpected(read.error());
   }
   auto selected = select_series(plan.names, options.series);
@@ -118,11 +127,13 @@ Expected<Plan> make_plan(const MpiSweepOptions& options, const SeriesSet& set) {
   for (const std::size_t s : plan.selected) {
     if (!options.name.empty()) {
       plan.n_bars.push_back(engine_bars[s]);
+      plan.checksums.push_back(engine_checksums[s]);
       continue;
     }
     auto series = set.load(s);  // validates the file; its bars weigh the split
     if (!series) return std::unexpected(series.error());
     plan.n_bars.push_back(series->close.size());
+    plan.checksums.push_back(checksum_of(series->close));
   }
   return plan;
 }
@@ -332,8 +343,8 @@ int run_root_rank(const MpiSweepOptions& options, const SeriesSet& set, Plan pla
   SweepWriter writer(output.file(), options.json ? SweepFormat::json : SweepFormat::csv, !options.series.empty(),
                      SweepShape{columns_for(options), options.resolved == &builtin()});
   writer.header();
-  RowSink sink(std::move(plan.rows), std::move(plan.names), std::move(plan.selected), std::move(plan.n_bars), items,
-               writer, options.resolved, options.strategy_name);
+  RowSink sink(std::move(plan.rows), std::move(plan.names), std::move(plan.selected), std::move(plan.n_bars),
+               std::move(plan.checksums), items, writer, options.resolved, options.strategy_name);
   Receiver receiver(sink, ranks);
   auto computed = compute_share(
       options, set, shared.rows, items, share.mine, [&](std::span<const ResultWire> batch) { sink.take(batch); },

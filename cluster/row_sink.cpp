@@ -20,12 +20,13 @@ std::string error_text(const ResultWire& result, const SweepRow& row, std::size_
 }
 
 RowSink::RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
-                 std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer,
-                 const Strategy* strategy, std::string strategy_name)
+                 std::vector<std::size_t> n_bars, std::vector<std::uint64_t> checksums, std::span<const Item> items,
+                 SweepWriter& writer, const Strategy* strategy, std::string strategy_name)
     : plan_(std::move(plan)),
       names_(std::move(names)),
       selected_(std::move(selected)),
       n_bars_(std::move(n_bars)),
+      checksums_(std::move(checksums)),
       items_(items),
       writer_(writer),
       strategy_(strategy),
@@ -57,6 +58,8 @@ void RowSink::flush() {
     const std::size_t k = cursor_ % plan_.size();
     SweepRow row = plan_[k].row;
     row.series = names_[selected_[s]];
+    row.series_bars = n_bars_[s];
+    row.series_checksum = checksums_[s];
     if (item == kNone) {
       if (row.error.empty()) row.error = window_error(row, n_bars_[s], strategy_, strategy_name_);
     } else if (results_[item].status != 0) {

@@ -4,6 +4,7 @@
 // Allocates.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,13 +17,13 @@ namespace ipcfloor::mpi {
 class RowSink {
  public:
   // `names`: every series of the catalog, by index; `selected`: the catalog indices the run
-  // covers, in output order, with their bar counts `n_bars`; `items`: the runnable (series, row)
-  // pairs, whose results arrive by item index.
-  // `strategy`: the rows' strategy when this process has it (its refusals are put in its words),
-  // named `strategy_name`.
+  // covers, in output order, with their bar counts `n_bars` and `checksums` (each row names its
+  // series by all three); `items`: the runnable (series, row) pairs, whose results arrive by
+  // item index. `strategy`: the rows' strategy when this process has it (its refusals are put in
+  // its words), named `strategy_name`.
   RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
-          std::vector<std::size_t> n_bars, std::span<const Item> items, SweepWriter& writer, const Strategy* strategy,
-          std::string strategy_name);
+          std::vector<std::size_t> n_bars, std::vector<std::uint64_t> checksums, std::span<const Item> items,
+          SweepWriter& writer, const Strategy* strategy, std::string strategy_name);
 
   // Records a batch of results and writes every row that is now complete.
   void take(std::span<const ResultWire> batch);
@@ -38,7 +39,8 @@ class RowSink {
   std::vector<PlannedRow> plan_;
   std::vector<std::string> names_;
   std::vector<std::size_t> selected_;
-  std::vector<std::size_t> n_bars_;  // per selected series
+  std::vector<std::size_t> n_bars_;        // per selected series
+  std::vector<std::uint64_t> checksums_;  // per selected series
   std::span<const Item> items_;
   SweepWriter& writer_;
   std::vector<std::size_t> item_of_;  // output row -> item (kNone: the row cannot run)

@@ -23,7 +23,10 @@ void ServingCounters::request(std::uint32_t index, Status status, std::uint64_t 
 
 void ServingCounters::service(std::uint32_t index, std::uint64_t ticks) noexcept {
   const auto ns = static_cast<std::uint64_t>(static_cast<double>(ticks) * ns_per_tick_);
-  relaxed_increment(segment_.lane_status(index).service_ns[service_bucket(ns)]);
+  LaneStatus& lane = segment_.lane_status(index);
+  relaxed_increment(lane.service_ns[service_bucket(ns)]);
+  // relaxed: one writer (this thread); `status` reads it as a snapshot, like the buckets.
+  lane.service_ns_sum.store(lane.service_ns_sum.load(std::memory_order_relaxed) + ns, std::memory_order_relaxed);
 }
 
 void ServingCounters::service_instant(std::uint32_t index) noexcept {

@@ -1,5 +1,6 @@
 #include "kernel/series_formats.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <expected>
 #include <iterator>
@@ -7,6 +8,8 @@
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "kernel/series_io.hpp"
 
 namespace ipcfloor::series_formats {
 namespace {
@@ -157,7 +160,14 @@ class CsvScanner {
   std::size_t record_end_ = 0;
 };
 
-std::string_view header_name(const CsvCell& cell) {
+// A cell of a CSV's first record, which is either its header or (a single column of closes
+// without one) its first bar.
+struct FirstCell {
+  std::string_view text;
+  bool quoted = false;
+};
+
+std::string_view header_name(const FirstCell& cell) {
   std::string_view name = cell.text;
   // Some writers single-quote names; a name really spelled 'x' is not worth supporting.
   if (!cell.quoted && name.size() >= 2 && name.front() == '\'' && name.back() == '\'') {
@@ -188,43 +198,128 @@ NumberError parse_close(std::string_view text, double& value) {
   return NumberError::none;
 }
 
+// How a CSV holds its series, as its first record says: a header naming the series' column,
+// or no header at all (a single column of closes, whose first line is its first bar).
+struct CsvLayout {
+  bool headerless = false;
+  std::size_t column = 0;  // the series' cell in each record
+  std::size_t cells = 1;   // cells the header names (1 without one)
+};
+
+// The header's cell that names the series' column: `column` when given, else `close`; both
+// compared case-insensitively.
+Expected<std::size_t> find_column(const std::vector<std::string_view>& names, std::string_view column,
+                                  const std::string& path) {
+  const std::string_view wanted = column.empty() ? std::string_view("close") : column;
+  std::optional<std::size_t> found_at;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!iequals(names[i], wanted)) continue;
+    if (found_at) {
+      return fail(ErrorCode::bad_data,
+                  "{}: the header has two '{}' columns (columns {} and {}); which one is the series is "
+                  "ambiguous",
+                  path, snippet(wanted), *found_at + 1, i + 1);
+    }
+    found_at = i;
+  }
+  if (found_at) return *found_at;
+  if (names.size() == 1 && names.front().empty()) {
+    return fail(ErrorCode::bad_data, "{}: no '{}' column: the header row (line 1) is empty", path,
+                snippet(wanted));
+  }
+  std::string found;
+  for (const auto name : names) {
+    if (!found.empty()) found += ", ";
+    found += fmt::format("'{}'", snippet(name));
+  }
+  return fail(ErrorCode::bad_data, "{}: no '{}' column in the header (line 1); columns found: {}{}", path,
+              snippet(wanted), found,
+              column.empty() ? "; --column NAME picks another one (e.g. --column 'Adj Close')" : "");
+}
+
+// The one rule every CSV reader follows (a file, `--data -`, feed's standard input): a first
+// record that is a single number starts a headerless column of closes; anything else is the
+// header, and the series is its `close` column or the one `column` names.
+Expected<CsvLayout> csv_layout(const std::vector<FirstCell>& first, std::string_view column, const std::string& path) {
+  const bool numbers = !first.empty() && std::all_of(first.begin(), first.end(), [](const FirstCell& cell) {
+    double value = 0.0;
+    return !cell.quoted && !cell.text.empty() && parse_close(cell.text, value) == NumberError::none;
+  });
+  if (numbers && first.size() == 1) {
+    if (!column.empty()) {
+      return fail(ErrorCode::bad_data,
+                  "{}: --column '{}' names a column, but the input has no header row (line 1 is the close "
+                  "{}): a single column of closes needs no --column",
+                  path, snippet(column), snippet(first.front().text));
+    }
+    return CsvLayout{true, 0, 1};
+  }
+  if (numbers) {
+    return fail(ErrorCode::bad_data,
+                "{}: line 1 holds {} numbers, not column names: a CSV of several columns needs a header row "
+                "naming them (a 'close' column, or the one --column names)",
+                path, first.size());
+  }
+  std::vector<std::string_view> names;
+  for (const FirstCell& cell : first) names.push_back(header_name(cell));
+  auto found = find_column(names, column, path);
+  if (!found) return std::unexpected(found.error());
+  return CsvLayout{false, *found, names.size()};
+}
+
+// The bar one data record holds, or why it holds none: "line N ..." after `path`.
+Expected<double> bar_of_row(const CsvRow& row, const CsvLayout& layout, std::size_t line, std::string_view record,
+                            const std::string& path) {
+  // More cells than the header names means the columns are shifted, most often by a decimal
+  // comma ("1,5"): reading on would load the wrong numbers without a word.
+  if (row.cells > layout.cells) {
+    return fail(ErrorCode::bad_data, "{}: line {} has {} cells but {} {} column{}: '{}'", path, line, row.cells,
+                layout.headerless ? "the input is a headerless single" : "the header names", layout.cells,
+                layout.cells == 1 ? "" : "s", snippet(record));
+  }
+  if (!row.has_close) {
+    return fail(ErrorCode::bad_data,
+                "{}: line {} has no close cell: the series is column {} but the row has {} cell{}: '{}'", path,
+                line, layout.column + 1, row.cells, row.cells == 1 ? "" : "s", snippet(record));
+  }
+  if (row.close.empty()) {
+    return fail(ErrorCode::bad_data, "{}: line {} has an empty close cell: '{}'", path, line, snippet(record));
+  }
+  double value = 0.0;
+  switch (parse_close(row.close, value)) {
+    case NumberError::none:
+      return value;
+    case NumberError::not_a_number:
+      return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is not a number", path, line,
+                  snippet(row.close));
+    case NumberError::out_of_range:
+      break;
+  }
+  return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is outside the float64 range", path, line,
+              snippet(row.close));
+}
+
+// The first record's cells, read by `scanner`.
+Expected<std::vector<FirstCell>> read_first_record(CsvScanner& scanner, const std::string& path) {
+  std::vector<FirstCell> first;
+  auto read = scanner.next_record([&](std::size_t, const CsvCell& cell) { first.push_back({cell.text, cell.quoted}); });
+  if (!read) return fail(ErrorCode::bad_data, "{}: line 1 (the header): {}", path, read.error());
+  return first;
+}
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 }  // namespace
 
-Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path) {
-  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path, std::string_view column) {
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
-
   CsvScanner scanner(text);
-  std::vector<std::string_view> names;
-  if (auto header = scanner.next_record(
-          [&](std::size_t, const CsvCell& cell) { names.push_back(header_name(cell)); });
-      !header) {
-    return fail(ErrorCode::bad_data, "{}: line 1 (the header): {}", path, header.error());
-  }
-  std::optional<std::size_t> column;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (!iequals(names[i], "close")) continue;
-    if (column) {
-      return fail(ErrorCode::bad_data,
-                  "{}: the header has two 'close' columns (columns {} and {}); which one is "
-                  "the series is ambiguous",
-                  path, *column + 1, i + 1);
-    }
-    column = i;
-  }
-  if (!column) {
-    if (names.size() == 1 && names.front().empty()) {
-      return fail(ErrorCode::bad_data,
-                  "{}: no 'close' column: the header row (line 1) is empty", path);
-    }
-    std::string found;
-    for (const auto name : names) {
-      if (!found.empty()) found += ", ";
-      found += fmt::format("'{}'", snippet(name));
-    }
-    return fail(ErrorCode::bad_data,
-                "{}: no 'close' column in the header (line 1); columns found: {}", path, found);
-  }
+  const auto first = read_first_record(scanner, path);
+  if (!first) return std::unexpected(first.error());
+  const auto layout = csv_layout(*first, column, path);
+  if (!layout) return std::unexpected(layout.error());
+  // A headerless column's first line is its first bar: read from the start again.
+  if (layout->headerless) scanner = CsvScanner(text);
 
   std::vector<double> close;
   // One bar per remaining line at most; counting newlines is far cheaper than regrowing.
@@ -233,7 +328,7 @@ Expected<std::vector<double>> parse_csv(std::string_view text, const std::string
   CsvRow row;
   while (!scanner.at_end()) {
     const std::size_t line = scanner.line();
-    if (auto read = scanner.next_row(*column, row); !read) {
+    if (auto read = scanner.next_row(layout->column, row); !read) {
       return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", path, line, read.error(),
                   snippet(scanner.record_text()));
     }
@@ -248,38 +343,9 @@ Expected<std::vector<double>> parse_csv(std::string_view text, const std::string
                   "bar",
                   path, blank_line, line);
     }
-    // More cells than the header names means the columns are shifted, most often by a
-    // decimal comma ("1,5"): reading on would load the wrong numbers without a word.
-    if (row.cells > names.size()) {
-      return fail(ErrorCode::bad_data,
-                  "{}: line {} has {} cells but the header names {} column{}: '{}'", path, line,
-                  row.cells, names.size(), names.size() == 1 ? "" : "s",
-                  snippet(scanner.record_text()));
-    }
-    if (!row.has_close) {
-      return fail(ErrorCode::bad_data,
-                  "{}: line {} has no close cell: the close column is column {} but the row "
-                  "has {} cell{}: '{}'",
-                  path, line, *column + 1, row.cells, row.cells == 1 ? "" : "s",
-                  snippet(scanner.record_text()));
-    }
-    if (row.close.empty()) {
-      return fail(ErrorCode::bad_data, "{}: line {} has an empty close cell: '{}'", path, line,
-                  snippet(scanner.record_text()));
-    }
-    double value = 0.0;
-    switch (parse_close(row.close, value)) {
-      case NumberError::none:
-        break;
-      case NumberError::not_a_number:
-        return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is not a number",
-                    path, line, snippet(row.close));
-      case NumberError::out_of_range:
-        return fail(ErrorCode::bad_data,
-                    "{}: line {}: the close cell '{}' is outside the float64 range", path, line,
-                    snippet(row.close));
-    }
-    close.push_back(value);
+    const auto bar = bar_of_row(row, *layout, line, scanner.record_text(), path);
+    if (!bar) return std::unexpected(bar.error());
+    close.push_back(*bar);
   }
   if (close.empty()) {
     return fail(ErrorCode::bad_data, "{}: the CSV has a header but no data rows", path);
@@ -296,3 +362,36 @@ void append_csv(std::string& out, std::span<const double> values) {
 }
 
 }  // namespace ipcfloor::series_formats
+
+namespace ipcfloor {
+
+CsvCloseStream::CsvCloseStream(std::string column, std::string source)
+    : column_(std::move(column)), source_(std::move(source)) {}
+
+Expected<std::optional<double>> CsvCloseStream::take(std::string_view line) {
+  using namespace series_formats;
+  ++line_;
+  if (line_ == 1 && line.starts_with(kUtf8Bom)) line.remove_prefix(kUtf8Bom.size());
+  if (trim(line).empty()) return std::optional<double>();
+  CsvScanner scanner(line);
+  if (!decided_) {
+    const auto first = read_first_record(scanner, source_);
+    if (!first) return std::unexpected(first.error());
+    const auto layout = csv_layout(*first, column_, source_);
+    if (!layout) return std::unexpected(layout.error());
+    decided_ = true;
+    headerless_ = layout->headerless;
+    column_index_ = layout->column;
+    cells_ = layout->cells;
+    if (!headerless_) return std::optional<double>();
+    scanner = CsvScanner(line);
+  }
+  CsvRow row;
+  if (auto read = scanner.next_row(column_index_, row); !read)
+    return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", source_, line_, read.error(), snippet(line));
+  const auto bar = bar_of_row(row, CsvLayout{headerless_, column_index_, cells_}, line_, line, source_);
+  if (!bar) return std::unexpected(bar.error());
+  return std::optional<double>(*bar);
+}
+
+}  // namespace ipcfloor

@@ -87,8 +87,10 @@ void append_npy(std::string& out, std::span<const double> values);
 
 // ---- CSV (series_csv.cpp) ----------------------------------------------------------------
 
-// The `close` column of a CSV with a header row, every cell parsed with correct rounding.
-[[nodiscard]] Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path);
+// The series of a CSV, every cell parsed with correct rounding: the `close` column of its header
+// (or the column `column` names, case-insensitively), or a headerless single column of closes.
+[[nodiscard]] Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path,
+                                                      std::string_view column);
 // A CSV with the single column `close`, 17 significant digits per bar.
 void append_csv(std::string& out, std::span<const double> values);
 

@@ -142,7 +142,7 @@ Expected<void> validate_series(std::span<const double> close, std::string_view s
   return {};
 }
 
-Expected<std::vector<double>> load_series(const std::string& path) {
+Expected<std::vector<double>> load_series(const std::string& path, std::string_view column) {
   // What the path is comes first: a FIFO or a device is refused as such, whatever its name.
   auto input = InputFile::open(path, "series file");
   if (!input) return std::unexpected(input.error());
@@ -154,10 +154,13 @@ Expected<std::vector<double>> load_series(const std::string& path) {
   const std::string& name = input->name();
   if (file->size == 0) return fail(ErrorCode::bad_data, "{}: the {} is empty", name, from_stdin ? "input" : "file");
   if (from_stdin) *format = format_of_stdin(file->view());
+  if (!column.empty() && *format != SeriesFormat::csv)
+    return fail(ErrorCode::invalid_argument, "--column '{}' picks a column of a CSV, but {} is {}", snippet(column),
+                name, *format == SeriesFormat::npy ? "a .npy" : "raw float64");
 
   Expected<std::vector<double>> close;
   switch (*format) {
-    case SeriesFormat::csv: close = series_formats::parse_csv(file->view(), name); break;
+    case SeriesFormat::csv: close = series_formats::parse_csv(file->view(), name, column); break;
     case SeriesFormat::f64: close = series_formats::take_raw(*file, name); break;
     case SeriesFormat::npy: close = series_formats::take_npy(*file, name); break;
   }

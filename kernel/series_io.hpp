@@ -1,6 +1,7 @@
 #pragma once
 // Reading and writing the close-price series (docs/SPEC.md §4 `serve --data`, §6 `gen -o`): a CSV with
-// a `close` column, raw little-endian float64, or a NumPy .npy. The series is loaded once,
+// a `close` column (or the column --column names, or a single column without a header), raw
+// little-endian float64, or a NumPy .npy. The series is loaded once,
 // before the segment exists, so this is setup-path code: it allocates, returns Expected and
 // never throws on bad input. Every function is reentrant and may be called from any thread;
 // the only shared state it touches is the file system.
@@ -9,6 +10,7 @@
 // because the person reading it is looking at a data file, not at this code.
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,7 +21,8 @@
 namespace ipcfloor {
 
 enum class SeriesFormat {
-  csv,  // text with a header row naming a `close` column; other columns are ignored
+  csv,  // text with a header row naming a `close` column (other columns are ignored), or one
+        // column of closes without a header
   f64,  // raw little-endian float64, no header: `.f64`, `.bin` or `.raw`
   npy,  // NumPy .npy holding a 1-D, C-order array of dtype '<f8'
 };
@@ -40,7 +43,37 @@ inline constexpr std::size_t kMaxSeriesFileBytes = std::size_t{4} << 30;
 // that is not a regular file, an input over the bound or an unknown extension; permission
 // when the file may not be read; io when the OS refuses it otherwise; bad_data when its content
 // is malformed or holds a bad bar.
-[[nodiscard]] Expected<std::vector<double>> load_series(const std::string& path);
+//
+// CSV follows one rule wherever it is read (a file, `-`, feed's standard input: CsvCloseStream):
+// a first line that is a single number starts a headerless column of closes; otherwise the first
+// line is the header, and the series is its `close` column, or the column `column` names (both
+// case-insensitive). `column` is for CSV only: naming one for a .npy or .f64 is invalid_argument.
+[[nodiscard]] Expected<std::vector<double>> load_series(const std::string& path, std::string_view column = {});
+
+// A CSV series read one line at a time, as a stream arrives (feed's standard input), by the rule
+// load_series follows; blank lines are skipped. Setup path: each call allocates only for an error.
+class CsvCloseStream {
+ public:
+  // `column`: the series' column as --column names it (empty: `close`, or a headerless column);
+  // `source`: how messages name the input ("standard input").
+  CsvCloseStream(std::string column, std::string source);
+
+  // The bar on `line`, the input's next line without its line ending; nullopt for the header and
+  // for a blank line. bad_data naming the line and what is wrong with it otherwise.
+  [[nodiscard]] Expected<std::optional<double>> take(std::string_view line);
+
+  // Lines taken so far: the number of the last one.
+  [[nodiscard]] std::size_t line() const noexcept { return line_; }
+
+ private:
+  std::string column_;
+  std::string source_;
+  std::size_t line_ = 0;
+  bool decided_ = false;  // the first record has said header or no header
+  bool headerless_ = false;
+  std::size_t column_index_ = 0;
+  std::size_t cells_ = 1;
+};
 
 // Succeeds when the series has at least 2 bars and every bar is finite and > 0; otherwise
 // fails with ErrorCode::bad_data naming `source` (usually the file), the first bad bar's index

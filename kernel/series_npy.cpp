@@ -185,6 +185,21 @@ std::string describe_shape(const PyValue& shape) {
   return out + ")";
 }
 
+// How to save one series from an array of more dimensions. A flattened 2-D array interleaves its
+// columns (bar 0's open, high, low, close, then bar 1's...), so the hint names a column, unless
+// the array holds a single row or column anyway.
+std::string one_dimension_hint(const PyValue& shape) {
+  const auto& dims = shape.items;
+  if (dims.size() == 2 && (dims[0].number == 1 || dims[1].number == 1))
+    return "it holds one series, so save arr.ravel()";
+  if (dims.size() == 2)
+    return fmt::format("save the column of closes, np.save(path, arr[:, k]) with k in 0..{} (arr.ravel() would "
+                       "interleave the {} columns)",
+                       dims[1].number == 0 ? 0 : dims[1].number - 1, dims[1].number);
+  return "save the one series it holds, e.g. np.save(path, arr[..., k]) for the closes' index k (arr.ravel() "
+         "would interleave the values)";
+}
+
 // Where a .npy's header text starts and how long it is: the magic, the version and the length
 // field checked against the file's size.
 struct NpyPreamble {
@@ -280,10 +295,8 @@ Expected<std::uint64_t> read_npy_bars(std::string_view header, const std::string
                 path, snippet(shape->text));
   }
   if (shape->items.size() != 1) {
-    return fail(ErrorCode::bad_data,
-                "{}: the array has shape {}, which is {}-D; a series .npy must be 1-D "
-                "(save arr.ravel())",
-                path, describe_shape(*shape), shape->items.size());
+    return fail(ErrorCode::bad_data, "{}: the array has shape {}, which is {}-D; a series .npy must be 1-D: {}",
+                path, describe_shape(*shape), shape->items.size(), one_dimension_hint(*shape));
   }
   return shape->items.front().number;
 }

@@ -7,21 +7,22 @@
 
 namespace ipcfloor {
 
-Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, const GbmParams& gbm) {
+Expected<SeriesSet> SeriesSet::make(const std::vector<std::string>& data_paths, const GbmParams& gbm,
+                                    const std::string& column) {
   SeriesSet set;
   if (data_paths.empty()) {
     set.names_.push_back("default");
-    set.sources_.push_back(SeriesSource{std::nullopt, gbm});
+    set.sources_.push_back(SeriesSource{std::nullopt, gbm, {}});
     return set;
   }
   for (const std::string& path : data_paths) {
-    const std::string name = std::filesystem::path(path).stem().string();
+    const std::string name = path == "-" ? std::string("stdin") : std::filesystem::path(path).stem().string();
     for (std::size_t i = 0; i < set.names_.size(); ++i)
       if (set.names_[i] == name)
         return fail(ErrorCode::invalid_argument, "--data {} and --data {} both name a series '{}'; rename one file",
                     set.sources_[i].data_path.value_or("?"), path, name);
     set.names_.push_back(name);
-    set.sources_.push_back(SeriesSource{path, gbm});
+    set.sources_.push_back(SeriesSource{path, gbm, column});
   }
   return set;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Several close series in one sweep, each by name: a --data file is named after its file name
-// without the extension ("/data/ES_2024.npy" is "ES_2024"), the generated series is "default".
+// without the extension ("/data/ES_2024.npy" is "ES_2024"), standard input ("-") is "stdin", the
+// generated series is "default".
 // A sweep picks one by name or index, or all of them (--series NAME|INDEX|all). Setup path:
 // allocates.
 
@@ -29,8 +30,10 @@ namespace ipcfloor {
 // none. Names only; nothing is loaded.
 class SeriesSet {
  public:
-  // invalid_argument when two paths give the same name (naming both).
-  [[nodiscard]] static Expected<SeriesSet> make(const std::vector<std::string>& data_paths, const GbmParams& gbm);
+  // invalid_argument when two paths give the same name (naming both). `column`: every CSV's
+  // column of closes (--column; empty: `close`).
+  [[nodiscard]] static Expected<SeriesSet> make(const std::vector<std::string>& data_paths, const GbmParams& gbm,
+                                                const std::string& column = {});
 
   [[nodiscard]] std::size_t size() const noexcept { return names_.size(); }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }

@@ -9,7 +9,7 @@ namespace ipcfloor {
 
 Expected<LoadedSeries> load_series_source(const SeriesSource& source) {
   if (source.data_path) {
-    auto close = load_series(*source.data_path);
+    auto close = load_series(*source.data_path, source.column);
     if (!close) return std::unexpected(close.error());
     return LoadedSeries{std::move(*close), *source.data_path, false};
   }

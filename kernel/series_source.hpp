@@ -15,6 +15,7 @@ namespace ipcfloor {
 struct SeriesSource {
   std::optional<std::string> data_path;  // set: load and validate this file
   GbmParams gbm;                         // otherwise: generate with these parameters
+  std::string column;                    // a CSV's column of closes (--column); empty: `close`
 };
 
 struct LoadedSeries {

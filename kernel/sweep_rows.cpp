@@ -100,7 +100,8 @@ void SweepWriter::header() {
     fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", shape_.lengths ? "L" : "", fmt::format("params [{}]", names),
                "pnl (% points)", "trades");
   } else if (format_ == SweepFormat::csv) {
-    fmt::print(out_, "{}{},pnl,trades,error,raw\n", with_series_ ? "series," : "", names);
+    fmt::print(out_, "{}{},pnl,trades,error,raw,{}series_bars,series_checksum\n", with_series_ ? "series," : "", names,
+               with_series_ ? "" : "series,");
   }
   std::fflush(out_);
 }
@@ -115,27 +116,33 @@ void SweepWriter::row(const SweepRow& row) {
   const std::string unparsed_fields(shape_.columns.count + 2, ',');
   switch (format_) {
     case SweepFormat::json: {
-      const std::string series = with_series_ ? fmt::format("\"series\":\"{}\",", json_escaped(row.series)) : "";
+      const std::string name = fmt::format("\"series\":\"{}\"", json_escaped(row.series));
+      const std::string lead = with_series_ ? name + "," : "";
+      const std::string tail = fmt::format(",{}\"series_bars\":{},\"series_checksum\":\"{:016x}\"",
+                                           with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
       if (!parsed) {
-        fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"}}\n", series, json_escaped(row.raw),
-                   json_escaped(row.error));
+        fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"{}}}\n", lead, json_escaped(row.raw),
+                   json_escaped(row.error), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{{{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}}}\n", series, length, params,
-                   row.result.pnl, row.result.trades);
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}}}\n", lead, length, params,
+                   row.result.pnl, row.result.trades, tail);
       } else {
-        fmt::print(out_, "{{{}{}\"params\":[{}],\"error\":\"{}\"}}\n", series, length, params,
-                   json_escaped(row.error));
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"error\":\"{}\"{}}}\n", lead, length, params,
+                   json_escaped(row.error), tail);
       }
       break;
     }
     case SweepFormat::csv: {
-      const std::string series = with_series_ ? fmt::format("\"{}\",", csv_quoted(row.series)) : "";
+      const std::string name = fmt::format("\"{}\"", csv_quoted(row.series));
+      const std::string lead = with_series_ ? name + "," : "";
+      const std::string tail =
+          fmt::format(",{}{},{:016x}", with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
       if (!parsed) {
-        fmt::print(out_, "{}{}\"{}\",\"{}\"\n", series, unparsed_fields, csv_quoted(row.error), csv_quoted(row.raw));
+        fmt::print(out_, "{}{}\"{}\",\"{}\"{}\n", lead, unparsed_fields, csv_quoted(row.error), csv_quoted(row.raw), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{}{},{:.17g},{},,\n", series, params, row.result.pnl, row.result.trades);
+        fmt::print(out_, "{}{},{:.17g},{},,{}\n", lead, params, row.result.pnl, row.result.trades, tail);
       } else {
-        fmt::print(out_, "{}{},,,\"{}\",\n", series, params, csv_quoted(row.error));
+        fmt::print(out_, "{}{},,,\"{}\",{}\n", lead, params, csv_quoted(row.error), tail);
       }
       break;
     }

@@ -20,7 +20,11 @@
 namespace ipcfloor {
 
 struct SweepRow {
-  std::string series;       // the series' name; written only when the sweep names series
+  // The series the row ran on, which every row of JSON and CSV names: its name, its bars and the
+  // FNV-1a 64 checksum of their bytes (common/checksum.hpp), as the engine's header has it.
+  std::string series;
+  std::size_t series_bars = 0;
+  std::uint64_t series_checksum = 0;
   std::int64_t length = 0;  // the user-facing L the combo was built from: always its L window
   Combo params{};
   BacktestResult result{};
@@ -68,8 +72,6 @@ void admit_rows(std::vector<PlannedRow>& plan, const Strategy& strategy, std::si
 
 enum class SweepFormat : std::uint8_t { table, json, csv };
 
-// Writes rows one by one, flushing each line, so a long sweep streams. With `with_series`, every
-// row names its series: a leading "series" field in JSON, a leading column in CSV and the table.
 // The shape of a sweep's rows: the built-in strategy's (the length L and its six windows), or
 // another strategy's (its own parameters, named, and no length).
 struct SweepShape {
@@ -77,19 +79,26 @@ struct SweepShape {
   bool lengths = true;  // the built-in strategy: each row has its length L
 };
 
+// Writes rows one by one, flushing each line, so a long sweep streams. Every JSON and CSV row
+// ends with the series it ran on (name, bars, checksum), so a file of results says what data
+// made it; the table's header line, written by the caller, says the same. With `with_series`
+// (a sweep that picks among series) the name leads instead: a leading "series" field in JSON, a
+// leading column in CSV and the table.
 class SweepWriter {
  public:
   SweepWriter(std::FILE* out, SweepFormat format, bool with_series = false, SweepShape shape = {}) noexcept
       : out_(out), format_(format), with_series_(with_series), shape_(shape) {}
   // The table's or CSV's header line (nothing for JSON lines).
   void header();
-  // JSON: {"L":6,"params":[3,6,2,1,2,3],"pnl":-5165.577039790348,"trades":57029} (pnl with 17
-  // significant digits); a failed row {"L":..,"params":[..],"error":"..."}; a combo-file row
-  // that did not parse {"raw":"3,x,2,1,2,3","error":"bad_row: line 4: ..."}. CSV, under the
-  // header h,L,s,p3,p2,p,pnl,trades,error,raw (the combo file's columns, then the results; L is
-  // the L column of the table and of JSON): a row that did not parse has empty windows and its
-  // text in `raw`. The table prints that text in the params column. Another strategy's rows have
-  // no "L" and only its parameters: {"params":[10,40],...}, CSV under fast,slow,pnl,...
+  // JSON: {"L":6,"params":[3,6,2,1,2,3],"pnl":-5165.577039790348,"trades":57029,"series":"default",
+  // "series_bars":150000,"series_checksum":"aa8dbb76d06ab607"} (pnl with 17 significant digits);
+  // a failed row {"L":..,"params":[..],"error":"...",<series>}; a combo-file row that did not
+  // parse {"raw":"3,x,2,1,2,3","error":"bad_row: line 4: ...",<series>}. CSV, under the header
+  // h,L,s,p3,p2,p,pnl,trades,error,raw,series,series_bars,series_checksum (the combo file's
+  // columns, the results, the series; L is the L column of the table and of JSON): a row that
+  // did not parse has empty windows and its text in `raw`. The table prints that text in the
+  // params column. Another strategy's rows have no "L" and only its parameters:
+  // {"params":[10,40],...}, CSV under fast,slow,pnl,...
   void row(const SweepRow& row);
 
  private:

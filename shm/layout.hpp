@@ -76,7 +76,8 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 //    exchange line holds the request and then its answer in it.
 // 6: strategies: a strategy table in the header (a request's flags' high byte indexes it), a
 //    signal's two values are its strategy's; the placement block: the serving thread's cpu and
-//    the cpus nearest it, for clients to pin to; the header grows to 16 KiB.
+//    the cpus nearest it, for clients to pin to; each lane's summed service time (the
+//    histogram's _sum); the header grows to 16 KiB.
 inline constexpr std::uint32_t kLayoutVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 16384;
 inline constexpr std::size_t kCacheLine = 64;
@@ -226,6 +227,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   // Live mode: signals this lane's subscriber lost because its signal ring was full. A
   // subscriber that stops hearing compares it with the drops its frames told it of.
   std::atomic<std::uint64_t> signals_dropped;
+  // The service time of every timed request, summed in ns (a request answered in place, under
+  // the first bucket's bound without reading the clock, adds 0): the histogram's sum.
+  std::atomic<std::uint64_t> service_ns_sum;
   // Service time per request (shm/service_histogram.hpp), counts per bucket since start.
   alignas(kRingLineBytes) std::atomic<std::uint64_t> service_ns[kServiceBuckets];
 };

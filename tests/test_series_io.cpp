@@ -463,6 +463,83 @@ TEST_CASE("rejects a 2-D npy, even one with a single column, naming its shape") 
               {path, "shape (3, 1)", "2-D", "1-D"});
 }
 
+TEST_CASE("a 2-D npy's hint names a column of closes, never arr.ravel(), which interleaves the columns") {
+  const TempDir dir;
+  const std::string path = dir.file("ohlc.npy");
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4), }",
+                              le_bytes({1.0, 2.0, 0.5, 1.5, 1.5, 2.5, 1.0, 2.0})));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
+              {path, "shape (2, 4)", "arr[:, k]", "k in 0..3", "interleave"});
+  const auto error = ipcfloor::load_series(path).error().message;
+  CHECK_MESSAGE(error.find("save arr.ravel()") == std::string::npos, error);
+  // One column: flattening it is right, and the hint says so.
+  write_bytes(path, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 1), }",
+                              le_bytes({1.0, 2.0, 3.0})));
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {"one series", "arr.ravel()"});
+}
+
+TEST_CASE("--column picks a CSV's column of closes by name, whatever its case, and is refused for a .npy") {
+  const TempDir dir;
+  const std::string path = dir.file("vendor.csv");
+  write_bytes(path, "Date,Close,\"Adj Close\",PX_LAST\n2024-01-02,10,9.5,11\n2024-01-03,12,11.5,13\n");
+  const auto adjusted = ipcfloor::load_series(path, "adj close");
+  REQUIRE_MESSAGE(adjusted.has_value(), adjusted.error().message);
+  CHECK(*adjusted == std::vector<double>{9.5, 11.5});
+  const auto last = ipcfloor::load_series(path, "PX_LAST");
+  REQUIRE(last.has_value());
+  CHECK(*last == std::vector<double>{11.0, 13.0});
+  const auto close = ipcfloor::load_series(path);
+  REQUIRE(close.has_value());
+  CHECK(*close == std::vector<double>{10.0, 12.0});
+  check_error(ipcfloor::load_series(path, "Volume"), ErrorCode::bad_data,
+              {path, "no 'Volume' column", "'Date', 'Close', 'Adj Close', 'PX_LAST'"});
+  const std::string npy = dir.file("series.npy");
+  REQUIRE(ipcfloor::save_series(npy, std::vector<double>{1.0, 2.0}).has_value());
+  check_error(ipcfloor::load_series(npy, "close"), ErrorCode::invalid_argument, {"--column", npy, ".npy"});
+}
+
+TEST_CASE("a headerless single column of closes is a series; numbers in several columns need a header") {
+  const TempDir dir;
+  const std::string path = dir.file("bare.csv");
+  write_bytes(path, "101.5\n102\n+103.25\n\n");
+  const auto loaded = ipcfloor::load_series(path);
+  REQUIRE_MESSAGE(loaded.has_value(), loaded.error().message);
+  CHECK(*loaded == std::vector<double>{101.5, 102.0, 103.25});
+  check_error(ipcfloor::load_series(path, "close"), ErrorCode::bad_data, {path, "--column 'close'", "no header row"});
+  write_bytes(path, "101.5\n102,3\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "line 2 has 2 cells", "headerless single"});
+  write_bytes(path, "101.5,3\n102,4\n");
+  check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "line 1 holds 2 numbers", "header row"});
+}
+
+TEST_CASE("a CSV read line by line follows the rule of a CSV file: header or none, --column, each bad line named") {
+  ipcfloor::CsvCloseStream bare({}, "standard input");
+  CHECK(bare.take("").value() == std::nullopt);
+  CHECK(bare.take("101.5").value() == std::optional<double>(101.5));
+  CHECK(bare.take(" 102 ").value() == std::optional<double>(102.0));
+  const auto two_cells = bare.take("103,4");
+  REQUIRE_FALSE(two_cells.has_value());
+  CHECK_MESSAGE(two_cells.error().message.find("standard input: line 4 has 2 cells") != std::string::npos,
+                two_cells.error().message);
+
+  ipcfloor::CsvCloseStream header({}, "standard input");
+  CHECK(header.take("\xEF\xBB\xBF" "date,Close").value() == std::nullopt);
+  CHECK(header.take("2024-01-02,99.5").value() == std::optional<double>(99.5));
+  const auto word = header.take("2024-01-03,abc");
+  REQUIRE_FALSE(word.has_value());
+  CHECK(word.error().code == ErrorCode::bad_data);
+  CHECK_MESSAGE(word.error().message.find("line 3: the close cell 'abc' is not a number") != std::string::npos,
+                word.error().message);
+
+  ipcfloor::CsvCloseStream vendor("Adj Close", "standard input");
+  CHECK(vendor.take("Date,Close,Adj Close").value() == std::nullopt);
+  CHECK(vendor.take("2024-01-02,10,9.5").value() == std::optional<double>(9.5));
+  ipcfloor::CsvCloseStream missing("PX_LAST", "standard input");
+  const auto absent = missing.take("date,close");
+  REQUIRE_FALSE(absent.has_value());
+  CHECK(absent.error().message.find("no 'PX_LAST' column") != std::string::npos);
+}
+
 TEST_CASE("rejects a .npy whose header is not a well-formed dict") {
   const TempDir dir;
   const std::string path = dir.file("garbled.npy");

@@ -161,22 +161,36 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and admit_rows mark
   CHECK(plan_rows(grid)->size() == 80);
 }
 
-TEST_CASE("rows name their series only when asked, in JSON, CSV and the table alike") {
+TEST_CASE("every JSON and CSV row names the series it ran on (name, bars, checksum); --series moves the name first") {
   SweepRow ok;
   ok.series = "ES";
+  ok.series_bars = 2000;
+  ok.series_checksum = 0x00aa8dbb76d06ab6ULL;
   ok.length = 6;
   ok.params = combo_from_length(6);
   ok.result = BacktestResult{-1.5, 7};
   SweepRow bad = ok;
   bad.result = {};
   bad.error = "window_out_of_range: \"x\"";
-  CHECK(written(SweepFormat::json, false, {ok}) == "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
+  SweepRow raw = ok;
+  raw.error = "bad_row: line 2";
+  raw.raw = "3,x";
+  const std::string identity = "\"series_bars\":2000,\"series_checksum\":\"00aa8dbb76d06ab6\"";
+  CHECK(written(SweepFormat::json, false, {ok}) ==
+        "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7,\"series\":\"ES\"," + identity + "}\n");
   CHECK(written(SweepFormat::json, true, {ok}) ==
-        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7}\n");
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7," + identity + "}\n");
   CHECK(written(SweepFormat::json, true, {bad}) ==
-        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\"}\n");
-  CHECK(written(SweepFormat::csv, false, {ok}) == "h,L,s,p3,p2,p,pnl,trades,error,raw\n3,6,2,1,2,3,-1.5,7,,\n");
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\"," + identity +
+            "}\n");
+  CHECK(written(SweepFormat::json, false, {raw}) ==
+        "{\"raw\":\"3,x\",\"error\":\"bad_row: line 2\",\"series\":\"ES\"," + identity + "}\n");
+  CHECK(written(SweepFormat::csv, false, {ok, raw}) ==
+        "h,L,s,p3,p2,p,pnl,trades,error,raw,series,series_bars,series_checksum\n"
+        "3,6,2,1,2,3,-1.5,7,,,\"ES\",2000,00aa8dbb76d06ab6\n"
+        ",,,,,,,,\"bad_row: line 2\",\"3,x\",\"ES\",2000,00aa8dbb76d06ab6\n");
   CHECK(written(SweepFormat::csv, true, {bad}) ==
-        "series,h,L,s,p3,p2,p,pnl,trades,error,raw\n\"ES\",3,6,2,1,2,3,,,\"window_out_of_range: \"\"x\"\"\",\n");
+        "series,h,L,s,p3,p2,p,pnl,trades,error,raw,series_bars,series_checksum\n"
+        "\"ES\",3,6,2,1,2,3,,,\"window_out_of_range: \"\"x\"\"\",,2000,00aa8dbb76d06ab6\n");
   CHECK(written(SweepFormat::table, true, {ok}).find("ES") != std::string::npos);
 }

@@ -2,10 +2,12 @@
 """Draws the benchmark plots from any `ipcfloor bench` JSON: the combined report.json of `bench all
 --out DIR`, one suite's file (`bench ladder --out DIR` writes DIR/ladder.json), or `bench ... --json`.
 
-Usage: /usr/bin/python3 plot_report.py REPORT.json OUT_DIR
+Usage: plot_report.py REPORT.json OUT_DIR   (installed as PREFIX/share/ipcfloor/tools/plot_report.py)
 Writes PNGs into OUT_DIR and prints the list of file names as JSON on stdout (the report links
-them). The ladder, echo, granularity and throughput suites, and `ipcfloor topology --out DIR`'s
-topology.json (a heatmap of the floor matrix), get their own plots; every other suite
+them). Every line of a plot has a colour of its own (the ladder's 18 rungs keep theirs from one
+plot to the next), and legends stand beside the plot, never over its lines. The ladder, echo,
+granularity and throughput suites, and `ipcfloor topology --out DIR`'s topology.json (a heatmap of
+the floor matrix), get their own plots; every other suite
 is drawn from what it holds, wherever in its JSON: each group of latency rows (objects with a
 p50) as percentiles, each group of sample lists (per-sweep seconds, ...) sorted, and each table
 (a list of objects with numeric fields: hygiene's counters, ablation's shares) as bars per field.
@@ -37,25 +39,41 @@ warnings.filterwarnings("ignore", message="Tight layout not applied")  # a wide 
 PERCENTILES = [("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9), ("p9999", 99.99), ("max", 100)]
 
 
+def line_colors(count):
+    """A colour per line, no two alike: tab20's ten dark shades, then its ten light ones, then
+    tab20b's and tab20c's twenty each (the ladder's 18 rungs stay within tab20)."""
+    tab20 = plt.get_cmap("tab20").colors
+    palette = [tab20[(2 * i) % 20 + (i // 10)] for i in range(20)]
+    palette += list(plt.get_cmap("tab20b").colors) + list(plt.get_cmap("tab20c").colors)
+    return [palette[i % len(palette)] for i in range(count)]
+
+
+def legend_outside(ax, fontsize=8):
+    """The legend to the right of the plot, where it covers no line (saved with bbox_inches="tight")."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def save(fig, out_dir, name, dpi=110):
+    fig.savefig(os.path.join(out_dir, name), dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return name
+
+
 def ladder_plot(ladder, out_dir):
     fig, ax = plt.subplots(figsize=(9, 5.5))
     labels = [label for label, _ in PERCENTILES]
-    colors = plt.get_cmap("tab20").colors  # twenty distinct colours: no two rungs share one
+    colors = line_colors(len(ladder["results"]))  # no two rungs share a colour
     for i, row in enumerate(ladder["results"]):
         ax.plot(range(len(labels)), [row[key] for key, _ in PERCENTILES], marker="o", label=row["name"],
-                color=colors[(2 * i) % 20 + (i // 10)], linestyle="-" if i % 2 == 0 else "--")
+                color=colors[i], linestyle="-" if i % 2 == 0 else "--")
     ax.set_yscale("log")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(["p50", "p90", "p99", "p99.9", "p99.99", "max"])
     ax.set_ylabel("round trip, ns (log scale)")
     ax.set_title("Floor ladder: RTT of a 48-byte request and reply, by percentile")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    name = "ladder.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=110)
-    plt.close(fig)
-    return name
+    legend_outside(ax)
+    return save(fig, out_dir, "ladder.png")
 
 
 def echo_plot(echo, out_dir):
@@ -73,12 +91,8 @@ def echo_plot(echo, out_dir):
     ax.set_ylabel("round trip, ns (log)")
     ax.set_title("Echo curve: RTT against payload size")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    name = "echo.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=110)
-    plt.close(fig)
-    return name
+    legend_outside(ax)
+    return save(fig, out_dir, "echo.png")
 
 
 def granularity_plot(granularity, out_dir):
@@ -103,11 +117,13 @@ def granularity_plot(granularity, out_dir):
 def percentile_plot(ladder, out_dir):
     """HdrHistogram's percentile curve of every rung: x = 1/(1-percentile), both axes log."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for row in ladder["results"]:
+    colors = line_colors(len(ladder["results"]))  # each rung the colour it has in ladder.png
+    for i, row in enumerate(ladder["results"]):
         points = [(p, v) for p, v, *_ in row.get("distribution", []) if p < 1.0]
         if len(points) < 2:
             continue
-        ax.plot([1.0 / (1.0 - p) for p, _ in points], [v for _, v in points], label=row["name"], linewidth=1.2)
+        ax.plot([1.0 / (1.0 - p) for p, _ in points], [v for _, v in points], label=row["name"], linewidth=1.2,
+                color=colors[i], linestyle="-" if i % 2 == 0 else "--")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ticks = [1, 2, 10, 100, 1000, 10000, 100000]
@@ -117,12 +133,8 @@ def percentile_plot(ladder, out_dir):
     ax.set_ylabel("RTT, ns (log scale)")
     ax.set_title("Ladder: RTT by percentile, every rung")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    name = "ladder_percentiles.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=110)
-    plt.close(fig)
-    return name
+    legend_outside(ax, fontsize=7)
+    return save(fig, out_dir, "ladder_percentiles.png")
 
 
 def throughput_plot(throughput, out_dir):
@@ -259,9 +271,10 @@ def groups_plot(suite, groups, out_dir):
     for path, unit, rows in groups:
         fig, ax = plt.subplots(figsize=(9, 5.5))
         labels = [label for label, _ in ROW_PERCENTILES]
+        colors = line_colors(len(rows))
         for i, (name, values) in enumerate(rows):
             xs = [k for k, label in enumerate(labels) if label in values]
-            ax.plot(xs, [values[labels[k]] for k in xs], marker="o", label=str(name),
+            ax.plot(xs, [values[labels[k]] for k in xs], marker="o", label=str(name), color=colors[i],
                     linestyle="-" if i % 2 == 0 else "--")
         ax.set_yscale("log")
         ax.set_xticks(range(len(labels)))
@@ -269,12 +282,8 @@ def groups_plot(suite, groups, out_dir):
         ax.set_ylabel(f"{unit} (log scale)")
         ax.set_title(f"{suite}: {path or 'results'} by percentile")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
-        fig.tight_layout()
-        name = file_name(suite, path or "results")
-        fig.savefig(os.path.join(out_dir, name), dpi=110)
-        plt.close(fig)
-        drawn.append(name)
+        legend_outside(ax)
+        drawn.append(save(fig, out_dir, file_name(suite, path or "results")))
     return drawn
 
 
@@ -285,21 +294,18 @@ def file_name(*parts):
 def samples_plot(suite, path, lists, out_dir):
     """Each list of samples sorted: value against the share of samples at or below it."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for key, values in lists:
+    colors = line_colors(len(lists))
+    for n, (key, values) in enumerate(lists):
         ordered = sorted(values)
-        ax.plot([(i + 1) / len(ordered) for i in range(len(ordered))], ordered, marker=".", label=key)
+        ax.plot([(i + 1) / len(ordered) for i in range(len(ordered))], ordered, marker=".", label=key, color=colors[n])
     ax.set_xlabel("share of samples at or below")
     ax.set_ylabel("value (the unit its name says)")
     if all(v > 0 for _, values in lists for v in values):
         ax.set_yscale("log")
     ax.set_title(f"{suite}: {path or 'samples'}, each sample")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    name = file_name(suite, path, "samples")
-    fig.savefig(os.path.join(out_dir, name), dpi=110)
-    plt.close(fig)
-    return name
+    legend_outside(ax)
+    return save(fig, out_dir, file_name(suite, path, "samples"))
 
 
 def table_plot(suite, path, rows, out_dir):

@@ -1,8 +1,9 @@
 /* A C program outside the ipcfloor repository: attach to a running engine, look at its series
  * without copying it, run a grid of lengths through the ring and print one JSON line per combo
- * (the format of `ipcfloor sweep --json`).
+ * (L, params, pnl and trades, as `ipcfloor sweep --json` writes them).
  *
- *   make                                   # or: cc -std=c11 sweep.c $(pkg-config --cflags --libs ipcfloor) -o sweep
+ *   make          # or, as the README builds it (the rpath lets ./sweep find libipcfloor.so.0):
+ *   cc -std=c11 sweep.c $(pkg-config --cflags --libs ipcfloor) -Wl,-rpath,$(pkg-config --variable=libdir ipcfloor) -o sweep
  *   ./sweep ipcfloor 6,8,11,50,200         # engine name, lengths */
 #include <errno.h>
 #include <inttypes.h>
