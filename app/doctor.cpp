@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
 #include "common/affinity.hpp"
@@ -412,11 +413,10 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   std::vector<HostCheck> checks;
   const auto allowed = allowed_cpus();
   const int cpu = options.cpu >= 0 ? options.cpu : (allowed.empty() ? 0 : allowed.back());
-  const std::vector<int> online = parse_cpu_list(read_text("/sys/devices/system/cpu/online"));
-  if (std::find(online.begin(), online.end(), cpu) == online.end()) {
-    add(checks, "cpu", CheckLevel::fail, fmt::format("cpu {} is not online (online: {})", cpu,
-                                                     read_text("/sys/devices/system/cpu/online")),
-        "serve --cpu K with an online cpu");
+  if (auto usable = check_cpu_usable(cpu); !usable) {
+    // The rule serve pins its serving thread by (common/affinity.hpp): the same words.
+    add(checks, "cpu", CheckLevel::fail, usable.error().message,
+        fmt::format("serve --cpu K with a cpu this process may use ({})", fmt::join(allowed, ",")));
   } else if (allowed.size() < 2) {
     add(checks, "cpu", CheckLevel::warn,
         fmt::format("this process may use {} cpu(s): the engine's spinning thread and a spinning client need two",

@@ -391,8 +391,12 @@ int run_serve(const ServeOptions& options) {
   if (!host) return report_error(host.error());
   log_serving(options, *plan, **host);
   if (options.shm) log_host_checks(options, *plan);
-  if (!options.pidfile.empty())
-    if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
+  std::optional<PidFile> pidfile;
+  if (!options.pidfile.empty()) {
+    auto written = write_pidfile(options.pidfile);
+    if (!written) return report_error(written.error());
+    pidfile = std::move(*written);
+  }
   print_ready_line(ready_facts(options, *plan, **host));
   notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
                              (*host)->shm() ? (*host)->shm()->segment().name() : std::string("sockets")));
@@ -406,7 +410,7 @@ int run_serve(const ServeOptions& options) {
   (*host)->stop(sink);
   events.flush_suppressed();
   log_stopped(options, **host, signal_number);
-  if (!options.pidfile.empty()) std::remove(options.pidfile.c_str());
+  if (pidfile) remove_pidfile(*pidfile);
   return 0;
 }
 

@@ -44,6 +44,7 @@ namespace {
 
 using fault::eventually;
 using fault::ForkedChild;
+using fault::TestCgroup;
 using fault::SharedBlock;
 using fault::Spawned;
 
@@ -180,58 +181,6 @@ std::string reach_through_proc(pid_t victim, std::chrono::milliseconds scribble)
   for (const auto& [at, bytes] : mapped) ::munmap(at, bytes);
   return fmt::format("F {} {}{}", found, opened, links);
 }
-
-// A memory cgroup of its own, just below this process's, limited to `bytes`: a child enters it
-// between fork and exec. Empty when none can be made here (not root, no memory controller, a
-// read-only hierarchy). Removed on destruction, once the processes in it are gone.
-class MemoryCgroup {
- public:
-  static std::optional<MemoryCgroup> make(std::uint64_t bytes) {
-    std::ifstream cgroups("/proc/self/cgroup");
-    for (std::string line; std::getline(cgroups, line);) {
-      const std::size_t first = line.find(':');
-      const std::size_t second = line.find(':', first + 1);
-      if (first == std::string::npos || second == std::string::npos) continue;
-      std::string controllers = ",";
-      controllers.append(line, first + 1, second - first - 1).push_back(',');
-      const std::string path = line.substr(second + 1);
-      const bool v1 = controllers.find(",memory,") != std::string::npos;
-      if (!v1 && !line.starts_with("0::")) continue;
-      const std::string parent = (v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup") + (path == "/" ? "" : path);
-      if (::access((parent + "/cgroup.procs").c_str(), F_OK) != 0) continue;  // not a cgroup directory
-      const std::string dir = fmt::format("{}/ipcfloor-test-{}", parent, ::getpid());
-      if (::mkdir(dir.c_str(), 0755) != 0) continue;
-      MemoryCgroup made(dir);
-      if (write_file(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"), std::to_string(bytes))) return made;
-    }
-    return std::nullopt;
-  }
-  MemoryCgroup(MemoryCgroup&& other) noexcept : dir_(std::exchange(other.dir_, std::string())) {}
-  MemoryCgroup& operator=(MemoryCgroup&&) = delete;
-  MemoryCgroup(const MemoryCgroup&) = delete;
-  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
-  ~MemoryCgroup() {
-    if (dir_.empty()) return;
-    // A process killed a moment ago may not have left it yet.
-    (void)eventually([&] { return ::rmdir(dir_.c_str()) == 0 || errno == ENOENT; }, std::chrono::seconds(5));
-  }
-
-  [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
-  // In a child, before exec: moves the calling process in; _exit(kHookFailed) when it cannot.
-  void enter() const {
-    if (!write_file(dir_ + "/cgroup.procs", std::to_string(::getpid()))) ::_exit(Spawned::kHookFailed);
-  }
-
- private:
-  explicit MemoryCgroup(std::string dir) : dir_(std::move(dir)) {}
-  // Writes into an existing control file only: never creates one.
-  static bool write_file(const std::string& path, const std::string& text) {
-    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    return fd && ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  }
-
-  std::string dir_;
-};
 
 }  // namespace
 
@@ -406,7 +355,7 @@ TEST_CASE("an engine that closes a hand-off without answering while it lives is 
 
 TEST_CASE("sizes the host cannot back are refused before anything is allocated, naming the option and the limit, "
           "and leave no file behind") {
-  const auto cgroup = MemoryCgroup::make(std::uint64_t{256} << 20);
+  const auto cgroup = TestCgroup::memory(std::uint64_t{256} << 20);
   if (!cgroup) {
     MESSAGE("skipped: no memory cgroup could be made here (needs root and a writable cgroup hierarchy)");
     return;
@@ -448,7 +397,7 @@ TEST_CASE("kernel workspaces the host cannot back are refused before they are al
   // Each workspace holds five series as long as the longest a BACKTEST may run on. Here the
   // segment fits the cgroup's 256 MiB, and one workspace (320 MB for 8M bars) does not: the
   // engine and the sweep were killed by the cgroup's OOM killer at start before they counted them.
-  const auto cgroup = MemoryCgroup::make(std::uint64_t{256} << 20);
+  const auto cgroup = TestCgroup::memory(std::uint64_t{256} << 20);
   if (!cgroup) {
     MESSAGE("skipped: no memory cgroup could be made here (needs root and a writable cgroup hierarchy)");
     return;
