@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "clients/socket_dir.hpp"
+#include "shm/socket_dir.hpp"
 #include "common/affinity.hpp"
 #include "kernel/grid.hpp"
 #include "shm/segment.hpp"
@@ -135,7 +135,8 @@ std::string socket_dir_default() { return default_socket_dir(); }
 CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir) {
   return command
       .add_option("--socket-dir", dir,
-                  "DIR of the engine's socket and lock file (default: $IPCFLOOR_SOCKET_DIR, else /dev/shm)")
+                  "DIR of the engine's socket (default: $IPCFLOOR_SOCKET_DIR, else $XDG_RUNTIME_DIR/ipcfloor, else "
+                  "/dev/shm/ipcfloor-UID: private to the user)")
       ->check(absolute_path())
       ->capture_default_str();
 }

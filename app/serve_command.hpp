@@ -35,9 +35,8 @@ struct ServeOptions {
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
   std::chrono::milliseconds heartbeat{10};
-  // Where the engine's socket DIR/NAME lives (--socket-dir; the command line's default is
-  // $IPCFLOOR_SOCKET_DIR, else /dev/shm).
-  std::string socket_dir = std::string(kDefaultSocketDir);
+  // Where the engine's socket DIR/NAME lives (--socket-dir; default: shm/socket_dir.hpp).
+  std::string socket_dir = default_socket_dir();
   // The bound on one BACKTEST's work, in backtest_cost units (--max-frame-cost; 0: none): fixed,
   // so a request gets the same verdict on every host.
   std::uint64_t max_frame_cost = kDefaultMaxFrameCost;

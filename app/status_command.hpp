@@ -26,7 +26,7 @@ inline constexpr int kStatusSchemaVersion = 2;
 
 struct StatusOptions {
   std::string name = "ipcfloor";
-  std::string socket_dir = std::string(kDefaultSocketDir);  // the CLI's default: $IPCFLOOR_SOCKET_DIR, else this
+  std::string socket_dir = default_socket_dir();  // --socket-dir (default: shm/socket_dir.hpp)
   bool json = false;
   bool prometheus = false;
   bool watch = false;

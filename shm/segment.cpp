@@ -30,15 +30,6 @@ Expected<void> check_name(std::string_view name) {
   return {};
 }
 
-Expected<void> check_dir(std::string_view dir) {
-  if (dir.empty() || dir.front() != '/')
-    return fail(ErrorCode::invalid_argument, "socket directory '{}' is not an absolute path", dir);
-  struct stat info {};
-  if (::stat(std::string(dir).c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
-    return fail(ErrorCode::invalid_argument, "socket directory {} does not exist or is not a directory", dir);
-  return {};
-}
-
 void copy_series_name(DataHeader& header, std::string_view text) noexcept {
   std::size_t length = std::min(text.size(), kSeriesNameBytes - 1);
   // Do not cut a UTF-8 sequence in half.
@@ -67,7 +58,7 @@ Expected<void> validate_config(const SegmentConfig& config) {
   if (config.bulk_bytes > kMaxBulkBytes)
     return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
                 config.bulk_bytes, kMaxBulkBytes);
-  return check_dir(config.socket_dir);
+  return prepare_socket_dir(config.socket_dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,6 +297,8 @@ std::string_view backing_name(Backing backing) noexcept {
   }
   return "unknown";
 }
+
+static_assert(kMaxSegmentNameBytes < kHandoffNameBytes, "a hand-off reply names any engine whole");
 
 bool valid_segment_name(std::string_view name) noexcept {
   if (name.empty() || name.size() > kMaxSegmentNameBytes || name == "." || name == "..") return false;

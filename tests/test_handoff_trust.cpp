@@ -66,8 +66,8 @@ std::vector<std::string> serve_args(const std::string& name, std::vector<std::st
   return args;
 }
 
-// Files in /dev/shm whose name starts with `name`: what an engine left behind.
-std::vector<std::string> files_of(const std::string& name, const std::string& dir = "/dev/shm") {
+// Files in the socket directory whose name starts with `name`: what an engine left behind.
+std::vector<std::string> files_of(const std::string& name, const std::string& dir = default_socket_dir()) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().filename().string().starts_with(name)) found.push_back(entry.path().string());
@@ -223,7 +223,7 @@ TEST_CASE("another process of the client's uid finds no ipcfloor object to open 
 TEST_CASE("removing the files of a live engine cannot free its name: a second engine is refused while the first "
           "lives, the first's stop removes nothing of anyone else's, and the name is free once it is gone") {
   const std::string name = unique_name("steal");
-  const std::string socket = "/dev/shm/" + name;
+  const std::string socket = handoff_socket_path(default_socket_dir(), name);
   Spawned first(serve_args(name, {"--bars", "500"}));
   REQUIRE_MESSAGE(fault::segment_served_by(name, first.pid()), first.stderr_text());
   // The report's sequence: serve --name N &, rm /dev/shm/N.lock, serve --name N --seed 9.
@@ -270,7 +270,7 @@ TEST_CASE("removing the files of a live engine cannot free its name: a second en
 TEST_CASE("66 held observer hand-offs and 200 silent connections lock no client out: sweep --name and a library "
           "client still attach, and the engine closes the idle observers") {
   const std::string name = unique_name("crowd");
-  const std::string socket = "/dev/shm/" + name;
+  const std::string socket = handoff_socket_path(default_socket_dir(), name);
   Spawned engine(serve_args(name, {"--bars", "2000", "--lanes", "2"}));
   REQUIRE_MESSAGE(fault::segment_served_by(name, engine.pid()), engine.stderr_text());
   std::vector<UniqueFd> observers;

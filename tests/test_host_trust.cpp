@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@
 
 #include "bench/engine_child.hpp"
 #include "common/affinity.hpp"
+#include "ipcfloor/ipcfloor.h"
+#include "shm/segment.hpp"
+#include "shm/socket_dir.hpp"
 #include "tests/fault_harness.hpp"
 
 namespace ipcfloor {
@@ -82,6 +86,36 @@ pid_t pid_in(const std::string& path) { return static_cast<pid_t>(std::atoi(read
 bool holds_pid(const std::string& path, pid_t pid) {
   struct stat info {};
   return ::lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && pid_in(path) == pid;
+}
+
+// Waits (bounded) until an observer finds engine `name` in `dir`.
+bool serving(const std::string& name, const std::string& dir) {
+  return eventually(
+      [&] {
+        AttachOptions options;
+        options.socket_dir = dir;
+        options.role = HandoffRole::observer;
+        options.timeout = std::chrono::milliseconds(200);
+        return Attachment::attach(name, options).has_value();
+      },
+      std::chrono::seconds(20));
+}
+
+// The checks `ipcfloor doctor ARGS --json` prints, run with `hook` before exec.
+nlohmann::json doctor_checks(const std::vector<std::string>& args, const std::function<void()>& hook = {}) {
+  std::string command = fmt::format("exec {} doctor --json", IPCFLOOR_BINARY);
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  Spawned doctor({"/bin/sh", "-c", command + " 1>&2"}, hook);
+  if (!doctor.wait_exit(std::chrono::seconds(30))) return {};
+  const auto report = nlohmann::json::parse(doctor.stderr_text(), nullptr, false);
+  return report.is_discarded() ? nlohmann::json{} : report["checks"];
+}
+
+// The check named `name` among `checks` (null when absent).
+nlohmann::json check_named(const nlohmann::json& checks, const std::string& name) {
+  for (const auto& check : checks)
+    if (check["check"] == name) return check;
+  return {};
 }
 
 std::string exit_text(const std::optional<int>& status) {
@@ -205,18 +239,10 @@ TEST_CASE("in a cpuset without the cpu asked for, doctor and serve refuse it wit
   CHECK_MESSAGE(contains(serve.stderr_text(), reason), serve.stderr_text());
   CHECK_MESSAGE(!contains(serve.stderr_text(), "is not online"), serve.stderr_text());
   // doctor's stdout went to /dev/null: ask again with it captured.
-  Spawned again({"/bin/sh", "-c", fmt::format("exec {} doctor --cpu {} --json 1>&2", IPCFLOOR_BINARY, cpu)},
-                [&] { cgroup->enter(); });
-  REQUIRE(again.wait_exit(std::chrono::seconds(30)).has_value());
-  const auto report = nlohmann::json::parse(again.stderr_text(), nullptr, false);
-  REQUIRE_MESSAGE(!report.is_discarded(), again.stderr_text());
-  bool cpu_failed = false;
-  for (const auto& check : report["checks"])
-    if (check["check"] == "cpu") {
-      cpu_failed = check["level"] == "fail";
-      CHECK_MESSAGE(contains(check["finding"].get<std::string>(), reason), check.dump());
-    }
-  CHECK(cpu_failed);
+  const nlohmann::json check = check_named(doctor_checks({"--cpu", cpu}, [&] { cgroup->enter(); }), "cpu");
+  REQUIRE_MESSAGE(!check.is_null(), "doctor printed no cpu check");
+  CHECK(check["level"] == "fail");
+  CHECK_MESSAGE(contains(check["finding"].get<std::string>(), reason), check.dump());
 }
 
 TEST_CASE("with an empty /sys, doctor judges the serving cpu as serve does: usable") {
@@ -226,26 +252,149 @@ TEST_CASE("with an empty /sys, doctor judges the serving cpu as serve does: usab
         ::mount("tmpfs", "/sys", "tmpfs", 0, "size=64k") != 0)
       ::_exit(Spawned::kHookFailed);
   };
-  Spawned doctor({"/bin/sh", "-c", fmt::format("exec {} doctor --cpu 0 --json 1>&2", IPCFLOOR_BINARY)}, empty_sys);
-  const auto status = doctor.wait_exit(std::chrono::seconds(30));
+  Spawned probe({"/bin/true"}, empty_sys);
+  const auto status = probe.wait_exit(std::chrono::seconds(30));
   REQUIRE(status.has_value());
   if (WIFEXITED(*status) && WEXITSTATUS(*status) == Spawned::kHookFailed) {
     MESSAGE("skipped: no mount namespace could be made here (needs root)");
     return;
   }
-  const auto report = nlohmann::json::parse(doctor.stderr_text(), nullptr, false);
-  REQUIRE_MESSAGE(!report.is_discarded(), doctor.stderr_text());
-  bool seen = false;
-  for (const auto& check : report["checks"])
-    if (check["check"] == "cpu") {
-      seen = true;
-      CHECK_MESSAGE(check["level"] != "fail", check.dump());
-    }
-  CHECK(seen);
+  const nlohmann::json check = check_named(doctor_checks({"--cpu", "0"}, empty_sys), "cpu");
+  REQUIRE_MESSAGE(!check.is_null(), "doctor printed no cpu check");
+  CHECK_MESSAGE(check["level"] != "fail", check.dump());
   // serve decides with the same code: it starts on cpu 0 under the same empty /sys.
   Spawned serve(serve_args(unique_segment_name("emptysys"), {"--cpu", "0"}), empty_sys);
   CHECK_MESSAGE(!serve.wait_exit(std::chrono::seconds(3)).has_value(), serve.stderr_text());
   CHECK(WIFEXITED(serve.stop(SIGTERM)));
+}
+
+}  // namespace ipcfloor
+
+namespace ipcfloor {
+
+TEST_CASE("two engines' sockets swapped in a shared directory: an attach refuses the engine it did not ask for") {
+  const TempDir dir(01777);  // sticky and world-writable: any user may add files, only we may move ours
+  const std::string alpha = unique_segment_name("alpha");
+  const std::string beta = unique_segment_name("beta");
+  Spawned first(serve_args(alpha, {"--socket-dir", dir.path()}));
+  Spawned second(serve_args(beta, {"--socket-dir", dir.path()}));
+  REQUIRE_MESSAGE(serving(alpha, dir.path()), first.stderr_text());
+  REQUIRE_MESSAGE(serving(beta, dir.path()), second.stderr_text());
+  // What another user did in the report, in a directory without the sticky bit; here the owner does it.
+  const std::string moved = dir / "moved";
+  REQUIRE(::rename((dir / alpha).c_str(), moved.c_str()) == 0);
+  REQUIRE(::rename((dir / beta).c_str(), (dir / alpha).c_str()) == 0);
+  REQUIRE(::rename(moved.c_str(), (dir / beta).c_str()) == 0);
+  for (const HandoffRole role : {HandoffRole::observer, HandoffRole::lane}) {
+    AttachOptions options;
+    options.socket_dir = dir.path();
+    options.role = role;
+    auto attached = Attachment::attach(alpha, options);
+    REQUIRE_FALSE_MESSAGE(attached.has_value(), "attach(alpha) returned beta's engine");
+    CHECK(attached.error().code == ErrorCode::permission);
+    CHECK_MESSAGE(contains(attached.error().message, fmt::format("serves '{}', not '{}'", beta, alpha)),
+                  attached.error().message);
+  }
+  Spawned status({"/bin/sh", "-c", fmt::format("exec {} status --name {} --socket-dir {} 1>&2", IPCFLOOR_BINARY,
+                                                alpha, dir.path())});
+  const auto code = status.wait_exit(std::chrono::seconds(20));
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE((WIFEXITED(*code) && WEXITSTATUS(*code) == 4), exit_text(code));
+  CHECK_MESSAGE(contains(status.stderr_text(), "moved or swapped"), status.stderr_text());
+  CHECK(WIFEXITED(first.stop(SIGTERM)));
+  CHECK(WIFEXITED(second.stop(SIGTERM)));
+}
+
+TEST_CASE("serve and doctor refuse a socket directory another user owns, or may write without the sticky bit") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: only root can give a directory away");
+    return;
+  }
+  constexpr uid_t kNobody = 65534;
+  const TempDir open_dir(0777);   // root's, but anyone may rename or replace what is in it
+  const TempDir theirs(0755);     // another user's
+  REQUIRE(::chown(theirs.path().c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+  for (const std::string& dir : {open_dir.path(), theirs.path()}) {
+    CAPTURE(dir);
+    const std::string name = unique_segment_name("unsafe");
+    Spawned serve(serve_args(name, {"--socket-dir", dir}));
+    const auto status = serve.wait_exit(std::chrono::seconds(20));
+    REQUIRE_MESSAGE(status.has_value(), "serve kept running in an unsafe socket directory");
+    CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 4), exit_text(status));
+    CHECK_MESSAGE(contains(serve.stderr_text(), dir), serve.stderr_text());
+    CHECK_FALSE(std::filesystem::exists(dir + "/" + name));
+    const nlohmann::json check = check_named(doctor_checks({"--socket-dir", dir, "--name", name}), "socket_dir");
+    REQUIRE_MESSAGE(!check.is_null(), "doctor printed no socket_dir check");
+    CHECK_MESSAGE(check["level"] == "fail", check.dump());
+    CHECK_MESSAGE(contains(check["finding"].get<std::string>(), dir == open_dir.path() ? "sticky" : "belongs to uid"),
+                  check.dump());
+  }
+}
+
+TEST_CASE("a name squatted by another user's socket: doctor names the squatter where it said ok") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: only root can act as another user");
+    return;
+  }
+  constexpr uid_t kNobody = 65534;
+  const TempDir dir(01777);
+  const std::string name = unique_segment_name("squat");
+  const std::string path = dir / name;
+  fault::ForkedChild squatter([&](int out) {
+    if (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) return 1;
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return 2;
+    fault::tell(out, "bound");
+    ::pause();
+    return 0;
+  });
+  REQUIRE(squatter.read_line() == std::optional<std::string>("bound"));
+  const nlohmann::json check = check_named(doctor_checks({"--socket-dir", dir.path(), "--name", name}), "socket_dir");
+  REQUIRE_MESSAGE(!check.is_null(), "doctor printed no socket_dir check");
+  CHECK_MESSAGE(check["level"] == "fail", check.dump());
+  CHECK_MESSAGE(contains(check["finding"].get<std::string>(), fmt::format("a socket of uid {}", kNobody)), check.dump());
+  // serve exits 4 with the same words.
+  Spawned serve(serve_args(name, {"--socket-dir", dir.path()}));
+  const auto status = serve.wait_exit(std::chrono::seconds(20));
+  REQUIRE(status.has_value());
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 4), exit_text(status));
+  CHECK_MESSAGE(contains(serve.stderr_text(), fmt::format("a socket of uid {}", kNobody)), serve.stderr_text());
+}
+
+TEST_CASE("the default socket directory is private to the user: $XDG_RUNTIME_DIR/ipcfloor, made 0700 by serve") {
+  const TempDir runtime(0700);
+  const std::string name = unique_segment_name("private");
+  const auto in_runtime = [&] {
+    if (::unsetenv(kSocketDirVariable) != 0 || ::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1) != 0)
+      ::_exit(Spawned::kHookFailed);
+  };
+  Spawned engine(serve_args(name, {}), in_runtime);
+  const std::string dir = runtime / "ipcfloor";
+  REQUIRE_MESSAGE(serving(name, dir), engine.stderr_text());
+  struct stat info {};
+  REQUIRE(::lstat(dir.c_str(), &info) == 0);
+  CHECK(S_ISDIR(info.st_mode));
+  CHECK((info.st_mode & 07777) == 0700);
+  CHECK(info.st_uid == ::geteuid());
+  // The C ABI's rule is the same one.
+  char held[4096];
+  const char* const saved = std::getenv("XDG_RUNTIME_DIR");
+  const std::string before = saved != nullptr ? saved : "";
+  const char* const forced = std::getenv(kSocketDirVariable);
+  const std::string forced_before = forced != nullptr ? forced : "";
+  REQUIRE(::unsetenv(kSocketDirVariable) == 0);
+  REQUIRE(::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1) == 0);
+  const std::size_t length = ipcfloor_default_socket_dir(held, sizeof held);
+  CHECK(std::string(held, length) == dir);
+  REQUIRE(::unsetenv("XDG_RUNTIME_DIR") == 0);
+  CHECK(default_socket_dir() == fmt::format("/dev/shm/ipcfloor-{}", ::geteuid()));
+  if (!before.empty()) ::setenv("XDG_RUNTIME_DIR", before.c_str(), 1);
+  if (!forced_before.empty()) ::setenv(kSocketDirVariable, forced_before.c_str(), 1);
+  CHECK(WIFEXITED(engine.stop(SIGTERM)));
+  CHECK_FALSE(std::filesystem::exists(dir + "/" + name));
 }
 
 }  // namespace ipcfloor
