@@ -108,6 +108,8 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   socket.stall_timeout = options.frame_timeout;
   socket.max_connections = options.max_connections;
   socket.owner_reserve = options.owner_reserve;
+  socket.max_per_peer = options.max_per_peer;
+  socket.min_frame_rate = options.min_frame_rate;
   socket.idle_timeout = options.idle_timeout;
   socket.max_loaded_bytes = options.max_loaded_bytes;
   socket.threads = options.socket_threads;
@@ -559,6 +561,16 @@ void add_socket_options(CLI::App& serve, ServeCli& cli) {
       ->check(in_range<std::size_t>(0, 65'535))
       ->capture_default_str()
       ->each([&cli](const std::string&) { cli.owner_reserve_given = true; });
+  serve.add_option("--max-per-peer", o.max_per_peer,
+                   "of --max-connections, connections one TCP address (or, with --socket-any-uid, one other uid) may "
+                   "hold")
+      ->check(in_range<std::size_t>(1, 65'536))
+      ->capture_default_str();
+  serve.add_option("--min-frame-rate", o.min_frame_rate,
+                   "bytes a second a socket frame must average once it has been arriving for 200 ms, or it is "
+                   "dropped as stalled (0: no floor)")
+      ->check(in_range<std::uint64_t>(0, kMaxMinFrameRate))
+      ->capture_default_str();
   serve.add_option("--idle-timeout-s", cli.idle_timeout_s,
                    "close a socket connection that sends no request for this long (0: never)")
       ->check(in_range(0u, 604'800u))
