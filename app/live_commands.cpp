@@ -208,7 +208,8 @@ Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options) 
   if (!options.combos.empty()) {
     auto loaded = load_combos(options.combos);
     if (!loaded) return std::unexpected(loaded.error());
-    for (const ComboLine& line : *loaded) {
+    for (std::size_t i = 0; i < loaded->size(); ++i) {
+      const ComboLine line = (*loaded)[i];
       if (!line.error.empty())
         return fail(ErrorCode::bad_data, "{}: the row '{}' does not parse ({}); nothing was subscribed",
                     options.combos == "-" ? std::string("standard input") : options.combos, line.raw, line.error);

@@ -8,6 +8,7 @@
 // row is not: it comes back with its line number and what is wrong with it, so a sweep can report
 // it in place and run the rest. Setup path: allocates, any thread.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,17 +27,52 @@ struct ComboLine {
   std::string raw;       // the row's text as written (trimmed; control bytes escaped, long rows cut)
 };
 
+// The rows of a combo file in a compact form: per row its combo, line and place in the text
+// (57 bytes), and the text itself, from which a row that did not parse is read again when it is
+// asked for. So a file of short rows takes a few times its size, never dozens (parse_combos
+// counts it before allocating). Read-only after parsing; any thread.
+class ComboRows {
+ public:
+  // Bytes one row takes here, besides the text.
+  static constexpr std::size_t kBytesPerRow = sizeof(Combo) + 2 * sizeof(std::uint32_t) + 1;
+
+  [[nodiscard]] std::size_t size() const noexcept { return combos_.size(); }
+  [[nodiscard]] bool parsed(std::size_t i) const noexcept { return parsed_[i] != 0; }
+  [[nodiscard]] const Combo& combo(std::size_t i) const noexcept { return combos_[i]; }  // zero when not parsed
+  [[nodiscard]] std::size_t line(std::size_t i) const noexcept { return lines_[i]; }
+  // Row i whole: for a row that did not parse, its error and text (allocates).
+  [[nodiscard]] ComboLine operator[](std::size_t i) const;
+
+ private:
+  friend Expected<ComboRows> parse_combos(std::string text, std::string_view source, std::size_t kept_bytes_per_row);
+
+  std::string text_;
+  bool json_ = false;
+  std::size_t header_fields_ = 0;         // CSV: fields of the header
+  std::array<std::size_t, 6> column_{};   // CSV: the field of each window
+  std::vector<Combo> combos_;
+  std::vector<std::uint32_t> lines_;
+  std::vector<std::uint32_t> offsets_;   // where each row's line starts in text_
+  std::vector<std::uint8_t> parsed_;
+};
+
 // The largest combo input read: 32 MiB, about two million rows (less when the host has less
 // memory available: kernel/input_file.hpp).
 inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
 
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
-// means JSON lines). `source` names the input in errors. Blank lines are skipped.
-[[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source);
+// means JSON lines), keeping it. `source` names the input in errors. Blank lines are skipped.
+// Before allocating the rows it counts what they take, ComboRows::kBytesPerRow and the
+// caller's `kept_bytes_per_row` (what it will keep per row, such as a sweep's planned row) for
+// every line, against the memory the host has available: resource, naming the rows and bytes,
+// when it cannot back them.
+[[nodiscard]] Expected<ComboRows> parse_combos(std::string text, std::string_view source,
+                                               std::size_t kept_bytes_per_row = 0);
 
 // Reads and parses `path`; "-" reads standard input. Only a regular file or standard input is
 // read (never a FIFO or a device), and at most kMaxComboFileBytes of it: invalid_argument
-// otherwise, naming the path and what it is; permission or io when the OS refuses the file.
-[[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path);
+// otherwise, naming the path and what it is; permission or io when the OS refuses the file;
+// resource as parse_combos says.
+[[nodiscard]] Expected<ComboRows> load_combos(const std::string& path, std::size_t kept_bytes_per_row = 0);
 
 }  // namespace ipcfloor

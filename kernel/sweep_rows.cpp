@@ -36,14 +36,17 @@ std::string csv_quoted(const std::string& text) {
 Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec) {
   std::vector<PlannedRow> plan;
   if (!spec.combos_path.empty()) {
-    auto lines = load_combos(spec.combos_path);
-    if (!lines) return std::unexpected(lines.error());
-    for (ComboLine& line : *lines) {
+    // The plan keeps a PlannedRow a row: counted with the parsed rows before either is allocated.
+    auto rows = load_combos(spec.combos_path, sizeof(PlannedRow));
+    if (!rows) return std::unexpected(rows.error());
+    plan.reserve(rows->size());
+    for (std::size_t i = 0; i < rows->size(); ++i) {
       PlannedRow p;
-      p.row.length = line.combo.L;
-      p.row.params = line.combo;
-      p.row.line = line.line;
-      if (!line.error.empty()) {
+      p.row.length = rows->combo(i).L;
+      p.row.params = rows->combo(i);
+      p.row.line = rows->line(i);
+      if (!rows->parsed(i)) {
+        ComboLine line = (*rows)[i];
         p.runnable = false;
         p.row.error = "bad_row: " + line.error;
         p.row.raw = std::move(line.raw);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -812,6 +813,59 @@ TEST_CASE("load_series and load_combos refuse /dev/zero and /dev/urandom as char
       CHECK_MESSAGE(verdict.text.find("character device") != std::string::npos, verdict.text);
     }
   }
+}
+
+TEST_CASE("a legal combo file just under the 32 MiB bound parses into a few times its size, never dozens") {
+  const TempDir dir;
+  const std::string path = dir.file("dense.csv");
+  // The densest legal file: 2.8 million rows of 12 bytes.
+  const std::string header = "h,L,s,p3,p2,p\n";
+  const std::string row = "3,6,2,1,2,3\n";
+  std::string text = header;
+  const std::size_t rows = (ipcfloor::kMaxComboFileBytes - 100 - header.size()) / row.size();
+  text.reserve(header.size() + rows * row.size());
+  for (std::size_t i = 0; i < rows; ++i) text += row;
+  text += "x,6,2,1,2,3\n";  // one bad row: its text and error come back from the kept text
+  write_bytes(path, text);
+  const ChildVerdict grown = verdict_in_child([&] {
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    const auto parsed = ipcfloor::load_combos(path);
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    if (!parsed) return "E " + parsed.error().message;
+    const ipcfloor::ComboLine bad = (*parsed)[parsed->size() - 1];
+    return fmt::format("{} {} {} {} {}", parsed->size(), (after.ru_maxrss - before.ru_maxrss) * 1024,
+                       (*parsed)[0].combo.L, bad.raw, bad.error.empty() ? "-" : bad.error.substr(0, 7));
+  });
+  REQUIRE_MESSAGE(grown.finished, "the child was killed (out of memory under its 1 GiB address space?)");
+  MESSAGE(grown.text);
+  std::size_t parsed_rows = 0;
+  std::uint64_t grew = 0;
+  std::int64_t first_l = 0;
+  char raw[32] = {};
+  REQUIRE(std::sscanf(grown.text.c_str(), "%zu %lu %ld %31s", &parsed_rows, &grew, &first_l, raw) == 4);
+  CHECK(parsed_rows == rows + 1);
+  CHECK(first_l == 6);
+  CHECK(std::string(raw) == "x,6,2,1,2,3");
+  CHECK_MESSAGE(grown.text.find("line ") != std::string::npos, grown.text);
+  // The text and 57 bytes a row: about 6 times the file. Before: about 14, and 35 in a sweep.
+  CHECK_MESSAGE(grew < 8 * text.size(), fmt::format("parsing grew the peak RSS by {} bytes for a {}-byte file",
+                                                    grew, text.size()));
+}
+
+TEST_CASE("a combo file whose rows the host cannot back is refused before they are allocated, naming them") {
+  const std::string text = "h,L,s,p3,p2,p\n3,6,2,1,2,3\n3,6,2,1,2,3\n";
+  // What a caller would keep per row, past any host's memory.
+  const auto refused = ipcfloor::parse_combos(text, "combos.csv", std::size_t{1} << 50);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ipcfloor::ErrorCode::resource);
+  CHECK_MESSAGE(refused.error().message.find("combos.csv: its 4 lines take up to") != std::string::npos,
+                refused.error().message);
+  CHECK_MESSAGE(refused.error().message.find("available") != std::string::npos, refused.error().message);
+  const auto parsed = ipcfloor::parse_combos(text, "combos.csv");
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->size() == 2);
 }
 
 TEST_CASE("a series or combo file over its bound is refused from its size, before anything is allocated") {
