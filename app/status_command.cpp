@@ -305,6 +305,7 @@ int run_status(const StatusOptions& options) {
   AttachOptions attach;
   attach.socket_dir = options.socket_dir;
   attach.role = HandoffRole::observer;
+  attach.verify_series = false;  // status reads no series: it must not read (or fault in) all of them
   auto segment = Attachment::attach(options.name, attach);
   if (!segment) return report_error("status", segment.error());
   if (options.watch) {

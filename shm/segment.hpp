@@ -230,6 +230,9 @@ class Segment {
 struct AttachOptions {
   std::string socket_dir = default_socket_dir();
   HandoffRole role = HandoffRole::lane;
+  // Hash every series against the checksums its header records (reads all of them). Off for a
+  // report of the engine's state (`status`), which reads no series: it trusts the recorded ones.
+  bool verify_series = true;
   // Bound on the whole attach, including waiting for a lane that is being freed or for a busy
   // engine to take the hand-off.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);

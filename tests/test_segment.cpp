@@ -528,6 +528,71 @@ TEST_CASE("a socket or a name claim of another uid is refused and left untouched
   }
 }
 
+// A sealed copy of the data object behind `data_fd`, `bytes` long (a sparse tail past the
+// original), with its header saying `bytes` and, with `flip`, one byte of the series changed.
+int lying_copy(int data_fd, std::size_t original, std::size_t bytes, bool flip, std::vector<UniqueFd>& keep) {
+  UniqueFd fd(::memfd_create("ipcfloor-test-lie", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  REQUIRE(fd);
+  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0);
+  std::vector<std::byte> head(original);
+  REQUIRE(::pread(data_fd, head.data(), original, 0) == static_cast<ssize_t>(original));
+  auto* header = reinterpret_cast<DataHeader*>(head.data());
+  header->data_bytes = bytes;
+  if (flip) head[header->series_offset] ^= std::byte{1};
+  REQUIRE(::pwrite(fd.get(), head.data(), original, 0) == static_cast<ssize_t>(original));
+  REQUIRE(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0);
+  const int raw = fd.get();
+  keep.push_back(std::move(fd));
+  return raw;
+}
+
+TEST_CASE("a lying engine's sparse data object larger than the client may have is refused before it is mapped") {
+  const std::vector<double> series = make_series(1000);
+  const std::string name = unique_name();
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  // 8 GiB past what this host says it can give: a header consistent with the object, a sealed
+  // memfd, and holes where the pages should be.
+  const HostMemory host = read_host_memory();
+  REQUIRE(host.available.has_value());
+  const std::size_t lie = static_cast<std::size_t>(host.available->bytes) + (std::size_t{8} << 30);
+  const std::size_t original = created->size();
+  TestKeeper keeper(*created, [&](Outgoing& out, std::vector<UniqueFd>& keep) {
+    out.fds[0] = lying_copy(out.fds[0], original, lie, false, keep);
+    out.reply.data_bytes = lie;
+  });
+  // In a child under a 4 GiB address space: if the client mapped the object, it fails there
+  // ("cannot map") instead of taking the host's memory.
+  const std::string verdict = in_child([&] {
+    const rlimit four_gib{rlim_t{4} << 30, rlim_t{4} << 30};
+    ::setrlimit(RLIMIT_AS, &four_gib);
+    auto attached = Attachment::attach(name, as(HandoffRole::observer));
+    if (attached) return std::string("attached");
+    return fmt::format("{} {}", static_cast<int>(attached.error().code), attached.error().message);
+  });
+  CHECK_MESSAGE(verdict.starts_with(fmt::format("{} ", static_cast<int>(ErrorCode::resource))), verdict);
+  CHECK_MESSAGE(verdict.find("refusing a sparse object") != std::string::npos, verdict);
+  CHECK_MESSAGE(verdict.find("MemAvailable") != std::string::npos, verdict);
+}
+
+TEST_CASE("an attach for status reads no series: it trusts the recorded checksum, where a client's attach hashes") {
+  const std::vector<double> series = make_series(1000);
+  const std::string name = unique_name();
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  const std::size_t original = created->size();
+  TestKeeper keeper(*created, [&](Outgoing& out, std::vector<UniqueFd>& keep) {
+    out.fds[0] = lying_copy(out.fds[0], original, original, true, keep);  // one series byte changed
+  });
+  auto hashed = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_FALSE(hashed.has_value());
+  CHECK_MESSAGE(contains(hashed.error().message, "hashes to"), hashed.error().message);
+  AttachOptions status = as(HandoffRole::observer);
+  status.verify_series = false;
+  auto trusted = Attachment::attach(name, status);
+  CHECK_MESSAGE(trusted.has_value(), why(trusted));
+}
+
 TEST_CASE("a lying engine's hand-off is refused before anything is mapped: unsealed, resized or extra "
           "objects, a reply that disagrees with the object") {
   const std::vector<double> series = make_series(1000);
