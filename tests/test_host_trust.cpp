@@ -398,3 +398,58 @@ TEST_CASE("the default socket directory is private to the user: $XDG_RUNTIME_DIR
 }
 
 }  // namespace ipcfloor
+
+namespace ipcfloor {
+
+TEST_CASE("after a client forks and exits, status does not show its dead pid as the lane's owner") {
+  const TempDir dir(0700);
+  const std::string name = unique_segment_name("forked");
+  Spawned engine(serve_args(name, {"--socket-dir", dir.path(), "--lanes", "1"}));
+  REQUIRE_MESSAGE(serving(name, dir.path()), engine.stderr_text());
+  // The client takes the lane, forks, and exits; its child keeps the connection (the lease).
+  int to_parent[2];
+  REQUIRE(::pipe(to_parent) == 0);
+  fault::ForkedChild client([&](int out) {
+    AttachOptions options;
+    options.socket_dir = dir.path();
+    options.role = HandoffRole::lane;
+    auto lane = Attachment::attach(name, options);
+    if (!lane) return 1;
+    const pid_t heir = ::fork();
+    if (heir == 0) {
+      ::close(to_parent[0]);
+      ::pause();  // holds the inherited lane until killed
+      ::_exit(0);
+    }
+    (void)!::write(to_parent[1], &heir, sizeof heir);
+    fault::tell(out, "forked");
+    return 0;
+  });
+  ::close(to_parent[1]);
+  REQUIRE(client.read_line() == std::optional<std::string>("forked"));
+  pid_t heir = 0;
+  REQUIRE(::read(to_parent[0], &heir, sizeof heir) == sizeof heir);
+  ::close(to_parent[0]);
+  const pid_t parent = client.pid();
+  const int exited = client.wait();  // the parent has exited and is reaped
+  REQUIRE((WIFEXITED(exited) && WEXITSTATUS(exited) == 0));
+  Spawned status({"/bin/sh", "-c", fmt::format("exec {} status --name {} --socket-dir {} --json 1>&2",
+                                                IPCFLOOR_BINARY, name, dir.path())});
+  REQUIRE(status.wait_exit(std::chrono::seconds(20)).has_value());
+  const auto report = nlohmann::json::parse(status.stderr_text(), nullptr, false);
+  REQUIRE_MESSAGE(!report.is_discarded(), status.stderr_text());
+  const auto& lane = report["lanes"][0];
+  CHECK(lane["state"] != "free");  // the heir holds it
+  CHECK(lane["owner_pid"] == parent);
+  CHECK_MESSAGE(lane.contains("owner_alive"), lane.dump());
+  CHECK_MESSAGE(lane.value("owner_alive", true) == false, lane.dump());
+  Spawned text({"/bin/sh", "-c", fmt::format("exec {} status --name {} --socket-dir {} 1>&2", IPCFLOOR_BINARY, name,
+                                              dir.path())});
+  REQUIRE(text.wait_exit(std::chrono::seconds(20)).has_value());
+  CHECK_MESSAGE(contains(text.stderr_text(), fmt::format("({})", parent)), text.stderr_text());
+  CHECK_MESSAGE(contains(text.stderr_text(), "inherited its connection"), text.stderr_text());
+  ::kill(heir, SIGKILL);
+  CHECK(WIFEXITED(engine.stop(SIGTERM)));
+}
+
+}  // namespace ipcfloor
