@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 
@@ -17,6 +16,7 @@
 
 #include "bench/child_process.hpp"
 #include "bench/gbench_report.hpp"
+#include "common/atomic_file.hpp"
 #include "bench/helper_files.hpp"
 #include "bench/host_info.hpp"
 #include "app/cli_common.hpp"
@@ -75,9 +75,8 @@ bool write_hgrm_tree(const std::string& dir, const std::string& stem, const nloh
       std::string name = stem + "-" + node.value("name", std::to_string(written));
       std::replace_if(name.begin(), name.end(), [](char c) { return c == '/' || c == ' '; }, '_');
       const std::string path = dir + "/" + name + ".hgrm";
-      std::ofstream out(path);
-      if (!(out << hgrm_text(node))) {
-        fmt::print(stderr, "ipcfloor bench: could not write {}\n", path);
+      if (auto saved = write_file_atomically(path, hgrm_text(node), "the histogram"); !saved) {
+        fmt::print(stderr, "ipcfloor bench: {}\n", saved.error().message);
         return false;
       }
       ++written;
@@ -97,6 +96,7 @@ bool write_hgrm_files(const std::string& dir, const std::string& suite, const nl
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   int written = 0;
+  if (ec) fmt::print(stderr, "ipcfloor bench: could not make the directory {}: {}\n", dir, ec.message());
   if (ec || !write_hgrm_tree(dir, suite, report, written)) return false;
   fmt::print(stderr, "ipcfloor bench: wrote {} .hgrm files for {} in {}\n", written, suite, dir);
   return true;
@@ -123,9 +123,8 @@ bool write_combined_report(const BenchOptions& options, nlohmann::json& combined
   if (auto plots = draw_plots(options.python, options.plot_script, options.out_dir + "/report.json", options.out_dir))
     combined["plots"] = std::move(*plots);
   const std::string md_path = options.out_dir + "/report.md";
-  std::ofstream md(md_path);
-  if (!(md << render_markdown(combined))) {
-    fmt::print(stderr, "ipcfloor bench: could not write {}\n", md_path);
+  if (auto written = write_file_atomically(md_path, render_markdown(combined), "the report"); !written) {
+    fmt::print(stderr, "ipcfloor bench: {}\n", written.error().message);
     return false;
   }
   fmt::print(stderr, "ipcfloor bench: wrote {} (the full report)\n", md_path);
@@ -348,9 +347,12 @@ bool write_json_report(const std::string& dir, const std::string& name, const nl
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/" + name + ".json";
-  std::ofstream out(path);
-  if (ec || !(out << report.dump(2) << '\n')) {
-    fmt::print(stderr, "ipcfloor: could not write {}\n", path);
+  if (ec) {
+    fmt::print(stderr, "ipcfloor bench: could not make the directory {}: {}\n", dir, ec.message());
+    return false;
+  }
+  if (auto written = write_file_atomically(path, report.dump(2) + "\n", "the report"); !written) {
+    fmt::print(stderr, "ipcfloor bench: {}\n", written.error().message);
     return false;
   }
   fmt::print(stderr, "ipcfloor: wrote {}\n", path);

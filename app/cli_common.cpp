@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "clients/socket_dir.hpp"
+#include "shm/socket_dir.hpp"
 #include "common/affinity.hpp"
 #include "kernel/grid.hpp"
 #include "shm/segment.hpp"
@@ -256,7 +256,8 @@ std::string socket_dir_default() { return default_socket_dir(); }
 CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir) {
   return command
       .add_option("--socket-dir", dir,
-                  "DIR of the engine's socket and lock file (default: $IPCFLOOR_SOCKET_DIR, else /dev/shm)")
+                  "DIR of the engine's socket (default: $IPCFLOOR_SOCKET_DIR, else $XDG_RUNTIME_DIR/ipcfloor, else "
+                  "/dev/shm/ipcfloor-UID: private to the user)")
       ->check(absolute_path())
       // The variable is checked like the option: a relative directory from either is refused
       // (exit 2) before anything looks in it.

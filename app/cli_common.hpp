@@ -124,8 +124,8 @@ CLI::Validator in_range(T lo, T hi) {
 // A kernel cpu list such as "0-6,8" (common/affinity.hpp), each cpu in 0..CPU_SETSIZE-1.
 [[nodiscard]] CLI::Validator cpu_list_spec();
 
-// The directory engines' sockets live in when no --socket-dir says: $IPCFLOOR_SOCKET_DIR, or
-// /dev/shm (clients/socket_dir.hpp, the client library's rule).
+// The directory engines' sockets live in when no --socket-dir says: $IPCFLOOR_SOCKET_DIR, else the
+// user's private directory (shm/socket_dir.hpp, the client library's rule).
 [[nodiscard]] std::string socket_dir_default();
 
 // --socket-dir DIR on `command`, bound to `dir` (which should start as socket_dir_default()).

@@ -1,12 +1,14 @@
 #include "app/doctor.hpp"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
 #include "common/affinity.hpp"
@@ -23,7 +26,10 @@
 #include "kernel/isa.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/layout.hpp"
+#include "shm/handoff.hpp"
+#include "shm/name_claim.hpp"
 #include "shm/shared_object.hpp"
+#include "shm/socket_dir.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -286,19 +292,44 @@ void check_kernel_isa(std::vector<HostCheck>& checks) {
       fmt::format("the kernel runs its {} path (this CPU supports {})", to_string(active), supported));
 }
 
-void check_socket_dir(std::vector<HostCheck>& checks, const std::string& dir) {
-  struct statvfs info {};
-  if (::statvfs(dir.c_str(), &info) != 0 || ::access(dir.c_str(), W_OK) != 0) {
-    add(checks, "socket_dir", CheckLevel::fail,
-        fmt::format("{} is missing or not writable: the engine cannot create its socket and lock file there", dir),
-        fmt::format("mkdir -p {} (a tmpfs such as /dev/shm), or serve --socket-dir DIR", dir));
+// The directory and the name, judged as serve judges them (shm/socket_dir.hpp,
+// shm/name_claim.hpp): a directory another user could write, or a name another user's socket
+// squats, fails with serve's own words.
+void check_socket_place(std::vector<HostCheck>& checks, const std::string& dir, const std::string& name) {
+  const bool private_default = dir == private_socket_dir();
+  struct stat info {};
+  if (private_default && ::lstat(dir.c_str(), &info) != 0 && errno == ENOENT) {
+    add(checks, "socket_dir", CheckLevel::ok,
+        fmt::format("{} (private to uid {}) does not exist yet: serve makes it, mode 0700", dir, ::geteuid()), "");
     return;
   }
-  const std::uint64_t free_bytes = std::uint64_t{info.f_bavail} * info.f_frsize;
+  auto safe = private_default ? prepare_socket_dir(dir) : check_socket_dir(dir);
+  if (!safe) {
+    add(checks, "socket_dir", CheckLevel::fail, safe.error().message,
+        fmt::format("serve --socket-dir DIR with a directory only you can write, or leave it out for the private "
+                    "default {}", private_socket_dir()));
+    return;
+  }
+  struct statvfs space {};
+  if (::statvfs(dir.c_str(), &space) != 0 || ::access(dir.c_str(), W_OK) != 0) {
+    add(checks, "socket_dir", CheckLevel::fail,
+        fmt::format("{} is not writable: the engine cannot create its socket there", dir),
+        fmt::format("serve --socket-dir DIR with a directory you can write, or leave it out for {}", private_socket_dir()));
+    return;
+  }
+  auto found = inspect_socket_file(handoff_socket_path(dir, name), name);
+  if (!found) {
+    add(checks, "socket_dir", found.error().code == ErrorCode::busy ? CheckLevel::warn : CheckLevel::fail,
+        found.error().message, fmt::format("serve --name with another name, or --socket-dir with a directory of "
+                                           "your own"));
+    return;
+  }
+  const std::uint64_t free_bytes = std::uint64_t{space.f_bavail} * space.f_frsize;
   add(checks, "socket_dir", free_bytes < 4096 ? CheckLevel::fail : CheckLevel::ok,
-      fmt::format("{} is writable, {} free (the engine keeps only its socket and lock file there; the shared memory is "
+      fmt::format("{} is safe for engine sockets and writable, {} free; the name {} is {} (the shared memory is "
                   "memfds, counted as shared memory, not against it)",
-                  dir, human_bytes(free_bytes)),
+                  dir, human_bytes(free_bytes), name,
+                  *found == SocketFileState::absent ? "free" : "free (a dead engine's socket there is replaced)"),
       free_bytes < 4096 ? fmt::format("free space in {}", dir) : "");
 }
 
@@ -412,11 +443,10 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   std::vector<HostCheck> checks;
   const auto allowed = allowed_cpus();
   const int cpu = options.cpu >= 0 ? options.cpu : (allowed.empty() ? 0 : allowed.back());
-  const std::vector<int> online = parse_cpu_list(read_text("/sys/devices/system/cpu/online"));
-  if (std::find(online.begin(), online.end(), cpu) == online.end()) {
-    add(checks, "cpu", CheckLevel::fail, fmt::format("cpu {} is not online (online: {})", cpu,
-                                                     read_text("/sys/devices/system/cpu/online")),
-        "serve --cpu K with an online cpu");
+  if (auto usable = check_cpu_usable(cpu); !usable) {
+    // The rule serve pins its serving thread by (common/affinity.hpp): the same words.
+    add(checks, "cpu", CheckLevel::fail, usable.error().message,
+        fmt::format("serve --cpu K with a cpu this process may use ({})", fmt::join(allowed, ",")));
   } else if (allowed.size() < 2) {
     add(checks, "cpu", CheckLevel::warn,
         fmt::format("this process may use {} cpu(s): the engine's spinning thread and a spinning client need two",
@@ -440,7 +470,7 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   check_frequency(checks, cpu);
   check_thp(checks);
   check_kernel_isa(checks);
-  check_socket_dir(checks, options.socket_dir);
+  check_socket_place(checks, options.socket_dir, options.name);
   check_irqs(checks, cpu);
   check_kernel_features(checks);
   check_ptrace_scope(checks);

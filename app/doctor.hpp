@@ -29,7 +29,8 @@ struct DoctorOptions {
   std::uint32_t lanes = 4;
   std::uint32_t ring_capacity = 8;
   std::size_t bulk_bytes = std::size_t{5} << 19;
-  std::string socket_dir = "/dev/shm";  // the CLI fills in $IPCFLOOR_SOCKET_DIR or /dev/shm
+  std::string socket_dir;           // --socket-dir; the CLI fills in default_socket_dir()
+  std::string name = "ipcfloor";    // --name: the engine name whose place in socket_dir is checked
   double sample_seconds = 0.25;  // how long to watch /proc/stat for a busy sibling and steal time
 };
 

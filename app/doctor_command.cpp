@@ -19,6 +19,9 @@ CLI::App* add_doctor_subcommand(CLI::App& app, DoctorCli& cli) {
   doctor->add_option("--lanes", cli.options.lanes, "lanes of the planned engine")
       ->check(in_range<std::uint32_t>(1, kMaxLanes))
       ->capture_default_str();
+  doctor->add_option("--name", cli.options.name, "the engine name to check in the socket directory")
+      ->check(engine_name())
+      ->capture_default_str();
   cli.options.socket_dir = socket_dir_default();
   add_socket_dir_option(*doctor, cli.options.socket_dir);
   doctor->add_flag("--json", cli.json, "print JSON");

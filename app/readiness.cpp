@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace ipcfloor {
@@ -20,18 +21,18 @@ void print_ready_line(const nlohmann::json& facts) {
   std::fflush(stdout);
 }
 
-Expected<void> write_pidfile(const std::string& path) {
-  const std::string temporary = fmt::format("{}.{}.tmp", path, ::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr) return fail(ErrorCode::io, "cannot write the pid file {}: {}", temporary, std::strerror(errno));
-  const bool written = std::fprintf(file, "%d\n", static_cast<int>(::getpid())) > 0;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return fail(ErrorCode::io, "cannot write the pid file {}: {}", path, std::strerror(error));
-  }
-  return {};
+Expected<PidFile> write_pidfile(const std::string& path) {
+  PidFile pidfile{path, fmt::format("{}\n", ::getpid()), {}};
+  // Readable by all (0644), as pid files are; created so that nothing planted at any name can
+  // redirect it (common/atomic_file.hpp).
+  auto written = write_file_atomically(path, pidfile.content, "the pid file", 0644);
+  if (!written) return std::unexpected(std::move(written.error()));
+  pidfile.identity = *written;
+  return pidfile;
+}
+
+void remove_pidfile(const PidFile& pidfile) noexcept {
+  (void)remove_if_unchanged(pidfile.path, pidfile.identity, pidfile.content);
 }
 
 void notify_systemd(std::string_view state) noexcept {

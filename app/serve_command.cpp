@@ -110,6 +110,8 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   socket.stall_timeout = options.frame_timeout;
   socket.max_connections = options.max_connections;
   socket.owner_reserve = options.owner_reserve;
+  socket.max_per_peer = options.max_per_peer;
+  socket.min_frame_rate = options.min_frame_rate;
   socket.idle_timeout = options.idle_timeout;
   socket.max_loaded_bytes = options.max_loaded_bytes;
   socket.threads = options.socket_threads;
@@ -465,8 +467,12 @@ int run_serve(const ServeOptions& options) {
   log_serving(options, *plan, **host);
   if (*metrics) log(LogLevel::info, "serve: metrics on {}", (*metrics)->url());
   if (options.shm) log_host_checks(options, *plan);
-  if (!options.pidfile.empty())
-    if (auto written = write_pidfile(options.pidfile); !written) return report_error(written.error());
+  std::optional<PidFile> pidfile;
+  if (!options.pidfile.empty()) {
+    auto written = write_pidfile(options.pidfile);
+    if (!written) return report_error(written.error());
+    pidfile = std::move(*written);
+  }
   print_ready_line(ready_facts(options, *plan, **host, metrics->get()));
   notify_systemd(fmt::format("READY=1\nMAINPID={}\nSTATUS=serving {}", getpid(),
                              (*host)->shm() ? (*host)->shm()->segment().name() : std::string("sockets")));
@@ -481,7 +487,7 @@ int run_serve(const ServeOptions& options) {
   (*host)->stop(sink);
   events.flush_suppressed();
   log_stopped(options, **host, signal_number);
-  if (!options.pidfile.empty()) std::remove(options.pidfile.c_str());
+  if (pidfile) remove_pidfile(*pidfile);
   return 0;
 }
 
@@ -651,6 +657,16 @@ void add_socket_options(CLI::App& serve, ServeCli& cli) {
       ->check(in_range<std::size_t>(0, 65'535))
       ->capture_default_str()
       ->each([&cli](const std::string&) { cli.owner_reserve_given = true; });
+  serve.add_option("--max-per-peer", o.max_per_peer,
+                   "of --max-connections, connections one TCP address (or, with --socket-any-uid, one other uid) may "
+                   "hold")
+      ->check(in_range<std::size_t>(1, 65'536))
+      ->capture_default_str();
+  serve.add_option("--min-frame-rate", o.min_frame_rate,
+                   "bytes a second a socket frame must average once it has been arriving for 200 ms, or it is "
+                   "dropped as stalled (0: no floor)")
+      ->check(in_range<std::uint64_t>(0, kMaxMinFrameRate))
+      ->capture_default_str();
   serve.add_option("--idle-timeout-s", cli.idle_timeout_s,
                    "close a socket connection that sends no request for this long (0: never)")
       ->check(in_range(0u, 604'800u))

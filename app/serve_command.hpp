@@ -16,6 +16,7 @@
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
 #include "socket/socket_protocol.hpp"
+#include "socket_server/socket_options.hpp"
 #include "shm/segment.hpp"
 #include "shm/wait_strategy.hpp"
 
@@ -37,9 +38,8 @@ struct ServeOptions {
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
   std::chrono::milliseconds heartbeat{10};
-  // Where the engine's socket DIR/NAME lives (--socket-dir; the command line's default is
-  // $IPCFLOOR_SOCKET_DIR, else /dev/shm).
-  std::string socket_dir = std::string(kDefaultSocketDir);
+  // Where the engine's socket DIR/NAME lives (--socket-dir; default: shm/socket_dir.hpp).
+  std::string socket_dir = default_socket_dir();
   // The bound on one BACKTEST's work, in work units (the strategy's cost()) (--max-frame-cost; 0: none): fixed,
   // so a request gets the same verdict on every host.
   std::uint64_t max_frame_cost = kDefaultMaxFrameCost;
@@ -82,6 +82,8 @@ struct ServeOptions {
   std::chrono::milliseconds frame_timeout{5000};            // --frame-timeout-ms MS
   std::size_t max_connections = 64;                         // --max-connections N
   std::size_t owner_reserve = 4;    // --owner-reserve N: of those, slots only the server's own uid may take
+  std::size_t max_per_peer = 32;    // --max-per-peer N: of those, what one TCP address (or other uid) may hold
+  std::uint64_t min_frame_rate = kDefaultMinFrameRate;      // --min-frame-rate BYTES: a second, or dropped
   std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: what all connections hold (series, frames, replies)
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check

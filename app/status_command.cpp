@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,33 @@
 
 namespace ipcfloor {
 namespace {
+
+// Whether the process that took `lane` still runs. Its pid comes from SO_PEERCRED at the
+// hand-off, so it goes stale when that process forked and exited and a child holds the lane
+// now; a pid recycled since (a process started after the claim) is not the owner either.
+bool owner_alive(const LaneStatus& lane) {
+  const pid_t pid = lane.owner_pid;
+  if (pid <= 0 || !process_alive(pid, 0)) return false;
+  const std::uint64_t ticks = process_start_ticks(pid);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  timespec boot{};
+  if (ticks == 0 || hz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return true;  // cannot tell: as kill() says
+  const std::uint64_t since_boot_ns = static_cast<std::uint64_t>(boot.tv_sec) * 1'000'000'000u + boot.tv_nsec;
+  // relaxed: a timestamp for people, read on its own.
+  const std::uint64_t claim_age_ns = unix_ns() - std::min(unix_ns(), lane.claimed_unix_ns.load(std::memory_order_relaxed));
+  const std::uint64_t claimed_ns = since_boot_ns - std::min(since_boot_ns, claim_age_ns);
+  const std::uint64_t started_ns = ticks * (1'000'000'000u / static_cast<std::uint64_t>(hz));
+  return started_ns <= claimed_ns + 1'000'000'000u;  // a second of slack for clock steps and tick rounding
+}
+
+// The owner column: the pid, in parentheses once that process is gone (a fork's child holds the
+// lane), "-" for none.
+std::string owner_text(const nlohmann::json& lane) {
+  const int pid = lane["owner_pid"].get<int>();
+  if (pid == 0) return "-";
+  return lane["owner_alive"].get<bool>() ? std::to_string(pid) : fmt::format("({})", pid);
+}
+
 
 std::string_view lane_state_name(std::uint32_t state) noexcept {
   switch (static_cast<LaneState>(state)) {
@@ -147,9 +175,8 @@ void print_watch_screen(const Attachment& segment, const Snapshot& before, const
     for (std::size_t b = 0; b < kServiceBuckets; ++b)
       if (delta[b] != 0) max_bound = service_bucket_upper_ns(b);
     const bool any = total_of(delta) != 0;
-    const int pid = lane["owner_pid"].get<int>();
     screen += fmt::format("{:>4}  {:<11} {:>8} {:>12.0f} {:>10.0f} {:>5} {:>10} {:>10} {:>10}\n", i,
-                          lane["state"].get<std::string>(), pid == 0 ? std::string("-") : std::to_string(pid),
+                          lane["state"].get<std::string>(), owner_text(lane),
                           static_cast<double>(after.requests[i] - before.requests[i]) / seconds,
                           static_cast<double>(after.bad_frames[i] - before.bad_frames[i]) / seconds,
                           lane["ring_fill"].get<std::uint64_t>(),
@@ -235,6 +262,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"state", lane_state_name(lane.state.load(std::memory_order_relaxed))},
         {"owner_pid", lane.owner_pid},
         {"owner_uid", lane.owner_uid},
+        {"owner_alive", owner_alive(lane)},
         {"claims", lane.generation.load(std::memory_order_relaxed)},
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
@@ -416,6 +444,7 @@ int run_status(const StatusOptions& options) {
   AttachOptions attach;
   attach.socket_dir = options.socket_dir;
   attach.role = HandoffRole::observer;
+  attach.verify_series = false;  // status reads no series: it must not read (or fault in) all of them
   auto segment = Attachment::attach(options.name, attach);
   if (!segment) {
     // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
@@ -510,16 +539,21 @@ int run_status(const StatusOptions& options) {
   fmt::print("{:>5}  {:<11}  {:>8}  {:>7}  {:>12}  {:>10}  {:>12}  {:>12}\n", "lane", "state", "owner", "claims",
              "requests", "rejected", "p50 service", "p99 service");
   for (const auto& lane : s["lanes"]) {
-    const int pid = lane["owner_pid"].get<int>();
     const auto& service = lane["service_ns"];
     const bool any = service["count"].get<std::uint64_t>() != 0;
     fmt::print("{:>5}  {:<11}  {:>8}  {:>7}  {:>12}  {:>10}  {:>12}  {:>12}\n", lane["lane"].get<unsigned>(),
-               lane["state"].get<std::string>(), pid == 0 ? std::string("-") : std::to_string(pid),
+               lane["state"].get<std::string>(), owner_text(lane),
                lane["claims"].get<std::uint64_t>(), lane["requests"].get<std::uint64_t>(),
                lane["bad_frames"].get<std::uint64_t>(),
                any ? "<=" + ns_text(service["p50_at_most_ns"].get<std::uint64_t>()) : "-",
                any ? "<=" + ns_text(service["p99_at_most_ns"].get<std::uint64_t>()) : "-");
   }
+  for (const auto& lane : s["lanes"])
+    if (lane["owner_pid"].get<int>() != 0 && !lane["owner_alive"].get<bool>()) {
+      fmt::print("(pid): the process that took the lane has exited; one that inherited its connection (a fork's "
+                 "child) holds it\n");
+      break;
+    }
   return 0;
 }
 

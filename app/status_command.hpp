@@ -31,7 +31,7 @@ inline constexpr int kStatusSchemaVersion = 3;
 
 struct StatusOptions {
   std::string name = "ipcfloor";
-  std::string socket_dir = std::string(kDefaultSocketDir);  // the CLI's default: $IPCFLOOR_SOCKET_DIR, else this
+  std::string socket_dir = default_socket_dir();  // --socket-dir (default: shm/socket_dir.hpp)
   bool json = false;
   bool prometheus = false;
   bool watch = false;

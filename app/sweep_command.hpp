@@ -20,7 +20,7 @@ struct SweepOptions {
   std::string name;  // set: stream through the engine's shm segment
   std::string socket_path;  // set: sweep through `serve --socket PATH`
   std::string tcp;          // set: sweep through `serve --tcp HOST:PORT`
-  std::string socket_dir;   // --name: where the engine's socket lives ($IPCFLOOR_SOCKET_DIR, else /dev/shm)
+  std::string socket_dir;   // --name: where the engine's socket lives (default: shm/socket_dir.hpp)
   bool ship = false;        // socket: send our own series instead of using the server's preloaded one
   bool stateful = false;    // socket with ship: load the series once, then combos only
   bool gbm_given = false;   // --bars, --seed, ... appeared

@@ -51,7 +51,7 @@ pid_t EngineChild::serving_thread() const { return find_thread(pid(), "ipcf-serv
 int EngineChild::stop(int signal) {
   if (pid() <= 0) return -1;
   const int status = process_->stop(signal, std::chrono::seconds(5));
-  (void)Segment::remove_stale(name_);  // a killed engine leaves its socket and lock file behind
+  (void)Segment::remove_stale(name_, default_socket_dir());  // a killed engine leaves its socket and lock file behind
   return status;
 }
 

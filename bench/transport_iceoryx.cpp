@@ -82,7 +82,8 @@ class TempFile {
 Expected<pid_t> spawn_logged(char* const* argv, int stdout_fd, const std::string& log) {
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  // A new file only: a link or file planted at the name in /tmp is never opened (O_EXCL).
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (stdout_fd >= 0)
     posix_spawn_file_actions_adddup2(&files, stdout_fd, STDOUT_FILENO);
   else

@@ -2,6 +2,7 @@
 // an exception would have to cross into C, so each one that can meet one catches it here.
 
 #include <chrono>
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "clients/attached_engine.hpp"
 #include "common/combo.hpp"
+#include "shm/socket_dir.hpp"
 #include "ipcfloor/ipcfloor.h"
 
 // ipcfloor_signal is C's view of the engine's SignalSlot, without the ring's stamp; it is filled
@@ -317,6 +319,21 @@ int ipcfloor_combo_from_length(int64_t length, int64_t params[6]) {
   const ipcfloor::Combo combo = ipcfloor::combo_from_length(length);
   std::memcpy(params, &combo, sizeof combo);
   return IPCFLOOR_OK;
+}
+
+size_t ipcfloor_default_socket_dir(char* buf, size_t size) {
+  try {
+    const std::string dir = ipcfloor::default_socket_dir();
+    if (buf != nullptr && size > 0) {
+      const std::size_t copied = std::min(dir.size(), size - 1);
+      std::memcpy(buf, dir.data(), copied);
+      buf[copied] = '\0';
+    }
+    return dir.size();
+  } catch (...) {  // out of memory: nothing to say, nothing written
+    if (buf != nullptr && size > 0) buf[0] = '\0';
+    return 0;
+  }
 }
 
 const char* ipcfloor_last_error(const ipcfloor_client* c) {

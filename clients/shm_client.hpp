@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "common/combo.hpp"
-#include "clients/socket_dir.hpp"
+#include "shm/socket_dir.hpp"
 #include "common/error.hpp"
 #include "shm/doorbell.hpp"
 #include "shm/exchange.hpp"
@@ -37,7 +37,7 @@ struct ShmClientOptions {
   // How this client waits. Unset: the engine's own mode, recorded in the segment. A block-mode
   // client needs a block-mode engine (only it wakes sleepers); connect() refuses otherwise.
   std::optional<WaitMode> wait;
-  // Where the engine's socket lives: $IPCFLOOR_SOCKET_DIR, else /dev/shm (clients/socket_dir.hpp).
+  // Where the engine's socket lives: by default the user's private directory (shm/socket_dir.hpp).
   std::string socket_dir = default_socket_dir();
 };
 

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +19,7 @@
 #include "cluster/mpi_wire.hpp"
 #include "cluster/row_sink.hpp"
 #include "common/checksum.hpp"
+#include "common/atomic_file.hpp"
 #include "common/exit_codes.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/isa.hpp"
@@ -303,17 +304,22 @@ void print_timings(std::span<const RankReport> reports, std::size_t items, const
                reports[r].seconds);
 }
 
-// Where rank 0 writes: stdout, or a temporary file renamed over -o once the run is complete.
+// Where rank 0 writes: stdout, or a new file renamed over -o once the run is complete (made so
+// that nothing planted at any name can redirect it: common/atomic_file.hpp).
 class Output {
  public:
-  explicit Output(const std::string& out) : out_(out) {
+  explicit Output(const std::string& out) {
     if (out.empty()) return;
-    temp_ = fmt::format("{}.tmp-{}", out, ::getpid());
-    file_ = std::fopen(temp_.c_str(), "w");
+    auto file = AtomicFile::create(out, "the output");
+    const int fd = file ? ::dup(file->fd()) : -1;
+    file_ = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
     if (file_ == nullptr) {
-      fmt::print(stderr, "ipcfloor-mpi: cannot write {}: {}\n", temp_, std::strerror(errno));
+      if (fd >= 0) ::close(fd);
+      fmt::print(stderr, "ipcfloor-mpi: {}\n", file ? fmt::format("cannot write {}: {}", out, std::strerror(errno))
+                                                     : file.error().message);
       MPI_Abort(MPI_COMM_WORLD, kExitEnvironment);
     }
+    atomic_.emplace(std::move(*file));
   }
   [[nodiscard]] std::FILE* file() const noexcept { return file_; }
   // Closes the file, and renames it over -o when `complete`, else removes it. False (said on
@@ -322,17 +328,18 @@ class Output {
     if (file_ == stdout) return true;
     const bool closed = std::fclose(file_) == 0;
     if (!complete || !closed) {
-      std::filesystem::remove(temp_);
+      atomic_->abandon();
       return true;
     }
-    if (std::rename(temp_.c_str(), out_.c_str()) == 0) return true;
-    fmt::print(stderr, "ipcfloor-mpi: cannot rename {} to {}: {}\n", temp_, out_, std::strerror(errno));
-    return false;
+    if (auto committed = atomic_->commit(); !committed) {
+      fmt::print(stderr, "ipcfloor-mpi: {}\n", committed.error().message);
+      return false;
+    }
+    return true;
   }
 
  private:
-  std::string out_;
-  std::string temp_;
+  std::optional<AtomicFile> atomic_;
   std::FILE* file_ = stdout;
 };
 

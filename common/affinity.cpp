@@ -81,6 +81,20 @@ std::vector<int> allowed_cpus_under(const std::string& root) {
   return both.empty() ? cpus : both;
 }
 
+namespace {
+
+// The online cpus from /sys, or, where /sys cannot be read (an empty /sys in a container), the
+// kernel's count of online cpus numbered from 0.
+std::vector<int> online_cpus() {
+  std::vector<int> cpus = parse_cpu_list(kernel_file_line("/sys/devices/system/cpu/online"));
+  if (cpus.empty())
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
+  return cpus;
+}
+
+bool holds(const std::vector<int>& cpus, int cpu) { return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end(); }
+
+}  // namespace
 std::vector<int> allowed_cpus() {
   // The online cpus that the cgroup allows, not this thread's mask: a benchmark thread is
   // usually pinned already, and the threads and children it starts must still be able to go to
@@ -112,16 +126,27 @@ Expected<int> pin_current_thread_to_first(const std::vector<int>& cpus) {
   return fail(ErrorCode::resource, "none of cpus {} can take this thread: {}", fmt::join(cpus, ","), refused);
 }
 
+Expected<void> check_cpu_usable(int cpu) {
+  const std::vector<int> online = online_cpus();
+  if (cpu < 0 || cpu >= CPU_SETSIZE || !holds(online, cpu))
+    return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(online, ","));
+  const std::vector<int> allowed = allowed_cpus();
+  if (!holds(allowed, cpu))
+    return fail(ErrorCode::invalid_argument,
+                "cpu {} is online but not in this process's allowed cpus (cpuset: {}); its cgroup cpuset excludes it",
+                cpu, fmt::join(allowed, ","));
+  return {};
+}
+
 Expected<void> pin_current_thread(int cpu) { return restrict_current_thread({cpu}); }
 
 Expected<void> restrict_current_thread(const std::vector<int>& cpus) {
-  const auto allowed = allowed_cpus();
-  if (cpus.empty()) return fail(ErrorCode::invalid_argument, "no cpu given (online: {})", fmt::join(allowed, ","));
+  if (cpus.empty())
+    return fail(ErrorCode::invalid_argument, "no cpu given (allowed: {})", fmt::join(allowed_cpus(), ","));
   cpu_set_t set;
   CPU_ZERO(&set);
   for (const int cpu : cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
-      return fail(ErrorCode::invalid_argument, "cpu {} is not online (online: {})", cpu, fmt::join(allowed, ","));
+    if (auto usable = check_cpu_usable(cpu); !usable) return usable;
     CPU_SET(cpu, &set);
   }
   if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0)

@@ -11,11 +11,11 @@
 
 namespace ipcfloor {
 
-// Pins the calling thread to `cpu`. Errors name the cpu and the online range.
+// Pins the calling thread to `cpu`. Errors are check_cpu_usable's, or the kernel's refusal.
 [[nodiscard]] Expected<void> pin_current_thread(int cpu);
 
 // Lets the calling thread run on any of `cpus` and no other (a set, where pin_current_thread
-// takes one). Errors name the first cpu that is not online, or the kernel's refusal.
+// takes one). Errors name the first cpu check_cpu_usable refuses, or the kernel's refusal.
 [[nodiscard]] Expected<void> restrict_current_thread(const std::vector<int>& cpus);
 
 // Gives the calling thread SCHED_FIFO at `priority` (1..99). Needs CAP_SYS_NICE; the error
@@ -23,7 +23,7 @@ namespace ipcfloor {
 [[nodiscard]] Expected<void> set_fifo_priority(int priority);
 
 // The online CPUs that this process's cgroup cpuset allows (a container's), ascending, whatever
-// mask the calling thread has now.
+// mask the calling thread has now. Where /sys cannot be read, the kernel's count of online cpus.
 [[nodiscard]] std::vector<int> allowed_cpus();
 
 // The same read under `root` instead of "/" (root/sys/devices/system/cpu/online, root/proc/self/cgroup
@@ -37,6 +37,11 @@ namespace ipcfloor {
 // Pins the calling thread to the first of `cpus` the kernel accepts (an ordered preference, such as
 // the cpus an engine publishes as nearest it) and returns that cpu. Errors name the cpus tried.
 [[nodiscard]] Expected<int> pin_current_thread_to_first(const std::vector<int>& cpus);
+// Whether this process may put a thread on `cpu`: serve decides with it when it pins, and doctor
+// when it checks, so the two never disagree. invalid_argument naming the reason: "cpu N is not
+// online (online: ...)", or "cpu N is online but not in this process's allowed cpus (cpuset:
+// ...)" when only the cgroup's cpuset excludes it.
+[[nodiscard]] Expected<void> check_cpu_usable(int cpu);
 
 // The other hardware threads of `cpu`'s core (empty without SMT, or where /sys does not say).
 [[nodiscard]] std::vector<int> smt_siblings(int cpu);

@@ -237,6 +237,8 @@ void HandoffServer::reply(Connection& connection, HandoffStatus status, std::str
   answer.generation = generation;
   answer.data_bytes = segment_->size();
   answer.lane_bytes = fds.size() > 1 ? segment_->geometry().lane_bytes : 0;
+  const std::string& name = segment_->name();  // at most kMaxSegmentNameBytes (valid_segment_name)
+  std::memcpy(answer.engine, name.data(), std::min(name.size(), kHandoffNameBytes - 1));
   const std::size_t length = std::min(message.size(), kHandoffMessageBytes - 1);
   std::memcpy(answer.message, message.data(), length);
   // A client that vanished or stopped reading loses its answer; the engine goes on either way.

@@ -1,19 +1,14 @@
 #include "kernel/series_io.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstddef>
-#include <filesystem>
-#include <system_error>
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.hpp"
 #include "kernel/input_file.hpp"
 #include "kernel/series_formats.hpp"
 
@@ -24,28 +19,6 @@ using series_formats::FileBytes;
 using series_formats::iequals;
 using series_formats::kBytesPerBar;
 using series_formats::snippet;
-
-// Thread-safe, unlike std::strerror.
-std::string os_reason(int err) { return std::system_category().message(err); }
-
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  // Closes now so the caller can see close()'s error, which can report a failed write-back.
-  int close_now() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 // The whole input (a regular file, or standard input for "-"), at most kMaxSeriesFileBytes.
 Expected<FileBytes> read_whole_file(InputFile& input) {
@@ -63,45 +36,6 @@ Expected<FileBytes> read_whole_file(InputFile& input) {
 // anything else is read as CSV (raw float64 has no mark of its own: give it as a file).
 SeriesFormat format_of_stdin(std::string_view bytes) {
   return bytes.starts_with("\x93NUMPY") ? SeriesFormat::npy : SeriesFormat::csv;
-}
-
-Expected<void> write_file_atomically(const std::string& path, std::string_view bytes) {
-  namespace fs = std::filesystem;
-  // Unique per process and call, hidden, and in the target's directory so rename() is atomic.
-  static std::atomic<unsigned> counter{0};
-  const fs::path target(path);
-  const fs::path temp = target.parent_path() /
-                        fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(),
-                                    counter.fetch_add(1, std::memory_order_relaxed));
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    return fail(ErrorCode::io, "{}: cannot create a temporary file next to it ({}): {}", path,
-                temp.string(), os_reason(err));
-  }
-  FdGuard guard(fd);
-  const auto abandon = [&](std::string_view what, int err) {
-    ::unlink(temp.c_str());
-    return fail(ErrorCode::io, "{}: {}: {}", path, what, os_reason(err));
-  };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t wrote = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (wrote < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return abandon("cannot write the series", err);
-    }
-    done += static_cast<std::size_t>(wrote);
-  }
-  // Without fsync the rename can reach the disk before the data, and a power cut would leave
-  // an empty file under the final name.
-  if (::fsync(fd) != 0) return abandon("cannot flush the series to disk", errno);
-  if (guard.close_now() != 0) return abandon("cannot write the series", errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    return abandon("cannot move the written series into place", errno);
-  }
-  return {};
 }
 
 }  // namespace
@@ -178,7 +112,11 @@ Expected<void> save_series(const std::string& path, std::span<const double> clos
     case SeriesFormat::f64: series_formats::append_le_f64(bytes, close); break;
     case SeriesFormat::npy: series_formats::append_npy(bytes, close); break;
   }
-  return write_file_atomically(path, bytes);
+  // Never through a link planted at the name, never in a directory another user may write
+  // without the sticky bit (common/atomic_file.hpp).
+  auto written = write_file_atomically(path, bytes, "the series file");
+  if (!written) return std::unexpected(std::move(written.error()));
+  return {};
 }
 
 }  // namespace ipcfloor

@@ -85,9 +85,11 @@ class CsvCloseStream {
 // .npy version 1.0, '<f8', 1-D; or CSV with the single column `close` and 17 significant
 // digits, so every format round-trips exactly through load_series. The bytes go to a
 // temporary file in the same directory that is fsync'ed and renamed over `path`: a reader or a
-// crash sees the old file or the whole new one, never half of one. Does not validate: a series
-// load_series would reject is written as given. Fails with ErrorCode::io naming the path and
-// the OS reason, or invalid_argument for an unknown extension.
+// crash sees the old file or the whole new one, never half of one; nothing planted at any name
+// can redirect it (common/atomic_file.hpp). Does not validate: a series load_series would reject
+// is written as given. Fails with ErrorCode::io naming the path and the OS reason, permission for
+// a directory another user may write without the sticky bit, or invalid_argument for an unknown
+// extension.
 [[nodiscard]] Expected<void> save_series(const std::string& path, std::span<const double> close);
 
 }  // namespace ipcfloor

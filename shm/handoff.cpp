@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -308,12 +309,17 @@ Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole ro
     received.error().message = fmt::format("the engine on {} did not answer the hand-off: {}", path, received.error().message);
     return std::unexpected(std::move(received.error()));
   }
-  if (received->truncated || received->bytes != sizeof reply || reply.magic != kHandoffMagic)
+  // The version first: an engine of another version sends a reply of another size.
+  constexpr std::size_t kVersionBytes = offsetof(HandoffReply, layout_version) + sizeof reply.layout_version;
+  if (received->bytes < kVersionBytes || reply.magic != kHandoffMagic)
     return fail(ErrorCode::protocol, "the engine on {} sent a malformed hand-off reply ({} bytes)", path, received->bytes);
   if (reply.version != kHandoffVersion || reply.layout_version != kLayoutVersion)
     return fail(ErrorCode::version_mismatch, "the engine on {} speaks hand-off version {} with layout {}; this client "
                 "speaks {} with layout {}: use the same ipcfloor version on both sides", path, reply.version,
                 reply.layout_version, kHandoffVersion, kLayoutVersion);
+  if (received->truncated || received->bytes != sizeof reply)
+    return fail(ErrorCode::protocol, "the engine on {} sent a malformed hand-off reply ({} bytes)", path, received->bytes);
+  reply.engine[kHandoffNameBytes - 1] = '\0';
   reply.message[kHandoffMessageBytes - 1] = '\0';
   handoff.fds = std::move(received->fds);
   return handoff;
@@ -348,6 +354,10 @@ Expected<Handoff> request_handoff(const std::string& path, std::string_view name
       why_retry = "it closed the hand-off without answering";
     } else {
       const auto status = static_cast<HandoffStatus>(handoff->reply.status);
+      if (status == HandoffStatus::ok && std::string_view(handoff->reply.engine) != name)
+        return fail(ErrorCode::permission, "the engine on {} (pid {}) serves '{}', not '{}': the sockets in that "
+                    "directory were moved or swapped (can another user write it? `ipcfloor doctor` checks); nothing "
+                    "was mapped", path, engine_pid, handoff->reply.engine, name);
       if (status == HandoffStatus::ok) return handoff;
       const bool retry = status == HandoffStatus::lane_draining || status == HandoffStatus::busy;
       if (!retry || std::chrono::steady_clock::now() >= deadline)

@@ -2,7 +2,7 @@
 // How a client gets hold of an engine's memory: the hand-off over a Unix-domain socket.
 //
 // The engine holds its name with a NameClaim (shm/name_claim.hpp) and listens on a
-// SOCK_SEQPACKET socket at DIR/NAME (mode 0600; DIR is /dev/shm unless told otherwise). A client
+// SOCK_SEQPACKET socket at DIR/NAME (mode 0600; DIR: shm/socket_dir.hpp). A client
 // connects, sends one HandoffRequest, and receives one HandoffReply with the descriptors of the
 // sealed memfds attached (SCM_RIGHTS): the read-only data object, and for a lane client its lane
 // object. The client maps them and closes them (see Attachment). A lane client's connection then
@@ -39,8 +39,10 @@
 namespace ipcfloor {
 
 inline constexpr std::uint32_t kHandoffMagic = 0x464F4849;  // "IHOF" little-endian
-inline constexpr std::uint16_t kHandoffVersion = 1;
+// 2: the reply names the engine that answers (HandoffReply::engine).
+inline constexpr std::uint16_t kHandoffVersion = 2;
 inline constexpr std::size_t kHandoffMessageBytes = 240;  // room for one error sentence
+inline constexpr std::size_t kHandoffNameBytes = 208;     // an engine name (at most 200 bytes) and its NUL
 inline constexpr std::size_t kMaxHandoffFds = 2;
 
 // Wire values: never renumber, only append.
@@ -79,6 +81,9 @@ struct HandoffReply {
   std::uint64_t generation;      // how many clients this lane has had, this one included
   std::uint64_t data_bytes;      // size of the data object (first descriptor)
   std::uint64_t lane_bytes;      // size of the lane object (second descriptor), 0 for observers
+  // NUL-terminated: the name this engine serves. A client checks it against the name it asked
+  // for, so sockets moved or swapped in a directory another user may write are found out.
+  char engine[kHandoffNameBytes];
   char message[kHandoffMessageBytes];  // NUL-terminated; why, when status is not ok
 };
 
@@ -91,8 +96,9 @@ struct ReleaseNotice {
 
 static_assert(std::is_trivially_copyable_v<HandoffRequest> && sizeof(HandoffRequest) == 16,
               "HandoffRequest is 16 plain bytes on the wire");
-static_assert(std::is_trivially_copyable_v<HandoffReply> && sizeof(HandoffReply) == 40 + kHandoffMessageBytes,
-              "HandoffReply is 280 plain bytes on the wire");
+static_assert(std::is_trivially_copyable_v<HandoffReply> &&
+                  sizeof(HandoffReply) == 40 + kHandoffNameBytes + kHandoffMessageBytes,
+              "HandoffReply is 488 plain bytes on the wire");
 static_assert(std::is_trivially_copyable_v<ReleaseNotice> && sizeof(ReleaseNotice) == 8,
               "ReleaseNotice is 8 plain bytes on the wire");
 
@@ -184,7 +190,8 @@ struct Handoff {
 
 // The handshake with engine `name` at `path`: checks that the socket file is ours and 0600
 // (refusing anything else untouched), connects, checks the engine's uid (SO_PEERCRED), asks for
-// `role` and returns the accepted reply with its descriptors. Asks again, until `deadline`, while
+// `role` and returns the accepted reply with its descriptors, once the reply names engine `name`
+// (another name: permission, the sockets were moved or swapped). Asks again, until `deadline`, while
 // the engine says a lane is being freed or that it is busy, and when a live engine closed the
 // connection without an answer (it sheds idle connections at its cap).
 // Errors: peer_gone (nobody listens, the engine is stopping, or it died during the handshake),

@@ -19,29 +19,6 @@ namespace {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// What is at DIR/NAME, judged without touching it. Returns absent or stale, or the error that
-// keeps the engine from starting.
-Expected<SocketFileState> inspect_socket_file(const std::string& path, std::string_view name) {
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return SocketFileState::absent;
-    return fail(ErrorCode::io, "cannot inspect {}: {}", path, errno_text(errno));
-  }
-  if (!S_ISSOCK(info.st_mode))
-    return fail(ErrorCode::permission, "{} exists and is not an ipcfloor socket (mode {:o}; an older ipcfloor's "
-                "segment file?); remove it or choose another --name", path, info.st_mode);
-  if (info.st_uid != ::geteuid())
-    return fail(ErrorCode::permission, "{} is owned by uid {}, not {}; ipcfloor only replaces its own sockets", path,
-                info.st_uid, ::geteuid());
-  auto probe = probe_socket(path);
-  if (!probe) return std::unexpected(std::move(probe.error()));
-  if (probe->listening)
-    return fail(ErrorCode::busy, "engine {} is running{}: something listens on {} though no engine of this network "
-                "namespace holds the name (an engine in another namespace sharing the directory?); stop it first or "
-                "choose another --name", name, probe->pid > 0 ? fmt::format(" (pid {})", probe->pid) : "", path);
-  return SocketFileState::stale;
-}
-
 // The sentence for a name whose claim another process holds.
 Error held_by_a_live_process(std::string_view name, std::string_view dir, const std::string& address) {
   const std::string path = handoff_socket_path(dir, name);
@@ -88,6 +65,28 @@ Expected<NameClaim> NameClaim::take(std::string_view name, std::string_view dir,
   if (*found == SocketFileState::stale)
     warnings.push_back(fmt::format("replacing the stale socket of a dead engine {} ({})", name, path));
   return claim;
+}
+
+Expected<SocketFileState> inspect_socket_file(const std::string& path, std::string_view name) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return SocketFileState::absent;
+    return fail(ErrorCode::io, "cannot inspect {}: {}", path, errno_text(errno));
+  }
+  if (!S_ISSOCK(info.st_mode))
+    return fail(ErrorCode::permission, "{} exists and is not an ipcfloor socket (mode {:o}; an older ipcfloor's "
+                "segment file?); remove it or choose another --name", path, info.st_mode);
+  if (info.st_uid != ::geteuid())
+    return fail(ErrorCode::permission, "{} is a socket of uid {}, not {}: another user holds engine {}'s name in a "
+                "directory others may write; ipcfloor only replaces its own sockets: use the private default directory "
+                "(unset IPCFLOOR_SOCKET_DIR and --socket-dir) or another --name", path, info.st_uid, ::geteuid(), name);
+  auto probe = probe_socket(path);
+  if (!probe) return std::unexpected(std::move(probe.error()));
+  if (probe->listening)
+    return fail(ErrorCode::busy, "engine {} is running{}: something listens on {} though no engine of this network "
+                "namespace holds the name (an engine in another namespace sharing the directory?); stop it first or "
+                "choose another --name", name, probe->pid > 0 ? fmt::format(" (pid {})", probe->pid) : "", path);
+  return SocketFileState::stale;
 }
 
 Expected<void> remove_stale_socket_file(const std::string& path) {

@@ -68,6 +68,12 @@ class NameClaim {
   SocketFileState socket_file_ = SocketFileState::absent;
 };
 
+// What is at DIR/NAME (`path`), judged without touching it: absent or stale, or the error that
+// keeps an engine from starting there: busy (something listens on it), permission (it is not an
+// ipcfloor socket of this uid: a file, or another user's socket squatting the name), io. What
+// NameClaim::take and `doctor` decide by.
+[[nodiscard]] Expected<SocketFileState> inspect_socket_file(const std::string& path, std::string_view name);
+
 // For callers holding the claim: removes DIR/NAME when it is still the stale socket take() found
 // (same device and inode, still nobody listening). Never removes anything else. Setup path.
 [[nodiscard]] Expected<void> remove_stale_socket_file(const std::string& path);

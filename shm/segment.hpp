@@ -53,6 +53,7 @@
 #include "shm/memory_budget.hpp"
 #include "shm/name_claim.hpp"
 #include "shm/shared_object.hpp"
+#include "shm/socket_dir.hpp"
 
 namespace ipcfloor {
 
@@ -62,7 +63,6 @@ namespace ipcfloor {
 // True for a name create/attach accept: 1..200 of [A-Za-z0-9._-], and not "." or "..".
 [[nodiscard]] bool valid_segment_name(std::string_view name) noexcept;
 
-inline constexpr std::string_view kDefaultSocketDir = "/dev/shm";
 inline constexpr std::size_t kMaxSegmentNameBytes = 200;
 
 struct SegmentConfig {
@@ -98,10 +98,11 @@ struct SegmentConfig {
   bool live = false;
   std::size_t capacity_bars = 0;
   std::uint32_t signal_capacity = 0;
-  // Where the socket DIR/NAME lives. Anything other than /dev/shm is for tests and for users who
-  // keep runtime files elsewhere: attachers must be given the same directory. The name is held
-  // per directory: two engines may serve one name from two directories.
-  std::string socket_dir = std::string(kDefaultSocketDir);
+  // Where the socket DIR/NAME lives (shm/socket_dir.hpp: by default the user's private
+  // directory; create() makes it when missing and refuses one another user could write).
+  // Attachers must be given the same directory. The name is held per directory: two engines may
+  // serve one name from two directories.
+  std::string socket_dir = default_socket_dir();
 };
 
 // What both sides know about one segment: its name and socket, and the geometry and sizes its
@@ -171,8 +172,7 @@ class Segment {
 
   // Removes the socket a dead engine left at DIR/NAME. busy when a live engine holds the name;
   // success when nothing is there. Never removes a socket something listens on.
-  [[nodiscard]] static Expected<void> remove_stale(std::string_view name,
-                                                   std::string_view socket_dir = kDefaultSocketDir);
+  [[nodiscard]] static Expected<void> remove_stale(std::string_view name, std::string_view socket_dir);
 
   Segment(Segment&& other) noexcept = default;
   Segment& operator=(Segment&& other) noexcept = default;
@@ -235,8 +235,11 @@ class Segment {
 };
 
 struct AttachOptions {
-  std::string socket_dir = std::string(kDefaultSocketDir);
+  std::string socket_dir = default_socket_dir();
   HandoffRole role = HandoffRole::lane;
+  // Hash every series against the checksums its header records (reads all of them). Off for a
+  // report of the engine's state (`status`), which reads no series: it trusts the recorded ones.
+  bool verify_series = true;
   // Bound on the whole attach, including waiting for a lane that is being freed or for a busy
   // engine to take the hand-off.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "shm/huge_pages.hpp"
+#include "shm/memory_budget.hpp"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010  // Linux 5.1; older libc headers lack the name
@@ -210,6 +211,27 @@ Expected<void> SharedObject::seal_size_and_future_writes() {
   return {};
 }
 
+namespace {
+
+// The pages a received object lacks, this process allocates as it maps and reads them (they are
+// charged to it, not to the engine): a sparse object from a lying engine could take all the
+// memory the client may have. An engine's objects are allocated whole at creation (fallocate),
+// so this is nothing for them; a lack the host or the cgroup cannot give is refused.
+Expected<void> check_backed(const struct stat& info, std::size_t bytes, std::string_view what) {
+  const std::uint64_t allocated = static_cast<std::uint64_t>(info.st_blocks) * 512;
+  if (allocated >= bytes) return {};
+  const std::uint64_t lacking = bytes - allocated;
+  const HostMemory host = read_host_memory();
+  for (const auto& limit : {host.available, host.cgroup})
+    if (limit && lacking > limit->bytes)
+      return fail(ErrorCode::resource, "{} holds {} bytes of which only {} are allocated: mapping it would take the "
+                  "other {} from this process, more than it may have ({}); refusing a sparse object (a lying "
+                  "engine?)", what, bytes, allocated, bytes_text(lacking), limit->source);
+  return {};
+}
+
+}  // namespace
+
 Expected<SharedObject> SharedObject::map_received(UniqueFd fd, std::size_t bytes, PeerAccess access,
                                                   std::string_view what) {
   struct stat info {};
@@ -222,6 +244,7 @@ Expected<SharedObject> SharedObject::map_received(UniqueFd fd, std::size_t bytes
   if ((static_cast<unsigned>(seals) & required) != required)
     return fail(ErrorCode::protocol, "{} is not sealed as ipcfloor seals it (seals {:#x}, needs {:#x})", what, seals,
                 required);
+  if (auto backed = check_backed(info, bytes, what); !backed) return std::unexpected(std::move(backed.error()));
   const int protection = access == PeerAccess::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
   void* at = ::mmap(nullptr, bytes, protection, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (at == MAP_FAILED) return fail(ErrorCode::resource, "cannot map {} ({} bytes): {}", what, bytes, errno_text(errno));

@@ -194,12 +194,24 @@ std::string describe(const SocketFault& fault) {
       return fmt::format("the connection ended inside a frame: {} of its {} bytes arrived", fault.actual,
                          fault.expected);
     case SocketError::stalled:
+      if (fault.field == kBelowFrameRate)
+        return fmt::format("the frame arrives slower than the server's floor of {} bytes a second ({} of {} bytes in {} "
+                           "ms); dropped",
+                           fault.index, fault.actual, fault.expected, fault.limit);
       return fmt::format("no progress for {} ms inside a frame ({} of {} bytes arrived) or on a reply; dropped",
                          fault.limit, fault.actual, fault.expected);
     case SocketError::permission_denied:
       return fmt::format("uid {} may not use this socket: only uid {} (the server's) may", fault.actual,
                          fault.expected);
     case SocketError::too_many_connections:
+      if (fault.field == kClosedUnserved)
+        return fmt::format("closed {} ms after connecting without a whole request, to admit a new peer: the server "
+                           "serves a maximum of {} connections and closes those that never completed a frame first",
+                           fault.limit, fault.expected);
+      if (fault.field == kPeerAtLimit)
+        return fmt::format("this peer (its address, or its uid) already holds the maximum of {} connections one peer "
+                           "may; use one of them, or try again when one has closed",
+                           fault.expected);
       if (fault.field == kClosedForNewcomer)
         return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
                            "server serves a maximum of {} connections; connect again when you have a request",

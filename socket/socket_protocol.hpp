@@ -152,7 +152,8 @@ struct SocketFault {
                                 //   asked (kMemoryForSeries, kMemoryForFrame, kMemoryForRequest)
                                 // too_many_connections: expected = the limit; field =
                                 //   kClosedForNewcomer when this idle connection was closed to
-                                //   admit a new peer, then limit = its idle time in ms
+                                //   admit a new peer, then limit = its idle time in ms;
+                                //   kClosedUnserved, kPeerAtLimit (below)
                                 // too_costly: index = the combo, actual = its cost, expected = the bound
 };
 
@@ -162,6 +163,13 @@ inline constexpr std::uint32_t kMemoryForFrame = 1;    // a frame being buffered
 inline constexpr std::uint32_t kMemoryForRequest = 2;  // a request's frame, reply and scratch
 // SocketFault::field for too_many_connections: the longest-idle connection, closed for a newcomer.
 inline constexpr std::uint32_t kClosedForNewcomer = 1;
+// ... a connection that had not completed a frame, closed for a newcomer (limit: ms since accept).
+inline constexpr std::uint32_t kClosedUnserved = 2;
+// ... refused: its peer (TCP address, or uid) already holds the most one peer may (expected).
+inline constexpr std::uint32_t kPeerAtLimit = 3;
+// SocketFault::field for stalled: the frame arrived slower than the server's floor rate (index:
+// the floor in bytes a second, limit: ms since its first byte).
+inline constexpr std::uint32_t kBelowFrameRate = 1;
 
 // One full sentence naming what was wrong, e.g. "bar 17 has close nan; every close must be a
 // finite number > 0". Allocates.

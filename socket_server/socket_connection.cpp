@@ -19,6 +19,14 @@ constexpr std::size_t kInitialInBytes = 16 * 1024;
 // before closing, so the reply is not lost to a reset caused by unread input.
 constexpr std::chrono::milliseconds kLinger{1000};
 constexpr unsigned kLogLinesPerSecond = 20;
+// A frame is held to the floor rate (options.min_frame_rate) once it has been arriving this
+// long: a whole frame sent by one write is never near it.
+constexpr std::chrono::milliseconds kFrameRateGrace{200};
+// close_rank's classes, in order: connections that never sent a byte, those inside their first
+// frame, idle ones that have completed a frame. Each adds steady-clock nanoseconds, far below
+// 2^61 for decades of uptime.
+constexpr std::int64_t kFirstFrameRankBase = std::int64_t{1} << 61;
+constexpr std::int64_t kServedRankBase = std::int64_t{1} << 62;
 
 }  // namespace
 
@@ -76,9 +84,27 @@ void InBuffer::release_if_large() noexcept {
 
 Connection::~Connection() { context_.requests.forget(session_); }
 
-bool Connection::evictable() const noexcept {
+bool Connection::idle() const noexcept {
   return holds_slot_ && !dead_ && !closing_ && !want_write_ && !job_.running && in_.size() == 0 && skip_ == 0 &&
          out_sent_ == out_.size();
+}
+
+std::int64_t Connection::close_rank(Clock::time_point now) const noexcept {
+  if (!holds_slot_ || dead_ || closing_ || job_.running) return kNeverClosedForNewcomer;
+  if (!served_) {
+    const bool in_frame = in_.size() > 0 || skip_ > 0 || want_write_;
+    return (in_frame ? kFirstFrameRankBase : 0) + accepted_at_.time_since_epoch().count();
+  }
+  if (!idle() || now - last_activity_ < context_.options.keep_active) return kNeverClosedForNewcomer;
+  return kServedRankBase + last_activity_.time_since_epoch().count();
+}
+
+bool Connection::below_frame_rate(Clock::duration elapsed) const noexcept {
+  const std::uint64_t floor = context_.options.min_frame_rate;
+  if (floor == 0 || elapsed < kFrameRateGrace) return false;
+  const auto elapsed_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  const std::uint64_t arrived = partial_frame(SocketError::stalled).actual;
+  return static_cast<long double>(arrived) * 1e6L < static_cast<long double>(floor) * elapsed_us;
 }
 
 void Connection::on_events(std::uint32_t what, Clock::time_point now) {
@@ -138,10 +164,19 @@ void Connection::check_deadline(Clock::time_point now) {
     }
     return;
   }
-  if ((in_.size() > 0 || skip_ > 0) && now - frame_started_ >= stall_timeout) {
-    SocketFault fault = partial_frame(SocketError::stalled);
-    fault.limit = static_cast<std::uint64_t>(stall_timeout.count());
-    close_with_error(fault.error, ipcfloor::describe(fault), now);
+  if (in_.size() > 0 || skip_ > 0) {
+    const auto elapsed = now - frame_started_;
+    const bool slow = below_frame_rate(elapsed);
+    if (elapsed >= stall_timeout || slow) {
+      SocketFault fault = partial_frame(SocketError::stalled);
+      fault.limit = static_cast<std::uint64_t>(stall_timeout.count());
+      if (slow && elapsed < stall_timeout) {
+        fault.field = kBelowFrameRate;
+        fault.index = context_.options.min_frame_rate;
+        fault.limit = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
+      }
+      close_with_error(fault.error, ipcfloor::describe(fault), now);
+    }
     return;
   }
   const auto idle_timeout = context_.options.idle_timeout;
@@ -309,6 +344,7 @@ void Connection::refuse_frame(const SocketFault& fault, std::uint64_t frame_byte
 void Connection::consume_frame(std::size_t frame_bytes, Clock::time_point now) {
   in_.consume(frame_bytes);
   front_counted_ = false;
+  served_ = true;
   if (in_.size() > 0) frame_started_ = now;  // the next frame's bytes are already here
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,9 @@
 namespace ipcfloor::socket_detail {
 
 using Clock = std::chrono::steady_clock;
+
+// Connection::close_rank of one that is never closed for a newcomer.
+inline constexpr std::int64_t kNeverClosedForNewcomer = std::numeric_limits<std::int64_t>::max();
 
 // A counter with one writer (its server thread) and readers on any thread.
 class Counter {
@@ -114,7 +118,8 @@ class Connection {
  public:
   // `owner`: the peer is proven to be the server's own uid. `id` is unique on its thread.
   Connection(ThreadContext& context, int fd, std::string peer, bool owner, std::uint64_t id, Clock::time_point now)
-      : context_(context), fd_(fd), id_(id), owner_(owner), peer_(std::move(peer)), last_activity_(now) {}
+      : context_(context), fd_(fd), id_(id), owner_(owner), peer_(std::move(peer)), accepted_at_(now),
+        last_activity_(now) {}
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   ~Connection();
@@ -135,9 +140,24 @@ class Connection {
   [[nodiscard]] bool queued() const noexcept { return queued_; }
   void set_queued(bool queued) noexcept { queued_ = queued; }
 
-  // Holds a slot and has no request in flight (no frame begun, no sweep, no reply pending): a
-  // newcomer at the connection limit may close it. The longest-idle goes first.
-  [[nodiscard]] bool evictable() const noexcept;
+  // One slot of its peer's PeerLimit (socket_listener.hpp), held under `key`.
+  void hold_peer_slot(std::string key) noexcept {
+    peer_key_ = std::move(key);
+    holds_peer_slot_ = true;
+  }
+  [[nodiscard]] bool holds_peer_slot() const noexcept { return holds_peer_slot_; }
+  [[nodiscard]] const std::string& peer_key() const noexcept { return peer_key_; }
+  void peer_slot_returned() noexcept { holds_peer_slot_ = false; }
+
+  // Where it stands in line to be closed for a newcomer at the connection limit, lowest first,
+  // or kNeverClosedForNewcomer: first the connections that never completed a frame (those that
+  // sent nothing before those inside their first frame), by when they connected; then those
+  // with no request in flight (no frame
+  // begun, no sweep, no reply pending) and idle for options.keep_active, longest idle first.
+  // Never one that is closing or whose first request is a running sweep.
+  [[nodiscard]] std::int64_t close_rank(Clock::time_point now) const noexcept;
+  [[nodiscard]] bool served_a_frame() const noexcept { return served_; }
+  [[nodiscard]] Clock::time_point accepted_at() const noexcept { return accepted_at_; }
   [[nodiscard]] Clock::time_point idle_since() const noexcept { return last_activity_; }
 
   // What epoll reported for this fd.
@@ -166,6 +186,11 @@ class Connection {
   // Reads up to the end of a refused frame's body into nowhere. False when there is nothing more
   // to read now.
   bool skip_input(Clock::time_point now);
+
+  // Holds a slot and has no request in flight (no frame begun, no sweep, no reply pending).
+  [[nodiscard]] bool idle() const noexcept;
+  // A frame in progress for `elapsed` that has arrived slower than options.min_frame_rate.
+  [[nodiscard]] bool below_frame_rate(Clock::duration elapsed) const noexcept;
 
   // The bytes the buffered frame's length prefix announces, or just the prefix while it is
   // incomplete: what a stalled or truncated frame fell short of.
@@ -196,6 +221,9 @@ class Connection {
   const std::uint64_t id_;
   const bool owner_;
   bool holds_slot_ = false;  // holds a slot of the server's connection limit
+  bool holds_peer_slot_ = false;
+  bool served_ = false;      // has completed a frame (answered or rejected)
+  std::string peer_key_;     // its PeerLimit key (empty: the server's own uid, no per-peer limit)
   bool queued_ = false;      // in its thread's run queue
   std::string peer_;         // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
   InBuffer in_;
@@ -211,6 +239,7 @@ class Connection {
   Clock::time_point frame_started_{};   // the first byte of the buffered (or skipped) frame arrived
   Clock::time_point reply_started_{};   // the pending reply first failed to leave whole
   Clock::time_point close_deadline_{};  // closing: give up waiting for the peer's EOF
+  const Clock::time_point accepted_at_;
   Clock::time_point last_activity_;     // the last byte in or the last reply out (or the accept)
   bool want_write_ = false;  // a reply is pending: registered for EPOLLOUT instead of EPOLLIN
   bool closing_ = false;     // a fatal error reply is queued; then shut down and wait for EOF

@@ -112,6 +112,15 @@ Expected<int> open_tcp_listener(const TcpEndpoint& endpoint, std::uint16_t& boun
   return fd;
 }
 
+std::string tcp_peer_address(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&address)->sin_addr, text, sizeof text);
+  if (address.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr, text, sizeof text);
+  return text;
+}
+
 std::string tcp_peer_name(const sockaddr_storage& address) {
   char text[INET6_ADDRSTRLEN] = "?";
   std::uint16_t port = 0;
@@ -186,6 +195,21 @@ void ConnectionLimit::release() noexcept {
   // relaxed: a count compared against the limit; no memory is published through it, and RMWs
   // on one atomic stay exact without ordering (the other RMW is ConnectionLimit::claim).
   open_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool PeerLimit::claim(const std::string& key) {
+  const std::lock_guard lock(mutex_);
+  std::size_t& held = held_[key];
+  if (held >= max_) return false;
+  ++held;
+  return true;
+}
+
+void PeerLimit::release(const std::string& key) noexcept {
+  const std::lock_guard lock(mutex_);
+  const auto found = held_.find(key);
+  if (found == held_.end()) return;
+  if (--found->second == 0) held_.erase(found);
 }
 
 }  // namespace ipcfloor::socket_detail

@@ -11,9 +11,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 
 #include "common/error.hpp"
 #include "socket/socket_protocol.hpp"
@@ -38,6 +40,8 @@ namespace ipcfloor::socket_detail {
 
 // "tcp peer ADDR:PORT" ("[ADDR]:PORT" for IPv6), for logs. Allocates.
 [[nodiscard]] std::string tcp_peer_name(const sockaddr_storage& address);
+// "ADDR" alone: what one TCP peer's connections share, whatever their ports. Allocates.
+[[nodiscard]] std::string tcp_peer_address(const sockaddr_storage& address);
 
 // One server thread's epoll set, keyed by fd.
 class EpollSet {
@@ -76,6 +80,24 @@ class ConnectionLimit {
   std::atomic<std::size_t>& open_;
   const std::size_t max_;
   const std::size_t others_max_;
+};
+
+// The connections each peer not proven to be the server's own uid holds, shared by every server
+// thread: a TCP peer is its address, a Unix peer its uid (PeerCheck::key). Takes a mutex (never
+// on the shm serving thread); claim allocates the first time a peer is seen.
+class PeerLimit {
+ public:
+  explicit PeerLimit(std::size_t max) noexcept : max_(max) {}
+
+  // Counts one more connection of `key`; false, counting nothing, when it holds max already.
+  [[nodiscard]] bool claim(const std::string& key);
+  // Gives back one connection of `key` (claimed before).
+  void release(const std::string& key) noexcept;
+
+ private:
+  const std::size_t max_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::size_t> held_;  // guarded by mutex_; no zero counts
 };
 
 }  // namespace ipcfloor::socket_detail

@@ -30,6 +30,9 @@ struct PreloadedSeries {
 // measured host is in docs/RELIABILITY.md.
 inline constexpr std::uint64_t kDefaultSweepChunkCost = std::uint64_t{1} << 27;
 inline constexpr std::uint64_t kMaxSweepChunkCost = std::uint64_t{1} << 40;
+// SocketServerOptions::min_frame_rate, bytes a second.
+inline constexpr std::uint64_t kDefaultMinFrameRate = 64 * 1024;
+inline constexpr std::uint64_t kMaxMinFrameRate = std::uint64_t{1} << 30;
 
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket
@@ -45,6 +48,18 @@ struct SocketServerOptions {
   // Slots only peers of the server's own uid may take (Unix-socket peers, whose uid
   // SO_PEERCRED proves): TCP peers, any local user, get at most max_connections - owner_reserve.
   std::size_t owner_reserve = 4;
+  // Connections one peer not proven to be the server's own uid may hold at once: a TCP peer by
+  // its address, a Unix peer (any_uid) by its uid. >= 1; above max_connections - owner_reserve
+  // it changes nothing.
+  std::size_t max_per_peer = 32;
+  // A connection that completed a request less than this long ago is never closed to admit a
+  // newcomer, so a client that sends a request at least this often keeps its connection
+  // whatever others connect. Connections that never completed a frame are closed first.
+  std::chrono::milliseconds keep_active{1000};
+  // Bytes a second a frame must average from its first byte on, once it has been arriving for
+  // kFrameRateGrace (socket_connection.cpp); a slower one is dropped as stalled, so trickling
+  // peers cannot hold slots for the whole stall_timeout. 0: no floor.
+  std::uint64_t min_frame_rate = kDefaultMinFrameRate;
   // Bytes all connections together may hold: series loaded (opcode 2), frames being buffered,
   // replies being sent and sweep scratch. A frame, load or request past it gets
   // over_memory_cap and the connection stays usable. Not counted: the preloaded series (shared),

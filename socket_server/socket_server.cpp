@@ -40,6 +40,13 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
     return fail(ErrorCode::invalid_argument, "socket threads {} is outside 1..{}", options.threads, kMaxThreads);
   if (options.max_connections < 1)
     return fail(ErrorCode::invalid_argument, "the connection limit must be at least 1");
+  if (options.max_per_peer < 1)
+    return fail(ErrorCode::invalid_argument, "the connection limit per peer must be at least 1");
+  if (options.keep_active < std::chrono::milliseconds(0) || options.keep_active > std::chrono::hours(1))
+    return fail(ErrorCode::invalid_argument, "keep-active time {} ms is outside 0..3600000", options.keep_active.count());
+  if (options.min_frame_rate > kMaxMinFrameRate)
+    return fail(ErrorCode::invalid_argument, "the floor frame rate {} bytes a second is outside 0..{}",
+                options.min_frame_rate, kMaxMinFrameRate);
   if (options.sweep_threads < 1 || options.sweep_threads > kMaxThreads)
     return fail(ErrorCode::invalid_argument, "sweep threads {} is outside 1..{}", options.sweep_threads, kMaxThreads);
   if (options.max_loaded_bytes < kMinLoadedBytes)
@@ -59,6 +66,7 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
 
   std::unique_ptr<SocketServer> server(new SocketServer());
   server->budget_ = std::make_unique<socket_detail::SharedBudget>(options.max_loaded_bytes);
+  server->peers_ = std::make_unique<socket_detail::PeerLimit>(options.max_per_peer);
   server->options_ = options;
   if (!server->options_.strategies) server->options_.strategies = std::make_shared<const StrategyCatalog>();
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -77,7 +85,7 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
   }
   for (unsigned i = 0; i < options.threads; ++i)
     server->workers_.push_back(std::make_unique<socket_detail::ServerThread>(
-        server->options_, server->open_connections_, *server->budget_, server->unix_fd_, server->tcp_fd_,
+        server->options_, server->open_connections_, *server->peers_, *server->budget_, server->unix_fd_, server->tcp_fd_,
         server->wake_fd_, i));
   std::vector<socket_detail::ServerThread*> all;
   for (const auto& worker : server->workers_) all.push_back(worker.get());

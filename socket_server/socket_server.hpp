@@ -16,10 +16,15 @@
 // The bound is in work units (kernel/cost.hpp), never in time: the schedule is the same on
 // every host.
 //
-// Limits: at most `max_connections` are served. A newcomer at the limit closes the longest-idle
-// connection that has no request in flight (with too_many_connections, which clients call
-// busy), or is refused with it when there is none; a peer not proven to be the server's own uid
-// never closes one that is. Memory: a connection holds at most one request frame (<= 4 +
+// Limits: at most `max_connections` are served, at most `max_per_peer` of them for one peer not
+// proven to be the server's own uid (a TCP address; a uid with any_uid). A newcomer at the limit
+// closes (with too_many_connections, which clients call busy) first a connection that never
+// completed a frame, the earliest connected first, then the longest-idle connection that has no
+// request in flight and completed none for `keep_active`; it is refused when there is none. So
+// a flood of idle or trickling connections only ever replaces itself, and a client that sends a
+// request at least every `keep_active` keeps its connection. A peer not proven to be the
+// server's own uid never closes one that is. A frame that arrives slower than `min_frame_rate`
+// on average is dropped as stalled. Memory: a connection holds at most one request frame (<= 4 +
 // max_frame_bytes), its reply and scratch, and its loaded series (none when it uses the
 // server's preloaded one, which all connections share); a connection that pipelines is not
 // read again until its reply has left. Frames, replies, scratch and loaded series of every
@@ -44,6 +49,7 @@ namespace ipcfloor {
 
 namespace socket_detail {
 struct SharedBudget;  // what the server threads share (socket_request_handler.hpp)
+class PeerLimit;      // the connections each peer holds (socket_listener.hpp)
 class ServerThread;   // one server thread's epoll set, connections and scratch (socket_thread.hpp)
 }  // namespace socket_detail
 
@@ -86,6 +92,7 @@ class SocketServer {
   std::uint64_t unix_dev_ = 0; // identity of the socket file we created, so stop() removes
   std::uint64_t unix_ino_ = 0; // only ours
   std::atomic<std::size_t> open_connections_{0};
+  std::unique_ptr<socket_detail::PeerLimit> peers_;  // each peer's connections, shared by the threads
   std::unique_ptr<socket_detail::SharedBudget> budget_;  // loaded bytes and the stop flag, shared by the threads
   std::vector<std::unique_ptr<socket_detail::ServerThread>> workers_;
   std::vector<std::thread> threads_;

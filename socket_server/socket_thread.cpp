@@ -19,12 +19,11 @@ namespace ipcfloor::socket_detail {
 namespace {
 
 constexpr int kMaxEvents = 64;
-constexpr std::int64_t kNoneIdle = std::numeric_limits<std::int64_t>::max();
 
 }  // namespace
 
 ServerThread::ServerThread(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections,
-                           SharedBudget& budget, int unix_fd, int tcp_fd, int wake_fd, unsigned index)
+                           PeerLimit& peers, SharedBudget& budget, int unix_fd, int tcp_fd, int wake_fd, unsigned index)
     : options_(options),
       unix_fd_(unix_fd),
       tcp_fd_(tcp_fd),
@@ -32,10 +31,11 @@ ServerThread::ServerThread(const SocketServerOptions& options, std::atomic<std::
       index_(index),
       tick_(std::clamp(options.stall_timeout / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(100))),
       limit_(open_connections, options.max_connections, options.owner_reserve),
+      peers_(peers),
       log_(options.log),
       requests_(options, options.strategies->set(), budget),
       context_{options, stats_, log_, epoll_, requests_},
-      oldest_idle_{kNoneIdle, kNoneIdle} {}
+      first_rank_{kNeverClosedForNewcomer, kNeverClosedForNewcomer} {}
 
 ServerThread::~ServerThread() {
   close_all();
@@ -61,12 +61,15 @@ void ServerThread::guarded(Connection* connection, Work&& work) noexcept {
 void ServerThread::close_all() noexcept {
   for (auto& [fd, connection] : connections_) {
     close(fd);
-    if (connection->holds_slot()) limit_.release();
+    release_slots(*connection);
   }
   connections_.clear();
   run_queue_.clear();
   const std::lock_guard lock(inbox_mutex_);
-  for (const Newcomer& newcomer : inbox_) close(newcomer.fd);
+  for (const Newcomer& newcomer : inbox_) {
+    close(newcomer.fd);
+    if (newcomer.peer_slot) peers_.release(newcomer.peer.key);
+  }
   inbox_.clear();
 }
 
@@ -170,6 +173,7 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
     peer.name = fmt::format("unix peer pid {} uid {}", credentials.pid, credentials.uid);
     // Only a Unix peer's uid is proven (SO_PEERCRED, unless any_uid): TCP peers are anyone's.
     peer.owner = !options_.any_uid && credentials.uid == geteuid();
+    if (!peer.owner) peer.key = fmt::format("uid {}", credentials.uid);
     if (!options_.any_uid && credentials.uid != geteuid()) {
       SocketFault fault;
       fault.error = SocketError::permission_denied;
@@ -180,6 +184,7 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
     return peer;
   }
   peer.name = tcp_peer_name(address);
+  peer.key = tcp_peer_address(address);
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
     log_.line(fmt::format("{}: TCP_NODELAY failed: {}; connection closed", peer.name, os_error(errno)));
@@ -192,22 +197,55 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
 
 void ServerThread::place(Newcomer newcomer, Clock::time_point now) {
   newcomer.tried |= std::uint64_t{1} << index_;
+  if (!newcomer.peer.refusal && !newcomer.peer_slot && !newcomer.peer.key.empty()) claim_peer_slot(newcomer, now);
   if (!newcomer.peer.refusal) {
     const bool owner = newcomer.peer.owner;
     if (auto refusal = limit_.claim(owner)) {
-      Connection* local = longest_idle(owner);
-      if (ServerThread* other = thread_with_older_idle(owner, newcomer.tried, local)) {
+      Connection* local = first_to_close(owner, now);
+      if (ServerThread* other = thread_closing_earlier(owner, newcomer.tried, local, now)) {
         other->hand_over(std::move(newcomer));
         return;
       }
       newcomer.peer.refusal = claim_by_closing(local, owner, *refusal, now);
     }
   }
-  serve_or_refuse(newcomer.fd, std::move(newcomer.peer), now);
+  if (newcomer.peer.refusal && newcomer.peer_slot) {
+    peers_.release(newcomer.peer.key);
+    newcomer.peer_slot = false;
+  }
+  serve_or_refuse(std::move(newcomer), now);
 }
 
-void ServerThread::serve_or_refuse(int fd, PeerCheck peer, Clock::time_point now) {
-  const bool holds_slot = !peer.refusal;
+void ServerThread::claim_peer_slot(Newcomer& newcomer, Clock::time_point now) {
+  const std::string& key = newcomer.peer.key;
+  newcomer.peer_slot = peers_.claim(key);
+  if (newcomer.peer_slot) return;
+  // The peer holds its most: one of its own that never completed a frame makes room, if this
+  // thread has one (other threads' are not searched).
+  Connection* victim = nullptr;
+  for (const auto& [fd, connection] : connections_) {
+    if (!connection->holds_peer_slot() || connection->peer_key() != key || connection->served_a_frame()) continue;
+    if (connection->close_rank(now) == kNeverClosedForNewcomer) continue;
+    // Accepted in one batch, connections share a time: the first accepted goes first.
+    if (victim == nullptr || std::pair(connection->accepted_at(), connection->id()) <
+                                 std::pair(victim->accepted_at(), victim->id()))
+      victim = connection.get();
+  }
+  if (victim != nullptr) {
+    close_for_newcomer(*victim, now);
+    newcomer.peer_slot = peers_.claim(key);
+    if (newcomer.peer_slot) return;
+  }
+  SocketFault fault;
+  fault.error = SocketError::too_many_connections;
+  fault.field = kPeerAtLimit;
+  fault.expected = options_.max_per_peer;
+  newcomer.peer.refusal = fault;
+}
+
+void ServerThread::serve_or_refuse(Newcomer newcomer, Clock::time_point now) {
+  const int fd = newcomer.fd;
+  const bool holds_slot = !newcomer.peer.refusal;
   // Refused peers linger briefly to receive their error; past this many, they are cut off.
   if (!holds_slot && connections_.size() >= 2 * options_.max_connections + 16) {
     close(fd);
@@ -216,48 +254,56 @@ void ServerThread::serve_or_refuse(int fd, PeerCheck peer, Clock::time_point now
   }
   std::unique_ptr<Connection> connection;
   try {
-    connection = std::make_unique<Connection>(context_, fd, std::move(peer.name), peer.owner, next_id_++, now);
+    connection = std::make_unique<Connection>(context_, fd, std::move(newcomer.peer.name), newcomer.peer.owner,
+                                              next_id_++, now);
   } catch (...) {
     close(fd);
     if (holds_slot) limit_.release();
+    if (newcomer.peer_slot) peers_.release(newcomer.peer.key);
     throw;
   }
   if (holds_slot) connection->hold_slot();
+  if (newcomer.peer_slot) connection->hold_peer_slot(std::move(newcomer.peer.key));
   Connection& added = *connection;
   connections_.emplace(fd, std::move(connection));
   if (auto registered = epoll_.add(fd, EPOLLIN | EPOLLRDHUP); !registered) {
     added.drop(registered.error().message);
     return;
   }
-  if (peer.refusal) {
+  if (newcomer.peer.refusal) {
     stats_.refused.add();
-    added.close_with_error(peer.refusal->error, ipcfloor::describe(*peer.refusal), now);
+    added.close_with_error(newcomer.peer.refusal->error, ipcfloor::describe(*newcomer.peer.refusal), now);
   } else {
     stats_.accepted.add();
   }
 }
 
-Connection* ServerThread::longest_idle(bool owner) const noexcept {
-  Connection* oldest = nullptr;
+Connection* ServerThread::first_to_close(bool owner, Clock::time_point now) const noexcept {
+  Connection* first = nullptr;
+  std::int64_t first_rank = kNeverClosedForNewcomer;
   for (const auto& [fd, connection] : connections_) {
-    if (!connection->evictable() || (!owner && connection->owner())) continue;
-    if (oldest == nullptr || connection->idle_since() < oldest->idle_since()) oldest = connection.get();
+    if (!owner && connection->owner()) continue;
+    const std::int64_t rank = connection->close_rank(now);
+    // Accepted in one batch, connections share a rank: the first accepted goes first.
+    if (rank < first_rank || (rank == first_rank && first != nullptr && connection->id() < first->id())) {
+      first_rank = rank;
+      first = connection.get();
+    }
   }
-  return oldest;
+  return first;
 }
 
-ServerThread* ServerThread::thread_with_older_idle(bool owner, std::uint64_t tried,
-                                                   const Connection* than) const noexcept {
-  std::int64_t oldest = than != nullptr ? than->idle_since().time_since_epoch().count() : kNoneIdle;
+ServerThread* ServerThread::thread_closing_earlier(bool owner, std::uint64_t tried, const Connection* than,
+                                                   Clock::time_point now) const noexcept {
+  std::int64_t first = than != nullptr ? than->close_rank(now) : kNeverClosedForNewcomer;
   ServerThread* found = nullptr;
   for (ServerThread* other : all_) {
     if ((tried >> other->index_ & 1) != 0) continue;
     // relaxed: a hint that publishes no memory (ServerThread::check_deadlines on the other thread
-    // stores it); a stale value only picks another thread, which looks at its own connections
-    // again in place() before it closes one.
-    const std::int64_t since = other->oldest_idle_[owner ? 0 : 1].load(std::memory_order_relaxed);
-    if (since < oldest) {
-      oldest = since;
+    // stores it); a stale value only picks another thread, which looks again in place().
+    const std::int64_t rank = other->first_rank_[owner ? 0 : 1].load(std::memory_order_relaxed);
+    if (rank < first) {
+      first = rank;
       found = other;
     }
   }
@@ -267,24 +313,41 @@ ServerThread* ServerThread::thread_with_older_idle(bool owner, std::uint64_t tri
 std::optional<SocketFault> ServerThread::claim_by_closing(Connection* victim, bool owner, const SocketFault& refusal,
                                                           Clock::time_point now) {
   if (victim == nullptr || !limit_.one_release_admits(owner)) return refusal;
+  close_for_newcomer(*victim, now);
+  return limit_.claim(owner);
+}
+
+void ServerThread::close_for_newcomer(Connection& victim, Clock::time_point now) {
   SocketFault fault;
   fault.error = SocketError::too_many_connections;
-  fault.field = kClosedForNewcomer;
   fault.expected = options_.max_connections;
+  const bool unserved = !victim.served_a_frame();
+  fault.field = unserved ? kClosedUnserved : kClosedForNewcomer;
   fault.limit = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now - victim->idle_since()).count());
-  victim->close_with_error(fault.error, ipcfloor::describe(fault), now);
-  victim->slot_returned();
-  limit_.release();
-  return limit_.claim(owner);
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - (unserved ? victim.accepted_at() : victim.idle_since()))
+          .count());
+  victim.close_with_error(fault.error, ipcfloor::describe(fault), now);
+  release_slots(victim);
+}
+
+void ServerThread::release_slots(Connection& connection) noexcept {
+  if (connection.holds_slot()) {
+    connection.slot_returned();
+    limit_.release();
+  }
+  if (connection.holds_peer_slot()) {
+    connection.peer_slot_returned();
+    peers_.release(connection.peer_key());
+  }
 }
 
 void ServerThread::hand_over(Newcomer newcomer) {
   try {
     const std::lock_guard lock(inbox_mutex_);
-    inbox_.push_back(std::move(newcomer));
+    inbox_.push_back(newcomer);
   } catch (...) {
     close(newcomer.fd);
+    if (newcomer.peer_slot) peers_.release(newcomer.peer.key);
     throw;
   }
   const std::uint64_t one = 1;
@@ -325,19 +388,18 @@ void ServerThread::run_next_chunk() {
 }
 
 void ServerThread::check_deadlines(Clock::time_point now) {
-  std::int64_t any = kNoneIdle;
-  std::int64_t others = kNoneIdle;
+  std::int64_t any = kNeverClosedForNewcomer;
+  std::int64_t others = kNeverClosedForNewcomer;
   for (auto& [fd, connection] : connections_) {
     connection->check_deadline(now);
-    if (!connection->evictable()) continue;
-    const std::int64_t since = connection->idle_since().time_since_epoch().count();
-    any = std::min(any, since);
-    if (!connection->owner()) others = std::min(others, since);
+    const std::int64_t rank = connection->close_rank(now);
+    any = std::min(any, rank);
+    if (!connection->owner()) others = std::min(others, rank);
   }
-  // relaxed: hints for other threads' place() (ServerThread::thread_with_older_idle reads them);
-  // nothing is published through them, and a stale one costs only a second look there.
-  oldest_idle_[0].store(any, std::memory_order_relaxed);
-  oldest_idle_[1].store(others, std::memory_order_relaxed);
+  // relaxed: hints for other threads' place() (ServerThread::thread_closing_earlier reads them);
+  // ServerThread::thread_closing_earlier); nothing is published through them.
+  first_rank_[0].store(any, std::memory_order_relaxed);
+  first_rank_[1].store(others, std::memory_order_relaxed);
 }
 
 void ServerThread::reap() {
@@ -347,7 +409,7 @@ void ServerThread::reap() {
       continue;
     }
     close(it->first);
-    if (it->second->holds_slot()) limit_.release();
+    release_slots(*it->second);
     it = connections_.erase(it);
   }
 }

@@ -36,6 +36,7 @@ namespace ipcfloor::socket_detail {
 struct PeerCheck {
   std::string name;  // "unix peer pid P uid U" or "tcp peer ADDR:PORT", for logs
   bool owner = false;  // proven to be the server's own uid (a Unix peer, SO_PEERCRED, without any_uid)
+  std::string key;     // its PeerLimit key: "uid U" or the TCP address; empty for the owner (no limit)
   std::optional<SocketFault> refusal;
 };
 
@@ -44,14 +45,15 @@ struct Newcomer {
   int fd = -1;
   PeerCheck peer;
   std::uint64_t tried = 0;  // the threads (bit by index) that had no idle connection to close for it
+  bool peer_slot = false;   // holds a slot of its peer's PeerLimit
 };
 
 class ServerThread {
  public:
-  // `options`, `open_connections` and `budget` are the server's and outlive the thread; the
-  // fds are the server's listeners (-1: none) and its wake-up eventfd. `index` < 64.
-  ServerThread(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, SharedBudget& budget,
-               int unix_fd, int tcp_fd, int wake_fd, unsigned index);
+  // `options`, `open_connections`, `peers` and `budget` are the server's and outlive the thread;
+  // the fds are the server's listeners (-1: none) and its wake-up eventfd. `index` < 64.
+  ServerThread(const SocketServerOptions& options, std::atomic<std::size_t>& open_connections, PeerLimit& peers,
+               SharedBudget& budget, int unix_fd, int tcp_fd, int wake_fd, unsigned index);
   ServerThread(const ServerThread&) = delete;
   ServerThread& operator=(const ServerThread&) = delete;
   ~ServerThread();
@@ -82,20 +84,30 @@ class ServerThread {
   // closed and the peer counted as refused, when the socket cannot be asked or set up.
   std::optional<PeerCheck> check_peer(int fd, bool is_unix, const sockaddr_storage& address);
 
-  // A newcomer takes a free slot; at the limit, it goes to the thread whose longest-idle
-  // connection (no request in flight) is oldest, which closes that connection for it; where
-  // no thread has one, it is refused. A peer not proven to be the owner never closes an
-  // owner's connection.
+  // A newcomer first takes a slot of its peer's PeerLimit: at the peer's limit, this thread
+  // closes the peer's own connection first in line (Connection::close_rank) that never completed
+  // a frame, or refuses it. Then it takes a free slot of the server; at the limit, it goes to the
+  // thread whose connection first in line comes first, which closes that connection for it;
+  // where no thread has one, it is refused. A peer not proven to be the owner never closes an
+  // owner's connection, and a connection that completed a request within keep_active is never
+  // closed.
   void place(Newcomer newcomer, Clock::time_point now);
+  // The newcomer's slot of its peer's PeerLimit, or its refusal.
+  void claim_peer_slot(Newcomer& newcomer, Clock::time_point now);
   // Serves the newcomer (it holds a slot) or, refused, sends it its error.
-  void serve_or_refuse(int fd, PeerCheck peer, Clock::time_point now);
-  // This thread's evictable connection idle the longest that a newcomer (`owner` or not) may close.
-  [[nodiscard]] Connection* longest_idle(bool owner) const noexcept;
-  // Another thread, not yet tried, whose published longest-idle connection is older than `than`.
-  [[nodiscard]] ServerThread* thread_with_older_idle(bool owner, std::uint64_t tried, const Connection* than) const noexcept;
+  void serve_or_refuse(Newcomer newcomer, Clock::time_point now);
+  // This thread's connection first in line to be closed for a newcomer (`owner` or not), or null.
+  [[nodiscard]] Connection* first_to_close(bool owner, Clock::time_point now) const noexcept;
+  // Another thread, not yet tried, whose published first in line comes before `than`.
+  [[nodiscard]] ServerThread* thread_closing_earlier(bool owner, std::uint64_t tried, const Connection* than,
+                                                     Clock::time_point now) const noexcept;
   // Closes `victim` (busy: too_many_connections) and claims its slot; `refusal` when that cannot help.
   [[nodiscard]] std::optional<SocketFault> claim_by_closing(Connection* victim, bool owner, const SocketFault& refusal,
                                                             Clock::time_point now);
+  // Closes `victim` for a newcomer, telling it why, and gives back its slots.
+  void close_for_newcomer(Connection& victim, Clock::time_point now);
+  // Gives back the slots `connection` holds (the server's and its peer's).
+  void release_slots(Connection& connection) noexcept;
   // Queues a newcomer for this thread and wakes it. Any thread.
   void hand_over(Newcomer newcomer);
   // Places the newcomers other threads handed over.
@@ -106,7 +118,7 @@ class ServerThread {
   // Runs one chunk of the sweep at the front of the run queue.
   void run_next_chunk();
 
-  // Every connection's deadlines; then publishes this thread's longest-idle times.
+  // Every connection's deadlines; then publishes this thread's first in line to be closed.
   void check_deadlines(Clock::time_point now);
   // Closes the connections marked dead in this batch. Their fds stay open until here, so no
   // event of the batch can name a reused fd.
@@ -119,6 +131,7 @@ class ServerThread {
   const unsigned index_;
   const std::chrono::milliseconds tick_;
   ConnectionLimit limit_;
+  PeerLimit& peers_;
   ThreadStats stats_;
   RateLimitedLog log_;
   EpollSet epoll_;
@@ -129,10 +142,10 @@ class ServerThread {
   std::unordered_map<int, std::unique_ptr<Connection>> connections_;
   std::deque<std::pair<int, std::uint64_t>> run_queue_;  // (fd, connection id) with a sweep running
   std::vector<ServerThread*> all_;  // every server thread, this one at index_
-  // The idle-since time (steady clock ticks) of this thread's longest-idle evictable connection,
+  // The close_rank of this thread's connection first in line to be closed for a newcomer,
   // published each tick for other threads' place(): [0] any, [1] of peers not proven the owner.
-  // kNoneIdle: none.
-  std::array<std::atomic<std::int64_t>, 2> oldest_idle_;
+  // kNeverClosedForNewcomer: none.
+  std::array<std::atomic<std::int64_t>, 2> first_rank_;
   int inbox_fd_ = -1;        // eventfd: readable when inbox_ holds newcomers
   std::mutex inbox_mutex_;   // guards inbox_ (never taken on the shm serving thread)
   std::vector<Newcomer> inbox_;

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <new>
 #include <optional>
@@ -290,6 +292,88 @@ class Spawned {
   pid_t pid_ = -1;
   int stderr_fd_ = -1;
   std::optional<int> status_;
+};
+
+// A cgroup of its own, just below this process's in the hierarchy that holds `controller`
+// (cgroup v1's "memory" or "cpuset" hierarchy, or the unified v2 one), with `settings` written
+// into its control files: a child enters it between fork and exec. Empty when none can be made
+// here (not root, no such controller, a read-only hierarchy). Removed on destruction, once the
+// processes in it are gone.
+class TestCgroup {
+ public:
+  struct Setting {
+    std::string v1_file, v2_file;  // the control file in either hierarchy
+    std::string value;             // "{parent}" is replaced by the parent's value of the same file
+  };
+  static std::optional<TestCgroup> make(const std::string& controller, const std::vector<Setting>& settings) {
+    std::ifstream cgroups("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroups, line);) {
+      const std::size_t first = line.find(':');
+      const std::size_t second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      std::string controllers = ",";
+      controllers.append(line, first + 1, second - first - 1).push_back(',');
+      const std::string path = line.substr(second + 1);
+      const bool v1 = controllers.find("," + controller + ",") != std::string::npos;
+      if (!v1 && !line.starts_with("0::")) continue;
+      const std::string parent = (v1 ? "/sys/fs/cgroup/" + controller : "/sys/fs/cgroup") + (path == "/" ? "" : path);
+      if (::access((parent + "/cgroup.procs").c_str(), F_OK) != 0) continue;  // not a cgroup directory
+      const std::string dir = fmt::format("{}/ipcfloor-test-{}-{}", parent, controller, ::getpid());
+      if (::mkdir(dir.c_str(), 0755) != 0) continue;
+      TestCgroup made(dir);
+      bool all = true;
+      for (const Setting& setting : settings) {
+        const std::string& file = v1 ? setting.v1_file : setting.v2_file;
+        std::string value = setting.value;
+        if (value == "{parent}") value = read_first_line(parent + "/" + file);
+        all = all && !value.empty() && write_file(dir + "/" + file, value);
+      }
+      if (all) return made;
+    }
+    return std::nullopt;
+  }
+  // Memory: memory.max (v2) or memory.limit_in_bytes (v1) at `bytes`.
+  static std::optional<TestCgroup> memory(std::uint64_t bytes) {
+    return make("memory", {{"memory.limit_in_bytes", "memory.max", std::to_string(bytes)}});
+  }
+  // A cpuset of `cpus` (a kernel cpu list such as "0"), memory nodes as the parent's.
+  static std::optional<TestCgroup> cpuset(const std::string& cpus) {
+    return make("cpuset", {{"cpuset.cpus", "cpuset.cpus", cpus}, {"cpuset.mems", "cpuset.mems", "{parent}"}});
+  }
+  TestCgroup(TestCgroup&& other) noexcept : dir_(std::exchange(other.dir_, std::string())) {}
+  TestCgroup& operator=(TestCgroup&&) = delete;
+  TestCgroup(const TestCgroup&) = delete;
+  TestCgroup& operator=(const TestCgroup&) = delete;
+  ~TestCgroup() {
+    if (dir_.empty()) return;
+    // A process killed a moment ago may not have left it yet.
+    (void)eventually([&] { return ::rmdir(dir_.c_str()) == 0 || errno == ENOENT; }, std::chrono::seconds(5));
+  }
+
+  [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
+  // In a child, before exec: moves the calling process in; _exit(kHookFailed) when it cannot.
+  void enter() const {
+    if (!write_file(dir_ + "/cgroup.procs", std::to_string(::getpid()))) ::_exit(Spawned::kHookFailed);
+  }
+
+ private:
+  explicit TestCgroup(std::string dir) : dir_(std::move(dir)) {}
+  // Writes into an existing control file only: never creates one.
+  static bool write_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return written;
+  }
+  static std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+
+  std::string dir_;
 };
 
 // An observer's view of engine `name` (no lane), or nothing when none answers now.

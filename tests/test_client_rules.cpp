@@ -97,7 +97,7 @@ TEST_CASE("IPCFLOOR_SOCKET_DIR moves the C ABI's and the C++ facade's attach to 
 
   REQUIRE(::unsetenv("IPCFLOOR_SOCKET_DIR") == 0);
   int err = 0;
-  CHECK(ipcfloor_attach(name.c_str(), &err) == nullptr);  // /dev/shm holds no such engine
+  CHECK(ipcfloor_attach(name.c_str(), &err) == nullptr);  // the default directory holds no such engine
   CHECK(err != IPCFLOOR_OK);
   engine->stop(SIGTERM);
   std::filesystem::remove_all(dir);

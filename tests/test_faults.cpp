@@ -1262,7 +1262,7 @@ TEST_CASE("a client cannot truncate, grow, write or remap writable what it recei
     ForkedChild attacker([&](int fd) {
       // A hostile client keeps the descriptors it receives (ipcfloor's own clients close them
       // once mapped): it asks for its lane by hand.
-      const UniqueFd connection = fault::connect_raw("/dev/shm/" + engine.name());
+      const UniqueFd connection = fault::connect_raw(handoff_socket_path(default_socket_dir(), engine.name()));
       auto handed = fault::ask_raw(connection.get(), HandoffRole::lane);
       if (!handed || handed->fds.size() != 2) {
         fault::tell(fd, "E no lane handed over");
@@ -1369,7 +1369,7 @@ TEST_CASE("a client that spoofs pid 1 pins nothing: no owner word is writable to
                                                  offsetof(LaneStatus, owner_pid));
     // Its own engine-sent data descriptor is closed once mapped; a descriptor for the object
     // asked for by hand is sealed the same way.
-    const UniqueFd connection = fault::connect_raw("/dev/shm/" + engine.name());
+    const UniqueFd connection = fault::connect_raw(handoff_socket_path(default_socket_dir(), engine.name()));
     const auto handed = fault::ask_raw(connection.get(), HandoffRole::observer);
     if (handed && !handed->fds.empty() && ::pwrite(handed->fds[0].get(), &one, sizeof one, owner_offset) == sizeof one)
       wrote += " pwrite";
@@ -1444,7 +1444,7 @@ TEST_CASE("with no lane free but one draining, an attach waits for it and succee
 
   // The engine's answer to a hand-off now: no lane free, one on its way.
   {
-    const UniqueFd raw = fault::connect_raw("/dev/shm/" + engine.name());
+    const UniqueFd raw = fault::connect_raw(handoff_socket_path(default_socket_dir(), engine.name()));
     REQUIRE(raw);
     const auto answered = fault::ask_raw(raw.get(), HandoffRole::lane);
     REQUIRE(answered.has_value());
@@ -1472,7 +1472,7 @@ TEST_CASE("with no lane free but one draining, an attach waits for it and succee
 TEST_CASE("a connection that never asks for a lane is dropped after about a second and holds none meanwhile") {
   Engine engine(unique_name("idle"), {"--wait", "backoff", "--bars", "500", "--lanes", "1"});
   REQUIRE(engine.up());
-  const UniqueFd idle = fault::connect_raw("/dev/shm/" + engine.name());
+  const UniqueFd idle = fault::connect_raw(handoff_socket_path(default_socket_dir(), engine.name()));
   REQUIRE(idle);
   const std::uint64_t start = monotonic_ns();
   {
@@ -1581,7 +1581,7 @@ struct SegmentCleanup {
   explicit SegmentCleanup(std::string segment_name) : name(std::move(segment_name)) {}
   SegmentCleanup(const SegmentCleanup&) = delete;
   SegmentCleanup& operator=(const SegmentCleanup&) = delete;
-  ~SegmentCleanup() { (void)Segment::remove_stale(name); }
+  ~SegmentCleanup() { (void)Segment::remove_stale(name, default_socket_dir()); }
   std::string name;
 };
 

@@ -44,6 +44,7 @@ namespace {
 
 using fault::eventually;
 using fault::ForkedChild;
+using fault::TestCgroup;
 using fault::SharedBlock;
 using fault::Spawned;
 
@@ -65,8 +66,8 @@ std::vector<std::string> serve_args(const std::string& name, std::vector<std::st
   return args;
 }
 
-// Files in /dev/shm whose name starts with `name`: what an engine left behind.
-std::vector<std::string> files_of(const std::string& name, const std::string& dir = "/dev/shm") {
+// Files in the socket directory whose name starts with `name`: what an engine left behind.
+std::vector<std::string> files_of(const std::string& name, const std::string& dir = default_socket_dir()) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().filename().string().starts_with(name)) found.push_back(entry.path().string());
@@ -181,58 +182,6 @@ std::string reach_through_proc(pid_t victim, std::chrono::milliseconds scribble)
   return fmt::format("F {} {}{}", found, opened, links);
 }
 
-// A memory cgroup of its own, just below this process's, limited to `bytes`: a child enters it
-// between fork and exec. Empty when none can be made here (not root, no memory controller, a
-// read-only hierarchy). Removed on destruction, once the processes in it are gone.
-class MemoryCgroup {
- public:
-  static std::optional<MemoryCgroup> make(std::uint64_t bytes) {
-    std::ifstream cgroups("/proc/self/cgroup");
-    for (std::string line; std::getline(cgroups, line);) {
-      const std::size_t first = line.find(':');
-      const std::size_t second = line.find(':', first + 1);
-      if (first == std::string::npos || second == std::string::npos) continue;
-      std::string controllers = ",";
-      controllers.append(line, first + 1, second - first - 1).push_back(',');
-      const std::string path = line.substr(second + 1);
-      const bool v1 = controllers.find(",memory,") != std::string::npos;
-      if (!v1 && !line.starts_with("0::")) continue;
-      const std::string parent = (v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup") + (path == "/" ? "" : path);
-      if (::access((parent + "/cgroup.procs").c_str(), F_OK) != 0) continue;  // not a cgroup directory
-      const std::string dir = fmt::format("{}/ipcfloor-test-{}", parent, ::getpid());
-      if (::mkdir(dir.c_str(), 0755) != 0) continue;
-      MemoryCgroup made(dir);
-      if (write_file(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"), std::to_string(bytes))) return made;
-    }
-    return std::nullopt;
-  }
-  MemoryCgroup(MemoryCgroup&& other) noexcept : dir_(std::exchange(other.dir_, std::string())) {}
-  MemoryCgroup& operator=(MemoryCgroup&&) = delete;
-  MemoryCgroup(const MemoryCgroup&) = delete;
-  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
-  ~MemoryCgroup() {
-    if (dir_.empty()) return;
-    // A process killed a moment ago may not have left it yet.
-    (void)eventually([&] { return ::rmdir(dir_.c_str()) == 0 || errno == ENOENT; }, std::chrono::seconds(5));
-  }
-
-  [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
-  // In a child, before exec: moves the calling process in; _exit(kHookFailed) when it cannot.
-  void enter() const {
-    if (!write_file(dir_ + "/cgroup.procs", std::to_string(::getpid()))) ::_exit(Spawned::kHookFailed);
-  }
-
- private:
-  explicit MemoryCgroup(std::string dir) : dir_(std::move(dir)) {}
-  // Writes into an existing control file only: never creates one.
-  static bool write_file(const std::string& path, const std::string& text) {
-    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    return fd && ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  }
-
-  std::string dir_;
-};
-
 }  // namespace
 
 TEST_CASE("another process of the client's uid finds no ipcfloor object to open through /proc/PID/fd, and its "
@@ -274,7 +223,7 @@ TEST_CASE("another process of the client's uid finds no ipcfloor object to open 
 TEST_CASE("removing the files of a live engine cannot free its name: a second engine is refused while the first "
           "lives, the first's stop removes nothing of anyone else's, and the name is free once it is gone") {
   const std::string name = unique_name("steal");
-  const std::string socket = "/dev/shm/" + name;
+  const std::string socket = handoff_socket_path(default_socket_dir(), name);
   Spawned first(serve_args(name, {"--bars", "500"}));
   REQUIRE_MESSAGE(fault::segment_served_by(name, first.pid()), first.stderr_text());
   // The report's sequence: serve --name N &, rm /dev/shm/N.lock, serve --name N --seed 9.
@@ -321,7 +270,7 @@ TEST_CASE("removing the files of a live engine cannot free its name: a second en
 TEST_CASE("66 held observer hand-offs and 200 silent connections lock no client out: sweep --name and a library "
           "client still attach, and the engine closes the idle observers") {
   const std::string name = unique_name("crowd");
-  const std::string socket = "/dev/shm/" + name;
+  const std::string socket = handoff_socket_path(default_socket_dir(), name);
   Spawned engine(serve_args(name, {"--bars", "2000", "--lanes", "2"}));
   REQUIRE_MESSAGE(fault::segment_served_by(name, engine.pid()), engine.stderr_text());
   std::vector<UniqueFd> observers;
@@ -406,7 +355,7 @@ TEST_CASE("an engine that closes a hand-off without answering while it lives is 
 
 TEST_CASE("sizes the host cannot back are refused before anything is allocated, naming the option and the limit, "
           "and leave no file behind") {
-  const auto cgroup = MemoryCgroup::make(std::uint64_t{256} << 20);
+  const auto cgroup = TestCgroup::memory(std::uint64_t{256} << 20);
   if (!cgroup) {
     MESSAGE("skipped: no memory cgroup could be made here (needs root and a writable cgroup hierarchy)");
     return;
@@ -448,7 +397,7 @@ TEST_CASE("kernel workspaces the host cannot back are refused before they are al
   // Each workspace holds five series as long as the longest a BACKTEST may run on. Here the
   // segment fits the cgroup's 256 MiB, and one workspace (320 MB for 8M bars) does not: the
   // engine and the sweep were killed by the cgroup's OOM killer at start before they counted them.
-  const auto cgroup = MemoryCgroup::make(std::uint64_t{256} << 20);
+  const auto cgroup = TestCgroup::memory(std::uint64_t{256} << 20);
   if (!cgroup) {
     MESSAGE("skipped: no memory cgroup could be made here (needs root and a writable cgroup hierarchy)");
     return;

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -125,6 +126,7 @@ class TestKeeper {
       out.reply.version = kHandoffVersion;
       out.reply.layout_version = kLayoutVersion;
       out.reply.data_bytes = segment_.size();
+      std::snprintf(out.reply.engine, sizeof out.reply.engine, "%s", segment_.name().c_str());
       out.fds.push_back(segment_.data_fd());
       if (request.role == static_cast<std::uint16_t>(HandoffRole::lane)) {
         const std::uint32_t lane = next_lane_++ % segment_.lane_count();
@@ -230,7 +232,7 @@ TEST_CASE("create publishes a complete data object that an observer and a lane c
   CHECK(h.engine_start_ticks == process_start_ticks(::getpid()));
   CHECK(h.series_checksum == fnv1a64(std::as_bytes(std::span<const double>(series))));
   CHECK(std::string(h.series_name) == "synthetic test series");
-  CHECK(created->socket_path() == fmt::format("/dev/shm/{}", name));
+  CHECK(created->socket_path() == handoff_socket_path(default_socket_dir(), name));
 
   TestKeeper keeper(*created);
   auto observer = Attachment::attach(name, as(HandoffRole::observer));
@@ -315,7 +317,7 @@ TEST_CASE("a name held by a live engine is refused with busy, naming its pid") {
   REQUIRE_FALSE(second.has_value());
   CHECK(second.error().code == ErrorCode::busy);
   CHECK_MESSAGE(contains(second.error().message, fmt::format("is running (pid {})", ::getpid())), second.error().message);
-  auto removed = Segment::remove_stale(name);
+  auto removed = Segment::remove_stale(name, default_socket_dir());
   REQUIRE_FALSE(removed.has_value());
   CHECK(removed.error().code == ErrorCode::busy);
   CHECK(path_exists(created->socket_path()));
@@ -323,7 +325,7 @@ TEST_CASE("a name held by a live engine is refused with busy, naming its pid") {
 
 TEST_CASE("the socket a dead engine left is replaced with a warning, and remove_stale clears it") {
   const std::string name = unique_name();
-  const std::string path = fmt::format("/dev/shm/{}", name);
+  const std::string path = handoff_socket_path(default_socket_dir(), name);
   leave_dead_socket(path);
   auto gone = Attachment::attach(name, as(HandoffRole::observer));
   REQUIRE_FALSE(gone.has_value());
@@ -338,14 +340,14 @@ TEST_CASE("the socket a dead engine left is replaced with a warning, and remove_
   created = std::unexpected(Error{ErrorCode::io, "destroyed"});
 
   leave_dead_socket(path);
-  REQUIRE(Segment::remove_stale(name).has_value());
+  REQUIRE(Segment::remove_stale(name, default_socket_dir()).has_value());
   CHECK_FALSE(path_exists(path));
-  CHECK(Segment::remove_stale(name).has_value());  // nothing there: fine
+  CHECK(Segment::remove_stale(name, default_socket_dir()).has_value());  // nothing there: fine
 }
 
 TEST_CASE("concurrent creators of one name: exactly one wins, also over a dead engine's socket") {
   const std::string name = unique_name();
-  const std::string path = fmt::format("/dev/shm/{}", name);
+  const std::string path = handoff_socket_path(default_socket_dir(), name);
   const auto race = [&] {
     constexpr int kCreators = 4;
     std::vector<pid_t> children;
@@ -400,7 +402,7 @@ TEST_CASE("concurrent creators of one name: exactly one wins, also over a dead e
 
 TEST_CASE("something at the name that is not an ipcfloor socket is refused and left untouched") {
   const std::string name = unique_name();
-  const std::string path = fmt::format("/dev/shm/{}", name);
+  const std::string path = handoff_socket_path(default_socket_dir(), name);
   {
     std::ofstream junk(path);
     junk << "an older segment, or someone else's file";
@@ -431,7 +433,7 @@ TEST_CASE("attach refuses a socket with group or other permission bits, without 
 
 TEST_CASE("a FIFO or a directory at the name is refused at once and left untouched") {
   const std::string name = unique_name();
-  const std::string path = fmt::format("/dev/shm/{}", name);
+  const std::string path = handoff_socket_path(default_socket_dir(), name);
   const std::vector<double> series = make_series(100);
   for (const char* kind : {"fifo", "directory"}) {
     CAPTURE(kind);
@@ -473,13 +475,13 @@ TEST_CASE("a socket or a name claim of another uid is refused and left untouched
   }
   SUBCASE("a dead engine's socket") {
     const std::string name = unique_name();
-    const std::string path = fmt::format("/dev/shm/{}", name);
+    const std::string path = handoff_socket_path(default_socket_dir(), name);
     leave_dead_socket(path);
     REQUIRE(::chown(path.c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
     auto created = Segment::create(make_config(name, series));
     REQUIRE_FALSE(created.has_value());
     CHECK(created.error().code == ErrorCode::permission);
-    CHECK(contains(created.error().message, fmt::format("owned by uid {}", kNobody)));
+    CHECK(contains(created.error().message, fmt::format("a socket of uid {}", kNobody)));
     CHECK(contains(created.error().message, "only replaces its own sockets"));
     CHECK(path_exists(path));  // not ours to remove
     ::unlink(path.c_str());
@@ -489,7 +491,8 @@ TEST_CASE("a socket or a name claim of another uid is refused and left untouched
     // engine must refuse, saying the name is held and how to find by whom, and take nothing over.
     const std::string name = unique_name();
     struct stat dir {};
-    REQUIRE(::stat("/dev/shm", &dir) == 0);
+    REQUIRE(prepare_socket_dir(default_socket_dir()).has_value());
+    REQUIRE(::stat(default_socket_dir().c_str(), &dir) == 0);
     const std::string address = claim_address(::geteuid(), dir.st_dev, dir.st_ino, name);
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
@@ -518,11 +521,76 @@ TEST_CASE("a socket or a name claim of another uid is refused and left untouched
     REQUIRE_FALSE(created.has_value());
     CHECK(created.error().code == ErrorCode::busy);
     CHECK_MESSAGE(contains(created.error().message, "@" + address), created.error().message);
-    CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", name)));
+    CHECK_FALSE(path_exists(handoff_socket_path(default_socket_dir(), name)));
     // Killed, the squatter's address is free at once: the name is ours to take.
     auto taken = Segment::create(make_config(name, series));
     CHECK_MESSAGE(taken.has_value(), why(taken));
   }
+}
+
+// A sealed copy of the data object behind `data_fd`, `bytes` long (a sparse tail past the
+// original), with its header saying `bytes` and, with `flip`, one byte of the series changed.
+int lying_copy(int data_fd, std::size_t original, std::size_t bytes, bool flip, std::vector<UniqueFd>& keep) {
+  UniqueFd fd(::memfd_create("ipcfloor-test-lie", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  REQUIRE(fd);
+  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0);
+  std::vector<std::byte> head(original);
+  REQUIRE(::pread(data_fd, head.data(), original, 0) == static_cast<ssize_t>(original));
+  auto* header = reinterpret_cast<DataHeader*>(head.data());
+  header->data_bytes = bytes;
+  if (flip) head[header->series_offset] ^= std::byte{1};
+  REQUIRE(::pwrite(fd.get(), head.data(), original, 0) == static_cast<ssize_t>(original));
+  REQUIRE(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0);
+  const int raw = fd.get();
+  keep.push_back(std::move(fd));
+  return raw;
+}
+
+TEST_CASE("a lying engine's sparse data object larger than the client may have is refused before it is mapped") {
+  const std::vector<double> series = make_series(1000);
+  const std::string name = unique_name();
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  // 8 GiB past what this host says it can give: a header consistent with the object, a sealed
+  // memfd, and holes where the pages should be.
+  const HostMemory host = read_host_memory();
+  REQUIRE(host.available.has_value());
+  const std::size_t lie = static_cast<std::size_t>(host.available->bytes) + (std::size_t{8} << 30);
+  const std::size_t original = created->size();
+  TestKeeper keeper(*created, [&](Outgoing& out, std::vector<UniqueFd>& keep) {
+    out.fds[0] = lying_copy(out.fds[0], original, lie, false, keep);
+    out.reply.data_bytes = lie;
+  });
+  // In a child under a 4 GiB address space: if the client mapped the object, it fails there
+  // ("cannot map") instead of taking the host's memory.
+  const std::string verdict = in_child([&] {
+    const rlimit four_gib{rlim_t{4} << 30, rlim_t{4} << 30};
+    ::setrlimit(RLIMIT_AS, &four_gib);
+    auto attached = Attachment::attach(name, as(HandoffRole::observer));
+    if (attached) return std::string("attached");
+    return fmt::format("{} {}", static_cast<int>(attached.error().code), attached.error().message);
+  });
+  CHECK_MESSAGE(verdict.starts_with(fmt::format("{} ", static_cast<int>(ErrorCode::resource))), verdict);
+  CHECK_MESSAGE(verdict.find("refusing a sparse object") != std::string::npos, verdict);
+  CHECK_MESSAGE(verdict.find("MemAvailable") != std::string::npos, verdict);
+}
+
+TEST_CASE("an attach for status reads no series: it trusts the recorded checksum, where a client's attach hashes") {
+  const std::vector<double> series = make_series(1000);
+  const std::string name = unique_name();
+  auto created = Segment::create(make_config(name, series));
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  const std::size_t original = created->size();
+  TestKeeper keeper(*created, [&](Outgoing& out, std::vector<UniqueFd>& keep) {
+    out.fds[0] = lying_copy(out.fds[0], original, original, true, keep);  // one series byte changed
+  });
+  auto hashed = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_FALSE(hashed.has_value());
+  CHECK_MESSAGE(contains(hashed.error().message, "hashes to"), hashed.error().message);
+  AttachOptions status = as(HandoffRole::observer);
+  status.verify_series = false;
+  auto trusted = Attachment::attach(name, status);
+  CHECK_MESSAGE(trusted.has_value(), why(trusted));
 }
 
 TEST_CASE("a lying engine's hand-off is refused before anything is mapped: unsealed, resized or extra "
@@ -582,7 +650,7 @@ TEST_CASE("attach names the missing engine and how to start one") {
   auto attached = Attachment::attach(name, as(HandoffRole::lane));
   REQUIRE_FALSE(attached.has_value());
   CHECK(attached.error().code == ErrorCode::peer_gone);
-  CHECK(contains(attached.error().message, fmt::format("/dev/shm/{}", name)));
+  CHECK(contains(attached.error().message, handoff_socket_path(default_socket_dir(), name)));
   CHECK(contains(attached.error().message, "ipcfloor serve --name " + name));
 }
 
@@ -959,7 +1027,7 @@ TEST_CASE("a segment's memory needs name the option that sizes each part") {
   CHECK(created.error().code == ErrorCode::resource);
   CHECK_MESSAGE(contains(created.error().message, fmt::format("--capacity {}", std::size_t{1} << 50)),
                 created.error().message);
-  CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", config.name)));
+  CHECK_FALSE(path_exists(handoff_socket_path(default_socket_dir(), config.name)));
 }
 
 TEST_CASE("parses --hugepages and --mlock modes") {
@@ -1034,7 +1102,7 @@ TEST_CASE("huge pages: used when the pool has room, otherwise a fallback warning
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().code == ErrorCode::resource);
     CHECK(contains(refused.error().message, "/proc/sys/vm/nr_hugepages"));
-    CHECK_FALSE(path_exists(fmt::format("/dev/shm/{}", name)));
+    CHECK_FALSE(path_exists(handoff_socket_path(default_socket_dir(), name)));
     config.hugepages = HugePagesMode::automatic;
     auto created = Segment::create(config);
     REQUIRE_MESSAGE(created.has_value(), why(created));
@@ -1081,7 +1149,7 @@ TEST_CASE("mlock: auto warns and runs unlocked, require fails, under a tiny RLIM
     for (std::string_view part : {"RLIMIT_MEMLOCK is 64 KiB", "need", "ulimit -l unlimited", "prlimit --memlock"})
       if (!contains(refused.error().message, part))
         return fmt::format("require: '{}' missing in: {}", part, refused.error().message);
-    if (path_exists(fmt::format("/dev/shm/{}", name))) return "require: the socket was left behind";
+    if (path_exists(handoff_socket_path(default_socket_dir(), name))) return "require: the socket was left behind";
 
     config.mlock = MlockMode::automatic;
     auto created = Segment::create(config);

@@ -450,7 +450,7 @@ TEST_CASE("SIGTERM stops the engine cleanly and removes the segment") {
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(!observe(engine.name()).has_value());
-  CHECK(::access(("/dev/shm/" + engine.name()).c_str(), F_OK) != 0);  // the socket, its only file
+  CHECK(::access((handoff_socket_path(default_socket_dir(), engine.name()).c_str()), F_OK) != 0);  // the socket, its only file
 }
 
 TEST_CASE("a client that closes its lane is counted released, not reclaimed") {
@@ -643,7 +643,7 @@ TEST_CASE("an observer gets the data object alone and holds no lane") {
     REQUIRE(raw);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
-    const std::string path = "/dev/shm/" + engine.name();
+    const std::string path = handoff_socket_path(default_socket_dir(), engine.name());
     std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
     REQUIRE(::connect(raw.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
     const HandoffRequest ask{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(HandoffRole::observer),

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -272,6 +273,9 @@ std::vector<std::byte> echo_params_frame(const Combo& combo) {
 }
 
 // The in-process server: Unix socket in a temp dir and TCP on a kernel-chosen loopback port.
+class LocalServer;
+Raw mid_request(LocalServer& local, Via via);
+
 class LocalServer {
  public:
   explicit LocalServer(const SocketServerOptions& base = {}) {
@@ -320,6 +324,17 @@ class LocalServer {
   TempDir dir_;
   std::unique_ptr<SocketServer> server_;
 };
+
+// A connection that has been served once and is now inside its next frame (10 bytes of 61):
+// it has a request in flight, so no newcomer may close it.
+Raw mid_request(LocalServer& local, Via via) {
+  const auto frame = echo_params_frame(Combo{1, 1, 1, 1, 1, 1});
+  Raw raw = local.raw(via);
+  REQUIRE(raw.send_all(frame));
+  REQUIRE(raw.read_frame().has_value());
+  REQUIRE(raw.send_all(std::span(frame).first(10)));
+  return raw;
+}
 
 // The real binary: `ipcfloor serve --no-shm --quiet --socket DIR/engine.sock --tcp 127.0.0.1:PORT`.
 class ServerProcess {
@@ -1137,14 +1152,13 @@ TEST_CASE("at the connection limit with every connection mid-request a new peer 
   SocketServerOptions options;
   options.max_connections = 2;
   options.owner_reserve = 0;  // TCP and Unix peers alike
+  options.min_frame_rate = 0;  // the frames below wait for the test, not for a floor rate
   LocalServer local(options);
-  // Both hold a frame in progress: neither is idle, so neither may be closed for a newcomer.
+  // Both hold a frame in progress after one served: neither may be closed for a newcomer.
   const auto frame = echo_params_frame(Combo{1, 1, 1, 1, 1, 1});
-  Raw first = local.raw(Via::unix_socket);
-  Raw second = local.raw(Via::tcp);
-  REQUIRE(first.send_all(std::span(frame).first(10)));
-  REQUIRE(second.send_all(std::span(frame).first(10)));
-  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 20; }));
+  Raw first = mid_request(local, Via::unix_socket);
+  Raw second = mid_request(local, Via::tcp);
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 2 * frame.size() + 20; }));
   auto third = local.client(Via::unix_socket);
   auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
   REQUIRE_FALSE(refused.has_value());
@@ -1199,14 +1213,13 @@ TEST_CASE("TCP peers cannot take the owner's reserve: a Unix peer of our uid is 
   SocketServerOptions options;
   options.max_connections = 3;
   options.owner_reserve = 1;
+  options.min_frame_rate = 0;
   LocalServer local(options);
   // Two TCP peers mid-frame hold the two slots TCP may take.
   const auto frame = echo_params_frame(Combo{1, 1, 1, 1, 1, 1});
-  Raw first = local.raw(Via::tcp);
-  Raw second = local.raw(Via::tcp);
-  REQUIRE(first.send_all(std::span(frame).first(10)));
-  REQUIRE(second.send_all(std::span(frame).first(10)));
-  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 20; }));
+  Raw first = mid_request(local, Via::tcp);
+  Raw second = mid_request(local, Via::tcp);
+  REQUIRE(eventually([&] { return local.server().stats().bytes_in >= 2 * frame.size() + 20; }));
   auto third = local.client(Via::tcp);
   auto refused = third.echo_params(Combo{3, 3, 3, 3, 3, 3});
   REQUIRE_FALSE(refused.has_value());
@@ -1231,6 +1244,177 @@ TEST_CASE("a TCP peer at the connection limit never closes an idle connection of
   CHECK(refused.error().code == ErrorCode::busy);
   CHECK(owner.echo_params(Combo{3, 3, 3, 3, 3, 3}).has_value());
   CHECK(local.rejected(SocketError::too_many_connections) == 1);
+}
+
+// A non-blocking connection to the local server, or -1; for attacker threads (no doctest
+// assertion may run off the main thread).
+int connect_quietly(LocalServer& local, Via via) {
+  const int fd = socket(via == Via::unix_socket ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int connected = -1;
+  if (via == Via::unix_socket) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, local.path().c_str(), local.path().size() + 1);
+    connected = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  } else {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(local.server().tcp_port());
+    connected = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  }
+  if (connected != 0 || fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The two floods of the report, run until `stop`: idle connects as fast as the host allows
+// (each newcomer at the limit may close a connection), or `count` connections that each
+// trickle one byte of a frame every 70 ms and connect again when closed.
+enum class Flood { idle_connects, trickle };
+
+void run_flood(LocalServer& local, Via via, Flood flood, const std::atomic<bool>& stop) {
+  std::deque<int> held;
+  const auto frame = echo_params_frame(Combo{9, 9, 9, 9, 9, 9});
+  std::vector<std::size_t> sent;
+  while (!stop.load()) {
+    if (flood == Flood::idle_connects) {
+      if (const int fd = connect_quietly(local, via); fd >= 0) held.push_back(fd);
+      while (held.size() > 64) {
+        close(held.front());
+        held.pop_front();
+      }
+      std::this_thread::sleep_for(1ms);
+      continue;
+    }
+    while (held.size() < 24) {
+      held.push_back(connect_quietly(local, via));
+      sent.push_back(0);
+    }
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      char sink[512];
+      const bool closed = held[i] < 0 || recv(held[i], sink, sizeof sink, MSG_DONTWAIT) == 0 ||
+                          send(held[i], frame.data() + sent[i] % frame.size(), 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1;
+      if (!closed) {
+        ++sent[i];
+        continue;
+      }
+      if (held[i] >= 0) close(held[i]);
+      held[i] = connect_quietly(local, via);
+      sent[i] = 0;
+    }
+    std::this_thread::sleep_for(70ms);
+  }
+  for (const int fd : held)
+    if (fd >= 0) close(fd);
+}
+
+TEST_CASE("a client completing a request every 50 ms keeps its connection under an idle-connect flood and a trickle "
+          "flood: at most 1% of its requests fail") {
+  SocketServerOptions options;
+  options.max_connections = 16;  // the default 64 behaves the same; 16 fills sooner on 2 cores
+  LocalServer local(options);
+  for (const Via via : {Via::tcp, Via::unix_socket}) {
+    for (const Flood flood : {Flood::idle_connects, Flood::trickle}) {
+      const std::string attack = fmt::format("{} {}", name_of(via), flood == Flood::trickle ? "trickle" : "idle connects");
+      CAPTURE(attack);
+      std::atomic<bool> stop{false};
+      std::thread attacker([&] { run_flood(local, via, flood, stop); });
+      std::this_thread::sleep_for(150ms);  // the flood holds every slot it can
+      auto client = local.client(via, 3000ms);
+      int failed = 0;
+      constexpr int kRequests = 30;
+      for (int i = 0; i < kRequests; ++i) {
+        if (!client.echo_params(Combo{i, 1, 1, 1, 1, 1}).has_value()) {
+          ++failed;
+          client = local.client(via, 3000ms);
+        }
+        std::this_thread::sleep_for(50ms);
+      }
+      stop.store(true);
+      attacker.join();
+      MESSAGE(fmt::format("{}: {} of {} requests failed", attack, failed, kRequests));
+      CHECK(failed * 100 <= kRequests);  // at most 1%
+    }
+  }
+  CHECK(local.rejected(SocketError::too_many_connections) > 0);  // the floods did reach the limit
+}
+
+TEST_CASE("one TCP address holds at most max_per_peer connections: a newcomer past it closes that address's "
+          "connection that never completed a frame, or is refused, and other peers still get in") {
+  SocketServerOptions options;
+  options.max_connections = 16;
+  options.owner_reserve = 0;
+  options.max_per_peer = 3;
+  LocalServer local(options);
+  // Three that never sent a byte: the next from the same address closes the earliest of them.
+  Raw silent = local.raw(Via::tcp);
+  Raw silent2 = local.raw(Via::tcp);
+  Raw silent3 = local.raw(Via::tcp);
+  REQUIRE(eventually([&] { return local.server().stats().connections_accepted == 3; }));
+  auto first = local.client(Via::tcp);
+  REQUIRE(first.echo_params(Combo{1, 1, 1, 1, 1, 1}).has_value());
+  const auto closed = as_error(silent.read_frame(3000ms));
+  REQUIRE_MESSAGE(closed.has_value(), format_stats(local.server().stats()));
+  CHECK(closed->code == static_cast<std::uint32_t>(SocketError::too_many_connections));
+  CHECK_MESSAGE(closed->message.find("without a whole request") != std::string::npos, closed->message);
+  // Three served, active within keep_active: a fourth from the address is refused.
+  silent2.hang_up();
+  silent3.hang_up();
+  // A slot of the address comes back once the server has seen the hang-up: until then a
+  // newcomer is refused, so each tries until it is served.
+  const auto served_client = [&](std::int64_t k) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto client = local.client(Via::tcp);
+      if (client.echo_params(Combo{k, k, k, k, k, k}).has_value()) return client;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL("a newcomer was never served after the address's silent connections hung up");
+    return local.client(Via::tcp);
+  };
+  auto second = served_client(2);
+  auto third = served_client(3);
+  auto fourth = local.client(Via::tcp);
+  auto refused = fourth.echo_params(Combo{4, 4, 4, 4, 4, 4});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::busy);
+  CHECK_MESSAGE(refused.error().message.find("maximum of 3 connections one peer may") != std::string::npos,
+                refused.error().message);
+  // The server is far from its limit: a Unix peer of our uid gets in, and the three go on.
+  auto owner = local.client(Via::unix_socket);
+  CHECK(owner.echo_params(Combo{5, 5, 5, 5, 5, 5}).has_value());
+  CHECK(first.echo_params(Combo{6, 6, 6, 6, 6, 6}).has_value());
+  CHECK(second.echo_params(Combo{7, 7, 7, 7, 7, 7}).has_value());
+}
+
+TEST_CASE("a frame trickling one byte every 70 ms is dropped as stalled by the floor rate, long before the frame "
+          "timeout") {
+  LocalServer local;  // the defaults: a 5 s frame timeout, a 64 KiB/s floor
+  for (const Via via : {Via::tcp, Via::unix_socket}) {
+    CAPTURE(name_of(via));
+    Raw trickler = local.raw(via);
+    const auto frame = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<ErrorReply> error;
+    for (std::size_t i = 0; i < frame.size() && !error; ++i) {
+      if (!trickler.send_all(std::span(frame).subspan(i, 1))) break;
+      error = as_error(trickler.read_frame(70ms));
+    }
+    if (!error) error = as_error(trickler.read_frame(3000ms));
+    const double waited_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    REQUIRE_MESSAGE(error.has_value(), "the trickling frame was never refused");
+    CHECK(error->code == static_cast<std::uint32_t>(SocketError::stalled));
+    CHECK_MESSAGE(error->message.find("slower than the server's floor of 65536 bytes a second") != std::string::npos,
+                  error->message);
+    MESSAGE(fmt::format("{}: dropped after {:.0f} ms", name_of(via), waited_ms));
+    CHECK(waited_ms < 2000.0);  // the frame timeout is 5000 ms
+    CHECK(trickler.closed_within(3000ms));
+    local.check_good_client(via);
+  }
 }
 
 TEST_CASE("loads past the memory cap get over_memory_cap; a smaller reload or a close gives the bytes back") {
@@ -1516,6 +1700,7 @@ TEST_CASE("at the connection limit the longest-idle connection with no request i
       options.max_connections = 2;
       options.owner_reserve = 0;
       options.threads = threads;
+      options.keep_active = 100ms;  // both below count as idle after the sleep
       LocalServer local(options);
       auto first = local.client(via);
       auto second = local.client(via);
@@ -1544,6 +1729,7 @@ TEST_CASE("frames being buffered count against the memory cap: one that would pa
           "prefix, and the connection goes on") {
   SocketServerOptions options;
   options.max_loaded_bytes = 1u << 20;  // 1 MiB
+  options.min_frame_rate = 0;           // `holder` holds its frame half-sent for the test
   LocalServer local(options);
   // An ECHO of 100,000 bars: an 800,013-byte frame. Served, it needs as much again for its reply.
   const std::vector<double> bars(100'000, 101.5);
@@ -1587,7 +1773,7 @@ TEST_CASE("frames being buffered count against the memory cap: one that would pa
 }
 
 TEST_CASE("30 peers announcing near-maximum frames cannot make the server reserve more than --max-loaded-mb") {
-  ServerProcess engine({"--max-loaded-mb", "256"});
+  ServerProcess engine({"--max-loaded-mb", "256", "--min-frame-rate", "0"});
   const std::uint64_t peak_before = vm_peak_kib(engine.child().pid());
   REQUIRE(peak_before > 0);
   // Each announces a 64 MiB - 1 byte body and sends 64 KiB of it: three fit under 256 MiB.

@@ -415,6 +415,14 @@ IPCFLOOR_API int ipcfloor_set_interrupt(ipcfloor_client *c, ipcfloor_interrupt_f
  * Returns IPCFLOOR_E_INVALID for length < 1. */
 IPCFLOOR_API int ipcfloor_combo_from_length(int64_t length, int64_t params[6]);
 
+/* The directory ipcfloor_attach looks in for engine NAME's socket, by the rule every ipcfloor
+ * command follows: $IPCFLOOR_SOCKET_DIR when it is set and not empty, else
+ * $XDG_RUNTIME_DIR/ipcfloor, else /dev/shm/ipcfloor-UID (both private to the user, so no other
+ * user can squat a name or swap two engines' sockets). Copies it, NUL-terminated and cut to fit,
+ * into buf (size bytes; buf may be NULL when size is 0) and returns its length without the NUL,
+ * as snprintf does: a return of size or more means buf was too small. Reads the environment. */
+IPCFLOOR_API size_t ipcfloor_default_socket_dir(char *buf, size_t size);
+
 /* The sentence behind the last failure on client c (empty when there was none), or with c NULL
  * the calling thread's last failed attach. Valid until the next call on the same client (or the
  * next attach on the same thread). */
