@@ -377,6 +377,8 @@ TEST_CASE("PROTOCOL draws the header's strategy table entry and size as layout.h
   const std::string header_bytes = std::to_string(kHeaderBytes) + " bytes)";  // "(16384 bytes)"
   CHECK(handoff.find(header_bytes) != std::string::npos);
   CHECK(handoff.find("(u32, 1.." + std::to_string(kMaxStrategies) + ")") != std::string::npos);
+}
+
 // The section of `text` that starts at `heading`, up to the next heading of the same level.
 std::string section_of(const std::string& text, const std::string& heading) {
   const auto start = text.find(heading);

@@ -77,7 +77,7 @@ def _load_carried() -> None:
 _load_carried()
 
 from . import _ipcfloor  # noqa: E402 - after the libraries it needs
-from ._engine import Engine, SweepResult, attach
+from ._engine import Engine, StrategyInfo, SweepResult, attach
 from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error, Forked,
                       InternalError, Interrupted, InvalidArgument, NoEngine, NoLiveStep, NoRoom, NoSuchSeries,
                       NoSuchStrategy, NotLive, SignalsFull,
@@ -87,7 +87,7 @@ from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
 from ._ipcfloor import Signal
 
 __all__ = [
-    "attach", "Engine", "SweepResult", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
+    "attach", "Engine", "SweepResult", "StrategyInfo", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
     "status_name", "TIMEOUT_MIN", "TIMEOUT_MAX",
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",

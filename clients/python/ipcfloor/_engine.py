@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _input, _ipcfloor
-from ._errors import NoSuchSeries, error_for, invalid
+from ._errors import NoSuchSeries, NoSuchStrategy, error_for, invalid
 
 __all__ = ["Engine", "SweepResult", "attach"]
 
@@ -27,6 +27,16 @@ WaitMode = Literal["spin", "backoff", "block", "engine"]
 _WAIT_MODES = {None: _ipcfloor.WAIT_ENGINE, "engine": _ipcfloor.WAIT_ENGINE, "spin": _ipcfloor.WAIT_SPIN,
                "backoff": _ipcfloor.WAIT_BACKOFF, "block": _ipcfloor.WAIT_BLOCK}
 _U32_END = 1 << 32
+
+
+class StrategyInfo(NamedTuple):
+    """A strategy an engine serves (Engine.strategies()): its name, its index (what a request
+    names it by), its parameters' names and whether it streams signals in live mode."""
+
+    name: str
+    index: int
+    params: tuple[str, ...]
+    live: bool
 
 
 class SweepResult(NamedTuple):
@@ -136,18 +146,36 @@ class Engine(_ipcfloor.Client):
 
     # ---- Requests ---------------------------------------------------------------------------
 
+    def strategies(self) -> list[StrategyInfo]:
+        """The strategies this engine serves, by index: the built-in "hma" first, then those its
+        operator loaded (`ipcfloor serve --strategy FILE.so`), each with its parameter names (a
+        combo's first len(params) windows; the others are 0) and whether it streams signals."""
+        return [StrategyInfo(name, index, params, live) for index, (name, params, live) in enumerate(self._strategies())]
+
+    def _strategy_index(self, fn: str, strategy: str | int) -> int:
+        table = self._strategies()
+        if isinstance(strategy, str):
+            for index, (name, _, _) in enumerate(table):
+                if name == strategy:
+                    return index
+        elif isinstance(strategy, int) and not isinstance(strategy, bool) and 0 <= strategy < len(table):
+            return strategy
+        raise NoSuchStrategy(_ipcfloor.E_NO_SUCH_STRATEGY,
+                             f"{fn}: engine {self.engine} serves no strategy {strategy!r}; it serves: "
+                             f"{', '.join(name for name, _, _ in table)} (serve --strategy FILE.so loads one)")
+
     @overload  # "all" is a str too: this variant comes first and wins
     def sweep(self, params: _input.SweepParams, series: Literal["all"],  # type: ignore[misc]
-              out: None = None) -> dict[str, SweepResult]:
+              out: None = None, strategy: str | int = 0) -> dict[str, SweepResult]:
         ...
 
     @overload
     def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
-              out: Outputs | None = None) -> SweepResult:
+              out: Outputs | None = None, strategy: str | int = 0) -> SweepResult:
         ...
 
     def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
-              out: Outputs | None = None) -> SweepResult | dict[str, SweepResult]:
+              out: Outputs | None = None, strategy: str | int = 0) -> SweepResult | dict[str, SweepResult]:
         """Every combo, pipelined through the ring in one C call (ipcfloor_sweep_on): params are
         lengths (a sequence or 1-D array, as ipcfloor.grid takes them: sweep([6, 8, 11])) or an
         (n, 6) array of windows (ipcfloor.grid builds one). On series `series`: an index (0, the
@@ -158,23 +186,30 @@ class Engine(_ipcfloor.Client):
         a tuple), filled in place. Returns SweepResult(pnl, trades, status, refused). A refused
         combo does not stop the others; a failing lane raises, and so does a series the engine
         does not hold. Ctrl-C stops it within a few tens of ms (KeyboardInterrupt); the Engine
-        stays usable."""
+        stays usable. `strategy` (a name from strategies(), or its index; default the built-in
+        "hma") is the strategy the combos run on: another strategy's combos are an (n, 6) array
+        whose first len(params) columns are its parameters and the rest 0."""
+        chosen = self._strategy_index("sweep", strategy)
+        if chosen != 0 and np.ndim(np.asarray(params, dtype=object)) != 2:
+            raise invalid(f"sweep: lengths build combos of the built-in strategy; give strategy {strategy!r} an (n, 6) "
+                          f"array of its parameters (strategies() names them)")
         if isinstance(series, str) and series == "all":
             combos = _input.sweep_combos("sweep", params)
             if out is not None:
                 raise invalid("sweep: out= fills one series' arrays; with series='all' every series gets arrays of "
                               "its own")
-            return {name: self._sweep_one(combos, index, None) for index, name in enumerate(self._series_names)}
+            return {name: self._sweep_one(combos, index, None, chosen)
+                    for index, name in enumerate(self._series_names)}
         index = self._series_index("sweep", series)
-        return self._sweep_one(_input.sweep_combos("sweep", params), index, out)
+        return self._sweep_one(_input.sweep_combos("sweep", params), index, out, chosen)
 
-    def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object) -> SweepResult:
+    def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object, strategy: int = 0) -> SweepResult:
         n = combos.shape[0]
         if out is None:
             pnl, trades, status = np.empty(n, np.float64), np.empty(n, np.int64), np.empty(n, np.intc)
         else:
             pnl, trades, status = self._outputs(out, n)
-        refused = self._sweep_into(combos, index, pnl, trades, status)
+        refused = self._sweep_into(combos, index, pnl, trades, status, strategy)
         return SweepResult(pnl, trades, status, refused)
 
     # ---- The slow paths: every form the extension does not take at once -----------------------

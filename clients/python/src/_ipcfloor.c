@@ -474,8 +474,10 @@ static int typed_buffer(PyObject *obj, const char *what, int writable, int ndim,
  * status int32[n]. One C call for the whole grid; no Python object per row. */
 static PyObject *Client_sweep_into(Client *self, PyObject *const *args, Py_ssize_t nargs) {
   uint32_t index = 0;
-  if (nargs != 5 || !series_index(args[1], &index))
-    return PyErr_Format(PyExc_TypeError, "_sweep_into(combos, series, pnl, trades, status): series a uint32");
+  uint32_t strategy = 0;
+  if ((nargs != 5 && nargs != 6) || !series_index(args[1], &index) || (nargs == 6 && !series_index(args[5], &strategy)))
+    return PyErr_Format(PyExc_TypeError,
+                        "_sweep_into(combos, series, pnl, trades, status[, strategy]): series and strategy uint32");
   Py_buffer views[4];
   static const char *const what[] = {"combos", "pnl", "trades", "status"};
   static const int ndims[] = {2, 1, 1, 1};
@@ -495,8 +497,8 @@ static PyObject *Client_sweep_into(Client *self, PyObject *const *args, Py_ssize
     Call call;
     if (call_begin(self, &call)) {
       call_wait(&call);
-      const int refused = ipcfloor_sweep_on(call.c, index, (const int64_t(*)[6])views[0].buf, (size_t)n,
-                                            (double *)views[1].buf, (int64_t *)views[2].buf, (int *)views[3].buf);
+      const int refused = ipcfloor_sweep_with(call.c, strategy, index, (const int64_t(*)[6])views[0].buf, (size_t)n,
+                                              (double *)views[1].buf, (int64_t *)views[2].buf, (int *)views[3].buf);
       call_resume(&call);
       if (refused < 0) {
         call_fail(self, &call, refused);
@@ -659,6 +661,40 @@ static PyObject *Client_get_signals_dropped(Client *self, void *unused) {
   return PyLong_FromUnsignedLongLong(ipcfloor_signals_dropped(self->c));
 }
 
+/* The strategy table: [(name, (param names), live), ...] by index (0: the built-in one). */
+static PyObject *Client_strategies(Client *self, PyObject *unused) {
+  (void)unused;
+  if (!check_open(self)) return NULL;
+  const uint32_t count = ipcfloor_strategy_count(self->c);
+  PyObject *list = PyList_New((Py_ssize_t)count);
+  if (list == NULL) return NULL;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t n = ipcfloor_strategy_param_count(self->c, i);
+    PyObject *params = PyTuple_New((Py_ssize_t)n);
+    if (params == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    for (uint32_t k = 0; k < n; ++k) {
+      PyObject *name = PyUnicode_FromString(ipcfloor_strategy_param_name(self->c, i, k));
+      if (name == NULL) {
+        Py_DECREF(params);
+        Py_DECREF(list);
+        return NULL;
+      }
+      PyTuple_SET_ITEM(params, k, name);
+    }
+    PyObject *entry = Py_BuildValue("(sNO)", ipcfloor_strategy_name(self->c, i), params,
+                                    ipcfloor_strategy_is_live(self->c, i) ? Py_True : Py_False);
+    if (entry == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, i, entry);
+  }
+  return list;
+}
+
 static PyObject *Client_get_last_error(Client *self, void *unused) {
   (void)unused;
   const char *text = self->c != NULL ? ipcfloor_last_error(self->c) : "";
@@ -686,9 +722,11 @@ static PyMethodDef Client_methods[] = {
      "backtest's every step on a null handle the library refuses at once: Python's own share of a call."},
     {"echo", (PyCFunction)(void (*)(void))Client_echo, METH_FASTCALL,
      "echo($self, params, /)\n--\n\nSix ints: the 48 bytes to the engine and back."},
+    {"_strategies", (PyCFunction)Client_strategies, METH_NOARGS,
+     "_strategies($self, /)\n--\n\nThe engine's strategies by index: (name, parameter names, live)."},
     {"_sweep_into", (PyCFunction)(void (*)(void))Client_sweep_into, METH_FASTCALL,
-     "_sweep_into($self, combos, series, pnl, trades, status, /)\n--\n\n"
-     "ipcfloor_sweep_on into the arrays -> the number of refused combos."},
+     "_sweep_into($self, combos, series, pnl, trades, status, strategy=0, /)\n--\n\n"
+     "ipcfloor_sweep_with into the arrays -> the number of refused combos."},
     {"append", (PyCFunction)(void (*)(void))Client_append, METH_FASTCALL | METH_KEYWORDS,
      "append($self, close, tick=0)\n--\n\nOne close appended to a live series -> the bars it holds now."},
     {"subscribe", (PyCFunction)(void (*)(void))Client_subscribe, METH_FASTCALL | METH_KEYWORDS,
