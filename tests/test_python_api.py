@@ -82,6 +82,18 @@ def check_sweeps(engine):
     bad[1, 5] = BARS + 1
     names = ipcfloor.status_name(engine.sweep(bad).status)
     check(names.tolist() == ["ok", "window_out_of_range", "ok", "ok", "ok"], f"status_name of a sweep's status: {names}")
+    # The strategies the engine serves: the built-in one alone here (test_strategies and
+    # strategy_parity load others), chosen by name or index.
+    strategies = engine.strategies()
+    check(len(strategies) >= 1 and strategies[0] == ("hma", 0, ("h", "L", "s", "p3", "p2", "p"), True) and
+          isinstance(strategies[0], ipcfloor.StrategyInfo), f"strategies() names the built-in one first: {strategies}")
+    for chosen in ("hma", 0):
+        again = engine.sweep(lengths, strategy=chosen)
+        check(np.array_equal(again.pnl.view(np.int64), by_grid.pnl.view(np.int64)) and
+              np.array_equal(again.trades, by_grid.trades), f"sweep(strategy={chosen!r}) is the default sweep")
+    expect(ipcfloor.NoSuchStrategy, "an unknown strategy", lambda: engine.sweep(lengths, strategy="nope"))
+    expect(ipcfloor.NoSuchStrategy, "a strategy index past the table",
+           lambda: engine.sweep(lengths, strategy=len(strategies)))
 
 
 def check_statuses():
