@@ -175,6 +175,7 @@ struct ServePlan {
   std::vector<int> near_cpus;  // nearest the serving cpu first; empty: the engine ranks them
   std::shared_ptr<PreloadedSeries> series;  // null: sockets only, holding no series of their own
   std::vector<std::vector<double>> more;     // the further --data series, which host.shm views
+  std::shared_ptr<const StrategyCatalog> strategies;  // the built-in one and every --strategy, loaded
   EngineHostConfig host;
 };
 
@@ -277,6 +278,7 @@ Expected<ServePlan> plan_serve(const ServeOptions& options) {
   ServePlan plan;
   auto strategies = load_strategies(options);
   if (!strategies) return std::unexpected(strategies.error());
+  plan.strategies = *strategies;
   if (auto placed = serving_placement(options); placed) {
     plan.cpu = placed->serving_cpu;
     plan.near_cpus = std::move(placed->near_cpus);
@@ -395,7 +397,7 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
   nlohmann::json facts{{"pid", getpid()},   {"engine", nullptr},  {"socket", nullptr},   {"lanes", nullptr},
                        {"wait", nullptr},   {"cpu", nullptr},     {"workers", nullptr},  {"worker_cpus", nullptr},
                        {"bars", nullptr},   {"checksum", nullptr}, {"capacity", nullptr}, {"sockets", nullptr},
-                       {"metrics", nullptr}};
+                       {"metrics", nullptr}, {"strategies", nullptr}};
   if (plan.series) {
     facts["bars"] = plan.series->close.size();
     facts["checksum"] = fmt::format("{:016x}", plan.series->checksum);
@@ -409,12 +411,15 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
     facts["workers"] = shm->worker_cpus().size();
     facts["worker_cpus"] = shm->worker_cpus();
     if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
-    nlohmann::json strategies = nlohmann::json::array();
-    for (const Strategy& strategy : shm->strategies().all()) strategies.push_back(std::string(strategy.name()));
-    facts["strategies"] = std::move(strategies);
   }
   if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
   if (metrics != nullptr) facts["metrics"] = metrics->url();
+  // What the segment and the sockets both serve, by index.
+  if (plan.strategies) {
+    nlohmann::json strategies = nlohmann::json::array();
+    for (const Strategy& strategy : plan.strategies->set().all()) strategies.push_back(std::string(strategy.name()));
+    facts["strategies"] = std::move(strategies);
+  }
   return facts;
 }
 

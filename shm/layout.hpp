@@ -26,7 +26,7 @@
 //   lane_status_offset   +--------------------------------------------------------------+
 //    (16 KiB)            | LaneStatus[lane_count], 1 KiB each (engine writes): state,   |
 //                        |   verified owner pid and uid, claims, requests, bad frames,  |
-//                        |   ring fill, signals dropped, a histogram of service time    |
+//                        |   ring fill, signals dropped, service time: histogram, sum   |
 //   series_offset        +--------------------------------------------------------------+
 //    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)  |
 //     2 MiB)             |   the appended ones; bars_published says how many are valid  |

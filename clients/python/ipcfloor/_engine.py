@@ -30,11 +30,11 @@ _U32_END = 1 << 32
 
 
 class StrategyInfo(NamedTuple):
-    """A strategy an engine serves (Engine.strategies()): its name, its index (what a request
-    names it by), its parameters' names and whether it streams signals in live mode."""
+    """A strategy an engine serves (Engine.strategies()): its name, its number (the index a
+    request names it by), its parameters' names and whether it streams signals in live mode."""
 
     name: str
-    index: int
+    number: int
     params: tuple[str, ...]
     live: bool
 
