@@ -547,6 +547,12 @@ int lying_copy(int data_fd, std::size_t original, std::size_t bytes, bool flip, 
 }
 
 TEST_CASE("a lying engine's sparse data object larger than the client may have is refused before it is mapped") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The attach runs in a child capped at 4 GiB of address space, which a sanitizer runtime's
+  // shadow memory alone exceeds: the release build runs this case.
+  MESSAGE("skipped: a sanitizer runtime cannot start under the child's address-space cap");
+  return;
+#endif
   const std::vector<double> series = make_series(1000);
   const std::string name = unique_name();
   auto created = Segment::create(make_config(name, series));
