@@ -440,42 +440,28 @@ std::string prometheus_exposition(std::string_view engine, const nlohmann::json*
   return out.take();
 }
 
-int run_status(const StatusOptions& options) {
-  AttachOptions attach;
-  attach.socket_dir = options.socket_dir;
-  attach.role = HandoffRole::observer;
-  attach.verify_series = false;  // status reads no series: it must not read (or fault in) all of them
-  auto segment = Attachment::attach(options.name, attach);
-  if (!segment) {
-    // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
-    if (options.prometheus) fmt::print("{}", prometheus_exposition(options.name, nullptr));
-    return report_error("status", segment.error());
+namespace {
+
+// status --watch: the live figures every --interval, until --count screens or the engine goes.
+int run_status_watch(const StatusOptions& options, const Attachment& segment) {
+  if (!(options.interval_s > 0))
+    return report_error("status", Error{ErrorCode::invalid_argument,
+                                        fmt::format("--interval {} is not a positive number of seconds", options.interval_s)});
+  const bool clear = ::isatty(STDOUT_FILENO) == 1;
+  Snapshot before = take_snapshot(segment);
+  for (std::uint64_t shown = 0; options.count == 0 || shown < options.count; ++shown) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.interval_s));
+    Snapshot after = take_snapshot(segment);
+    print_watch_screen(segment, before, after, clear);
+    if (segment.engine_hung_up())
+      return report_error("status", Error{ErrorCode::peer_gone, fmt::format("engine {} is gone", options.name)});
+    before = std::move(after);
   }
-  if (options.watch) {
-    if (!(options.interval_s > 0))
-      return report_error("status", Error{ErrorCode::invalid_argument,
-                                          fmt::format("--interval {} is not a positive number of seconds", options.interval_s)});
-    const bool clear = ::isatty(STDOUT_FILENO) == 1;
-    Snapshot before = take_snapshot(*segment);
-    for (std::uint64_t shown = 0; options.count == 0 || shown < options.count; ++shown) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(options.interval_s));
-      Snapshot after = take_snapshot(*segment);
-      print_watch_screen(*segment, before, after, clear);
-      if (segment->engine_hung_up())
-        return report_error("status", Error{ErrorCode::peer_gone, fmt::format("engine {} is gone", options.name)});
-      before = std::move(after);
-    }
-    return 0;
-  }
-  const nlohmann::json s = describe_segment(*segment);
-  if (options.json) {
-    fmt::print("{}\n", s.dump(2));
-    return 0;
-  }
-  if (options.prometheus) {
-    fmt::print("{}", prometheus_exposition(options.name, &s));
-    return 0;
-  }
+  return 0;
+}
+
+// The text form's first lines: the engine, its series, live mode, lanes and workers.
+void print_engine_text(const nlohmann::json& s) {
   const auto& e = s["engine"];
   fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {}, {})\n", s["name"].get<std::string>(),
              s["socket"].get<std::string>(), s["layout_version"].get<unsigned>(), s["data_bytes"].get<std::uint64_t>(),
@@ -511,6 +497,10 @@ int run_status(const StatusOptions& options) {
     fmt::print("workers   {} on {}, {} stalled, {} jobs done; BACKTESTs of {} work units or more go to them\n",
                worker_count, cpu_list(w["cpus"].get<std::vector<int>>()), w["stalled"].get<std::uint32_t>(),
                w["jobs"].get<std::uint64_t>(), w["inline_cost"].get<std::uint64_t>());
+}
+
+// The strategies, every degraded state and where the serving thread runs.
+void print_health_text(const nlohmann::json& s) {
   for (const auto& strategy : s["strategies"])
     fmt::print("strategy  {} {} ({}){}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
                fmt::join(strategy["params"].get<std::vector<std::string>>(), ", "),
@@ -531,6 +521,10 @@ int run_status(const StatusOptions& options) {
   const auto near = placement["near_cpus"].get<std::vector<int>>();
   fmt::print("placement serving thread on cpu {}; nearest it for clients: {}\n", placement["serving_cpu"].get<int>(),
              near.empty() ? std::string("no other cpu") : cpu_list(near));
+}
+
+// The counters and one line per lane.
+void print_lanes_text(const nlohmann::json& s) {
   const auto& c = s["counters"];
   fmt::print("counters  {} requests, {} rejected, {} lanes released, {} reclaimed, {} corrupt\n",
              c["requests"].get<std::uint64_t>(), c["bad_frames"].get<std::uint64_t>(),
@@ -554,6 +548,34 @@ int run_status(const StatusOptions& options) {
                  "child) holds it\n");
       break;
     }
+}
+
+}  // namespace
+
+int run_status(const StatusOptions& options) {
+  AttachOptions attach;
+  attach.socket_dir = options.socket_dir;
+  attach.role = HandoffRole::observer;
+  attach.verify_series = false;  // status reads no series: it must not read (or fault in) all of them
+  auto segment = Attachment::attach(options.name, attach);
+  if (!segment) {
+    // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
+    if (options.prometheus) fmt::print("{}", prometheus_exposition(options.name, nullptr));
+    return report_error("status", segment.error());
+  }
+  if (options.watch) return run_status_watch(options, *segment);
+  const nlohmann::json s = describe_segment(*segment);
+  if (options.json) {
+    fmt::print("{}\n", s.dump(2));
+    return 0;
+  }
+  if (options.prometheus) {
+    fmt::print("{}", prometheus_exposition(options.name, &s));
+    return 0;
+  }
+  print_engine_text(s);
+  print_health_text(s);
+  print_lanes_text(s);
   return 0;
 }
 

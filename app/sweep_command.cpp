@@ -483,6 +483,51 @@ int check_fingerprint(const SweepRow& row) {
   return holds ? 0 : kExitFailure;
 }
 
+// Where a sweep runs and on which strategy: the built-in one, a file loaded here (--inproc), or
+// one the engine or server serves (known once connected). Filled in place: `strategy` may point
+// into `catalog`.
+struct SweepTarget {
+  StrategyCatalog catalog;
+  StrategyChoice strategy = choice_of(builtin());
+  std::optional<ShmClient> engine;
+  std::optional<SocketClient> server;
+};
+
+// Loads --strategy FILE.so, or connects to the engine or server and finds --strategy NAME there:
+// each connection is made here, before the rows are planned with the strategy's parameter names.
+Expected<void> choose_target(const SweepOptions& options, bool socket, SweepTarget& target) {
+  if (names_a_file(options.strategy)) {
+    auto loaded = target.catalog.load(options.strategy);
+    if (!loaded) return std::unexpected(loaded.error());
+    target.strategy = choice_of(**loaded);
+  } else if (!options.strategy.empty() && options.strategy != builtin().name() && options.name.empty() && !socket) {
+    return fail(ErrorCode::invalid_argument,
+                "--inproc runs a strategy this process loads: give its FILE.so (--strategy path/to/{}.so); a name "
+                "picks one an engine serves",
+                options.strategy);
+  }
+  if (!options.name.empty()) {
+    auto connected = connect_engine(options);
+    if (!connected) return std::unexpected(connected.error());
+    target.engine.emplace(std::move(*connected));
+    if (!options.strategy.empty()) {
+      auto chosen = engine_strategy(options, *target.engine);
+      if (!chosen) return std::unexpected(chosen.error());
+      target.strategy = std::move(*chosen);
+    }
+  } else if (socket) {
+    auto connected = connect_socket(options);
+    if (!connected) return std::unexpected(connected.error());
+    target.server.emplace(std::move(*connected));
+    if (!options.strategy.empty() && options.strategy != builtin().name()) {
+      auto chosen = target.server->use_strategy(options.strategy);
+      if (!chosen) return std::unexpected(chosen.error());
+      target.strategy = StrategyChoice{options.strategy, nullptr, chosen->index, chosen->params};
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
@@ -572,42 +617,11 @@ int run_sweep_command(SweepOptions& options) {
   auto selected = options.name.empty() ? series_set->select(options.series)
                                        : Expected<std::vector<std::size_t>>(std::vector<std::size_t>{0});
   if (!selected) return report_error("sweep", selected.error());
-  // The strategy: the built-in one, a file loaded here (--inproc), or one the engine or server
-  // serves (known once connected); each connection is made here, before the rows are planned
-  // with the strategy's parameter names.
-  StrategyCatalog catalog;
-  StrategyChoice strategy = choice_of(builtin());
-  std::optional<ShmClient> engine;
-  std::optional<SocketClient> server;
-  if (names_a_file(options.strategy)) {
-    auto loaded = catalog.load(options.strategy);
-    if (!loaded) return report_error("sweep", loaded.error());
-    strategy = choice_of(**loaded);
-  } else if (!options.strategy.empty() && options.strategy != builtin().name() && options.name.empty() && !socket) {
-    return report_error("sweep", Error{ErrorCode::invalid_argument,
-                                       fmt::format("--inproc runs a strategy this process loads: give its FILE.so "
-                                                   "(--strategy path/to/{}.so); a name picks one an engine serves",
-                                                   options.strategy)});
-  }
-  if (!options.name.empty()) {
-    auto connected = connect_engine(options);
-    if (!connected) return report_error("sweep", connected.error());
-    engine.emplace(std::move(*connected));
-    if (!options.strategy.empty()) {
-      auto chosen = engine_strategy(options, *engine);
-      if (!chosen) return report_error("sweep", chosen.error());
-      strategy = std::move(*chosen);
-    }
-  } else if (socket) {
-    auto connected = connect_socket(options);
-    if (!connected) return report_error("sweep", connected.error());
-    server.emplace(std::move(*connected));
-    if (!options.strategy.empty() && options.strategy != builtin().name()) {
-      auto chosen = server->use_strategy(options.strategy);
-      if (!chosen) return report_error("sweep", chosen.error());
-      strategy = StrategyChoice{options.strategy, nullptr, chosen->index, chosen->params};
-    }
-  }
+  SweepTarget target;
+  if (auto chosen = choose_target(options, socket, target); !chosen) return report_error("sweep", chosen.error());
+  const StrategyChoice& strategy = target.strategy;
+  std::optional<ShmClient>& engine = target.engine;
+  std::optional<SocketClient>& server = target.server;
   auto plan = plan_rows(options.combos, strategy.columns(), strategy.is_builtin());
   if (!plan) return report_error("sweep", plan.error());
 

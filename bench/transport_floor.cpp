@@ -19,127 +19,25 @@
 // moving to a new pair of lines every round trip instead of reusing one pair; the difference
 // between shm-ring-spin and this rung is what the ring's software and the process boundary add.
 
-#include <atomic>
 #include <cstddef>
-#include <memory>
-#include <thread>
 
-#include "bench/rung_timing.hpp"
+#include "bench/pair_bounce.hpp"
 #include "bench/transports.hpp"
-#include "common/affinity.hpp"
-#include "shm/layout.hpp"
-#include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
 
 namespace {
 
-constexpr std::uint64_t kDone = ~std::uint64_t{0};
-
-// One 64-byte line, as a ring slot is.
-struct alignas(64) BounceLine {
-  std::atomic<std::uint64_t> value{0};
-};
-static_assert(sizeof(BounceLine) == 64, "a bounce line is one cache line, like a ring slot");
-
-// Where round trip `i` puts its request and finds its answer: line `i % count` of the request
-// array and of the reply array. Shapes: one line for both (reply_offset 0); one fixed request
-// line and one fixed reply line 128 bytes apart, so that the adjacent-line prefetcher does not
-// pair them (count 1, reply_offset 2); or two arrays of `count` lines (reply_offset = count).
-class BounceLines {
- public:
-  // Setup path: allocates. `count` >= 1. `skip` unused lines come first, so that a second
-  // bounce started right after a first one does not get the same line back from the allocator.
-  BounceLines(std::size_t count, std::size_t reply_offset, std::size_t skip = 0)
-      : count_(count),
-        storage_(std::make_unique<BounceLine[]>(skip + count + reply_offset)),
-        first_(storage_.get() + skip),
-        reply_offset_(reply_offset) {}
-
-  [[nodiscard]] std::size_t count() const noexcept { return count_; }
-  // `slot` < count(); each side walks it with next() so that no division lands in the timed path.
-  [[nodiscard]] std::atomic<std::uint64_t>& request(std::size_t slot) noexcept { return first_[slot].value; }
-  [[nodiscard]] std::atomic<std::uint64_t>& reply(std::size_t slot) noexcept {
-    return first_[reply_offset_ + slot].value;
-  }
-  [[nodiscard]] std::size_t next(std::size_t slot) const noexcept { return slot + 1 == count_ ? 0 : slot + 1; }
-
- private:
-  std::size_t count_;
-  std::unique_ptr<BounceLine[]> storage_;
-  BounceLine* first_;
-  std::size_t reply_offset_;
-};
-
-// Round trip i stores 2i+1 on its request line and waits for 2i+2 on its reply line. Every
-// value is new, so a line revisited a lap later never shows a stale value that matches.
+// The ladder's cores and counts as the bounce takes them (bench/pair_bounce.hpp: the same bounce
+// the floor matrix times between every pair of cpus).
 Expected<std::vector<double>> bounce(const TransportContext& context, BounceLines& lines) {
-  Error pong_error{ErrorCode::io, ""};
-  std::atomic<bool> pong_failed{false};
-
-  std::thread pong([&] {
-    if (auto pinned = pin_current_thread(context.server_cpu); !pinned) {
-      pong_error = pinned.error();
-      // release: publishes pong_error; pairs with the acquire load of pong_failed at the end of bounce().
-      pong_failed.store(true, std::memory_order_release);
-      // release: unblocks ping; pairs with the acquire load of the reply line in bounce()'s loop.
-      lines.reply(0).store(kDone, std::memory_order_release);
-      return;
-    }
-    std::size_t slot = 0;
-    for (std::uint64_t expect = 1;; expect += 2, slot = lines.next(slot)) {
-      std::atomic<std::uint64_t>& request = lines.request(slot);
-      std::atomic<std::uint64_t>& reply = lines.reply(slot);
-      for (;;) {
-        // acquire: pairs with the release store of the odd value in bounce()'s loop (or of kDone in stop_pong).
-        const std::uint64_t seen = request.load(std::memory_order_acquire);
-        if (seen == kDone) return;
-        if (seen == expect) break;
-        cpu_relax();
-      }
-      // release: pairs with the acquire load of the reply line in bounce()'s loop.
-      reply.store(expect + 1, std::memory_order_release);
-    }
-  });
-
-  std::size_t slot = 0;
-  const auto stop_pong = [&] {
-    // release: stops pong, which polls the request line of the next round trip; pairs with the
-    // acquire load of the request line in the pong lambda.
-    lines.request(slot).store(kDone, std::memory_order_release);
-    pong.join();
-  };
-  std::uint64_t ping = 0;
-  std::atomic<std::uint64_t>* request = nullptr;
-  std::atomic<std::uint64_t>* reply = nullptr;
-  auto samples = time_round_trips(context, RoundTrip{
-      .prepare = [&](std::size_t i) {
-        ping = 2 * i + 1;
-        request = &lines.request(slot);
-        reply = &lines.reply(slot);
-      },
-      .exchange = [&](std::size_t) {
-        // release: pairs with the acquire load of the request line in the pong lambda.
-        request->store(ping, std::memory_order_release);
-        // acquire: pairs with the pong lambda's release store of ping + 1 (or of kDone).
-        std::uint64_t seen = 0;
-        while ((seen = reply->load(std::memory_order_acquire)) != ping + 1) {
-          if (seen == kDone) break;
-          cpu_relax();
-        }
-        return seen;
-      },
-      .check = [&](std::size_t, std::uint64_t seen) -> Expected<Answer> {
-        if (seen == kDone) return Answer::peer_gone;  // pong could not pin; it says why below
-        slot = lines.next(slot);                      // the next round trip's lines
-        return Answer::answered;
-      },
-  });
-  stop_pong();
-  if (!samples) return samples;
-  // acquire: pairs with the pong lambda's release store of pong_failed; the join in stop_pong orders it too.
-  if (pong_failed.load(std::memory_order_acquire)) return std::unexpected(pong_error);
-  return samples;
+  BounceSides sides;
+  sides.client_cpu = context.client_cpu;
+  sides.server_cpu = context.server_cpu;
+  sides.warmup = context.warmup;
+  sides.samples = context.samples;
+  sides.clock = context.clock;
+  return bounce_lines(sides, lines);
 }
 
 }  // namespace

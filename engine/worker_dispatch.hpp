@@ -26,7 +26,7 @@ class WorkerDispatch final : public JobRunner {
   [[nodiscard]] std::uint32_t size() const noexcept { return pool_ != nullptr ? pool_->size() : 0; }
   // True when a worker is free to take a job now.
   [[nodiscard]] bool idle() const noexcept { return pool_ != nullptr && pool_->idle_count() != 0; }
-  [[nodiscard]] bool busy() const noexcept { return pool_ != nullptr && pool_->busy_count() != 0; }
+  [[nodiscard]] bool busy() const noexcept { return pool_ != nullptr && pool_->idle_count() != pool_->size(); }
   [[nodiscard]] bool answers_ready() const noexcept { return pool_ != nullptr && pool_->answers_ready(); }
 
   // Hands an admitted BACKTEST (`verdict` routed it heavy) to an idle worker: idle() must be true.

@@ -142,9 +142,8 @@ class WorkerPool {
   [[nodiscard]] std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(workers_.size()); }
   [[nodiscard]] const std::vector<int>& cpus() const noexcept { return cpus_; }
 
-  // Serving thread: workers holding no job, and holding one.
+  // Serving thread: workers holding no job (size() - idle_count() hold one).
   [[nodiscard]] std::uint32_t idle_count() const noexcept { return idle_count_; }
-  [[nodiscard]] std::uint32_t busy_count() const noexcept { return size() - idle_count_; }
   // Serving thread: true when some worker has an answer to collect.
   [[nodiscard]] bool answers_ready() const noexcept;
   // Serving thread: the first idle worker at or after `from` (wrapping), or size() when none.

@@ -129,14 +129,62 @@ std::string describe_memory_cap(const SocketFault& fault) {
                      fault.actual, total, fault.expected);
 }
 
+// "opcode 3 (sweep_loaded)", or "opcode 9" for one the protocol does not know.
+std::string opcode_label(const SocketFault& fault) {
+  return fault.opcode < kSocketOpcodeCount
+           ? fmt::format("opcode {} ({})", fault.opcode, to_string(static_cast<SocketOpcode>(fault.opcode)))
+           : fmt::format("opcode {}", fault.opcode);
+}
+
+// The counts an opcode does not accept, in its own words.
+std::string describe_bad_shape(const SocketFault& fault) {
+  switch (static_cast<SocketOpcode>(fault.opcode)) {
+    case SocketOpcode::sweep:
+      return fmt::format("sweep (opcode 0) needs n_bars >= 2; got n_bars {}", fault.n_bars);
+    case SocketOpcode::load:
+      return fmt::format("load (opcode 2) needs n_bars >= 2 and n_combos 0; got n_bars {}, n_combos {}",
+                         fault.n_bars, fault.n_combos);
+    case SocketOpcode::sweep_loaded:
+      return fmt::format("sweep_loaded (opcode 3) carries no bars: n_bars must be 0, got {}", fault.n_bars);
+    case SocketOpcode::echo_params:
+      return fmt::format("echo_params (opcode 4) needs n_bars 0 and n_combos 1; got n_bars {}, n_combos {}",
+                         fault.n_bars, fault.n_combos);
+    case SocketOpcode::use_preloaded:
+      return fmt::format("use_preloaded (opcode 5) carries nothing: n_bars and n_combos must be 0; got n_bars {}, "
+                         "n_combos {}",
+                         fault.n_bars, fault.n_combos);
+    case SocketOpcode::use_strategy:
+      return fmt::format("use_strategy (opcode 6) carries the name in one 48-byte combo: n_bars 0 and n_combos "
+                         "1; got n_bars {}, n_combos {}",
+                         fault.n_bars, fault.n_combos);
+    case SocketOpcode::echo: break;
+  }
+  return fmt::format("{} has counts it does not accept: n_bars {}, n_combos {}", opcode_label(fault), fault.n_bars,
+                     fault.n_combos);
+}
+
+// Why a connection was refused or closed for another: the server's connection limits.
+std::string describe_refused_connection(const SocketFault& fault) {
+  if (fault.field == kClosedUnserved)
+    return fmt::format("closed {} ms after connecting without a whole request, to admit a new peer: the server "
+                       "serves a maximum of {} connections and closes those that never completed a frame first",
+                       fault.limit, fault.expected);
+  if (fault.field == kPeerAtLimit)
+    return fmt::format("this peer (its address, or its uid) already holds the maximum of {} connections one peer "
+                       "may; use one of them, or try again when one has closed",
+                       fault.expected);
+  if (fault.field == kClosedForNewcomer)
+    return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
+                       "server serves a maximum of {} connections; connect again when you have a request",
+                       fault.limit, fault.expected);
+  return fmt::format("the server already serves its maximum of {} connections, none of them idle; try again when "
+                     "one has finished",
+                     fault.expected);
+}
+
 }  // namespace
 
 std::string describe(const SocketFault& fault) {
-  const auto opcode_name = [&] {
-    return fault.opcode < kSocketOpcodeCount
-               ? fmt::format("opcode {} ({})", fault.opcode, to_string(static_cast<SocketOpcode>(fault.opcode)))
-               : fmt::format("opcode {}", fault.opcode);
-  };
   switch (fault.error) {
     case SocketError::frame_too_large:
       return fmt::format("the frame's body length {} bytes exceeds the server's maximum of {} bytes", fault.actual,
@@ -147,7 +195,7 @@ std::string describe(const SocketFault& fault) {
                            fault.actual);
       return fmt::format("{} declares n_bars {} and n_combos {}, which take {} body bytes (9 + 8 x n_bars + 48 x "
                          "n_combos), but body_len is {}",
-                         opcode_name(), fault.n_bars, fault.n_combos, fault.expected, fault.actual);
+                         opcode_label(fault), fault.n_bars, fault.n_combos, fault.expected, fault.actual);
     case SocketError::unknown_opcode:
       return fmt::format("opcode {} is unknown; known: 0 sweep, 1 echo, 2 load, 3 sweep_loaded, 4 echo_params, "
                          "5 use_preloaded, 6 use_strategy",
@@ -166,30 +214,7 @@ std::string describe(const SocketFault& fault) {
     case SocketError::no_preloaded_series:
       return "this server holds no series of its own (it was started with --no-shm and without --data or --bars): "
              "ship one with load (opcode 2)";
-    case SocketError::bad_shape:
-      switch (static_cast<SocketOpcode>(fault.opcode)) {
-        case SocketOpcode::sweep:
-          return fmt::format("sweep (opcode 0) needs n_bars >= 2; got n_bars {}", fault.n_bars);
-        case SocketOpcode::load:
-          return fmt::format("load (opcode 2) needs n_bars >= 2 and n_combos 0; got n_bars {}, n_combos {}",
-                             fault.n_bars, fault.n_combos);
-        case SocketOpcode::sweep_loaded:
-          return fmt::format("sweep_loaded (opcode 3) carries no bars: n_bars must be 0, got {}", fault.n_bars);
-        case SocketOpcode::echo_params:
-          return fmt::format("echo_params (opcode 4) needs n_bars 0 and n_combos 1; got n_bars {}, n_combos {}",
-                             fault.n_bars, fault.n_combos);
-        case SocketOpcode::use_preloaded:
-          return fmt::format("use_preloaded (opcode 5) carries nothing: n_bars and n_combos must be 0; got n_bars {}, "
-                             "n_combos {}",
-                             fault.n_bars, fault.n_combos);
-        case SocketOpcode::use_strategy:
-          return fmt::format("use_strategy (opcode 6) carries the name in one 48-byte combo: n_bars 0 and n_combos "
-                             "1; got n_bars {}, n_combos {}",
-                             fault.n_bars, fault.n_combos);
-        case SocketOpcode::echo: break;
-      }
-      return fmt::format("{} has counts it does not accept: n_bars {}, n_combos {}", opcode_name(), fault.n_bars,
-                         fault.n_combos);
+    case SocketError::bad_shape: return describe_bad_shape(fault);
     case SocketError::truncated:
       return fmt::format("the connection ended inside a frame: {} of its {} bytes arrived", fault.actual,
                          fault.expected);
@@ -203,22 +228,7 @@ std::string describe(const SocketFault& fault) {
     case SocketError::permission_denied:
       return fmt::format("uid {} may not use this socket: only uid {} (the server's) may", fault.actual,
                          fault.expected);
-    case SocketError::too_many_connections:
-      if (fault.field == kClosedUnserved)
-        return fmt::format("closed {} ms after connecting without a whole request, to admit a new peer: the server "
-                           "serves a maximum of {} connections and closes those that never completed a frame first",
-                           fault.limit, fault.expected);
-      if (fault.field == kPeerAtLimit)
-        return fmt::format("this peer (its address, or its uid) already holds the maximum of {} connections one peer "
-                           "may; use one of them, or try again when one has closed",
-                           fault.expected);
-      if (fault.field == kClosedForNewcomer)
-        return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
-                           "server serves a maximum of {} connections; connect again when you have a request",
-                           fault.limit, fault.expected);
-      return fmt::format("the server already serves its maximum of {} connections, none of them idle; try again when "
-                         "one has finished",
-                         fault.expected);
+    case SocketError::too_many_connections: return describe_refused_connection(fault);
     case SocketError::idle_timeout:
       return fmt::format("no request for {} ms: idle connections are closed so that they cannot hold the server's "
                          "connection slots",
