@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "bench/engine_child.hpp"
+#include "bench/thread_probe.hpp"
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
@@ -904,6 +906,55 @@ TEST_CASE("while a live bar's share is at a stalled worker, other lanes are serv
   CHECK(signal.trades == (*batch)[0].trades);
   REQUIRE(reader->subscribe(combo_from_length(8), answer) == CallStatus::ok);
   CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+}
+
+TEST_CASE("a worker the host does not run (its thread stopped from outside, as a busy host leaves it) is not a "
+          "fault: its BACKTEST is computed elsewhere and answered right, and the worker serves again once it runs") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("starved"),
+                     {"--wait", "backoff", "--bars", "20000", "--workers", "1"});
+  REQUIRE(engine.up());
+  const pid_t worker = find_thread(engine.pid(), "ipcf-worker");
+  REQUIRE(worker > 0);
+  // Stop that one thread, and only it: a ptrace stop, as if the scheduler never picked it.
+  if (::ptrace(PTRACE_SEIZE, worker, nullptr, nullptr) != 0) {
+    MESSAGE("skipped: this process may not trace the engine's worker thread: " << std::strerror(errno));
+    return;
+  }
+  REQUIRE(::ptrace(PTRACE_INTERRUPT, worker, nullptr, nullptr) == 0);
+  int stopped = 0;
+  REQUIRE(::waitpid(worker, &stopped, __WALL) == worker);
+  REQUIRE(WIFSTOPPED(stopped));
+
+  auto client = ShmClient::connect(engine.name(), patient_client(std::chrono::seconds(60)));
+  REQUIRE(client.has_value());
+  const std::vector<double> series(client->segment().series().begin(), client->segment().series().end());
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = combo_from_length(300);  // dear: it goes to the worker
+  const std::vector<Combo> one{request.params};
+  const auto expected = run_sweep(builtin(), series, one, client->segment().header().fee, 1);
+  REQUIRE(expected.has_value());
+  ResponseSlot answer{};
+  const auto start = Clock::now();
+  REQUIRE(client->call(request, answer) == CallStatus::ok);
+  const double waited_ms = ms_since(start);
+  MESSAGE("answered " << waited_ms << " ms after the call, with the worker stopped");
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(answer.pnl == (*expected)[0].pnl);
+  CHECK(answer.trades == (*expected)[0].trades);
+  const DataHeader& header = client->segment().header();
+  CHECK(header.jobs_reclaimed.load() == 1);
+
+  REQUIRE(::ptrace(PTRACE_DETACH, worker, nullptr, nullptr) == 0);  // the host runs it again
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(client->call(request, answer) == CallStatus::ok);
+    CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+    CHECK(answer.pnl == (*expected)[0].pnl);
+  }
+  const auto back_by = Clock::now() + std::chrono::seconds(10);
+  while (header.workers_stalled.load() != 0 && Clock::now() < back_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(header.workers_stalled.load() == 0);
 }
 
 }  // namespace ipcfloor
