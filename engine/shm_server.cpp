@@ -90,8 +90,21 @@ ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request,
   // Its client's heavy start of this round is used, or no worker is free: asked again later.
   if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle())) return Plan::wait;
   heavy_clients_ |= client;
-  round_start_ = index + 1;
+  round_start_ = next_other_client(index);
   return workers_.any() ? Plan::worker : Plan::here;
+}
+
+std::uint32_t ShmServer::next_other_client(std::uint32_t index) const noexcept {
+  // The next served lane, wrapping, of a client other than lane `index`'s: the next round starts
+  // there, so one client's other lanes wait behind every other client's (fair per client, not
+  // per lane). None: the lane after `index`.
+  const std::uint32_t count = lanes_.count();
+  const std::uint64_t active = lanes_.active();
+  for (std::uint32_t step = 1; step < count; ++step) {
+    const std::uint32_t lane = (index + step) % count;
+    if (((active >> lane) & 1U) != 0 && client_of_[lane] != client_of_[index]) return lane;
+  }
+  return index + 1;
 }
 
 void ShmServer::start_elsewhere(Plan plan, const JobTicket& ticket, const RequestSlot& request,

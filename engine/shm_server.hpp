@@ -16,8 +16,9 @@
 // Order and fairness: a lane's ring answers are published in the order of its requests, each
 // under its request's seq. Heavy work is rationed per client (the process that holds the lanes):
 // a client gets at most one heavy request started per round, whatever number of lanes it holds,
-// and rounds start at the lane after the one that got the last, so a client that floods the
-// engine delays another client's request by at most one combo. With no workers (`serve
+// and the next round starts at the first lane of another client, so a client that floods the
+// engine from any number of lanes delays another client's request by at most one combo per
+// worker (the combos already running). With no workers (`serve
 // --workers 0`) heavy requests run on this thread, one per client per round, and between two of
 // them the loop serves every lane's exchange line and looks for new lanes.
 //
@@ -99,6 +100,8 @@ class ShmServer {
   // Decides where `request` of lane `index` goes now: `wait` leaves it where it is (its client's
   // heavy start of this round is used, no worker is free, or a live bar is out).
   [[nodiscard]] Plan plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept;
+  // The lane the round after a heavy start on lane `index` begins at (see the fairness rule above).
+  [[nodiscard]] std::uint32_t next_other_client(std::uint32_t index) const noexcept;
   // Starts a request planned for a worker or the workers' shares; its answer comes through finish().
   void start_elsewhere(Plan plan, const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept;
   // Answers a request here, into `response`.
@@ -130,7 +133,7 @@ class ShmServer {
   // rationed per client.
   std::uint32_t client_of_[kMaxLanes] = {};
   std::uint64_t heavy_clients_ = 0;  // clients (by client_of_ lane) with a heavy start this round
-  std::uint32_t round_start_ = 0;    // the lane a round starts at: after the one that got the last heavy start
+  std::uint32_t round_start_ = 0;    // the lane a round starts at: next_other_client of the last heavy start
   bool between_ = false;             // in between_heavy_frames (it does not nest)
   std::uint32_t passes_since_scan_ = 0;
 };

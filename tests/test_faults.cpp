@@ -864,7 +864,7 @@ TEST_CASE("a lane whose request ring holds impossible positions is counted and q
   REQUIRE_FALSE(fourth.has_value());
   CHECK(fourth.error().code == ErrorCode::busy);
 
-  CHECK(lane_state(*watch, lane) == static_cast<std::uint32_t>(LaneState::quarantined));
+  CHECK(eventually([&] { return lane_state(*watch, lane) == static_cast<std::uint32_t>(LaneState::quarantined); }));
   // Released, the lane gets a fresh object and serves its next client.
   buggy = std::unexpected(Error{ErrorCode::io, "closed"});
   REQUIRE(eventually([&] { return counter(header.lanes_released) == released + 1; }));
@@ -971,7 +971,7 @@ TEST_CASE("a lane whose exchange line holds an impossible stamp is counted and q
     std::atomic_ref<std::uint32_t>(line.slot.request.stamp).store(stamp, std::memory_order_release);
     REQUIRE(eventually([&] { return counter(header.lanes_corrupt) == corrupt + 1; }));
     ++corrupt;
-    CHECK(lane_state(*watch, lane) == static_cast<std::uint32_t>(LaneState::quarantined));
+    CHECK(eventually([&] { return lane_state(*watch, lane) == static_cast<std::uint32_t>(LaneState::quarantined); }));
     // The engine poisoned the line rather than leave its client to time out, and served nothing.
     CHECK(eventually([&] { return std::atomic_ref<std::uint32_t>(line.slot.request.stamp).load() == kPoisonStamp; }));
     CHECK(counter(watch->lane_status(lane).requests) == served);
