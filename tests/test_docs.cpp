@@ -379,27 +379,19 @@ TEST_CASE("PROTOCOL draws the header's strategy table entry and size as layout.h
   CHECK(handoff.find("(u32, 1.." + std::to_string(kMaxStrategies) + ")") != std::string::npos);
 }
 
-// The section of `text` that starts at `heading`, up to the next heading of the same level.
-std::string section_of(const std::string& text, const std::string& heading) {
-  const auto start = text.find(heading);
-  REQUIRE_MESSAGE(start != std::string::npos, heading);
-  const auto end = text.find("\n## ", start + heading.size());
-  return text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 TEST_CASE("OPERATIONS gives each wait mode's idle cost and the mode for a laptop; RESULTS has the run behind it") {
-  const std::string idle = section_of(read_doc("docs/OPERATIONS.md"), "## Idle cost");
+  const std::string idle = section(read_doc("docs/OPERATIONS.md"), "## Idle cost");
   for (const char* mode : {"`spin`", "`backoff`", "`block`"}) CHECK_MESSAGE(idle.find(mode) != std::string::npos, mode);
   CHECK(idle.find("On a laptop") != std::string::npos);
   CHECK(idle.find("run `--wait block`") != std::string::npos);
-  const std::string run = section_of(read_doc("docs/RESULTS.md"), "## Idle cost per wait mode");
+  const std::string run = section(read_doc("docs/RESULTS.md"), "## Idle cost per wait mode");
   CHECK(run.find("`tools/idle_cost") != std::string::npos);  // the command
   CHECK(run.find("model name") != std::string::npos);        // the CPU it ran on
   for (const char* mode : {"| spin |", "| backoff |", "| block |"}) CHECK_MESSAGE(run.find(mode) != std::string::npos, mode);
 }
 
 TEST_CASE("every setting OPERATIONS names under systemd is one the shipped ipcfloor@.service holds") {
-  const std::string systemd = section_of(read_doc("docs/OPERATIONS.md"), "## Under systemd");
+  const std::string systemd = section(read_doc("docs/OPERATIONS.md"), "## Under systemd");
   const auto list = systemd.find("What the unit holds");
   REQUIRE(list != std::string::npos);
   const std::string section = systemd.substr(list);
