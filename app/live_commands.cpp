@@ -296,16 +296,19 @@ ComboColumns columns_of(const StrategyEntry& entry) noexcept {
 // subscription is not a sweep, where a bad row is reported in place) or, on the built-in
 // strategy, the lengths' combos.
 // `input` is --combos as read before connecting (empty without --combos).
-Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options, const std::optional<ComboInput>& input,
+Expected<std::vector<Combo>> combos_to_subscribe(const SignalsOptions& options, std::optional<ComboInput>& input,
                                                  const StrategyEntry& entry, std::uint32_t strategy) {
   std::vector<Combo> combos;
   if (!options.lengths.empty() && strategy != 0)
     return fail(ErrorCode::invalid_argument, "--lengths builds combos of the built-in strategy; give strategy {}'s "
                 "combos with --combos FILE", entry.name);
   if (input) {
-    auto loaded = parse_combos(input->text, input->source, columns_of(entry));
+    // The text moves into the parsed rows, which keep it (a bad row is read again from it).
+    auto loaded = parse_combos(std::move(input->text), input->source, columns_of(entry), sizeof(Combo));
     if (!loaded) return std::unexpected(loaded.error());
-    for (const ComboLine& line : *loaded) {
+    combos.reserve(loaded->size());
+    for (std::size_t i = 0; i < loaded->size(); ++i) {
+      const ComboLine line = (*loaded)[i];
       if (!line.error.empty())
         return fail(ErrorCode::bad_data, "{}: the row '{}' does not parse ({}); nothing was subscribed",
                     options.combos == "-" ? std::string("standard input") : options.combos, line.raw, line.error);

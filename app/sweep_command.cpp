@@ -39,8 +39,6 @@ constexpr std::size_t kSocketChunk = 4096;
 // A socket sweep is one call per chunk, so without --timeout one chunk may take this long.
 constexpr double kSocketSweepTimeoutS = 600.0;
 
-using Planned = PlannedRow;
-
 using Emit = std::function<void(const SweepRow&)>;
 
 // Where one series' rows run, told before the first of them: the table's header line says it.
@@ -82,12 +80,6 @@ bool names_a_file(std::string_view strategy) {
   return strategy.find('/') != std::string_view::npos || strategy.ends_with(".so");
 }
 
-// The strategy the plan's rows are judged with where this process has it; rows it refuses say
-// why, in place.
-void admit_plan(std::vector<PlannedRow>& plan, const StrategyChoice& strategy, std::size_t n_bars) {
-  if (strategy.local != nullptr) admit_rows(plan, *strategy.local, n_bars);
-}
-
 // Whether an engine serves the fingerprint's data.
 bool is_default_series(std::uint64_t checksum) { return checksum == kDefaultSeriesChecksum; }
 
@@ -106,36 +98,62 @@ std::string described(const SeriesName& series) {
   return fmt::format("{} bars, checksum {:016x}", series.bars, series.checksum);
 }
 
-// Every row of `plan` names `series`.
-void name_rows(std::vector<Planned>& plan, const SeriesName& series) {
-  for (Planned& p : plan) {
-    p.row.series = series.name;
-    p.row.series_bars = series.bars;
-    p.row.series_checksum = series.checksum;
+// One series' rows: the plan (shared by every series, never copied), each row's verdict on this
+// series (1 byte a row) and the series every row names. A row becomes a SweepRow, with its
+// strings, only as it is written.
+struct SeriesRows {
+  const SweepPlan* plan = nullptr;
+  std::vector<RowVerdict> verdicts;
+  SeriesName series;
+  const StrategyChoice* strategy = nullptr;
+
+  [[nodiscard]] std::size_t size() const noexcept { return verdicts.size(); }
+  [[nodiscard]] bool runnable(std::size_t i) const noexcept { return verdicts[i] == RowVerdict::runnable; }
+  [[nodiscard]] std::size_t runnable_count() const noexcept {
+    return static_cast<std::size_t>(std::count(verdicts.begin(), verdicts.end(), RowVerdict::runnable));
   }
+  // Row i as written, before any result (allocates).
+  [[nodiscard]] SweepRow row(std::size_t i) const {
+    SweepRow row = planned_row(*plan, i, verdicts[i], series.bars, strategy->local, strategy->name);
+    row.series = series.name;
+    row.series_bars = series.bars;
+    row.series_checksum = series.checksum;
+    return row;
+  }
+};
+
+// The plan's rows on `series`, judged by the strategy where this process has it (rows it refuses
+// say why, in place); otherwise the engine or server judges them.
+SeriesRows rows_on(const SweepPlan& plan, const StrategyChoice& strategy, SeriesName series) {
+  SeriesRows rows;
+  rows.plan = &plan;
+  rows.verdicts = strategy.local != nullptr ? admit_rows(plan, *strategy.local, series.bars) : verdicts_of(plan);
+  rows.series = std::move(series);
+  rows.strategy = &strategy;
+  return rows;
 }
 
-// Runs the plan's runnable rows in chunks of at most `chunk` through `run` and emits every row
-// in order as soon as it and the rows before it are done (rows that cannot run at once).
+// Runs the rows that can run in chunks of at most `chunk` through `run` and emits every row in
+// order as soon as it and the rows before it are done (rows that cannot run at once).
 using RunChunk = std::function<Expected<std::vector<BacktestResult>>(const std::vector<Combo>&)>;
 
-Expected<void> run_in_chunks(std::vector<Planned>& plan, std::size_t chunk, const RunChunk& run, const Emit& emit) {
+Expected<void> run_in_chunks(const SeriesRows& rows, std::size_t chunk, const RunChunk& run, const Emit& emit) {
   std::size_t next = 0;
-  while (next < plan.size()) {
-    while (next < plan.size() && !plan[next].runnable) emit(plan[next++].row);
-    std::vector<std::size_t> indices;
-    std::vector<Combo> combos;
-    for (std::size_t i = next; i < plan.size() && combos.size() < chunk; ++i) {
-      if (!plan[i].runnable) continue;
-      indices.push_back(i);
-      combos.push_back(plan[i].row.params);
-    }
+  std::vector<Combo> combos;
+  while (next < rows.size()) {
+    while (next < rows.size() && !rows.runnable(next)) emit(rows.row(next++));
+    combos.clear();
+    std::size_t end = next;
+    for (; end < rows.size() && combos.size() < chunk; ++end)
+      if (rows.runnable(end)) combos.push_back(rows.plan->combo(end));
     if (combos.empty()) break;
     auto results = run(combos);
     if (!results) return std::unexpected(results.error());
-    for (std::size_t k = 0; k < indices.size(); ++k) plan[indices[k]].row.result = (*results)[k];
-    const std::size_t end = indices.back() + 1;
-    for (; next < end; ++next) emit(plan[next].row);
+    for (std::size_t k = 0; next < end; ++next) {
+      SweepRow row = rows.row(next);
+      if (rows.runnable(next)) row.result = (*results)[k++];
+      emit(row);
+    }
   }
   return {};
 }
@@ -147,11 +165,9 @@ unsigned inproc_threads(const SweepOptions& options) {
 // run_sweep makes one kernel workspace per thread it starts, each as long as the series: refused
 // when the host cannot back them, before the series' table begins, not by the OOM killer.
 Expected<void> check_workspace_memory(const SweepOptions& options, const Strategy& strategy, std::size_t bars,
-                                      const std::vector<Planned>& plan) {
+                                      const SeriesRows& rows) {
   const unsigned threads = inproc_threads(options);
-  const auto runnable =
-      static_cast<std::size_t>(std::count_if(plan.begin(), plan.end(), [](const Planned& p) { return p.runnable; }));
-  const std::size_t used = std::clamp<std::size_t>(runnable, 1, threads);
+  const std::size_t used = std::clamp<std::size_t>(rows.runnable_count(), 1, threads);
   const MemoryNeed workspaces{
       fmt::format("{} kernel workspace{} of {} bars (one per thread)", used, used == 1 ? "" : "s", bars),
       used * strategy.workspace_bytes(bars),
@@ -160,32 +176,29 @@ Expected<void> check_workspace_memory(const SweepOptions& options, const Strateg
 }
 
 Expected<void> run_inproc(const SweepOptions& options, const Strategy& strategy, const LoadedSeries& series,
-                          std::vector<Planned>& plan, const Emit& emit) {
-  admit_rows(plan, strategy, series.close.size());
+                          const SeriesRows& rows, const Emit& emit) {
   const unsigned threads = inproc_threads(options);
   const std::size_t chunk = std::max<std::size_t>(1, kInprocChunkPerThread * threads);
   return run_in_chunks(
-      plan, chunk,
+      rows, chunk,
       [&](const std::vector<Combo>& combos) { return run_sweep(strategy, series.close, combos, options.fee, threads); },
       emit);
 }
 
 // Series by series, in the order given: each row of a series before the next series' rows.
-Expected<void> run_inproc_series(const SweepOptions& options, const Strategy& strategy, const SeriesSet& set,
-                                 const std::vector<std::size_t>& selected, const std::vector<Planned>& plan,
+Expected<void> run_inproc_series(const SweepOptions& options, const StrategyChoice& strategy, const SeriesSet& set,
+                                 const std::vector<std::size_t>& selected, const SweepPlan& plan,
                                  const Emit& emit, const BeginSeries& begin_series, bool& is_default) {
   for (const std::size_t index : selected) {
     auto series = set.load(index);
     if (!series) return std::unexpected(series.error());
     is_default = series->is_default;
-    if (auto fits = check_workspace_memory(options, strategy, series->close.size(), plan); !fits) return fits;
-    const SeriesName named = name_of(set.names()[index], series->close);
-    begin_series(SeriesStart{fmt::format("over {} (series {}: {}), in-process", series->description, named.name,
-                                         described(named)),
+    const SeriesRows rows = rows_on(plan, strategy, name_of(set.names()[index], series->close));
+    if (auto fits = check_workspace_memory(options, *strategy.local, series->close.size(), rows); !fits) return fits;
+    begin_series(SeriesStart{fmt::format("over {} (series {}: {}), in-process", series->description, rows.series.name,
+                                         described(rows.series)),
                              options.fee, {}});
-    std::vector<Planned> rows = plan;
-    name_rows(rows, named);
-    if (auto ran = run_inproc(options, strategy, *series, rows, emit); !ran) return ran;
+    if (auto ran = run_inproc(options, *strategy.local, *series, rows, emit); !ran) return ran;
   }
   return {};
 }
@@ -244,18 +257,25 @@ Expected<void> place_sweep_thread(const SweepOptions& options, const DataHeader&
 // One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
 Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
-                                      std::uint32_t series_index, std::size_t n_bars, std::vector<Planned>& plan,
-                                      const Emit& emit) {
-  std::vector<std::size_t> runnable;  // plan indices, in order
-  for (std::size_t i = 0; i < plan.size(); ++i)
-    if (plan[i].runnable) runnable.push_back(i);
+                                      std::uint32_t series_index, const SeriesRows& rows, const Emit& emit) {
+  // pipelined_sweep asks for requests and hands answers over in order, so a cursor each finds the
+  // next row that runs (no index of them is kept).
+  std::size_t requested = 0;  // the row after the last one requested
   std::size_t emitted = 0;
-  const auto request = [&](std::size_t k) {
-    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index),
-                        payload_of(plan[runnable[k]].row.params)};
+  const auto next_runnable = [&rows](std::size_t from) {
+    while (!rows.runnable(from)) ++from;
+    return from;
   };
-  const auto take = [&](std::size_t k, const ResponseSlot& answer) {
-    SweepRow& row = plan[runnable[k]].row;
+  const auto request = [&](std::size_t) {
+    const std::size_t at = next_runnable(requested);
+    requested = at + 1;
+    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index), payload_of(rows.plan->combo(at))};
+  };
+  const auto take = [&](std::size_t, const ResponseSlot& answer) {
+    const std::size_t at = next_runnable(emitted);
+    while (emitted < at) emit(rows.row(emitted++));
+    SweepRow row = rows.row(at);
+    const std::size_t n_bars = rows.series.bars;
     const auto status = static_cast<Status>(answer.status);
     if (status == Status::ok) {
       row.result = {answer.pnl, answer.trades};
@@ -266,11 +286,12 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
                                     options.name)
                       : std::string(to_string(status));
     }
-    while (emitted <= runnable[k]) emit(plan[emitted++].row);
+    emit(row);
+    emitted = at + 1;
   };
-  const SweepEnd end = pipelined_sweep(client, runnable.size(), request, take);
+  const SweepEnd end = pipelined_sweep(client, rows.runnable_count(), request, take);
   if (end.status != CallStatus::ok) return std::unexpected(client.error_for(end.status));
-  while (emitted < plan.size()) emit(plan[emitted++].row);
+  while (emitted < rows.size()) emit(rows.row(emitted++));
   return {};
 }
 
@@ -325,7 +346,7 @@ std::string described_conflict(const SweepOptions& options, const LoadedSeries* 
 }
 
 Expected<void> run_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
-                                   const std::vector<std::uint32_t>& chosen, std::vector<Planned>& plan,
+                                   const std::vector<std::uint32_t>& chosen, const SweepPlan& plan,
                                    const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
   const DataHeader& header = client.segment().header();
   if (auto placed = place_sweep_thread(options, header); !placed) return std::unexpected(placed.error());
@@ -333,19 +354,17 @@ Expected<void> run_through_segment(const SweepOptions& options, ShmClient& clien
   if (options.fee_given && options.fee != header.fee)
     return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
                 options.fee, header.fee, options.name);
-  const std::vector<Planned> original = plan;
   for (const std::uint32_t series_index : chosen) {
     // The engine judges windows against the bars it has: for a live main series, those published.
-    const SeriesName named = name_of(std::string(client.segment().series_key(series_index)),
-                                     engine_bars(client, series_index));
-    plan = original;
-    name_rows(plan, named);
-    admit_plan(plan, strategy, named.bars);  // here, so a row from a combo file names its line
+    // Judged here too where this process has the strategy, so a row from a combo file names its line.
+    const SeriesRows rows = rows_on(plan, strategy, name_of(std::string(client.segment().series_key(series_index)),
+                                                             engine_bars(client, series_index)));
+    const SeriesName& named = rows.series;
     is_default = series_index == 0 && is_default_series(header.series_checksum);
     begin_series(SeriesStart{fmt::format("through shm segment {} (lane {}, {} mode), series {} ({})", options.name,
                                          client.lane(), to_string(client.wait_mode()), named.name, described(named)),
                              fee, {}});
-    if (auto streamed = stream_through_segment(options, client, strategy, series_index, named.bars, plan, emit); !streamed)
+    if (auto streamed = stream_through_segment(options, client, strategy, series_index, rows, emit); !streamed)
       return streamed;
   }
   return {};
@@ -363,7 +382,8 @@ Expected<SocketClient> connect_socket(const SweepOptions& options) {
 
 // The server's own series (opcode 5): what the rows run on, where the header says they ran.
 Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClient& client,
-                                        const StrategyChoice& strategy, std::vector<Planned>& plan, bool& is_default) {
+                                        const StrategyChoice& strategy, const SweepPlan& plan, SeriesRows& rows,
+                                        bool& is_default) {
   auto series = client.use_preloaded();
   if (!series) {
     if (client.last_server_error() == static_cast<std::uint32_t>(SocketError::no_preloaded_series))
@@ -382,18 +402,16 @@ Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClien
                                   series->checksum);
   start.where = fmt::format("on {}, through {} (its preloaded series: combos only)", start.computed_on, client.server());
   is_default = is_default_series(series->checksum);
-  name_rows(plan, SeriesName{series->name, series->n_bars, series->checksum});
-  admit_plan(plan, strategy, series->n_bars);
+  rows = rows_on(plan, strategy, SeriesName{series->name, series->n_bars, series->checksum});
   return start;
 }
 
 // This command's series, shipped with every chunk or (--stateful) loaded once.
 Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& client, const StrategyChoice& strategy,
-                                  const LoadedSeries& shipped, const std::string& name, std::vector<Planned>& plan,
-                                  bool& is_default) {
-  const SeriesName named = name_of(name, shipped.close);
-  name_rows(plan, named);
-  admit_plan(plan, strategy, shipped.close.size());
+                                  const LoadedSeries& shipped, const std::string& name, const SweepPlan& plan,
+                                  SeriesRows& rows, bool& is_default) {
+  rows = rows_on(plan, strategy, name_of(name, shipped.close));
+  const SeriesName& named = rows.series;
   is_default = shipped.is_default;
   SeriesStart start;
   start.fee = options.fee;
@@ -421,17 +439,18 @@ Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& cli
 // then opcode 3 per chunk): `shipped` is null. With --ship, this command's own series travels
 // with every chunk (stateless) or once (--stateful).
 Expected<void> run_through_socket(const SweepOptions& options, SocketClient& client_ref, const StrategyChoice& strategy,
-                                  const LoadedSeries* shipped, const std::string& name, std::vector<Planned>& plan,
+                                  const LoadedSeries* shipped, const std::string& name, const SweepPlan& plan,
                                   const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
   SocketClient* client = &client_ref;
-  auto start = shipped == nullptr ? use_server_series(options, *client, strategy, plan, is_default)
-                                  : ship_series(options, *client, strategy, *shipped, name, plan, is_default);
+  SeriesRows rows;
+  auto start = shipped == nullptr ? use_server_series(options, *client, strategy, plan, rows, is_default)
+                                  : ship_series(options, *client, strategy, *shipped, name, plan, rows, is_default);
   if (!start) return std::unexpected(start.error());
   fee = start->fee;
   begin_series(*start);
   const bool loaded_on_server = shipped == nullptr || options.stateful;
   return run_in_chunks(
-      plan, kSocketChunk,
+      rows, kSocketChunk,
       [&](const std::vector<Combo>& combos) {
         return loaded_on_server ? client->sweep_loaded(combos) : client->sweep(shipped->close, combos);
       },
@@ -680,7 +699,7 @@ int run_sweep_command(SweepOptions& options) {
     ran = run_through_socket(options, *server, strategy, shipped ? &*shipped : nullptr,
                              series_set->names()[selected->front()], *plan, emit, begin_series, is_default, fee);
   } else {
-    ran = run_inproc_series(options, *strategy.local, *series_set, *selected, *plan, emit, begin_series, is_default);
+    ran = run_inproc_series(options, strategy, *series_set, *selected, *plan, emit, begin_series, is_default);
   }
   progress.finish();
   if (!ran) return report_error("sweep", ran.error());

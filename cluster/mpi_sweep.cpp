@@ -34,10 +34,16 @@ namespace {
 using namespace ipcfloor::mpi;
 using Clock = std::chrono::steady_clock;
 
+// What rank 0 keeps per planned row besides the plan, for one series: the broadcast row, its item,
+// the split's cost, group and owner, the rank's share, and the sink's index, result and flag.
+// plan_rows counts it with the plan before either is allocated.
+constexpr std::size_t kRank0BytesPerRow = sizeof(RowWire) + sizeof(Item) + sizeof(std::uint64_t) +
+                                          2 * sizeof(std::uint32_t) + 2 * sizeof(std::size_t) + sizeof(ResultWire) + 1;
+
 // Rank 0's plan: rows, the catalog's series names, the selected ones, their bar counts and
 // checksums (which every row names, as `ipcfloor sweep` does).
 struct Plan {
-  std::vector<PlannedRow> rows;
+  SweepPlan rows;
   std::vector<std::string> names;  // every series of the catalog, by index
   std::vector<std::size_t> selected;
   std::vector<std::size_t> n_bars;        // per selected series
@@ -112,7 +118,7 @@ Expected<void> resolve_strategy(MpiSweepOptions& options, StrategyCatalog& catal
 
 Expected<Plan> make_plan(const MpiSweepOptions& options, const SeriesSet& set) {
   Plan plan;
-  auto rows = plan_rows(options.combos, columns_for(options), options.resolved == &builtin());
+  auto rows = plan_rows(options.combos, columns_for(options), options.resolved == &builtin(), kRank0BytesPerRow);
   if (!rows) return std::unexpected(rows.error());
   plan.rows = std::move(*rows);
   std::vector<std::size_t> engine_bars;
@@ -184,7 +190,9 @@ Shared broadcast_plan(const Plan& plan) {
   Shared shared;
   shared.selected.assign(plan.selected.begin(), plan.selected.end());
   shared.n_bars.assign(plan.n_bars.begin(), plan.n_bars.end());
-  for (const PlannedRow& row : plan.rows) shared.rows.push_back(RowWire{row.row.params, row.runnable ? 1u : 0u});
+  shared.rows.reserve(plan.rows.size());
+  for (std::size_t i = 0; i < plan.rows.size(); ++i)
+    shared.rows.push_back(RowWire{plan.rows.combo(i), plan.rows.parsed(i) ? 1u : 0u});
   broadcast_vector(shared.rows);
   broadcast_vector(shared.selected);
   broadcast_vector(shared.n_bars);

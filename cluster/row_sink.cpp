@@ -19,7 +19,7 @@ std::string error_text(const ResultWire& result, const SweepRow& row, std::size_
   return std::string(to_string(status));
 }
 
-RowSink::RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
+RowSink::RowSink(SweepPlan plan, std::vector<std::string> names, std::vector<std::size_t> selected,
                  std::vector<std::size_t> n_bars, std::vector<std::uint64_t> checksums, std::span<const Item> items,
                  SweepWriter& writer, const Strategy* strategy, std::string strategy_name)
     : plan_(std::move(plan)),
@@ -56,17 +56,18 @@ void RowSink::flush() {
     if (item != kNone && !have_[item]) return;
     const std::size_t s = cursor_ / plan_.size();
     const std::size_t k = cursor_ % plan_.size();
-    SweepRow row = plan_[k].row;
+    // A row that cannot run did not parse, or its strategy refuses it on this series.
+    const RowVerdict verdict = item != kNone       ? RowVerdict::runnable
+                               : plan_.parsed(k) ? RowVerdict::refused
+                                                 : RowVerdict::bad_row;
+    SweepRow row = planned_row(plan_, k, verdict, n_bars_[s], strategy_, strategy_name_);
     row.series = names_[selected_[s]];
     row.series_bars = n_bars_[s];
     row.series_checksum = checksums_[s];
-    if (item == kNone) {
-      if (row.error.empty()) row.error = window_error(row, n_bars_[s], strategy_, strategy_name_);
-    } else if (results_[item].status != 0) {
+    if (item != kNone && results_[item].status != 0)
       row.error = error_text(results_[item], row, n_bars_[s], strategy_, strategy_name_);
-    } else {
+    else if (item != kNone)
       row.result = BacktestResult{results_[item].pnl, results_[item].trades};
-    }
     if (!row.error.empty()) ++failed_;
     writer_.row(row);
     ++cursor_;

@@ -21,7 +21,7 @@ class RowSink {
   // series by all three); `items`: the runnable (series, row) pairs, whose results arrive by
   // item index. `strategy`: the rows' strategy when this process has it (its refusals are put in
   // its words), named `strategy_name`.
-  RowSink(std::vector<PlannedRow> plan, std::vector<std::string> names, std::vector<std::size_t> selected,
+  RowSink(SweepPlan plan, std::vector<std::string> names, std::vector<std::size_t> selected,
           std::vector<std::size_t> n_bars, std::vector<std::uint64_t> checksums, std::span<const Item> items,
           SweepWriter& writer, const Strategy* strategy, std::string strategy_name);
 
@@ -36,7 +36,7 @@ class RowSink {
   static constexpr std::size_t kNone = ~std::size_t{0};
   void flush();
 
-  std::vector<PlannedRow> plan_;
+  SweepPlan plan_;
   std::vector<std::string> names_;
   std::vector<std::size_t> selected_;
   std::vector<std::size_t> n_bars_;        // per selected series

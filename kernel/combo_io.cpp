@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,32 +16,27 @@ namespace {
 
 using series_formats::trim;
 
-std::vector<std::string_view> split(std::string_view line, char separator) {
-  std::vector<std::string_view> fields;
+// Calls visit(index, field) for every comma-separated field of `line`, trimmed; returns how many.
+template <class Visit>
+std::size_t for_each_field(std::string_view line, Visit&& visit) {
+  std::size_t index = 0;
   std::size_t start = 0;
   for (;;) {
-    const auto end = line.find(separator, start);
-    fields.push_back(trim(line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)));
-    if (end == std::string_view::npos) break;
+    const auto end = line.find(',', start);
+    visit(index++, trim(line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)));
+    if (end == std::string_view::npos) return index;
     start = end + 1;
   }
-  return fields;
 }
 
-// Every line with its number, blank ones dropped.
-std::vector<std::pair<std::size_t, std::string_view>> lines_of(std::string_view text) {
-  std::vector<std::pair<std::size_t, std::string_view>> lines;
-  std::size_t number = 0;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto end = text.find('\n', start);
-    const std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    ++number;
-    if (!trim(line).empty()) lines.emplace_back(number, line);
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return lines;
+// The line that starts at `offset`, without its newline.
+std::string_view line_at(std::string_view text, std::size_t offset) {
+  const auto end = text.find('\n', offset);
+  return text.substr(offset, end == std::string_view::npos ? std::string_view::npos : end - offset);
+}
+
+std::size_t lines_in(std::string_view text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
 }
 
 std::string header_of(const ComboColumns& columns) {
@@ -49,80 +45,107 @@ std::string header_of(const ComboColumns& columns) {
   return header;
 }
 
-Expected<std::vector<ComboLine>> parse_csv(const std::vector<std::pair<std::size_t, std::string_view>>& lines,
-                                           std::string_view source, const ComboColumns& columns) {
-  const auto [header_line, header] = lines.front();
-  const std::vector<std::string_view> names = split(header, ',');
+// Where a CSV's columns are: the header's field count and the field of each column.
+struct CsvLayout {
+  std::size_t fields = 0;
   std::array<std::size_t, 6> column{};
-  for (std::size_t c = 0; c < columns.count; ++c) {
-    const auto found = std::find(names.begin(), names.end(), columns.names[c]);
-    if (found == names.end())
-      return fail(ErrorCode::bad_data, "{}: line {}: the header '{}' has no column '{}'; a combo CSV has the header "
-                  "{}", source, header_line, trim(header), columns.names[c], header_of(columns));
-    column[c] = static_cast<std::size_t>(found - names.begin());
+};
+
+// A CSV row's combo (`layout`: where each column is). False, with the reason in *error when
+// error is not null, when it does not parse: the first column, in the columns' order, that does not.
+bool parse_csv_row(std::string_view line, std::size_t number, const ComboColumns& columns, const CsvLayout& layout,
+                   Combo& combo, std::string* error) {
+  const std::size_t fields = static_cast<std::size_t>(std::count(line.begin(), line.end(), ',')) + 1;
+  if (fields != layout.fields) {
+    if (error != nullptr) *error = fmt::format("line {} has {} fields, the header {}", number, fields, layout.fields);
+    return false;
   }
-  std::vector<ComboLine> rows;
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    const auto [number, line] = lines[i];
-    ComboLine row;
-    row.line = number;
-    row.raw = series_formats::snippet(trim(line));
-    const std::vector<std::string_view> fields = split(line, ',');
-    if (fields.size() != names.size()) {
-      row.error = fmt::format("line {} has {} fields, the header {}", number, fields.size(), names.size());
-      rows.push_back(std::move(row));
-      continue;
+  std::array<std::int64_t, 6> windows{};
+  std::size_t bad = columns.count;
+  std::string_view bad_field;
+  for_each_field(line, [&](std::size_t index, std::string_view field) {
+    for (std::size_t c = 0; c < columns.count; ++c) {
+      if (layout.column[c] != index) continue;
+      const auto [end, failed] = std::from_chars(field.data(), field.data() + field.size(), windows[c]);
+      if ((field.empty() || failed != std::errc{} || end != field.data() + field.size()) && c < bad) {
+        bad = c;
+        bad_field = field;
+      }
     }
-    std::array<std::int64_t, 6> windows{};
-    for (std::size_t c = 0; c < columns.count && row.error.empty(); ++c) {
-      const std::string_view field = fields[column[c]];
-      const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), windows[c]);
-      if (field.empty() || error != std::errc{} || end != field.data() + field.size())
-        row.error = fmt::format("line {}: {} '{}' is not a whole number", number, columns.names[c], field);
-    }
-    if (row.error.empty()) row.combo = Combo{windows[0], windows[1], windows[2], windows[3], windows[4], windows[5]};
-    rows.push_back(std::move(row));
+  });
+  if (bad < columns.count) {
+    if (error != nullptr) *error = fmt::format("line {}: {} '{}' is not a whole number", number, columns.names[bad], bad_field);
+    return false;
   }
-  return rows;
+  combo = Combo{windows[0], windows[1], windows[2], windows[3], windows[4], windows[5]};
+  return true;
 }
 
-ComboLine parse_json_line(std::size_t number, std::string_view line, const ComboColumns& columns) {
-  ComboLine row;
-  row.line = number;
-  row.raw = series_formats::snippet(trim(line));
+bool parse_json_row(std::string_view line, std::size_t number, const ComboColumns& columns, Combo& combo,
+                    std::string* error) {
+  const auto refuse = [error](std::string why) {
+    if (error != nullptr) *error = std::move(why);
+    return false;
+  };
   const nlohmann::json object = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-  if (object.is_discarded() || !object.is_object()) {
-    row.error = fmt::format("line {} is not a JSON object", number);
-    return row;
-  }
+  if (object.is_discarded() || !object.is_object()) return refuse(fmt::format("line {} is not a JSON object", number));
   std::array<std::int64_t, 6> windows{};
   if (object.contains("params")) {
     const auto& params = object["params"];
-    if (!params.is_array() || (params.size() != 6 && params.size() != columns.count)) {
-      row.error = fmt::format("line {}: \"params\" must be an array of {} whole numbers (or six, the unused ones 0)",
-                              number, columns.count);
-      return row;
-    }
+    if (!params.is_array() || (params.size() != 6 && params.size() != columns.count))
+      return refuse(fmt::format("line {}: \"params\" must be an array of {} whole numbers (or six, the unused ones 0)",
+                                number, columns.count));
     for (std::size_t c = 0; c < params.size(); ++c) {
-      if (!params[c].is_number_integer()) {
-        row.error = fmt::format("line {}: params[{}] ({}) is not a whole number", number, c, params[c].dump());
-        return row;
-      }
+      if (!params[c].is_number_integer())
+        return refuse(fmt::format("line {}: params[{}] ({}) is not a whole number", number, c, params[c].dump()));
       windows[c] = params[c].get<std::int64_t>();
     }
   } else {
     for (std::size_t c = 0; c < columns.count; ++c) {
       const std::string key(columns.names[c]);
-      if (!object.contains(key) || !object[key].is_number_integer()) {
-        row.error = fmt::format("line {}: \"{}\" is missing or not a whole number (write {} or \"params\":[...])",
-                                number, key, header_of(columns));
-        return row;
-      }
+      if (!object.contains(key) || !object[key].is_number_integer())
+        return refuse(fmt::format("line {}: \"{}\" is missing or not a whole number (write {} or \"params\":[...])",
+                                  number, key, header_of(columns)));
       windows[c] = object[key].get<std::int64_t>();
     }
   }
-  row.combo = Combo{windows[0], windows[1], windows[2], windows[3], windows[4], windows[5]};
-  return row;
+  combo = Combo{windows[0], windows[1], windows[2], windows[3], windows[4], windows[5]};
+  return true;
+}
+
+// The header's layout, or the error naming the column it lacks.
+Expected<CsvLayout> read_header(std::string_view header, std::size_t number, std::string_view source,
+                                const ComboColumns& columns) {
+  CsvLayout layout;
+  std::array<bool, 6> found{};
+  layout.fields = for_each_field(header, [&](std::size_t index, std::string_view name) {
+    for (std::size_t c = 0; c < columns.count; ++c)
+      if (!found[c] && name == columns.names[c]) {
+        found[c] = true;
+        layout.column[c] = index;
+      }
+  });
+  for (std::size_t c = 0; c < columns.count; ++c)
+    if (!found[c])
+      return fail(ErrorCode::bad_data, "{}: line {}: the header '{}' has no column '{}'; a combo CSV has the header "
+                  "{}", source, number, trim(header), columns.names[c], header_of(columns));
+  return layout;
+}
+
+// Refuses rows the host cannot back, counted from the text's lines before anything is allocated.
+Expected<void> check_room(std::string_view text, std::string_view source, std::size_t kept_bytes_per_row) {
+  const std::size_t lines = lines_in(text);
+  const std::size_t per_row = ComboRows::kBytesPerRow + kept_bytes_per_row;
+  const std::size_t need = kept_bytes_per_row > std::numeric_limits<std::size_t>::max() / 2 / lines
+                               ? std::numeric_limits<std::size_t>::max()
+                               : lines * per_row;
+  const auto available = available_memory_bytes();
+  if (available && need > *available)
+    return fail(ErrorCode::resource, "{}: its {} lines take up to {} once parsed ({} bytes a row{}), more than the {} "
+                "this host has available (MemAvailable, or the cgroup's memory.max): split the file or free memory",
+                source, lines, byte_size_text(need), per_row, kept_bytes_per_row > 0 ? ", with what the sweep keeps" : "",
+                byte_size_text(*available));
+  return {};
 }
 
 }  // namespace
@@ -134,17 +157,76 @@ ComboColumns columns_of(const Strategy& strategy) noexcept {
   return columns;
 }
 
-Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source,
-                                              const ComboColumns& columns) {
-  const auto lines = lines_of(text);
-  if (lines.empty()) return fail(ErrorCode::bad_data, "{} holds no combos", source);
-  if (trim(lines.front().second).front() == '{') {
-    std::vector<ComboLine> rows;
-    rows.reserve(lines.size());
-    for (const auto& [number, line] : lines) rows.push_back(parse_json_line(number, line, columns));
-    return rows;
+ComboRows ComboRows::of(std::vector<Combo> combos) {
+  ComboRows rows;
+  rows.combos_ = std::move(combos);
+  return rows;
+}
+
+ComboLine ComboRows::operator[](std::size_t i) const {
+  ComboLine row;
+  row.line = line(i);
+  row.combo = combos_[i];
+  if (parsed(i)) return row;
+  ComboColumns columns;
+  columns.count = count_;
+  for (std::size_t c = 0; c < count_; ++c) columns.names[c] = names_[c];
+  const std::string_view line = line_at(text_, offsets_[i]);
+  row.raw = series_formats::snippet(trim(line));
+  Combo ignored{};
+  (void)(json_ ? parse_json_row(line, row.line, columns, ignored, &row.error)
+               : parse_csv_row(line, row.line, columns, CsvLayout{header_fields_, column_}, ignored, &row.error));
+  return row;
+}
+
+Expected<ComboRows> parse_combos(std::string text, std::string_view source, const ComboColumns& columns,
+                                 std::size_t kept_bytes_per_row) {
+  if (text.size() >= std::numeric_limits<std::uint32_t>::max())
+    return fail(ErrorCode::invalid_argument, "{} is larger than a combo file may be", source);
+  if (auto room = check_room(text, source, kept_bytes_per_row); !room) return std::unexpected(room.error());
+  ComboRows rows;
+  rows.count_ = columns.count;
+  for (std::size_t c = 0; c < columns.count; ++c) rows.names_[c] = std::string(columns.names[c]);
+  rows.text_ = std::move(text);
+  const std::string_view all = rows.text_;
+  CsvLayout layout;
+  bool first = true;
+  std::size_t number = 0;
+  for (std::size_t start = 0; start <= all.size();) {
+    const std::string_view line = line_at(all, start);
+    const std::size_t offset = start;
+    start += line.size() + 1;
+    ++number;
+    if (trim(line).empty()) continue;
+    if (first) {
+      first = false;
+      rows.json_ = trim(line).front() == '{';
+      if (!rows.json_) {
+        auto header = read_header(line, number, source, columns);
+        if (!header) return std::unexpected(header.error());
+        layout = *header;
+        rows.header_fields_ = layout.fields;
+        rows.column_ = layout.column;
+        continue;
+      }
+    }
+    if (rows.combos_.capacity() == 0) {  // the first row: room for every line, as check_room counted
+      const std::size_t lines = lines_in(all);
+      rows.combos_.reserve(lines);
+      rows.lines_.reserve(lines);
+      rows.offsets_.reserve(lines);
+      rows.parsed_.reserve(lines);
+    }
+    Combo combo{};
+    const bool parsed = rows.json_ ? parse_json_row(line, number, columns, combo, nullptr)
+                                   : parse_csv_row(line, number, columns, layout, combo, nullptr);
+    rows.combos_.push_back(parsed ? combo : Combo{});
+    rows.lines_.push_back(static_cast<std::uint32_t>(number));
+    rows.offsets_.push_back(static_cast<std::uint32_t>(offset));
+    rows.parsed_.push_back(parsed ? 1 : 0);
   }
-  return parse_csv(lines, source, columns);
+  if (first) return fail(ErrorCode::bad_data, "{} holds no combos", source);
+  return rows;
 }
 
 Expected<ComboInput> read_combo_input(const std::string& path) {
@@ -161,10 +243,10 @@ Expected<ComboInput> read_combo_input(const std::string& path) {
   return read_in;
 }
 
-Expected<std::vector<ComboLine>> load_combos(const std::string& path, const ComboColumns& columns) {
+Expected<ComboRows> load_combos(const std::string& path, const ComboColumns& columns, std::size_t kept_bytes_per_row) {
   auto input = read_combo_input(path);
   if (!input) return std::unexpected(input.error());
-  return parse_combos(input->text, input->source, columns);
+  return parse_combos(std::move(input->text), input->source, columns, kept_bytes_per_row);
 }
 
 }  // namespace ipcfloor

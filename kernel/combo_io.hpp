@@ -31,22 +31,62 @@ struct ComboLine {
   std::string raw;       // the row's text as written (trimmed; control bytes escaped, long rows cut)
 };
 
-// The largest combo input read: 32 MiB, about two million rows (less when the host has less
-// memory available: kernel/input_file.hpp).
-inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
-
-// The parameter names a combo file uses for `strategy`, in order.
+// The parameter names a combo file uses for a strategy, in order.
 struct ComboColumns {
   std::array<std::string_view, 6> names{};
   std::size_t count = 0;
 };
 [[nodiscard]] ComboColumns columns_of(const Strategy& strategy) noexcept;
 
+// The rows of a combo file in a compact form: per row its combo, line and place in the text
+// (57 bytes, kBytesPerRow), and the text itself, from which a row that did not parse is read
+// again, with its error, when it is asked for. So a file of short rows takes a few times its
+// size, never dozens (parse_combos counts it before allocating). Combos that come from no file
+// (a grid, lengths) fit here too: `of`. Read-only after parsing; any thread.
+class ComboRows {
+ public:
+  // Bytes one row takes here, besides the text.
+  static constexpr std::size_t kBytesPerRow = sizeof(Combo) + 2 * sizeof(std::uint32_t) + 1;
+
+  // Combos that did not come from text: line 0, all parsed (allocates).
+  [[nodiscard]] static ComboRows of(std::vector<Combo> combos);
+
+  [[nodiscard]] std::size_t size() const noexcept { return combos_.size(); }
+  [[nodiscard]] bool parsed(std::size_t i) const noexcept { return parsed_.empty() || parsed_[i] != 0; }
+  [[nodiscard]] const Combo& combo(std::size_t i) const noexcept { return combos_[i]; }  // zero when not parsed
+  [[nodiscard]] std::size_t line(std::size_t i) const noexcept { return lines_.empty() ? 0 : lines_[i]; }
+  // Row i whole: for a row that did not parse, its error and text (allocates).
+  [[nodiscard]] ComboLine operator[](std::size_t i) const;
+
+ private:
+  friend Expected<ComboRows> parse_combos(std::string text, std::string_view source, const ComboColumns& columns,
+                                          std::size_t kept_bytes_per_row);
+
+  std::string text_;
+  bool json_ = false;
+  std::array<std::string, 6> names_{};   // the columns' names, which a row's error names (owned:
+  std::size_t count_ = 0;                // a strategy's names may not outlive the rows)
+  std::size_t header_fields_ = 0;        // CSV: fields of the header
+  std::array<std::size_t, 6> column_{};  // CSV: the field of each column
+  std::vector<Combo> combos_;
+  std::vector<std::uint32_t> lines_;     // empty: no row came from text
+  std::vector<std::uint32_t> offsets_;   // where each row's line starts in text_
+  std::vector<std::uint8_t> parsed_;     // empty: no row came from text
+};
+
+// The largest combo input read: 32 MiB, about two million rows (less when the host has less
+// memory available: kernel/input_file.hpp).
+inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
+
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
-// means JSON lines) with `columns` (default: the built-in strategy's). `source` names the input
-// in errors. Blank lines are skipped.
-[[nodiscard]] Expected<std::vector<ComboLine>> parse_combos(std::string_view text, std::string_view source,
-                                                            const ComboColumns& columns = columns_of(builtin()));
+// means JSON lines) with `columns` (default: the built-in strategy's), keeping the text. `source`
+// names the input in errors. Blank lines are skipped. Before allocating the rows it counts what
+// they take, ComboRows::kBytesPerRow plus the caller's `kept_bytes_per_row` (what it keeps per row
+// besides, such as a sweep's state of each row) for every line, against the memory the host has
+// available: resource, naming the lines and bytes, when it cannot back them.
+[[nodiscard]] Expected<ComboRows> parse_combos(std::string text, std::string_view source,
+                                               const ComboColumns& columns = columns_of(builtin()),
+                                               std::size_t kept_bytes_per_row = 0);
 
 // A combo input read whole but not parsed yet (a command that must reach an engine to learn the
 // strategy's columns reads first, so a bad path fails before any connection).
@@ -59,8 +99,10 @@ struct ComboInput {
 
 // Reads and parses `path`; "-" reads standard input. Only a regular file or standard input is
 // read (never a FIFO or a device), and at most kMaxComboFileBytes of it: invalid_argument
-// otherwise, naming the path and what it is; permission or io when the OS refuses the file.
-[[nodiscard]] Expected<std::vector<ComboLine>> load_combos(const std::string& path,
-                                                           const ComboColumns& columns = columns_of(builtin()));
+// otherwise, naming the path and what it is; permission or io when the OS refuses the file;
+// resource as parse_combos says.
+[[nodiscard]] Expected<ComboRows> load_combos(const std::string& path,
+                                              const ComboColumns& columns = columns_of(builtin()),
+                                              std::size_t kept_bytes_per_row = 0);
 
 }  // namespace ipcfloor

@@ -34,25 +34,9 @@ std::string csv_quoted(const std::string& text) {
 
 }  // namespace
 
-Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec, const ComboColumns& columns, bool lengths_allowed) {
-  std::vector<PlannedRow> plan;
-  if (!spec.combos_path.empty()) {
-    auto lines = load_combos(spec.combos_path, columns);
-    if (!lines) return std::unexpected(lines.error());
-    for (ComboLine& line : *lines) {
-      PlannedRow p;
-      p.row.length = line.combo.L;
-      p.row.params = line.combo;
-      p.row.line = line.line;
-      if (!line.error.empty()) {
-        p.runnable = false;
-        p.row.error = "bad_row: " + line.error;
-        p.row.raw = std::move(line.raw);
-      }
-      plan.push_back(std::move(p));
-    }
-    return plan;
-  }
+Expected<SweepPlan> plan_rows(const ComboSpec& spec, const ComboColumns& columns, bool lengths_allowed,
+                              std::size_t kept_bytes_per_row) {
+  if (!spec.combos_path.empty()) return load_combos(spec.combos_path, columns, kept_bytes_per_row);
   if (!lengths_allowed)
     return fail(ErrorCode::invalid_argument, "--lengths and --grid build combos of the built-in strategy; give this "
                 "strategy's combos with --combos FILE (a CSV whose header names its parameters, or JSON lines)");
@@ -60,13 +44,10 @@ Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec, const ComboCo
     return fail(ErrorCode::invalid_argument, "--lengths is empty; give lengths like 6,8,11, or leave it out for --grid");
   auto lengths = spec.lengths_given ? parse_lengths(spec.lengths) : parse_grid(spec.grid);
   if (!lengths) return std::unexpected(lengths.error());
-  for (const std::int64_t length : *lengths) {
-    PlannedRow p;
-    p.row.length = length;
-    p.row.params = combo_from_length(length);
-    plan.push_back(std::move(p));
-  }
-  return plan;
+  std::vector<Combo> combos;
+  combos.reserve(lengths->size());
+  for (const std::int64_t length : *lengths) combos.push_back(combo_from_length(length));
+  return SweepPlan::of(std::move(combos));
 }
 
 std::string window_error(const SweepRow& row, std::size_t n_bars, const Strategy* strategy,
@@ -85,12 +66,34 @@ std::string window_error(const SweepRow& row, std::size_t n_bars, const Strategy
                      why);
 }
 
-void admit_rows(std::vector<PlannedRow>& plan, const Strategy& strategy, std::size_t n_bars) {
-  for (PlannedRow& p : plan) {
-    if (!p.runnable || strategy.accepts(p.row.params, n_bars)) continue;
-    p.runnable = false;
-    p.row.error = window_error(p.row, n_bars, &strategy, strategy.name());
+std::vector<RowVerdict> verdicts_of(const SweepPlan& plan) {
+  std::vector<RowVerdict> verdicts(plan.size(), RowVerdict::runnable);
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (!plan.parsed(i)) verdicts[i] = RowVerdict::bad_row;
+  return verdicts;
+}
+
+std::vector<RowVerdict> admit_rows(const SweepPlan& plan, const Strategy& strategy, std::size_t n_bars) {
+  std::vector<RowVerdict> verdicts = verdicts_of(plan);
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (verdicts[i] == RowVerdict::runnable && !strategy.accepts(plan.combo(i), n_bars)) verdicts[i] = RowVerdict::refused;
+  return verdicts;
+}
+
+SweepRow planned_row(const SweepPlan& plan, std::size_t i, RowVerdict verdict, std::size_t n_bars,
+                     const Strategy* strategy, std::string_view strategy_name) {
+  SweepRow row;
+  row.params = plan.combo(i);
+  row.length = row.params.L;
+  row.line = plan.line(i);
+  if (verdict == RowVerdict::bad_row) {
+    ComboLine line = plan[i];
+    row.error = "bad_row: " + line.error;
+    row.raw = std::move(line.raw);
+  } else if (verdict == RowVerdict::refused) {
+    row.error = window_error(row, n_bars, strategy, strategy_name);
   }
+  return row;
 }
 
 void SweepWriter::header() {

@@ -35,12 +35,20 @@ struct SweepRow {
   std::string raw;
 };
 
-// One row to run, and whether it can: a row whose error is known before anything runs (a bad
-// line of a combo file, a window the series cannot hold) is written as it is.
-struct PlannedRow {
-  SweepRow row;
-  bool runnable = true;
-};
+// A sweep's rows before they run: a combo file's rows as parsed, or the combos of a grid or
+// lengths (ComboRows, kernel/combo_io.hpp: 57 bytes a row and no string; the text and error of a
+// row that did not parse are read again when the row is written). Read-only once planned: every
+// series of a sweep runs the same plan.
+using SweepPlan = ComboRows;
+
+// Where a row stands on one series before it runs (1 byte a row): it runs, it did not parse, or
+// the strategy refuses its windows for the series' bars. A row's error is worded only when it is
+// written (planned_row), so no row keeps a string.
+enum class RowVerdict : std::uint8_t { runnable, bad_row, refused };
+
+// The bytes a sweep keeps per planned row besides the plan: its verdict on the series it runs.
+// plan_rows counts them with the plan before allocating either.
+inline constexpr std::size_t kSweepBytesPerRow = sizeof(RowVerdict);
 
 // Where a sweep's combos come from: exactly one of a combo file, a list of lengths, a grid.
 struct ComboSpec {
@@ -53,10 +61,12 @@ struct ComboSpec {
 // The rows of `spec`, in order, for a strategy whose combo files name `columns`. Lengths and a grid
 // build the built-in strategy's combos, so only `lengths_allowed` takes them (another strategy
 // needs a combo file). Errors: the file cannot be read or has no format; --lengths is empty; a
-// length or grid does not parse. A bad row of a combo file is a row with its error.
-[[nodiscard]] Expected<std::vector<PlannedRow>> plan_rows(const ComboSpec& spec,
-                                                          const ComboColumns& columns = columns_of(builtin()),
-                                                          bool lengths_allowed = true);
+// length or grid does not parse; resource when the host cannot back a combo file's rows, counting
+// the plan's bytes a row and the caller's `kept_bytes_per_row` (load_combos). A bad row of a
+// combo file is a row that did not parse, kept in place.
+[[nodiscard]] Expected<SweepPlan> plan_rows(const ComboSpec& spec, const ComboColumns& columns = columns_of(builtin()),
+                                            bool lengths_allowed = true,
+                                            std::size_t kept_bytes_per_row = kSweepBytesPerRow);
 
 // The error of a row its strategy refuses on a series of `n_bars`: "window_out_of_range: params
 // [...]: " and the strategy's own sentence (`strategy` is the strategy, when this process has it)
@@ -66,9 +76,19 @@ struct ComboSpec {
 [[nodiscard]] std::string window_error(const SweepRow& row, std::size_t n_bars, const Strategy* strategy,
                                        std::string_view strategy_name);
 
-// Marks every runnable row `strategy` refuses for a series of `n_bars` (its one check,
-// Strategy::accepts), with its error.
-void admit_rows(std::vector<PlannedRow>& plan, const Strategy& strategy, std::size_t n_bars);
+// Every row's verdict before a strategy judged it: runnable, or bad_row where it did not parse.
+[[nodiscard]] std::vector<RowVerdict> verdicts_of(const SweepPlan& plan);
+
+// The same, and refused for every row `strategy` refuses on a series of `n_bars` (its one check,
+// Strategy::accepts).
+[[nodiscard]] std::vector<RowVerdict> admit_rows(const SweepPlan& plan, const Strategy& strategy, std::size_t n_bars);
+
+// Row i of `plan` as it is written before it runs (allocates): its params, length and line; a
+// bad_row's error ("bad_row: " and why) and text; a refused row's window_error (with `strategy`,
+// `strategy_name` and `n_bars` as there). The caller fills in its series and, once it ran, its
+// result or error.
+[[nodiscard]] SweepRow planned_row(const SweepPlan& plan, std::size_t i, RowVerdict verdict, std::size_t n_bars,
+                                   const Strategy* strategy, std::string_view strategy_name);
 
 enum class SweepFormat : std::uint8_t { table, json, csv };
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -889,6 +890,91 @@ TEST_CASE("load_series and load_combos refuse /dev/zero and /dev/urandom as char
       CHECK_MESSAGE(verdict.text.find("character device") != std::string::npos, verdict.text);
     }
   }
+}
+
+// The densest legal combo file: rows of `row` up to just under the 32 MiB bound, and one bad row last.
+std::string dense_combo_text(std::string_view header, std::string_view row, std::string_view bad_row) {
+  std::string text(header);
+  const std::size_t rows = (ipcfloor::kMaxComboFileBytes - 100 - header.size() - bad_row.size()) / row.size();
+  text.reserve(header.size() + rows * row.size() + bad_row.size());
+  for (std::size_t i = 0; i < rows; ++i) text += row;
+  text += bad_row;
+  return text;
+}
+
+TEST_CASE("a legal combo file just under the 32 MiB bound parses into a few times its size, never dozens") {
+  const TempDir dir;
+  const std::string path = dir.file("dense.csv");
+  // 2.8 million rows of 12 bytes; the bad row's text and error come back from the kept text.
+  const std::string text = dense_combo_text("h,L,s,p3,p2,p\n", "3,6,2,1,2,3\n", "x,6,2,1,2,3\n");
+  const std::size_t rows = std::count(text.begin(), text.end(), '\n') - 1;
+  write_bytes(path, text);
+  const ChildVerdict grown = verdict_in_child([&] {
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    const auto parsed = ipcfloor::load_combos(path);
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    if (!parsed) return "E " + parsed.error().message;
+    const ipcfloor::ComboLine bad = (*parsed)[parsed->size() - 1];
+    return fmt::format("{} {} {} {} {}", parsed->size(), (after.ru_maxrss - before.ru_maxrss) * 1024,
+                       (*parsed)[0].combo.L, bad.raw, bad.error);
+  });
+  REQUIRE_MESSAGE(grown.finished, "the child was killed (out of memory under its 1 GiB address space?)");
+  std::size_t parsed_rows = 0;
+  std::uint64_t grew = 0;
+  std::int64_t first_l = 0;
+  char raw[32] = {};
+  REQUIRE_MESSAGE(std::sscanf(grown.text.c_str(), "%zu %lu %ld %31s", &parsed_rows, &grew, &first_l, raw) == 4,
+                  grown.text);
+  CHECK(parsed_rows == rows);
+  CHECK(first_l == 6);
+  CHECK(std::string(raw) == "x,6,2,1,2,3");
+  CHECK_MESSAGE(grown.text.find(fmt::format("line {}: h 'x' is not a whole number", rows + 1)) != std::string::npos,
+                grown.text);
+  // The text and 57 bytes a row: about 6 times the file. Before: 19 times (and 35 in a sweep).
+  CHECK_MESSAGE(grew < 8 * text.size(),
+                fmt::format("parsing grew the peak RSS by {} bytes for a {}-byte file", grew, text.size()));
+}
+
+TEST_CASE("a bad row of another strategy's combo file names that strategy's column, read again from the kept text") {
+  // The names live in the caller's storage, which may be gone when the row is asked for.
+  std::string fast = "fast";
+  std::string slow = "slow";
+  ipcfloor::ComboColumns columns;
+  columns.names = {fast, slow};
+  columns.count = 2;
+  auto rows = ipcfloor::parse_combos("slow,fast\n40,10\n\nx,10\n", "pair.csv", columns);
+  fast.assign(32, '#');
+  slow.assign(32, '#');
+  REQUIRE_MESSAGE(rows.has_value(), rows.error().message);
+  REQUIRE(rows->size() == 2);
+  CHECK(rows->parsed(0));
+  CHECK((*rows)[0].combo.as_array() == std::array<std::int64_t, 6>{10, 40, 0, 0, 0, 0});
+  CHECK_FALSE(rows->parsed(1));
+  CHECK(rows->line(1) == 4);
+  CHECK((*rows)[1].error == "line 4: slow 'x' is not a whole number");
+  CHECK((*rows)[1].raw == "x,10");
+  columns.names = {"fast", "slow"};
+  auto json = ipcfloor::parse_combos("{\"fast\":10,\"slow\":40}\n{\"fast\":10}\n", "pair.jsonl", columns);
+  REQUIRE(json.has_value());
+  CHECK(json->parsed(0));
+  CHECK((*json)[1].error.find("\"slow\" is missing") != std::string::npos);
+}
+
+TEST_CASE("a combo file whose rows the host cannot back is refused before they are allocated, naming them") {
+  const std::string text = "h,L,s,p3,p2,p\n3,6,2,1,2,3\n3,6,2,1,2,3\n";
+  // What a caller would keep per row, past any host's memory.
+  const auto refused = ipcfloor::parse_combos(text, "combos.csv", ipcfloor::columns_of(ipcfloor::builtin()),
+                                              std::size_t{1} << 50);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ipcfloor::ErrorCode::resource);
+  CHECK_MESSAGE(refused.error().message.find("combos.csv: its 4 lines take up to") != std::string::npos,
+                refused.error().message);
+  CHECK_MESSAGE(refused.error().message.find("available") != std::string::npos, refused.error().message);
+  const auto parsed = ipcfloor::parse_combos(text, "combos.csv");
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->size() == 2);
 }
 
 TEST_CASE("a series or combo file over its bound is refused from its size, before anything is allocated") {

@@ -141,17 +141,21 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and admit_rows mark
   auto plan = plan_rows(spec);
   REQUIRE(plan.has_value());
   REQUIRE(plan->size() == 3);
-  CHECK((*plan)[0].runnable);
-  CHECK_FALSE((*plan)[1].runnable);
-  CHECK((*plan)[1].row.error.rfind("bad_row: ", 0) == 0);
-  admit_rows(*plan, builtin(), 60);
-  CHECK((*plan)[0].runnable);
-  CHECK_FALSE((*plan)[2].runnable);
-  CHECK((*plan)[2].row.error == window_error((*plan)[2].row, 60, &builtin(), "hma"));
-  CHECK((*plan)[2].row.error ==
+  const std::vector<RowVerdict> planned = verdicts_of(*plan);
+  const auto row = [&](std::size_t i, const std::vector<RowVerdict>& verdicts) {
+    return planned_row(*plan, i, verdicts[i], 60, &builtin(), "hma");
+  };
+  CHECK(planned[0] == RowVerdict::runnable);
+  CHECK_FALSE(planned[1] == RowVerdict::runnable);
+  CHECK(row(1, planned).error.rfind("bad_row: ", 0) == 0);
+  const std::vector<RowVerdict> admitted = admit_rows(*plan, builtin(), 60);
+  CHECK(admitted[0] == RowVerdict::runnable);
+  CHECK_FALSE(admitted[2] == RowVerdict::runnable);
+  CHECK(row(2, admitted).error == window_error(row(2, admitted), 60, &builtin(), "hma"));
+  CHECK(row(2, admitted).error ==
         "window_out_of_range: line 4: params [50, 100, 10, 17, 25, 50]: window L (position 1) is 100, outside [1, 60] "
         "(the bars of the series)");
-  CHECK((*plan)[1].row.raw == "x,6,2,1,2,3");
+  CHECK(row(1, admitted).raw == "x,6,2,1,2,3");
   std::filesystem::remove(path);
 
   ComboSpec empty;
