@@ -9,6 +9,8 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -163,6 +165,49 @@ TEST_CASE("plan_rows keeps a combo file's bad rows in place, and admit_rows mark
   CHECK_FALSE(plan_rows(empty).has_value());
   ComboSpec grid;
   CHECK(plan_rows(grid)->size() == 80);
+}
+
+TEST_CASE("a sweep's plan of a combo file just under the 32 MiB bound, judged on a series, stays a few times the file") {
+  const auto path = std::filesystem::temp_directory_path() / ("ipcfloor-dense-" + std::to_string(::getpid()) + ".csv");
+  std::size_t bytes = 0;
+  std::size_t rows = 0;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    bytes += static_cast<std::size_t>(std::fprintf(f, "h,L,s,p3,p2,p\n"));
+    for (; bytes + 12 < kMaxComboFileBytes - 100; ++rows) bytes += static_cast<std::size_t>(std::fprintf(f, "3,6,2,1,2,3\n"));
+    std::fclose(f);
+  }
+  // In a child, so that its peak RSS is this plan's alone: the growth, in KiB, through the pipe.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    ComboSpec spec;
+    spec.combos_path = path.string();
+    const auto plan = plan_rows(spec);
+    const auto verdicts = plan ? admit_rows(*plan, builtin(), 10) : std::vector<RowVerdict>{};
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    const long grew = plan && plan->size() == rows && verdicts[rows - 1] == RowVerdict::runnable
+                          ? after.ru_maxrss - before.ru_maxrss
+                          : -1;
+    (void)!::write(fds[1], &grew, sizeof grew);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  long grew_kib = -2;
+  (void)!::read(fds[0], &grew_kib, sizeof grew_kib);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::filesystem::remove(path);
+  REQUIRE_MESSAGE(grew_kib >= 0, "the plan of the dense file failed or was killed");
+  // The text, 57 bytes a row and one verdict byte: about 6 times the file. Before: 36 times.
+  CHECK_MESSAGE(static_cast<std::size_t>(grew_kib) * 1024 < 7 * bytes,
+                "planning grew the peak RSS by " << grew_kib << " KiB for a " << bytes << "-byte file");
 }
 
 TEST_CASE("every JSON and CSV row names the series it ran on (name, bars, checksum); --series moves the name first") {
