@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <ranges>
 #include <thread>
 
@@ -411,22 +412,50 @@ Expected<std::vector<Combo>> strategy_grid(const Strategy& strategy, std::size_t
   return combos;
 }
 
-Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
+namespace {
+
+// What run_scaling will do, once its options are checked.
+struct ScalingPlan {
+  Placement placement;
+  std::vector<std::uint32_t> counts;
+  std::vector<Combo> grid;  // the built-in strategy's: interference and pickup stream it
+  std::unique_ptr<StrategyCatalog> catalog = std::make_unique<StrategyCatalog>();  // keeps a loaded strategy loaded
+  RowWork work;
+};
+
+Expected<ScalingPlan> plan_scaling(const ScalingOptions& options) {
   if (options.repeats == 0 || options.echo_samples < 10 || options.pickups == 0)
     return fail(ErrorCode::invalid_argument, "scaling: repeats and pickups must be > 0, echo samples >= 10");
-  const Placement placement = place();
-  const std::vector<std::uint32_t> counts = options.workers.empty() ? default_counts(placement) : options.workers;
-  for (const std::uint32_t n : counts)
-    if (n > placement.max_workers())
+  ScalingPlan plan;
+  plan.placement = place();
+  plan.counts = options.workers.empty() ? default_counts(plan.placement) : options.workers;
+  for (const std::uint32_t n : plan.counts)
+    if (n > plan.placement.max_workers())
       return fail(ErrorCode::invalid_argument, "scaling: {} workers need {} cpus besides the serving one; this process "
-                  "may use {} in all", n, n, placement.cpus.size());
+                  "may use {} in all", n, n, plan.placement.cpus.size());
   auto lengths = parse_grid(options.grid);
   if (!lengths) return std::unexpected(lengths.error());
-  std::vector<Combo> combos;
-  for (const std::int64_t length : *lengths) combos.push_back(combo_from_length(length));
-  StrategyCatalog catalog;  // keeps a loaded strategy's shared object loaded while the rows run
-  auto work = row_work(options, combos, catalog);
+  for (const std::int64_t length : *lengths) plan.grid.push_back(combo_from_length(length));
+  auto work = row_work(options, plan.grid, *plan.catalog);
   if (!work) return std::unexpected(work.error());
+  plan.work = std::move(*work);
+  return plan;
+}
+
+}  // namespace
+
+Expected<void> check_scaling(const ScalingOptions& options) {
+  auto plan = plan_scaling(options);
+  if (!plan) return std::unexpected(plan.error());
+  return {};
+}
+
+Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
+  auto plan = plan_scaling(options);
+  if (!plan) return std::unexpected(plan.error());
+  const Placement& placement = plan->placement;
+  const std::span<const Combo> combos = plan->grid;
+  const RowWork* work = &plan->work;
   GbmParams gbm;
   gbm.bars = options.bars;
   gbm.seed = options.seed;
@@ -435,7 +464,7 @@ Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
   const std::string binary = options.binary.empty() ? self_executable() : options.binary;
   if (auto pinned = pin_current_thread(placement.client); !pinned) return std::unexpected(pinned.error());
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::uint32_t n : counts) {
+  for (const std::uint32_t n : plan->counts) {
     auto row = scaling_row(options, binary, placement, n, *close, *work);
     if (!row) return std::unexpected(row.error());
     rows.push_back(*row);

@@ -53,6 +53,10 @@ class Strategy;
 // there are at most about `count`. An error when the strategy accepts none. Allocates.
 [[nodiscard]] Expected<std::vector<Combo>> strategy_grid(const Strategy& strategy, std::size_t count, std::size_t bars);
 
+// The options' errors run_scaling would meet before it measures anything (a strategy file that
+// does not load included), so a caller can refuse them before its own sections run. Loads and
+// unloads the strategy.
+[[nodiscard]] Expected<void> check_scaling(const ScalingOptions& options);
 [[nodiscard]] Expected<nlohmann::json> run_scaling(const ScalingOptions& options);
 void print_scaling(const nlohmann::json& report);
 
