@@ -310,7 +310,7 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                     "throughput: worker counts, one row each (default: 0, 1, powers of two up to all cpus but two)")
       ->delimiter(',')
       ->check(in_range(0u, 256u));
-  bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid")
+  bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid (with --strategy: how many combos)")
       ->check(grid_spec())
       ->capture_default_str();
   auto* no_workers = bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
