@@ -33,7 +33,7 @@ namespace ipcfloor {
 
 struct ScalingOptions {
   std::vector<std::uint32_t> workers;  // one row per count; empty: 0, 1, and each power of two up to the most this host allows
-  std::string grid = "6:400:240";          // with a strategy, only its combo count is used (strategy_grid)
+  std::string grid = "6:400:240";         // with a strategy, only its combo count is used (strategy_grid)
   std::size_t bars = 150'000;
   std::uint64_t seed = 42;
   std::size_t repeats = 3;                // sweeps per way per row
