@@ -310,11 +310,16 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                     "throughput: worker counts, one row each (default: 0, 1, powers of two up to all cpus but two)")
       ->delimiter(',')
       ->check(in_range(0u, 256u));
-  bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid")
+  bench->add_option("--workers-grid", options.throughput.workers.grid, "throughput: the workers section's grid (with --strategy: how many combos)")
       ->check(grid_spec())
       ->capture_default_str();
-  bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
-                  "throughput: leave out the workers section");
+  auto* no_workers = bench->add_flag("--no-workers", [&options](std::int64_t) { options.throughput.with_workers = false; },
+                                     "throughput: leave out the workers section");
+  bench->add_option("--strategy", options.throughput.workers.strategy,
+                    "throughput: the workers section's rows run the strategy of FILE.so (the engine loads it; "
+                    "the combos spread its first two params around its example) instead of the built-in one")
+      ->check(file_path())
+      ->excludes(no_workers);
   return bench;
 }
 

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <memory>
+#include <ranges>
 #include <thread>
 
 #include <fmt/format.h>
@@ -23,6 +27,8 @@
 #include "kernel/gbm.hpp"
 #include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
+#include "kernel/strategy.hpp"
+#include "kernel/strategy_loader.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -89,8 +95,9 @@ struct RowEngine {
   std::unique_ptr<EngineChild> child;
 };
 
+// `strategy_file`: a FILE.so the engine loads besides the built-in strategy (none when empty).
 Expected<RowEngine> start_engine(const ScalingOptions& options, const std::string& binary, const Placement& placement,
-                                 std::uint32_t workers) {
+                                 std::uint32_t workers, const std::string& strategy_file = {}) {
   RowEngine row;
   row.socket_path = (std::filesystem::temp_directory_path() /
                      fmt::format("ipcfloor-scaling-{}-{}.sock", ::getpid(), workers)).string();
@@ -102,23 +109,27 @@ Expected<RowEngine> start_engine(const ScalingOptions& options, const std::strin
   } else {
     args.insert(args.end(), {"--worker-cpus", join(placement.workers(workers))});
   }
+  if (!strategy_file.empty()) args.insert(args.end(), {"--strategy", strategy_file});
   row.child = std::make_unique<EngineChild>(binary, unique_segment_name(fmt::format("scaling-{}", workers)), args);
   if (!row.child->up()) return fail(ErrorCode::io, "the engine with {} workers did not come up ({} serve)", workers, binary);
   return row;
 }
 
+// Bit for bit: a pnl that differs only in its sign of zero or its NaN payload differs too.
 Expected<void> check_same(std::string_view way, std::span<const BacktestResult> got, std::span<const BacktestResult> want) {
   for (std::size_t i = 0; i < want.size(); ++i)
-    if (got[i].pnl != want[i].pnl || got[i].trades != want[i].trades)
+    if (std::bit_cast<std::uint64_t>(got[i].pnl) != std::bit_cast<std::uint64_t>(want[i].pnl) ||
+        got[i].trades != want[i].trades)
       return fail(ErrorCode::protocol, "{}: combo {} came back {} / {}, in process {} / {}", way, i, got[i].pnl,
                   got[i].trades, want[i].pnl, want[i].trades);
   return {};
 }
 
-Expected<std::vector<BacktestResult>> sweep_segment(ShmClient& client, std::span<const Combo> combos) {
+// `flags`: the requests' (request_flags: series 0, the strategy's index in the segment's table).
+Expected<std::vector<BacktestResult>> sweep_segment(ShmClient& client, std::span<const Combo> combos, std::uint16_t flags) {
   std::vector<BacktestResult> results(combos.size());
   const SweepEnd end = pipelined_sweep(
-      client, combos.size(), [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
+      client, combos.size(), [&](std::size_t i) { return SweepRequest{Opcode::backtest, flags, payload_of(combos[i])}; },
       [&](std::size_t i, const ResponseSlot& answer) { results[i] = {answer.pnl, answer.trades}; });
   if (end.status != CallStatus::ok) return std::unexpected(client.error_for(end.status));
   return results;
@@ -131,45 +142,65 @@ nlohmann::json ms_json(std::vector<double> ms) {
 
 // run_sweep as `sweep --inproc --threads N` runs it: from a thread whose threads may use every
 // cpu (this one is pinned to the client's, and a thread inherits its creator's mask).
-Expected<std::vector<BacktestResult>> sweep_unpinned(std::span<const double> close, std::span<const Combo> combos,
-                                                     unsigned threads, double& ms) {
+Expected<std::vector<BacktestResult>> sweep_unpinned(const Strategy& strategy, std::span<const double> close,
+                                                     std::span<const Combo> combos, unsigned threads, double& ms) {
   Expected<std::vector<BacktestResult>> swept = std::unexpected(Error{ErrorCode::io, "not run"});
   std::thread runner([&] {
     unpin_current_thread();
     const auto start = Clock::now();
-    swept = run_sweep(builtin(), close, combos, kDefaultFee, threads);
+    swept = run_sweep(strategy, close, combos, kDefaultFee, threads);
     ms = ms_since(start);
   });
   runner.join();
   return swept;
 }
 
-// One row: the grid three ways, interleaved sweep by sweep.
+// What the rows sweep: a strategy (the built-in one, or one loaded from options.strategy) and its
+// combos.
+struct RowWork {
+  const Strategy* strategy = nullptr;
+  std::string file;  // the FILE.so the engine loads it from; empty for the built-in
+  std::vector<Combo> combos;
+};
+
+// The strategy's index in the engine's table, as request flags (series 0).
+Expected<std::uint16_t> strategy_flags(const ShmClient& client, const RowWork& work) {
+  const auto index = client.segment().find_strategy(work.strategy->name());
+  if (!index) return fail(ErrorCode::strategy, "the engine does not list the strategy {} it was started with ({})",
+                          work.strategy->name(), work.file);
+  return request_flags(0, *index);
+}
+
+// One row: the combos three ways, interleaved sweep by sweep.
 Expected<nlohmann::json> scaling_row(const ScalingOptions& options, const std::string& binary, const Placement& placement,
-                                     std::uint32_t workers, std::span<const double> close, std::span<const Combo> combos) {
-  auto engine = start_engine(options, binary, placement, workers);
+                                     std::uint32_t workers, std::span<const double> close, const RowWork& work) {
+  const std::span<const Combo> combos = work.combos;
+  auto engine = start_engine(options, binary, placement, workers, work.file);
   if (!engine) return std::unexpected(engine.error());
   ShmClientOptions client_options;
   client_options.wait = WaitMode::backoff;
   client_options.timeout = std::chrono::seconds(120);
   auto client = ShmClient::connect(engine->child->name(), client_options);
   if (!client) return std::unexpected(client.error());
+  const auto flags = strategy_flags(*client, work);
+  if (!flags) return std::unexpected(flags.error());
   SocketClientOptions socket_options;
   socket_options.timeout = std::chrono::seconds(600);
   auto socket = SocketClient::connect_unix(engine->socket_path, socket_options);
   if (!socket) return std::unexpected(socket.error());
   if (auto preloaded = socket->use_preloaded(); !preloaded) return std::unexpected(preloaded.error());
+  if (auto chosen = socket->use_strategy(work.strategy->name()); !chosen) return std::unexpected(chosen.error());
   std::vector<double> inproc_ms, segment_ms, socket_ms;
   std::vector<BacktestResult> reference;
   for (std::size_t r = 0; r < options.repeats; ++r) {
     double ms = 0.0;
-    auto inproc = sweep_unpinned(close, combos, std::max(1u, workers), ms);
+    auto inproc = sweep_unpinned(*work.strategy, close, combos, std::max(1u, workers), ms);
     inproc_ms.push_back(ms);
     if (!inproc) return std::unexpected(inproc.error());
     auto start = Clock::now();
     if (reference.empty()) reference = *inproc;
     start = Clock::now();
-    auto segment = sweep_segment(*client, combos);
+    auto segment = sweep_segment(*client, combos, *flags);
     segment_ms.push_back(ms_since(start));
     if (!segment) return std::unexpected(segment.error());
     start = Clock::now();
@@ -323,21 +354,108 @@ Expected<nlohmann::json> pickup(const ScalingOptions& options, const std::string
       {"streaming_first_call", to_json(summarize("first call, another lane streaming", "rtt", busy_first))}};
 }
 
+// `side` values of one parameter around the example's `centre` (strategy_grid's rule), ascending.
+std::vector<std::int64_t> spread(std::int64_t centre, std::size_t side) {
+  std::vector<std::int64_t> values;
+  for (std::size_t i = 0; i < side; ++i) {
+    if (centre == 0) {
+      values.push_back(static_cast<std::int64_t>(i));
+      continue;
+    }
+    const double exponent = side == 1 ? 0.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(side - 1);
+    values.push_back(std::llround(static_cast<double>(centre) * std::exp2(exponent)));
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+// The rows' strategy and combos: the built-in one on the grid, or options.strategy loaded into
+// `catalog` on its strategy_grid of as many combos as the grid has.
+Expected<RowWork> row_work(const ScalingOptions& options, std::span<const Combo> grid, StrategyCatalog& catalog) {
+  RowWork work;
+  if (options.strategy.empty()) {
+    work.strategy = &builtin();
+    work.combos.assign(grid.begin(), grid.end());
+    return work;
+  }
+  auto loaded = catalog.load(options.strategy);
+  if (!loaded) return std::unexpected(loaded.error());
+  auto combos = strategy_grid(**loaded, grid.size(), options.bars);
+  if (!combos) return std::unexpected(combos.error());
+  work.strategy = *loaded;
+  work.file = options.strategy;
+  work.combos = std::move(*combos);
+  return work;
+}
+
 }  // namespace
 
-Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
+Expected<std::vector<Combo>> strategy_grid(const Strategy& strategy, std::size_t count, std::size_t bars) {
+  const std::size_t varied = std::min<std::uint32_t>(2, strategy.param_count());
+  const auto side = varied == 2 ? static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(count)))) : count;
+  const Combo centre = strategy.example();
+  const auto centre_params = centre.as_array();
+  const std::vector<std::int64_t> firsts = spread(centre_params[0], side);
+  const std::vector<std::int64_t> seconds = varied == 2 ? spread(centre_params[1], side) : std::vector{centre_params[1]};
+  std::vector<Combo> combos;
+  for (const std::int64_t first : firsts)
+    for (const std::int64_t second : seconds) {
+      Combo combo = centre;
+      combo.h = first;  // the strategy ABI's params[0] and params[1] (param_data)
+      combo.L = second;
+      if (strategy.accepts(combo, bars)) combos.push_back(combo);
+    }
+  if (combos.empty())
+    return fail(ErrorCode::invalid_argument, "scaling: the strategy {} accepts none of the {} combos around its example "
+                "for {} bars", strategy.name(), firsts.size() * seconds.size(), bars);
+  return combos;
+}
+
+namespace {
+
+// What run_scaling will do, once its options are checked.
+struct ScalingPlan {
+  Placement placement;
+  std::vector<std::uint32_t> counts;
+  std::vector<Combo> grid;  // the built-in strategy's: interference and pickup stream it
+  std::unique_ptr<StrategyCatalog> catalog = std::make_unique<StrategyCatalog>();  // keeps a loaded strategy loaded
+  RowWork work;
+};
+
+Expected<ScalingPlan> plan_scaling(const ScalingOptions& options) {
   if (options.repeats == 0 || options.echo_samples < 10 || options.pickups == 0)
     return fail(ErrorCode::invalid_argument, "scaling: repeats and pickups must be > 0, echo samples >= 10");
-  const Placement placement = place();
-  const std::vector<std::uint32_t> counts = options.workers.empty() ? default_counts(placement) : options.workers;
-  for (const std::uint32_t n : counts)
-    if (n > placement.max_workers())
+  ScalingPlan plan;
+  plan.placement = place();
+  plan.counts = options.workers.empty() ? default_counts(plan.placement) : options.workers;
+  for (const std::uint32_t n : plan.counts)
+    if (n > plan.placement.max_workers())
       return fail(ErrorCode::invalid_argument, "scaling: {} workers need {} cpus besides the serving one; this process "
-                  "may use {} in all", n, n, placement.cpus.size());
+                  "may use {} in all", n, n, plan.placement.cpus.size());
   auto lengths = parse_grid(options.grid);
   if (!lengths) return std::unexpected(lengths.error());
-  std::vector<Combo> combos;
-  for (const std::int64_t length : *lengths) combos.push_back(combo_from_length(length));
+  for (const std::int64_t length : *lengths) plan.grid.push_back(combo_from_length(length));
+  auto work = row_work(options, plan.grid, *plan.catalog);
+  if (!work) return std::unexpected(work.error());
+  plan.work = std::move(*work);
+  return plan;
+}
+
+}  // namespace
+
+Expected<void> check_scaling(const ScalingOptions& options) {
+  auto plan = plan_scaling(options);
+  if (!plan) return std::unexpected(plan.error());
+  return {};
+}
+
+Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
+  auto plan = plan_scaling(options);
+  if (!plan) return std::unexpected(plan.error());
+  const Placement& placement = plan->placement;
+  const std::span<const Combo> combos = plan->grid;
+  const RowWork* work = &plan->work;
   GbmParams gbm;
   gbm.bars = options.bars;
   gbm.seed = options.seed;
@@ -346,8 +464,8 @@ Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
   const std::string binary = options.binary.empty() ? self_executable() : options.binary;
   if (auto pinned = pin_current_thread(placement.client); !pinned) return std::unexpected(pinned.error());
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::uint32_t n : counts) {
-    auto row = scaling_row(options, binary, placement, n, *close, combos);
+  for (const std::uint32_t n : plan->counts) {
+    auto row = scaling_row(options, binary, placement, n, *close, *work);
     if (!row) return std::unexpected(row.error());
     rows.push_back(*row);
   }
@@ -362,9 +480,16 @@ Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
   if (!picked) return std::unexpected(picked.error());
   (*probed)["workers"] = workers;
   (*picked)["workers"] = workers;
+  nlohmann::json strategy{{"name", std::string(work->strategy->name())}, {"file", work->file}};
+  for (std::uint32_t k = 0; k < std::min<std::uint32_t>(2, work->strategy->param_count()); ++k) {
+    const auto values = [&](const Combo& c) { return c.as_array()[k]; };
+    const auto [lo, hi] = std::ranges::minmax(work->combos | std::views::transform(values));
+    strategy["varied"].push_back({{"param", std::string(work->strategy->param_name(k))}, {"min", lo}, {"max", hi}});
+  }
   return nlohmann::json{{"grid", options.grid},
+                        {"strategy", strategy},
                         {"bars", options.bars},
-                        {"combos", combos.size()},
+                        {"combos", work->combos.size()},
                         {"serving_cpu", placement.serving},
                         {"client_cpu", placement.client},
                         {"rows", rows},
@@ -372,9 +497,24 @@ Expected<nlohmann::json> run_scaling(const ScalingOptions& options) {
                         {"pickup", *picked}};
 }
 
+namespace {
+
+// What the rows swept: "the grid G" for the built-in strategy, else the strategy and its spread.
+std::string swept_what(const nlohmann::json& report) {
+  const auto& strategy = report["strategy"];
+  if (strategy["file"].get<std::string>().empty()) return fmt::format("the grid {}", report["grid"].get<std::string>());
+  std::string what = fmt::format("the strategy {} (", strategy["name"].get<std::string>());
+  for (const auto& v : strategy["varied"])
+    what += fmt::format("{}{} {}..{}", what.ends_with("(") ? "" : ", ", v["param"].get<std::string>(),
+                        v["min"].get<std::int64_t>(), v["max"].get<std::int64_t>());
+  return what + ")";
+}
+
+}  // namespace
+
 void print_scaling(const nlohmann::json& report) {
-  fmt::print("workers: the grid {} on {} bars ({} combos), ms per sweep (p50 of {} sweeps each), serving cpu {}\n",
-             report["grid"].get<std::string>(), report["bars"].get<std::size_t>(), report["combos"].get<std::size_t>(),
+  fmt::print("workers: {} on {} bars ({} combos), ms per sweep (p50 of {} sweeps each), serving cpu {}\n",
+             swept_what(report), report["bars"].get<std::size_t>(), report["combos"].get<std::size_t>(),
              report["rows"].empty() ? 0 : report["rows"][0]["inproc_ms"]["samples"].get<std::size_t>(),
              report["serving_cpu"].get<int>());
   fmt::print("  {:>7} {:>12} {:>12} {:>12} {:>16} {:>16}\n", "workers", "in process", "segment", "socket",

@@ -500,6 +500,10 @@ Expected<void> grid_scenarios(ThroughputRun& run, SocketClient& socket_client, s
 Expected<nlohmann::json> run_throughput(const ThroughputOptions& options) {
   if (options.windows == 0 || options.window_requests == 0 || options.grid_repeats == 0)
     return fail(ErrorCode::invalid_argument, "throughput: windows, window requests and grid repeats must be > 0");
+  if (options.with_workers) {
+    // The workers section comes last: a bad option of its own is refused before the minutes the others take.
+    if (auto checked = check_scaling(options.workers); !checked) return std::unexpected(checked.error());
+  }
   ThroughputRun run{options, place_suite(options.client_cpu, options.server_cpu, options.binary), TscClock::calibrate()};
   run.step_ns = run.clock.step_ns();
   if (auto pinned = pin_current_thread(run.where.client_cpu); !pinned) return std::unexpected(pinned.error());

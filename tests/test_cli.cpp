@@ -468,7 +468,7 @@ const std::vector<BadValue>& bad_values() {
       {"bench", "--requests", "0"}, {"bench", "--wait", "x"}, {"bench", "--repeats", "0"},
       {"bench", "--reference-repeats", "0"}, {"bench", "--threads", "5000"}, {"bench", "--python", ""},
       {"bench", "--workers", "300"}, {"bench", "--workers-grid", "x"}, {"bench", "--topology", ""},
-      {"bench", "--client-cpu", "nearest"},
+      {"bench", "--client-cpu", "nearest"}, {"bench", "--strategy", ""},
       {"topology", "--mode", "slow"}, {"topology", "--out", ""}, {"topology", "--python", ""},
   };
   return table;

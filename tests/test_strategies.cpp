@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/engine_child.hpp"
+#include "bench/scaling_bench.hpp"
 #include "clients/shm_client.hpp"
 #include "common/exit_codes.hpp"
 #include "kernel/kernel.hpp"
@@ -147,6 +148,20 @@ TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and
   CHECK(catalog.set().size() == 2);
   CHECK((*probe)->name() == "probe");
   CHECK((*probe)->live());
+}
+
+TEST_CASE("the benchmark's strategy grid spreads the first two params from half to twice the example and skips "
+          "refused pairs") {
+  StrategyCatalog catalog;
+  auto sma = catalog.load(module("sma_cross"));  // example fast 10, slow 40; slow must be above fast
+  REQUIRE_MESSAGE(sma.has_value(), (sma ? "" : sma.error().message));
+  auto grid = strategy_grid(**sma, 16, 1000);  // 4 x 4: fast 5, 8, 13, 20; slow 20, 32, 50, 80
+  REQUIRE(grid.has_value());
+  CHECK(grid->size() == 15);  // fast 20, slow 20 is refused
+  CHECK(grid->front() == Combo{5, 20, 0, 0, 0, 0});
+  CHECK(grid->back() == Combo{20, 80, 0, 0, 0, 0});
+  for (const Combo& combo : *grid) CHECK((*sma)->accepts(combo, 1000));
+  CHECK_FALSE(strategy_grid(**sma, 16, 4).has_value());  // no fast of 5 or more fits 4 bars
 }
 
 TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN pnl or negative trades, and "
