@@ -317,8 +317,10 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                                      "throughput: leave out the workers section");
   bench->add_option("--strategy", options.throughput.workers.strategy,
                     "throughput: the workers section's rows run the strategy of FILE.so (the engine loads it; "
-                    "the combos spread its first two params around its example) instead of the built-in one")
+                    "the combos spread its first two params around its example) instead of the built-in one; "
+                    "ladder: the shm-* engines load it too")
       ->check(file_path())
+      ->each([&options](const std::string& path) { options.ladder.strategies = {path}; })
       ->excludes(no_workers);
   return bench;
 }

@@ -169,6 +169,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   auto matrix = find_saved_matrix(options.topology);
   if (!matrix) return std::unexpected(matrix.error());
   TransportContext context = transport_context(where, options.samples, options.warmup, clock);
+  context.engine_strategies = options.strategies;
   context.ring_capacity = options.ring_capacity;
 
   const std::size_t rounds = std::max<std::size_t>(options.rounds, 1);

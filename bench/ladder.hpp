@@ -28,6 +28,9 @@ struct LadderOptions {
   // (bench/floor_matrix.hpp), if any.
   std::string topology;
   std::string binary;   // empty: this executable
+  // Strategies the shm-* engines load (serve --strategy FILE.so): the blocking call and the rings
+  // with a researcher's strategies in the engine, ECHO still their frame.
+  std::vector<std::string> strategies;
   // Slots per ring of the shm-ring-* engines (serve --ring-capacity) and lines per array of
   // physical-floor-ring, so that the rotating floor walks as many lines as the ring does.
   std::uint32_t ring_capacity = kDefaultRingCapacity;

@@ -38,6 +38,7 @@ Expected<std::vector<double>> run_shm(const TransportContext& context, const cha
   } else {
     args.insert(args.end(), {"--worker-cpus", spare});
   }
+  for (const std::string& strategy : context.engine_strategies) args.insert(args.end(), {"--strategy", strategy});
   EngineChild engine(context.binary, unique_segment_name(std::string(what) + wait_mode), args);
   if (!engine.up())
     return fail(ErrorCode::io, "the engine ({} serve --wait {}) did not come up", context.binary, wait_mode);

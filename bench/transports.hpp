@@ -29,6 +29,7 @@ struct TransportContext {
   std::string binary;       // the ipcfloor executable, for transports that spawn an engine
   std::uint32_t ring_capacity = kDefaultRingCapacity;  // shm-ring-* engines; lines of physical-floor-ring
   const TscClock* clock = nullptr;
+  std::vector<std::string> engine_strategies;  // shm-* engines load these (serve --strategy FILE.so)
 };
 
 // The context of rungs run from `where`: this many samples and warm-up round trips, timed by
