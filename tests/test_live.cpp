@@ -259,6 +259,43 @@ TEST_CASE("a slow subscriber loses frames, counted and flagged, never stalls the
   CHECK(idle->segment().lane().view().signal_ring->produced.load(std::memory_order_relaxed) == 0);
 }
 
+TEST_CASE("a SNAPSHOT that its lane's full signal ring has no room for is answered signals_full, nothing dropped; "
+          "drained, the same SNAPSHOT delivers one frame per subscription") {
+  const std::string name = unique_name("full");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
+                                             "--capacity", "1100", "--signal-capacity", "8"});
+  REQUIRE(engine.up());
+  auto clients = connect_clients(name, 2);
+  ShmClient* writer = &clients[0];
+  ShmClient* reader = &clients[1];
+  ResponseSlot answer{};
+  for (const std::int64_t length : {6, 9}) {
+    REQUIRE(reader->subscribe(combo_from_length(length), answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  // Four bars, two subscriptions: the 8-slot ring is full and nothing was dropped yet.
+  const auto series = writer->segment().published_series();
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(writer->append(series[static_cast<std::size_t>(i)], 0, answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  REQUIRE(reader->snapshot(answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::signals_full);
+  CHECK(reader->signals_dropped() == 0);  // the snapshot was refused, not written and lost
+  SignalSlot signal{};
+  int delivered = 0;
+  while (reader->poll_signal(signal) == CallStatus::ok) {
+    CHECK((signal.flags & kSignalSnapshot) == 0);  // the eight bar signals, no snapshot among them
+    ++delivered;
+  }
+  CHECK(delivered == 8);
+  REQUIRE(reader->snapshot(answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::ok);
+  int snapshots = 0;
+  while (reader->poll_signal(signal) == CallStatus::ok) snapshots += (signal.flags & kSignalSnapshot) != 0;
+  CHECK(snapshots == 2);
+}
+
 TEST_CASE("a subscriber that writes an impossible position on its signal ring is quarantined alone; the writer and "
           "other subscribers go on") {
   const std::string name = unique_name("hostile");
