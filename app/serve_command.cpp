@@ -214,6 +214,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   }
   for (std::size_t i = 0; i < plan.more.size(); ++i) segment.more_series.push_back({names.names()[i + 1], plan.more[i]});
   segment.fee = options.fee;
+  segment.bars_per_year = options.bars_per_year;
   segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
   segment.socket_dir = options.socket_dir;
@@ -548,6 +549,11 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
       ->capture_default_str();
   serve.add_option("--fee", o.fee, "fee per round trip, percentage points")
       ->check(in_range(0.0, 100.0))
+      ->capture_default_str();
+  serve.add_option("--bars-per-year", o.bars_per_year,
+                   "bars in a year, for the annualised statistics (sharpe, sortino, calmar) of requests that do "
+                   "not say (252: daily bars; 98280: minute bars of a 6.5-hour session)")
+      ->check(in_range(1e-9, kMaxBarsPerYear))
       ->capture_default_str();
   serve.add_option("--wait", cli.wait, "serving thread when idle")
       ->check(one_of({"spin", "backoff", "block"}))

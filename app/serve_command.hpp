@@ -34,6 +34,7 @@ struct ServeOptions {
   std::uint32_t ring_capacity = kDefaultRingCapacity;
   std::size_t bulk_bytes = kDefaultBulkBytes;  // per lane, for ECHO_BULK
   double fee = kDefaultFee;
+  double bars_per_year = kDefaultBarsPerYear;  // annualises STATS that do not say (docs/STATISTICS.md)
   WaitMode wait = WaitMode::spin;
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;

@@ -1,6 +1,8 @@
 #include "app/sweep_command.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -10,8 +12,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
+#include "app/sweep_ranking.hpp"
 #include "app/sweep_report.hpp"
 #include "clients/pipelined_sweep.hpp"
 #include "clients/shm_client.hpp"
@@ -63,7 +67,7 @@ struct StrategyChoice {
     for (std::size_t c = 0; c < columns.count; ++c) columns.names[c] = params[c];
     return columns;
   }
-  [[nodiscard]] SweepShape shape() const noexcept { return SweepShape{columns(), is_builtin()}; }
+  [[nodiscard]] SweepShape shape(bool stats) const noexcept { return SweepShape{columns(), is_builtin(), stats}; }
 };
 
 StrategyChoice choice_of(const Strategy& strategy) {
@@ -134,8 +138,19 @@ SeriesRows rows_on(const SweepPlan& plan, const StrategyChoice& strategy, Series
 }
 
 // Runs the rows that can run in chunks of at most `chunk` through `run` and emits every row in
-// order as soon as it and the rows before it are done (rows that cannot run at once).
-using RunChunk = std::function<Expected<std::vector<BacktestResult>>(const std::vector<Combo>&)>;
+// order as soon as it and the rows before it are done (rows that cannot run at once). A chunk's
+// results carry pnl and trades, and the figures when the sweep asked for them.
+using RunChunk = std::function<Expected<std::vector<TradeStats>>(const std::vector<Combo>&)>;
+
+// pnl and trades alone, in the shape a chunk's results take.
+std::vector<TradeStats> without_figures(const std::vector<BacktestResult>& results) {
+  std::vector<TradeStats> out(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    out[i].pnl = results[i].pnl;
+    out[i].trades = results[i].trades;
+  }
+  return out;
+}
 
 Expected<void> run_in_chunks(const SeriesRows& rows, std::size_t chunk, const RunChunk& run, const Emit& emit) {
   std::size_t next = 0;
@@ -151,7 +166,10 @@ Expected<void> run_in_chunks(const SeriesRows& rows, std::size_t chunk, const Ru
     if (!results) return std::unexpected(results.error());
     for (std::size_t k = 0; next < end; ++next) {
       SweepRow row = rows.row(next);
-      if (rows.runnable(next)) row.result = (*results)[k++];
+      if (rows.runnable(next)) {
+        row.stats = (*results)[k++];
+        row.result = {row.stats.pnl, row.stats.trades};
+      }
       emit(row);
     }
   }
@@ -170,7 +188,7 @@ Expected<void> check_workspace_memory(const SweepOptions& options, const Strateg
   const std::size_t used = std::clamp<std::size_t>(rows.runnable_count(), 1, threads);
   const MemoryNeed workspaces{
       fmt::format("{} kernel workspace{} of {} bars (one per thread)", used, used == 1 ? "" : "s", bars),
-      used * strategy.workspace_bytes(bars),
+      used * (options.stats ? strategy.stats_workspace_bytes(bars) : strategy.workspace_bytes(bars)),
       fmt::format("--threads {} or the series ({} bars; --bars or --data)", threads, bars)};
   return check_memory_budget(std::span(&workspaces, 1), read_host_memory());
 }
@@ -181,7 +199,16 @@ Expected<void> run_inproc(const SweepOptions& options, const Strategy& strategy,
   const std::size_t chunk = std::max<std::size_t>(1, kInprocChunkPerThread * threads);
   return run_in_chunks(
       rows, chunk,
-      [&](const std::vector<Combo>& combos) { return run_sweep(strategy, series.close, combos, options.fee, threads); },
+      [&](const std::vector<Combo>& combos) -> Expected<std::vector<TradeStats>> {
+        const Bars bars = series.bars();
+        if (options.stats) {
+          const double year = options.bars_per_year != 0.0 ? options.bars_per_year : kDefaultBarsPerYear;
+          return run_sweep_stats(strategy, bars, combos, options.fee, year, threads);
+        }
+        auto results = run_sweep(strategy, bars, combos, options.fee, threads);
+        if (!results) return std::unexpected(std::move(results.error()));
+        return without_figures(*results);
+      },
       emit);
 }
 
@@ -256,8 +283,51 @@ Expected<void> place_sweep_thread(const SweepOptions& options, const DataHeader&
 
 // One series' rows through the engine's rings (pipelined_sweep), emitted in plan order as their
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
+// The options line every request of this sweep carries, or null for none: the fee when --fee
+// differs from the engine's, bars per year when --bars-per-year says.
+const RequestOptions* sweep_options(const SweepOptions& options, const DataHeader& header, RequestOptions& line) {
+  line = RequestOptions{};
+  if (options.fee_given && options.fee != header.fee) {
+    line.present |= kOptionFee;
+    line.fee = options.fee;
+  }
+  if (options.stats && options.bars_per_year != 0.0) {
+    line.present |= kOptionBarsPerYear;
+    line.bars_per_year = options.bars_per_year;
+  }
+  return line.present != 0 ? &line : nullptr;
+}
+
+// A refused row's error, as every way of running a sweep words it.
+std::string engine_refusal(const SweepOptions& options, const SweepRow& row, const StrategyChoice& strategy,
+                           const ResponseSlot& answer, const AnswerRecord& record, std::size_t n_bars) {
+  const auto status = static_cast<Status>(answer.status);
+  if (status == Status::window_out_of_range) {
+    if (strategy.local == nullptr && answer.extra[2] == kRecordWhy) {
+      // The strategy lives only in the engine: its own sentence came back with the answer.
+      const auto w = row.params.as_array();
+      return fmt::format("window_out_of_range: params [{}]: {}",
+                         fmt::join(std::span(w).first(strategy.params.size()), ","),
+                         std::string_view(record.why, strnlen(record.why, sizeof record.why)));
+    }
+    return window_error(row, n_bars, strategy.local, strategy.name);
+  }
+  if (status == Status::too_costly)
+    return fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-cost)", options.name);
+  if (status == Status::missing_column)
+    return fmt::format("missing_column: strategy {} needs the {} column, which series {} does not have", strategy.name,
+                       kColumnNames[std::countr_zero(static_cast<std::uint64_t>(answer.extra[0]) | 32U)], row.series);
+  if (status == Status::no_trade_report)
+    return fmt::format("no_trade_report: strategy {} is built against version 1 of the strategy ABI and reports no "
+                       "trades, so it has no statistics (rebuild it against this ipcfloor's strategy.h)", strategy.name);
+  return std::string(to_string(status));
+}
+
 Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
                                       std::uint32_t series_index, const SeriesRows& rows, const Emit& emit) {
+  RequestOptions line;
+  const RequestOptions* with = sweep_options(options, client.segment().header(), line);
+  const Opcode opcode = options.stats ? Opcode::stats : Opcode::backtest;
   // pipelined_sweep asks for requests and hands answers over in order, so a cursor each finds the
   // next row that runs (no index of them is kept).
   std::size_t requested = 0;  // the row after the last one requested
@@ -269,9 +339,9 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
   const auto request = [&](std::size_t) {
     const std::size_t at = next_runnable(requested);
     requested = at + 1;
-    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index), payload_of(rows.plan->combo(at))};
+    return SweepRequest{opcode, request_flags(series_index, strategy.index), payload_of(rows.plan->combo(at)), with};
   };
-  const auto take = [&](std::size_t, const ResponseSlot& answer) {
+  const auto take = [&](std::size_t, const ResponseSlot& answer, const AnswerRecord& record) {
     const std::size_t at = next_runnable(emitted);
     while (emitted < at) emit(rows.row(emitted++));
     SweepRow row = rows.row(at);
@@ -279,12 +349,9 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
     const auto status = static_cast<Status>(answer.status);
     if (status == Status::ok) {
       row.result = {answer.pnl, answer.trades};
+      if (options.stats) row.stats = from_wire(answer.pnl, answer.trades, record.stats);
     } else {
-      row.error = status == Status::window_out_of_range ? window_error(row, n_bars, strategy.local, strategy.name)
-                  : status == Status::too_costly
-                      ? fmt::format("too_costly: its work exceeds engine {}'s bound per frame (serve --max-frame-cost)",
-                                    options.name)
-                      : std::string(to_string(status));
+      row.error = engine_refusal(options, row, strategy, answer, record, n_bars);
     }
     emit(row);
     emitted = at + 1;
@@ -350,10 +417,8 @@ Expected<void> run_through_segment(const SweepOptions& options, ShmClient& clien
                                    const Emit& emit, const BeginSeries& begin_series, bool& is_default, double& fee) {
   const DataHeader& header = client.segment().header();
   if (auto placed = place_sweep_thread(options, header); !placed) return std::unexpected(placed.error());
-  fee = header.fee;
-  if (options.fee_given && options.fee != header.fee)
-    return fail(ErrorCode::invalid_argument, "--fee {} differs from the fee {} engine {} serves with; restart it with --fee",
-                options.fee, header.fee, options.name);
+  // A --fee that differs from the engine's travels with every request (the options line).
+  fee = options.fee_given ? options.fee : header.fee;
   for (const std::uint32_t series_index : chosen) {
     // The engine judges windows against the bars it has: for a live main series, those published.
     // Judged here too where this process has the strategy, so a row from a combo file names its line.
@@ -451,8 +516,10 @@ Expected<void> run_through_socket(const SweepOptions& options, SocketClient& cli
   const bool loaded_on_server = shipped == nullptr || options.stateful;
   return run_in_chunks(
       rows, kSocketChunk,
-      [&](const std::vector<Combo>& combos) {
-        return loaded_on_server ? client->sweep_loaded(combos) : client->sweep(shipped->close, combos);
+      [&](const std::vector<Combo>& combos) -> Expected<std::vector<TradeStats>> {
+        auto results = loaded_on_server ? client->sweep_loaded(combos) : client->sweep(shipped->close, combos);
+        if (!results) return std::unexpected(std::move(results.error()));
+        return without_figures(*results);
       },
       emit);
 }
@@ -623,6 +690,19 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--threads", options.threads, "worker threads (0 = one per core)")
       ->check(in_range(0u, 1024u))
       ->capture_default_str();
+  sweep->add_flag("--stats", options.stats,
+                  "each row with its statistics (win rate, profit factor, drawdown, Sharpe, ...: docs/STATISTICS.md) "
+                  "after pnl and trades");
+  sweep->add_option("--bars-per-year", options.bars_per_year,
+                    "with --stats: bars in a year for sharpe, sortino and calmar (default: the engine's serve "
+                    "--bars-per-year; --inproc: 252)")
+      ->check(in_range(1e-9, kMaxBarsPerYear));
+  auto* sort_by = sweep->add_option("--sort-by", options.sort_by,
+                                    "rank the rows by pnl, trades or (with --stats) a figure, best first (METRIC, or "
+                                    "METRIC:asc / METRIC:desc; the drawdowns rank smallest first), written at the end");
+  sweep->add_option("--top", options.top, "with --sort-by: keep and write only the best K rows (memory stays O(K))")
+      ->check(in_range<std::size_t>(1, 100'000'000))
+      ->needs(sort_by);
   return sweep;
 }
 
@@ -644,14 +724,29 @@ int run_sweep_command(SweepOptions& options) {
   auto plan = plan_rows(options.combos, strategy.columns(), strategy.is_builtin());
   if (!plan) return report_error("sweep", plan.error());
 
+  std::optional<RankedRows> ranked;
+  if (!options.sort_by.empty()) {
+    auto by = parse_rank_by(options.sort_by, options.stats);
+    if (!by) return usage_error("sweep", by.error().message);
+    ranked.emplace(std::move(*by), options.top);
+  }
   const SweepFormat format = options.json ? SweepFormat::json : options.csv ? SweepFormat::csv : SweepFormat::table;
-  SweepWriter writer(stdout, format, !options.series.empty(), strategy.shape());
+  SweepWriter writer(stdout, format, !options.series.empty(), strategy.shape(options.stats));
   SweepProgress progress(plan->size() * selected->size(), !options.quiet);
   std::size_t emitted = 0;
   std::size_t failed_rows = 0;
   std::optional<SweepRow> fingerprint_row;
   const Emit emit = [&](const SweepRow& row) {
-    writer.row(row);
+    if (!ranked) {
+      writer.row(row);
+    } else if (row.error.empty()) {
+      ranked->add(row);
+    } else {
+      // Ranked rows are written at the end; a row that did not run says why now, on stderr.
+      const auto values = row.params.as_array();
+      fmt::print(stderr, "ipcfloor sweep: not ranked: params [{}]: {}\n",
+                 fmt::join(std::span(values).first(strategy.params.size()), ","), row.error);
+    }
     if (!row.error.empty()) ++failed_rows;
     if (strategy.is_builtin() && options.combos.combos_path.empty() && options.series.empty() &&
         row.length == kFingerprintLength && row.error.empty())
@@ -702,6 +797,9 @@ int run_sweep_command(SweepOptions& options) {
     ran = run_inproc_series(options, strategy, *series_set, *selected, *plan, emit, begin_series, is_default);
   }
   progress.finish();
+  if (ranked) {
+    for (const SweepRow& row : ranked->take_sorted()) writer.row(row);
+  }
   if (!ran) return report_error("sweep", ran.error());
   if (failed_rows != 0)
     fmt::print(stderr, "ipcfloor sweep: {} of {} rows did not run (they say why)\n", failed_rows, emitted);

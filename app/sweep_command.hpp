@@ -41,6 +41,10 @@ struct SweepOptions {
   bool quiet = false;          // no progress bar
   double fee = kDefaultFee;
   unsigned threads = 0;
+  bool stats = false;          // each row with its statistics (STATS; docs/STATISTICS.md)
+  double bars_per_year = 0.0;  // for the annualised figures; 0: the engine's (--inproc: 252)
+  std::string sort_by;         // set: rows sorted by this figure (best first), written at the end
+  std::size_t top = 0;         // with sort_by: keep only the best `top` rows (O(top) memory)
 };
 
 // Adds the `sweep` subcommand, bound to `options`.

@@ -1,5 +1,6 @@
 #include "clients/attached_engine.hpp"
 
+#include "clients/client_codes.hpp"
 #include "clients/pipelined_sweep.hpp"
 #include "common/affinity.hpp"
 
@@ -34,55 +35,6 @@ std::uint64_t forks_now() noexcept {
   (void)registered;
   return g_forks.load(std::memory_order_relaxed);  // relaxed: see g_forks
 }
-int code_for(ErrorCode code) noexcept {
-  switch (code) {
-    case ErrorCode::invalid_argument: return IPCFLOOR_E_INVALID;
-    case ErrorCode::bad_data: return IPCFLOOR_E_BAD_SEGMENT;
-    case ErrorCode::io: return IPCFLOOR_E_IO;
-    case ErrorCode::resource: return IPCFLOOR_E_RESOURCE;
-    case ErrorCode::permission: return IPCFLOOR_E_PERMISSION;
-    case ErrorCode::version_mismatch: return IPCFLOOR_E_VERSION;
-    case ErrorCode::peer_gone: return IPCFLOOR_E_NO_ENGINE;
-    case ErrorCode::timeout: return IPCFLOOR_E_TIMEOUT;
-    case ErrorCode::busy: return IPCFLOOR_E_BUSY;
-    case ErrorCode::protocol: return IPCFLOOR_E_CORRUPT;
-    case ErrorCode::strategy: return IPCFLOOR_E_REJECTED;
-  }
-  return IPCFLOOR_E_INTERNAL;
-}
-
-int code_for(CallStatus status) noexcept {
-  switch (status) {
-    case CallStatus::ok: return IPCFLOOR_OK;
-    case CallStatus::timeout: return IPCFLOOR_E_TIMEOUT;
-    case CallStatus::engine_hung: return IPCFLOOR_E_ENGINE_HUNG;
-    case CallStatus::engine_gone: return IPCFLOOR_E_ENGINE_GONE;
-    case CallStatus::corrupt:
-    case CallStatus::out_of_order: return IPCFLOOR_E_CORRUPT;
-    case CallStatus::too_large: return IPCFLOOR_E_INVALID;
-    case CallStatus::interrupted: return IPCFLOOR_E_INTERRUPTED;
-    case CallStatus::empty: break;
-  }
-  return IPCFLOOR_E_INTERNAL;
-}
-
-int code_for(std::uint16_t status) noexcept {
-  switch (static_cast<Status>(status)) {
-    case Status::ok: return IPCFLOOR_OK;
-    case Status::window_out_of_range: return IPCFLOOR_E_WINDOW;
-    case Status::not_live: return IPCFLOOR_E_NOT_LIVE;
-    case Status::capacity_full: return IPCFLOOR_E_CAPACITY_FULL;
-    case Status::bad_price: return IPCFLOOR_E_BAD_PRICE;
-    case Status::not_the_writer: return IPCFLOOR_E_NOT_WRITER;
-    case Status::no_room: return IPCFLOOR_E_NO_ROOM;
-    case Status::no_such_series: return IPCFLOOR_E_NO_SUCH_SERIES;
-    case Status::no_such_strategy: return IPCFLOOR_E_NO_SUCH_STRATEGY;
-    case Status::no_live_step: return IPCFLOOR_E_NO_LIVE_STEP;
-    case Status::signals_full: return IPCFLOOR_E_SIGNALS_FULL;
-    default: return IPCFLOOR_E_REJECTED;
-  }
-}
-
 void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
   out.bar = slot.bar;
   out.subscription = slot.subscription;
@@ -95,18 +47,6 @@ void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
   out.cross = slot.cross;
   out.position = slot.position;
   out.flags = slot.flags;
-}
-
-// Writes a sentence into a fixed buffer, cut to fit; formats in place, so it never allocates.
-template <std::size_t N, class... Args>
-void write_message_to(char (&buffer)[N], fmt::format_string<Args...> format, Args&&... args) noexcept {
-  static_assert(N > 1);
-  try {
-    const auto end = fmt::format_to_n(buffer, N - 1, format, std::forward<Args>(args)...);
-    buffer[std::min<std::size_t>(end.size, N - 1)] = '\0';
-  } catch (...) {
-    buffer[0] = '\0';
-  }
 }
 
 }  // namespace
@@ -195,11 +135,15 @@ int AttachedEngine::check_strategy(std::uint32_t index) noexcept {
 
 template <std::size_t N>
 void AttachedEngine::describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
-                                      std::uint32_t strategy) const noexcept {
+                                      std::uint32_t strategy, const AnswerRecord* record) const noexcept {
   const StrategyEntry* entry = strategy_at(strategy);
   const char* name = entry != nullptr ? entry->name : "?";
   const auto k = static_cast<std::uint64_t>(answer.extra[0]);
-  if (k >= 1 && k <= IPCFLOOR_STRATEGY_MAX_PARAMS) {
+  if (record != nullptr && answer.extra[2] == kRecordWhy) {
+    // The strategy's own words, as `sweep --inproc` prints them.
+    const std::string_view why(record->why, strnlen(record->why, sizeof record->why));
+    write_message_to(out, "strategy {} refuses it for a series of {} bars: {}", name, answer.extra[1], why);
+  } else if (k >= 1 && k <= IPCFLOOR_STRATEGY_MAX_PARAMS) {
     const char* param = entry != nullptr && k <= entry->param_count ? entry->param_names[k - 1] : "";
     write_message_to(out, "parameter {} (position {}) is {}, refused by strategy {} for a series of {} bars", param,
                      k - 1, params[k - 1], name, answer.extra[1]);
@@ -274,7 +218,8 @@ int AttachedEngine::lane_failure(CallStatus status) noexcept {
 }
 
 int AttachedEngine::combo_refused(const std::int64_t params[6], const ResponseSlot& answer, std::size_t index,
-                                  std::size_t of, std::uint32_t series, std::uint32_t strategy) noexcept {
+                                  std::size_t of, std::uint32_t series, std::uint32_t strategy,
+                                  const AnswerRecord* record) noexcept {
   const std::uint16_t status = answer.status;
   const int code = code_for(status);
   char which[64 + kSeriesKeyBytes] = "the combo";
@@ -289,7 +234,13 @@ int AttachedEngine::combo_refused(const std::int64_t params[6], const ResponseSl
   }
   if (code == IPCFLOOR_E_WINDOW) {
     char why[256];
-    describe_refusal(why, params, answer, strategy);
+    describe_refusal(why, params, answer, strategy, record);
+    write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: {}", engine_name(),
+                     engine_pid_, which, params[0], params[1], params[2], params[3], params[4], params[5],
+                     client_.lane(), why);
+  } else if (code == IPCFLOOR_E_MISSING_COLUMN || code == IPCFLOOR_E_NO_TRADE_REPORT || code == IPCFLOOR_E_BAD_RANGE) {
+    char why[IPCFLOOR_REASON_BYTES];
+    reason_for(why, answer, record != nullptr ? *record : AnswerRecord{}, strategy);
     write_message_to(message_, "engine {} (pid {}) refused {} [{}, {}, {}, {}, {}, {}] on lane {}: {}", engine_name(),
                      engine_pid_, which, params[0], params[1], params[2], params[3], params[4], params[5],
                      client_.lane(), why);

@@ -35,7 +35,8 @@
 namespace ipcfloor {
 
 // Where a sweep writes its answers: three arrays (C), or the fields of an array of structs (C++),
-// `stride` bytes apart in either case. status may be null.
+// `stride` bytes apart in either case; or, for a sweep with statistics, an array of
+// ipcfloor_stats. status and reasons may be null.
 struct SweepOutput {
   double* pnl = nullptr;
   std::int64_t* trades = nullptr;
@@ -43,12 +44,21 @@ struct SweepOutput {
   std::size_t pnl_stride = sizeof(double);
   std::size_t trades_stride = sizeof(std::int64_t);
   std::size_t status_stride = sizeof(int);
+  ipcfloor_stats* stats = nullptr;  // set: the sweep asks for statistics (STATS), pnl and trades unused
+  char (*reasons)[IPCFLOOR_REASON_BYTES] = nullptr;  // a refused combo's sentence; "" for the others
 
   void set(std::size_t i, double p, std::int64_t t, int s) const noexcept {
-    *reinterpret_cast<double*>(reinterpret_cast<char*>(pnl) + i * pnl_stride) = p;
-    *reinterpret_cast<std::int64_t*>(reinterpret_cast<char*>(trades) + i * trades_stride) = t;
+    if (stats != nullptr) {
+      stats[i] = no_stats(p, t);
+    } else {
+      *reinterpret_cast<double*>(reinterpret_cast<char*>(pnl) + i * pnl_stride) = p;
+      *reinterpret_cast<std::int64_t*>(reinterpret_cast<char*>(trades) + i * trades_stride) = t;
+    }
     if (status != nullptr) *reinterpret_cast<int*>(reinterpret_cast<char*>(status) + i * status_stride) = s;
+    if (reasons != nullptr) reasons[i][0] = '\0';
   }
+  // A combo with no figures (refused, or never answered): NaN everywhere but pnl and trades.
+  [[nodiscard]] static ipcfloor_stats no_stats(double pnl, std::int64_t trades) noexcept;
 };
 
 class AttachedEngine {
@@ -80,6 +90,21 @@ class AttachedEngine {
   [[nodiscard]] int sweep(const std::int64_t (*params)[6], std::size_t n, const SweepOutput& out,
                           std::uint32_t series = 0, std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int echo(const std::int64_t in[6], std::int64_t out[6]) noexcept;
+
+  // Requests with options (clients/attached_requests.cpp): the ipcfloor_backtest_request,
+  // _backtest_stats, _sweep_request, _sweep_stats and _trades contracts. A sweep asks for
+  // statistics when out.stats is set. The request's strategy, series, range, fee and bars per year
+  // are checked here first (a bad one costs no round trip), then by the engine.
+  [[nodiscard]] int backtest(const ipcfloor_request& request, const std::int64_t params[6], double& pnl,
+                             std::int64_t& trades) noexcept;
+  [[nodiscard]] int stats(const ipcfloor_request& request, const std::int64_t params[6], ipcfloor_stats& out) noexcept;
+  [[nodiscard]] int sweep(const ipcfloor_request& request, const std::int64_t (*params)[6], std::size_t n,
+                          const SweepOutput& out) noexcept;
+  [[nodiscard]] int trades(const ipcfloor_request& request, const std::int64_t params[6], ipcfloor_trade* out,
+                           std::size_t capacity, std::size_t& count, ipcfloor_stats* stats, double* equity) noexcept;
+  // The bars `request` runs on (its range, else its series as published), or empty when the
+  // engine holds no such series or the range does not fit it. Zero-copy.
+  [[nodiscard]] std::span<const double> request_bars(const ipcfloor_request& request) const noexcept;
 
   // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
   // contracts. `state` may be null. snapshot returns the subscriptions (>= 0) or a code.
@@ -149,18 +174,28 @@ class AttachedEngine {
 
   // Reads and discards answers a failed call left in flight, so the next answer is this call's.
   [[nodiscard]] int drain() noexcept;
+  // The request's checks before anything is sent, and its options line: IPCFLOOR_OK and
+  // `with_options` set when it has any, else the code with its sentence.
+  [[nodiscard]] int prepare(const ipcfloor_request& request, RequestOptions& options, bool& with_options) noexcept;
+  // One BACKTEST, STATS or TRADES through the exchange line; a refusal is put into words.
+  [[nodiscard]] int call_one(Opcode opcode, const ipcfloor_request& request, const std::int64_t params[6],
+                             const RequestOptions* options) noexcept;
   [[nodiscard]] int lane_failure(CallStatus status) noexcept;
   // A refused BACKTEST: `answer` carries the status, and for window_out_of_range the parameter
   // refused and the bars it was judged against.
   [[nodiscard]] int combo_refused(const std::int64_t params[6], const ResponseSlot& answer, std::size_t index,
-                                  std::size_t of, std::uint32_t series, std::uint32_t strategy) noexcept;
+                                  std::size_t of, std::uint32_t series, std::uint32_t strategy,
+                                  const AnswerRecord* record = nullptr) noexcept;
+  // A refused combo's reason in a few words (the strategy's own when it gave them), into `out`.
+  void reason_for(char (&out)[IPCFLOOR_REASON_BYTES], const ResponseSlot& answer, const AnswerRecord& record,
+                  std::uint32_t strategy) const noexcept;
   // A refused SUBSCRIBE: its parameters are judged against the capacity, its cost against the bound.
   [[nodiscard]] int subscription_refused(const std::int64_t params[6], const ResponseSlot& answer,
                                          std::uint32_t strategy) noexcept;
   // "parameter L (position 1) is 341, refused by strategy hma for a series of 340 bars" into `out`.
   template <std::size_t N>
   void describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
-                        std::uint32_t strategy) const noexcept;
+                        std::uint32_t strategy, const AnswerRecord* record = nullptr) const noexcept;
   [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
   // The message for a live call on an engine that is not live; returns IPCFLOOR_E_NOT_LIVE.
   [[nodiscard]] int not_live(const char* call) noexcept;

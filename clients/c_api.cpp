@@ -4,6 +4,7 @@
 #include <chrono>
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstddef>
 #include <cmath>
 #include <cstring>
@@ -82,6 +83,9 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_NO_SUCH_STRATEGY: return "no such strategy";
     case IPCFLOOR_E_NO_LIVE_STEP: return "strategy has no live step";
     case IPCFLOOR_E_SIGNALS_FULL: return "signal ring full: drain it first";
+    case IPCFLOOR_E_NO_TRADE_REPORT: return "the strategy reports no trades (strategy ABI version 1)";
+    case IPCFLOOR_E_MISSING_COLUMN: return "the series lacks a column the strategy needs";
+    case IPCFLOOR_E_BAD_RANGE: return "bar range outside the series";
     case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
@@ -217,6 +221,75 @@ int ipcfloor_sweep(ipcfloor_client* c, const int64_t (*params)[6], size_t n, dou
 int ipcfloor_sweep_on(ipcfloor_client* c, uint32_t series, const int64_t (*params)[6], size_t n, double* pnl,
                       int64_t* trades, int* status) {
   return ipcfloor_sweep_with(c, 0, series, params, n, pnl, trades, status);
+}
+
+void ipcfloor_request_init(ipcfloor_request* request) {
+  if (request == nullptr) return;
+  *request = ipcfloor_request{};
+  request->fee = std::numeric_limits<double>::quiet_NaN();
+}
+
+namespace {
+// NULL: every default.
+ipcfloor_request request_or_default(const ipcfloor_request* request) noexcept {
+  if (request != nullptr) return *request;
+  ipcfloor_request defaults;
+  ipcfloor_request_init(&defaults);
+  return defaults;
+}
+}  // namespace
+
+int ipcfloor_backtest_request(ipcfloor_client* c, const ipcfloor_request* request, const int64_t params[6], double* pnl,
+                              int64_t* trades) {
+  if (c == nullptr || params == nullptr || pnl == nullptr || trades == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->backtest(request_or_default(request), params, *pnl, *trades);
+}
+
+int ipcfloor_backtest_stats(ipcfloor_client* c, const ipcfloor_request* request, const int64_t params[6],
+                            ipcfloor_stats* out) {
+  if (c == nullptr || params == nullptr || out == nullptr) return IPCFLOOR_E_INVALID;
+  return c->engine->stats(request_or_default(request), params, *out);
+}
+
+namespace {
+int sweep_request(ipcfloor_client* c, const ipcfloor_request* request, const int64_t (*params)[6], size_t n,
+                  const ipcfloor::SweepOutput& out) noexcept {
+  if (n > static_cast<size_t>(INT_MAX) || (n != 0 && params == nullptr)) return IPCFLOOR_E_INVALID;
+  return c->engine->sweep(request_or_default(request), params, n, out);
+}
+}  // namespace
+
+int ipcfloor_sweep_request(ipcfloor_client* c, const ipcfloor_request* request, const int64_t (*params)[6], size_t n,
+                           double* pnl, int64_t* trades, int* status, char (*reasons)[IPCFLOOR_REASON_BYTES]) {
+  if (c == nullptr || (n != 0 && (pnl == nullptr || trades == nullptr))) return IPCFLOOR_E_INVALID;
+  ipcfloor::SweepOutput out;
+  out.pnl = pnl;
+  out.trades = trades;
+  out.status = status;
+  out.reasons = reasons;
+  return sweep_request(c, request, params, n, out);
+}
+
+int ipcfloor_sweep_stats(ipcfloor_client* c, const ipcfloor_request* request, const int64_t (*params)[6], size_t n,
+                         ipcfloor_stats* out_stats, int* status, char (*reasons)[IPCFLOOR_REASON_BYTES]) {
+  if (c == nullptr || (n != 0 && out_stats == nullptr)) return IPCFLOOR_E_INVALID;
+  ipcfloor::SweepOutput out;
+  out.stats = out_stats;
+  out.status = status;
+  out.reasons = reasons;
+  return sweep_request(c, request, params, n, out);
+}
+
+int ipcfloor_trades(ipcfloor_client* c, const ipcfloor_request* request, const int64_t params[6],
+                    struct ipcfloor_trade* trades, size_t capacity, size_t* count, ipcfloor_stats* stats, double* equity) {
+  if (c == nullptr || params == nullptr || count == nullptr || (capacity != 0 && trades == nullptr))
+    return IPCFLOOR_E_INVALID;
+  return c->engine->trades(request_or_default(request), params, trades, capacity, *count, stats, equity);
+}
+
+uint64_t ipcfloor_trades_bars(const ipcfloor_client* c, const ipcfloor_request* request) {
+  if (c == nullptr) return 0;
+  return c->engine->request_bars(request_or_default(request)).size();
 }
 
 int ipcfloor_sweep_with(ipcfloor_client* c, uint32_t strategy, uint32_t series, const int64_t (*params)[6], size_t n,

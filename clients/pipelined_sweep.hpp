@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "clients/shm_client.hpp"
@@ -26,6 +27,7 @@ struct SweepRequest {
   Opcode opcode = Opcode::backtest;
   std::uint16_t flags = 0;  // the series index for a BACKTEST (series_flags)
   FramePayload payload;     // the six windows; must stay valid until the call returns
+  const RequestOptions* options = nullptr;  // its options line (a range, a fee...), or none
 };
 
 // How a sweep ended.
@@ -42,7 +44,9 @@ struct SweepEnd {
 // It also stops (CallStatus::interrupted) when the client's interrupt check says so, asked
 // between answers once its interval has passed (ShmClient::interrupt_due) and by every wait.
 //   request: SweepRequest(std::size_t i), called just before request i is submitted
-//   take:    void(std::size_t i, const ResponseSlot& answer), called as soon as answer i is read
+//   take:    void(std::size_t i, const ResponseSlot& answer), called as soon as answer i is read;
+//            or void(std::size_t i, const ResponseSlot& answer, const AnswerRecord& record) to get
+//            the answer's record too (meaningful where carries_record(answer))
 template <class Request, class Take>
 [[nodiscard]] SweepEnd pipelined_sweep(ShmClient& client, std::size_t count, Request&& request, Take&& take,
                                        std::size_t max_in_flight = 0) {
@@ -50,18 +54,26 @@ template <class Request, class Take>
       max_in_flight == 0 ? client.capacity() : std::min<std::size_t>(max_in_flight, client.capacity());
   std::size_t sent = 0;
   std::size_t answered = 0;
+  constexpr bool kWithRecord = std::is_invocable_v<Take&, std::size_t, const ResponseSlot&, const AnswerRecord&>;
   ResponseSlot answer{};
+  AnswerRecord record{};
   while (answered < count) {
     // Keep the ring full: the answer just read freed a slot for the next request.
     while (sent < count && client.outstanding() < depth) {
       const SweepRequest next = request(sent);
       std::uint64_t seq = 0;
-      if (const CallStatus got = client.submit(next.opcode, next.flags, next.payload, seq); got != CallStatus::ok)
+      if (const CallStatus got = client.submit(next.opcode, next.flags, next.payload, next.options, seq);
+          got != CallStatus::ok)
         return {got, answered};
       ++sent;
     }
-    if (const CallStatus got = client.wait_response(answer); got != CallStatus::ok) return {got, answered};
-    take(answered++, answer);
+    if (const CallStatus got = client.wait_response(answer, kWithRecord ? &record : nullptr); got != CallStatus::ok)
+      return {got, answered};
+    if constexpr (kWithRecord) {
+      take(answered++, answer, record);
+    } else {
+      take(answered++, answer);
+    }
     // Answers that keep coming never end a wait's slice, so a long sweep asks here too.
     if (answered < count && client.interrupt_due()) return {CallStatus::interrupted, answered};
   }

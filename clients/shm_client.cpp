@@ -122,6 +122,10 @@ ShmClient::ShmClient(Attachment attachment, WaitMode mode, std::chrono::nanoseco
       requests_(requests),
       responses_(responses),
       exchange_(attachment_.lane().view().call),
+      call_extras_(attachment_.lane().view().call_extras),
+      response_slots_(attachment_.lane().view().response_slots),
+      answer_records_(attachment_.lane().view().answer_records),
+      request_options_(attachment_.lane().view().request_options),
       doorbell_(attachment_.lane().view().doorbell),
       engine_blocks_(static_cast<WaitMode>(attachment_.header().wait_mode) == WaitMode::block) {}
 
@@ -172,7 +176,8 @@ CallStatus ShmClient::settle_owed_call() noexcept {
   return exchange_.state() == ExchangeState::corrupt ? CallStatus::corrupt : CallStatus::ok;
 }
 
-CallStatus ShmClient::submit(Opcode opcode, std::uint16_t flags, FramePayload payload, std::uint64_t& seq) noexcept {
+CallStatus ShmClient::submit(Opcode opcode, std::uint16_t flags, FramePayload payload, const RequestOptions* options,
+                             std::uint64_t& seq) noexcept {
   if (!requests_.writable()) {
     const auto deadline = WaitClock::now() + timeout_;
     while (!requests_.writable()) {
@@ -190,25 +195,32 @@ CallStatus ShmClient::submit(Opcode opcode, std::uint16_t flags, FramePayload pa
   }
   seq = next_seq_++;
   RequestSlot* const slot = requests_.try_claim();  // writable() said there is one; only we fill it
+  if (options != nullptr) {
+    // Beside the slot, before the commit: the ring's release publication carries it along.
+    request_options_[slot - attachment_.lane().view().request_slots] = *options;
+    opcode = static_cast<Opcode>(static_cast<std::uint16_t>(opcode) | kOpcodeWithOptions);
+  }
   pack_request(*slot, seq, opcode, flags, payload);
   requests_.commit();
   ring_engine();  // a block-mode engine sleeps on the lane's doorbell, not on this ring
   return CallStatus::ok;
 }
 
-CallStatus ShmClient::poll(ResponseSlot& response) noexcept {
-  switch (responses_.try_pop(response)) {
-    case PopStatus::ok: break;
-    case PopStatus::empty: return CallStatus::empty;
-    case PopStatus::corrupt: return CallStatus::corrupt;
-  }
+CallStatus ShmClient::poll(ResponseSlot& response, AnswerRecord* record) noexcept {
+  const ResponseSlot* const slot = responses_.try_peek();
+  if (slot == nullptr) return responses_.corrupt() ? CallStatus::corrupt : CallStatus::empty;
+  response = *slot;
+  // The record beside the slot was written before the slot's stamp, which try_peek acquired; it
+  // is read before the slot goes back to the engine.
+  if (record != nullptr && carries_record(response)) *record = answer_records_[slot - response_slots_];
+  responses_.release();
   if (response.seq != next_expected_) return CallStatus::out_of_order;
   ++next_expected_;
   return CallStatus::ok;
 }
 
-CallStatus ShmClient::wait_response(ResponseSlot& response) noexcept {
-  return wait_polling([&]() noexcept { return poll(response); }, responses_);
+CallStatus ShmClient::wait_response(ResponseSlot& response, AnswerRecord* record) noexcept {
+  return wait_polling([&]() noexcept { return poll(response, record); }, responses_);
 }
 
 CallStatus ShmClient::echo_bulk(std::span<const std::byte> in, std::span<std::byte> out,

@@ -89,8 +89,15 @@ class ShmClient {
   // answer owed: the next call first waits (bounded) for it and drops it, so it can never return
   // an earlier call's answer.
   [[nodiscard]] CallStatus call(Opcode opcode, std::uint16_t flags, FramePayload payload) noexcept;
+  // The same with an options line (a range, a fee, bars per year, a TRADES page: BACKTEST, STATS
+  // and TRADES take them): written beside the exchange line before the request is published, with
+  // the opcode's kOpcodeWithOptions bit. `options` null: call() above.
+  [[nodiscard]] CallStatus call(Opcode opcode, std::uint16_t flags, FramePayload payload,
+                                const RequestOptions* options) noexcept;
   // The answer of the last call that returned ok: the exchange line itself (no copy).
   [[nodiscard]] const ResponseSlot& answer() const noexcept { return exchange_.answer(); }
+  // Its answer record (carries_record(answer()) says whether it holds one), in place.
+  [[nodiscard]] const AnswerRecord& answer_record() const noexcept { return call_extras_->record; }
   // The same call for a request built beforehand, its answer copied into `response`: a
   // convenience for tests and tools (one more copy each way than the form above).
   [[nodiscard]] CallStatus call(const RequestSlot& request, ResponseSlot& response) noexcept;
@@ -100,13 +107,20 @@ class ShmClient {
   // back in submission order through poll()/wait_response(). While it waits for space it also
   // notices a response ring the engine poisoned (corrupt). pipelined_sweep
   // (clients/pipelined_sweep.hpp) is the loop that keeps the ring full.
-  [[nodiscard]] CallStatus submit(Opcode opcode, std::uint16_t flags, FramePayload payload, std::uint64_t& seq) noexcept;
+  [[nodiscard]] CallStatus submit(Opcode opcode, std::uint16_t flags, FramePayload payload, std::uint64_t& seq) noexcept {
+    return submit(opcode, flags, payload, nullptr, seq);
+  }
+  // The same with an options line (as call() with options), written beside the ring slot.
+  [[nodiscard]] CallStatus submit(Opcode opcode, std::uint16_t flags, FramePayload payload,
+                                  const RequestOptions* options, std::uint64_t& seq) noexcept;
   // The same for a request built beforehand (tests and tools): its seq is set here.
   [[nodiscard]] CallStatus submit(const RequestSlot& request, std::uint64_t& seq) noexcept {
     return submit(static_cast<Opcode>(request.opcode), request.flags, payload_of(request.params), seq);
   }
-  [[nodiscard]] CallStatus poll(ResponseSlot& response) noexcept;           // never waits
-  [[nodiscard]] CallStatus wait_response(ResponseSlot& response) noexcept;  // bounded wait
+  // `record`, when not null, receives the answer's record where it has one (carries_record),
+  // read before the slot is handed back.
+  [[nodiscard]] CallStatus poll(ResponseSlot& response, AnswerRecord* record = nullptr) noexcept;  // never waits
+  [[nodiscard]] CallStatus wait_response(ResponseSlot& response, AnswerRecord* record = nullptr) noexcept;  // bounded
 
   // This lane's bulk region (empty when the engine runs with --bulk-bytes 0). The client owns
   // its bytes; the engine reads and writes them only while serving this lane's ECHO_BULK.
@@ -240,6 +254,10 @@ class ShmClient {
   RingConsumer<ResponseSlot> responses_;
   std::optional<RingConsumer<SignalSlot>> signals_;  // live engines only
   ExchangeClient exchange_;
+  CallExtras* call_extras_;
+  const ResponseSlot* response_slots_;
+  const AnswerRecord* answer_records_;
+  RequestOptions* request_options_;
   DoorbellLine* doorbell_;
   std::uint64_t next_seq_ = 1;       // the next ring request's seq
   std::uint64_t next_expected_ = 1;  // the seq of the oldest ring answer not read yet
@@ -253,10 +271,20 @@ class ShmClient {
 // so its common path (the line is ours, the answer comes within the first polls) stays in the
 // caller's code, without a call, a copy of the request beyond its packing, or a clock read.
 inline CallStatus ShmClient::call(Opcode opcode, std::uint16_t flags, FramePayload payload) noexcept {
+  return call(opcode, flags, payload, nullptr);
+}
+
+inline CallStatus ShmClient::call(Opcode opcode, std::uint16_t flags, FramePayload payload,
+                                  const RequestOptions* options) noexcept {
   if (exchange_.pending()) {
     if (const CallStatus owed = settle_owed_call(); owed != CallStatus::ok) return owed;
   }
   const std::uint64_t seq = next_call_seq_++;
+  if (options != nullptr) {
+    // Before the request: the exchange's release publication carries the options line with it.
+    call_extras_->options = *options;
+    opcode = static_cast<Opcode>(static_cast<std::uint16_t>(opcode) | kOpcodeWithOptions);
+  }
   pack_request(exchange_.request(), seq, opcode, flags, payload);
   exchange_.publish();
   ring_engine();

@@ -68,7 +68,7 @@ Expected<void> compute_series_chunk(const MpiSweepOptions& options, const Loaded
     for (std::size_t n = 0; at < mine.size() && items[mine[at]].series == series && n < kBatch; ++at, ++n) {
       BacktestResult result;
       // Admitted when the items were built: the strategy runs it, nothing is checked again.
-      const StrategyRun run = options.resolved->run(loaded.close, rows[items[mine[at]].row].params, options.fee,
+      const StrategyRun run = options.resolved->run(std::span<const double>(loaded.close), rows[items[mine[at]].row].params, options.fee,
                                                     *workspace, result);
       const KernelStatus status = run == StrategyRun::ok ? KernelStatus::ok : KernelStatus::failed;
       out.add(ResultWire{mine[at], result.trades, result.pnl, static_cast<std::uint32_t>(status), 0});

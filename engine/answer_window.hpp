@@ -25,11 +25,23 @@ class AnswerWindow {
   AnswerWindow(std::uint32_t lanes, std::uint32_t ring_capacity)
       : size_(std::min(ring_capacity, kMaxAnswerWindow)),
         answers_(std::size_t{lanes} * size_),
-        ready_(answers_.size()) {}
+        records_(answers_.size()),
+        ready_(answers_.size()),
+        with_record_(answers_.size()) {}
 
   [[nodiscard]] std::uint32_t size() const noexcept { return size_; }
   // Where the answer to lane `lane`'s request at ring position `position` is written.
   [[nodiscard]] ResponseSlot& at(std::uint32_t lane, std::uint64_t position) noexcept { return answers_[index(lane, position)]; }
+  // Its answer record (STATS, TRADES, a strategy's refusal), when with_record says it has one.
+  [[nodiscard]] AnswerRecord& record_at(std::uint32_t lane, std::uint64_t position) noexcept {
+    return records_[index(lane, position)];
+  }
+  [[nodiscard]] bool with_record(std::uint32_t lane, std::uint64_t position) const noexcept {
+    return with_record_[index(lane, position)] != 0;
+  }
+  void set_with_record(std::uint32_t lane, std::uint64_t position, bool with) noexcept {
+    with_record_[index(lane, position)] = with ? 1 : 0;
+  }
   // Whether that answer is complete.
   [[nodiscard]] bool ready(std::uint32_t lane, std::uint64_t position) const noexcept {
     return ready_[index(lane, position)] != 0;
@@ -45,7 +57,9 @@ class AnswerWindow {
 
   std::uint32_t size_;
   std::vector<ResponseSlot> answers_;
+  std::vector<AnswerRecord> records_;
   std::vector<std::uint8_t> ready_;
+  std::vector<std::uint8_t> with_record_;
 };
 
 }  // namespace ipcfloor

@@ -24,17 +24,20 @@ Status answer_status(ResponseSlot& response, const RequestSlot& request, Status 
   return status;
 }
 
-Status status_of(StrategyRun run) noexcept { return run == StrategyRun::ok ? Status::ok : Status::engine_error; }
-
-Status answer_here(const Verdict& verdict, const RequestSlot& request, double fee, KernelWorkspace& workspace,
-                   std::span<std::byte> bulk, ResponseSlot& response) noexcept {
+Status answer_here(const Verdict& verdict, const RequestSlot& request, KernelWorkspace& workspace,
+                   std::span<std::byte> bulk, ResponseSlot& response, AnswerRecord& record) noexcept {
   Status status = answer_status(response, request, Status::ok);
   switch (verdict.route) {
     case Verdict::Route::refused:
       status = verdict.status;
-      // Which parameter, against how many bars: for the client's sentence.
+      // Which parameter (or column), against how many bars: for the client's sentence.
       response.extra[0] = verdict.refused_param;
-      response.extra[1] = static_cast<std::int64_t>(verdict.bars);
+      response.extra[1] = static_cast<std::int64_t>(verdict.judged_bars);
+      if (status == Status::window_out_of_range && verdict.strategy != nullptr) {
+        // The strategy's own words (a refused request is rare: the sentence costs only those).
+        (void)verdict.strategy->refusal(request.params, verdict.bars.size(), record.why);
+        response.extra[2] = kRecordWhy;
+      }
       break;
     case Verdict::Route::live: status = Status::engine_error; break;  // not answered here: the live server's
     case Verdict::Route::echo: response.set_echo(request.params); break;
@@ -51,12 +54,10 @@ Status answer_here(const Verdict& verdict, const RequestSlot& request, double fe
       break;
     }
     case Verdict::Route::backtest: {
-      BacktestResult result;
-      status = status_of(verdict.strategy->run(verdict.close, request.params, fee, workspace, result));
-      if (status == Status::ok) {
-        response.pnl = result.pnl;
-        response.trades = result.trades;
-      }
+      Computed computed;
+      compute(ComputeJob::of(verdict, request), workspace, trade_page(bulk), computed);
+      write_computed(computed, verdict.first_trade, response, record);
+      status = computed.status;
       break;
     }
   }
@@ -68,10 +69,14 @@ Status dispatch_request(const RequestSlot& request, std::span<const double> clos
                         KernelWorkspace& workspace, ResponseSlot& response, std::span<std::byte> bulk,
                         std::uint64_t max_frame_cost) noexcept {
   static const StrategySet builtin;  // the built-in strategy alone; constant once made
-  Admission admission(builtin, AdmissionConfig{max_frame_cost, 0, false});
-  const std::span<const double> series[] = {close};
+  AdmissionConfig config;
+  config.max_frame_cost = max_frame_cost;
+  config.fee = fee;
+  Admission admission(builtin, config);
+  const Bars series[] = {Bars(close)};
   admission.set_series(series);
-  return answer_here(admission.admit(request), request, fee, workspace, bulk, response);
+  AnswerRecord record;
+  return answer_here(admission.admit(request), request, workspace, bulk, response, record);
 }
 
 }  // namespace ipcfloor

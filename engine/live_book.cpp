@@ -19,7 +19,7 @@ Expected<std::unique_ptr<LiveBook>> LiveBook::make(const LiveBookLimits& limits)
 }
 
 Status LiveBook::subscribe(std::uint32_t lane, const Strategy& strategy, const Combo& combo,
-                           std::span<const double> history, std::uint32_t& id, ipcfloor_strategy_bar& state) noexcept {
+                           const Bars& history, std::uint32_t& id, ipcfloor_strategy_bar& state) noexcept {
   if (!strategy.live()) return Status::no_live_step;
   if (!strategy.accepts(combo, limits_.capacity_bars)) return Status::window_out_of_range;
   // One bar of this combo costs its step_cost, added to every APPEND from now on; the replay
@@ -51,7 +51,7 @@ Status LiveBook::subscribe(std::uint32_t lane, const Strategy& strategy, const C
   return Status::ok;
 }
 
-void LiveBook::on_bar_share(std::uint32_t first, std::uint32_t count, std::span<const double> history) noexcept {
+void LiveBook::on_bar_share(std::uint32_t first, std::uint32_t count, const Bars& history) noexcept {
   std::uint32_t skip = first;  // subscriptions of the order before the share
   for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0 && count != 0; pending &= pending - 1) {
     LaneBook& book = lanes_[static_cast<std::size_t>(std::countr_zero(pending))];

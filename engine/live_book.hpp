@@ -47,7 +47,7 @@ class LiveBook {
   // or every subscription together would make one APPEND cost more than max_bar_cost), no_room
   // (the lane's subscriptions or arena are used up). A pure function of the combo, the bars and
   // the subscriptions so far: the same verdict on every host.
-  Status subscribe(std::uint32_t lane, const Strategy& strategy, const Combo& combo, std::span<const double> history,
+  Status subscribe(std::uint32_t lane, const Strategy& strategy, const Combo& combo, const Bars& history,
                    std::uint32_t& id, ipcfloor_strategy_bar& state) noexcept;
 
   // Evaluates the subscriptions [first, first + count) of the book's order (lane by lane, each
@@ -55,14 +55,14 @@ class LiveBook {
   // Touches those subscriptions' state and nothing else of the book, so the serving thread may
   // give disjoint shares of one bar to several workers at once (engine/shm_server_live.cpp); it
   // must then leave the book alone until every share is back. Any thread; no allocation.
-  void on_bar_share(std::uint32_t first, std::uint32_t count, std::span<const double> history) noexcept;
+  void on_bar_share(std::uint32_t first, std::uint32_t count, const Bars& history) noexcept;
 
   // Evaluates every subscription on the bar history.back() and calls `publish(lane, id, state)`
   // for each as soon as it is done, lane by lane, then `lane_done(lane)` after a lane's last: the
   // serving thread's own way, so the first subscriber hears of a bar before the last combo is
   // computed. Serving thread only.
   template <class Publish, class LaneDone>
-  void on_bar(std::span<const double> history, Publish&& publish, LaneDone&& lane_done) noexcept {
+  void on_bar(const Bars& history, Publish&& publish, LaneDone&& lane_done) noexcept {
     for (std::uint64_t pending = lanes_with_subscriptions_; pending != 0; pending &= pending - 1) {
       const auto lane = static_cast<std::uint32_t>(std::countr_zero(pending));
       LaneBook& book = lanes_[lane];
@@ -112,7 +112,7 @@ class LiveBook {
     std::size_t arena_used = 0;
     std::uint64_t cost_per_bar = 0;  // of this lane's subscriptions
   };
-  static const ipcfloor_strategy_bar& step(Subscription& subscription, std::span<const double> history) noexcept {
+  static const ipcfloor_strategy_bar& step(Subscription& subscription, const Bars& history) noexcept {
     subscription.strategy->step(subscription.state, history, subscription.last);
     return subscription.last;
   }

@@ -135,7 +135,7 @@ void LiveServer::hand_shares(WorkerDispatch& workers) noexcept {
 void LiveServer::run(const WorkerJob& job, KernelWorkspace&, WorkerDone& done) const noexcept {
   // This worker's share of the bar; the serving thread leaves the book alone until it is back.
   book_->on_bar_share(job.live_first, job.live_count, job.series());
-  done.status = static_cast<std::uint16_t>(Status::ok);
+  done.result.status = Status::ok;
 }
 
 void LiveServer::share_stalled() noexcept {
@@ -156,9 +156,9 @@ bool LiveServer::finish_share(const WorkerDone& done, WorkerDone& answer) noexce
   publish_bar(bar.tick, /*evaluate=*/false);
   answer = WorkerDone{};
   answer.ticket = bar.answer;
-  answer.status = static_cast<std::uint16_t>(Status::ok);
-  answer.pnl = bar.close;
-  answer.trades = static_cast<std::int64_t>(published_);
+  answer.result.status = Status::ok;
+  answer.result.pnl = bar.close;
+  answer.result.trades = static_cast<std::int64_t>(published_);
   return true;
 }
 

@@ -78,6 +78,8 @@ std::vector<StrategyEntry> strategy_entries(const StrategySet& strategies) {
     std::memcpy(entry.example, &example, sizeof entry.example);
     entry.param_count = strategy.param_count();
     entry.live = strategy.live() ? 1 : 0;
+    entry.required_columns = strategy.required_columns();
+    entry.abi_version = strategy.abi_version();
     entries.push_back(entry);
   }
   return entries;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstring>
 
 #include "common/tsc_clock.hpp"
 #include "engine/dispatch.hpp"
@@ -27,16 +28,19 @@ std::size_t longest_series(Segment& segment, bool live) noexcept {
   return longest;
 }
 
+// A TRADES page's room: as many trades as a lane's bulk region holds.
+std::uint64_t trade_page_trades(Segment& segment) noexcept { return segment.header().lane_bulk_bytes / sizeof(ipcfloor_trade); }
+
 }  // namespace
 
 Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLanes& lanes, const StrategySet& strategies,
                                                      TelemetryQueue& telemetry, const ShmServerConfig& config) {
   const std::uint64_t workspace = strategies.workspace_bytes(longest_series(segment, config.live.has_value()));
   std::unique_ptr<ShmServer> server(new ShmServer(segment, lanes, strategies, telemetry, config, workspace));
-  std::span<const double> series[kMaxSeries];
+  Bars series[kMaxSeries];
   series[0] = segment.series();
   for (std::uint32_t i = 1; i < segment.series_count(); ++i) series[i] = segment.series_at(i);
-  server->admission_.set_series(std::span(series, segment.series_count()));
+  server->admission_.set_series(std::span<const Bars>(series, segment.series_count()));
   if (config.live) {
     LiveBookLimits limits = *config.live;
     limits.max_catch_up_cost = config.max_frame_cost;
@@ -51,12 +55,12 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, const StrategySet& st
                      const ShmServerConfig& config, std::uint64_t workspace_bytes)
     : segment_(segment),
       mode_(config.mode),
-      fee_(segment.header().fee),
       counters_(segment, telemetry, config.ns_per_tick),
       lanes_(segment, lanes, counters_, config.mode),
-      admission_(strategies, AdmissionConfig{config.max_frame_cost, config.inline_cost, config.live.has_value()}),
+      admission_(strategies, AdmissionConfig{config.max_frame_cost, config.inline_cost, config.live.has_value(),
+                                             segment.header().fee, segment.header().bars_per_year}),
       window_(segment.lane_count(), segment.ring_capacity()),
-      workspace_(workspace_bytes),
+      workspace_(workspace_bytes, trade_page_trades(segment)),
       shared_(lanes) {}
 
 void ShmServer::scan_lanes() noexcept {
@@ -112,15 +116,15 @@ void ShmServer::start_elsewhere(Plan plan, const JobTicket& ticket, const Reques
   if (plan == Plan::fan_out) {
     live_->start_bar(ticket.lane, request, ticket, workers_);
   } else {
-    workers_.hand_backtest(ticket, request, verdict, fee_);
+    workers_.hand_compute(ticket, request, verdict);
   }
 }
 
 Status ShmServer::answer(std::uint32_t index, const RequestSlot& request, const Verdict& verdict,
-                         ResponseSlot& response) noexcept {
+                         ResponseSlot& response, AnswerRecord& record) noexcept {
   if (verdict.route == Verdict::Route::live) return live_->serve(index, request, response);
   const ServedLane& lane = lanes_[index];
-  return answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  return answer_here(verdict, request, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response, record);
 }
 
 std::size_t ShmServer::serve_call(std::uint32_t index) noexcept {
@@ -145,16 +149,20 @@ std::size_t ShmServer::serve_call(std::uint32_t index) noexcept {
   // The engine's one copy of the request (the client may scribble on the line); the answer is
   // written into the line itself, which is the engine's until publish_answer().
   const RequestSlot request = exchange.copy_request();
-  const Verdict verdict = admission_.admit(request);
+  // The options line is copied only when the opcode says it holds options: a plain call moves
+  // the exchange line alone.
+  const Verdict verdict = has_options(request.opcode) ? admission_.admit(request, lane.view.call_extras->options)
+                                                      : admission_.admit(request);
   const Plan where = plan(index, request, verdict);
   if (where == Plan::wait) return 0;  // still in the line: asked again next round
   if (where != Plan::here) {
-    start_elsewhere(where, {JobTicket::Kind::call, index, lane.generation, 0, request.seq, request.opcode, t0}, request,
-                    verdict);
+    start_elsewhere(where, {JobTicket::Kind::call, index, lane.generation, 0, request.seq, request.opcode, t0,
+                            verdict.first_trade},
+                    request, verdict);
     lane.call_at_worker = true;
     return 1;
   }
-  const Status status = answer(index, request, verdict, exchange.answer_slot());
+  const Status status = answer(index, request, verdict, exchange.answer_slot(), lane.view.call_extras->record);
   exchange.publish_answer();
   exchange.notify(mode_);
   counters_.service(index, TscClock::now() - t0);
@@ -174,14 +182,19 @@ std::size_t ShmServer::serve_ring(std::uint32_t index) noexcept {
       break;
     }
     const RequestSlot request = *shared;  // the engine's one copy: the client may still scribble on the slot
-    const Verdict verdict = admission_.admit(request);
+    const Verdict verdict =
+        has_options(request.opcode)
+            ? admission_.admit(request, lane.view.request_options[lane.taken & (lane.requests->capacity() - 1)])
+            : admission_.admit(request);
     const Plan where = plan(index, request, verdict);
     if (where == Plan::wait) break;  // stays in the ring until its turn
     // An ECHO is answered in a few ns, under the histogram's first bound: no clock read for it.
     const bool timed = verdict.route != Verdict::Route::echo;
     const std::uint64_t t0 = timed ? TscClock::now() : 0;
     if (where != Plan::here) {
-      start_elsewhere(where, {JobTicket::Kind::ring, index, lane.generation, lane.taken, request.seq, request.opcode, t0},
+      start_elsewhere(where,
+                      {JobTicket::Kind::ring, index, lane.generation, lane.taken, request.seq, request.opcode, t0,
+                       verdict.first_trade},
                       request, verdict);
       window_.set_ready(index, lane.taken, false);
     } else {
@@ -195,12 +208,14 @@ std::size_t ShmServer::serve_ring(std::uint32_t index) noexcept {
           if (lane.responses->corrupt()) lanes_.quarantine(index);
           break;
         }
-        status = answer(index, request, verdict, *out);
+        status = answer(index, request, verdict, *out, lane.view.answer_records[out - lane.view.response_slots]);
         lane.responses->commit();
         notify_readable(*lane.responses, mode_);
         ++lane.published;
       } else {
-        status = answer(index, request, verdict, window_.at(index, lane.taken));
+        ResponseSlot& later = window_.at(index, lane.taken);
+        status = answer(index, request, verdict, later, window_.record_at(index, lane.taken));
+        window_.set_with_record(index, lane.taken, carries_record(later));
         window_.set_ready(index, lane.taken, true);
       }
       if (timed) {
@@ -232,6 +247,8 @@ void ShmServer::flush_answers(std::uint32_t index) noexcept {
       break;
     }
     copy_slot_payload(*out, window_.at(index, lane.published));
+    if (window_.with_record(index, lane.published))
+      lane.view.answer_records[out - lane.view.response_slots] = window_.record_at(index, lane.published);
     lane.responses->commit();
     ++lane.published;
     published = true;
@@ -285,15 +302,18 @@ void ShmServer::finish(const WorkerDone& done) noexcept {
   ServedLane& lane = lanes_[ticket.lane];
   // The lane's client left, or was quarantined, since: the answer is nobody's.
   if (!lanes_.served(ticket.lane) || lane.generation != ticket.generation) return;
-  ResponseSlot* answer = ticket.kind == JobTicket::Kind::call ? &lane.exchange->answer_slot()
-                                                              : &window_.at(ticket.lane, ticket.position);
+  const bool call = ticket.kind == JobTicket::Kind::call;
+  ResponseSlot* answer = call ? &lane.exchange->answer_slot() : &window_.at(ticket.lane, ticket.position);
+  AnswerRecord& record = call ? lane.view.call_extras->record : window_.record_at(ticket.lane, ticket.position);
   answer->seq = ticket.seq;
   answer->opcode = ticket.opcode;
-  answer->status = done.status;
-  answer->pnl = done.pnl;
-  answer->trades = done.trades;
-  for (std::int64_t& word : answer->extra) word = 0;
-  if (ticket.kind == JobTicket::Kind::call) {
+  write_computed(done.result, ticket.first_trade, *answer, record);
+  // A TRADES page computed elsewhere: into the lane's bulk region, which only this thread and the
+  // lane's client touch (a bounded copy: at most the region).
+  if (done.result.page_trades != 0 && done.page != nullptr)
+    std::memcpy(lane.view.bulk, done.page, done.result.page_trades * sizeof(ipcfloor_trade));
+  if (!call) window_.set_with_record(ticket.lane, ticket.position, done.result.has_record);
+  if (call) {
     lane.call_at_worker = false;
     lane.exchange->publish_answer();
     lane.exchange->notify(mode_);
@@ -302,7 +322,7 @@ void ShmServer::finish(const WorkerDone& done) noexcept {
     flush_answers(ticket.lane);
   }
   counters_.service(ticket.lane, TscClock::now() - ticket.started);
-  counters_.request(ticket.lane, static_cast<Status>(done.status), ticket.seq);
+  counters_.request(ticket.lane, done.result.status, ticket.seq);
 }
 
 std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {

@@ -104,8 +104,9 @@ class ShmServer {
   [[nodiscard]] std::uint32_t next_other_client(std::uint32_t index) const noexcept;
   // Starts a request planned for a worker or the workers' shares; its answer comes through finish().
   void start_elsewhere(Plan plan, const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept;
-  // Answers a request here, into `response`.
-  Status answer(std::uint32_t index, const RequestSlot& request, const Verdict& verdict, ResponseSlot& response) noexcept;
+  // Answers a request here, into `response` and, where the answer has one, `record`.
+  Status answer(std::uint32_t index, const RequestSlot& request, const Verdict& verdict, ResponseSlot& response,
+                AnswerRecord& record) noexcept;
   // Publishes the lane's finished ring answers, in order, while its response ring has room.
   void flush_answers(std::uint32_t index) noexcept;
   // Without workers: after a heavy frame computed here, every lane's exchange line and new lanes.
@@ -119,7 +120,6 @@ class ShmServer {
 
   Segment& segment_;
   WaitMode mode_;
-  double fee_;
   ServingCounters counters_;
   ServingLanes lanes_;
   Admission admission_;

@@ -10,34 +10,26 @@ std::uint32_t WorkerDispatch::take_idle() noexcept {
   return worker;
 }
 
-void WorkerDispatch::hand_backtest(const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict,
-                                   double fee) noexcept {
+void WorkerDispatch::hand_compute(const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept {
   const std::uint32_t worker = take_idle();
   WorkerJob& job = pool_->job_at(worker);  // written in place: the request's one copy on its way
   job.ticket = ticket;
   job.runner = this;
-  job.strategy = verdict.strategy;
-  job.params = request.params;
-  job.close = verdict.close.data();
-  job.bars = verdict.close.size();
-  job.fee = fee;
+  job.compute = ComputeJob::of(verdict, request);
   job.cost = verdict.cost;
   job.live_first = 0;
   job.live_count = 0;
   pool_->hand(worker);
 }
 
-void WorkerDispatch::hand_share(const JobTicket& ticket, const JobRunner& runner, std::span<const double> close,
+void WorkerDispatch::hand_share(const JobTicket& ticket, const JobRunner& runner, const Bars& series,
                                 std::uint32_t first, std::uint32_t count, std::uint64_t cost) noexcept {
   const std::uint32_t worker = take_idle();
   WorkerJob& job = pool_->job_at(worker);
   job.ticket = ticket;
   job.runner = &runner;
-  job.strategy = nullptr;
-  job.params = Combo{};
-  job.close = close.data();
-  job.bars = close.size();
-  job.fee = 0.0;
+  job.compute = ComputeJob{};
+  job.compute.bars = series;
   job.cost = cost;
   job.live_first = first;
   job.live_count = count;
@@ -51,11 +43,8 @@ void WorkerDispatch::hand_again(const WorkerJob& job) noexcept {
 }
 
 void WorkerDispatch::run(const WorkerJob& job, KernelWorkspace& workspace, WorkerDone& done) const noexcept {
-  BacktestResult result;
-  const Status status = status_of(job.strategy->run(job.series(), job.params, job.fee, workspace, result));
-  done.status = static_cast<std::uint16_t>(status);
-  done.pnl = status == Status::ok ? result.pnl : 0.0;
-  done.trades = status == Status::ok ? result.trades : 0;
+  compute(job.compute, workspace, workspace.trade_page(), done.result);
+  done.page = workspace.trade_page().data();
 }
 
 }  // namespace ipcfloor

@@ -29,10 +29,11 @@ class WorkerDispatch final : public JobRunner {
   [[nodiscard]] bool busy() const noexcept { return pool_ != nullptr && pool_->idle_count() != pool_->size(); }
   [[nodiscard]] bool answers_ready() const noexcept { return pool_ != nullptr && pool_->answers_ready(); }
 
-  // Hands an admitted BACKTEST (`verdict` routed it heavy) to an idle worker: idle() must be true.
-  void hand_backtest(const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict, double fee) noexcept;
+  // Hands an admitted BACKTEST, STATS or TRADES (`verdict` routed it heavy) to an idle worker:
+  // idle() must be true.
+  void hand_compute(const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept;
   // Hands a live share to an idle worker: idle() must be true.
-  void hand_share(const JobTicket& ticket, const JobRunner& runner, std::span<const double> close, std::uint32_t first,
+  void hand_share(const JobTicket& ticket, const JobRunner& runner, const Bars& series, std::uint32_t first,
                   std::uint32_t count, std::uint64_t cost) noexcept;
   // Hands a job taken back from a stalled worker to another idle worker: idle() must be true.
   void hand_again(const WorkerJob& job) noexcept;
@@ -48,7 +49,8 @@ class WorkerDispatch final : public JobRunner {
     return pool_ != nullptr ? pool_->reclaim_stalled(take_back) : 0;
   }
 
-  // A worker's BACKTEST: its strategy's run on the request as admitted (nothing checked again).
+  // A worker's BACKTEST, STATS or TRADES: compute() on the request as admitted (nothing checked
+  // again), a TRADES page into the worker's own page buffer.
   void run(const WorkerJob& job, KernelWorkspace& workspace, WorkerDone& done) const noexcept override;
 
  private:

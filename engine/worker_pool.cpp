@@ -143,7 +143,7 @@ bool WorkerPool::wait_for_job(Worker& worker, std::uint64_t next, std::chrono::s
 
 void WorkerPool::run_worker(Worker& worker, std::uint32_t index) noexcept {
   const WorkerPoolConfig& config = worker.config;
-  KernelWorkspace workspace(config.workspace_bytes);
+  KernelWorkspace workspace(config.workspace_bytes, config.trade_page_trades);
   bool stall_next = static_cast<int>(index) == config.stall_worker_for_test;
   // A worker that has had no job yet waits like one idle for long: it costs an idle engine nothing.
   auto last_job = std::chrono::steady_clock::now() - kSpinAfterJob;

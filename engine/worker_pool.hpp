@@ -32,6 +32,7 @@
 
 #include "common/combo.hpp"
 #include "common/error.hpp"
+#include "engine/compute.hpp"
 #include "kernel/strategy.hpp"
 #include "kernel/workspace.hpp"
 #include "shm/spsc_ring.hpp"
@@ -52,6 +53,7 @@ struct JobTicket {
   std::uint64_t seq = 0;
   std::uint16_t opcode = 0;
   std::uint64_t started = 0;  // TSC when the serving thread took the request, for its service time
+  std::uint64_t first_trade = 0;  // TRADES: the page's first trade, echoed in the answer
 };
 
 class JobRunner;
@@ -60,23 +62,22 @@ class JobRunner;
 struct WorkerJob {
   JobTicket ticket;
   const JobRunner* runner = nullptr;
-  const Strategy* strategy = nullptr;  // BACKTEST: the request's strategy
-  Combo params{};                      // BACKTEST: the request's parameters (the one copy handed over)
-  const double* close = nullptr;       // the series, as pointer and size (plain data in the slot)
-  std::size_t bars = 0;
-  double fee = 0.0;
+  // BACKTEST, STATS, TRADES: the admitted computation (the request's one copy handed over); a
+  // live share: only its bars, the series so far.
+  ComputeJob compute;
   std::uint64_t cost = 0;              // the job's work units, for the stall limit
   std::uint32_t live_first = 0;        // live share: subscriptions [first, first + count) of the book
   std::uint32_t live_count = 0;
-  [[nodiscard]] std::span<const double> series() const noexcept { return {close, bars}; }
+  [[nodiscard]] const Bars& series() const noexcept { return compute.bars; }
 };
 
 struct WorkerDone {
   JobTicket ticket;
-  std::uint16_t status = 0;  // a Status value
   std::uint32_t worker = 0;
-  double pnl = 0.0;
-  std::int64_t trades = 0;
+  Computed result;  // a live share: its status only
+  // TRADES: the page, in the workspace of whoever computed it, until the serving thread copies
+  // it into the lane (WorkerPool::collect passes it on before the worker takes another job).
+  const ipcfloor_trade* page = nullptr;
 };
 
 // What computes a job on a worker's thread, with that worker's own workspace; fills `done` (all
@@ -108,6 +109,7 @@ struct WorkerPoolConfig {
   std::vector<int> cpus;            // one worker per entry, pinned there; empty: no workers
   WaitMode wait = WaitMode::spin;   // how an idle worker waits (see worker_pool.cpp)
   std::uint64_t workspace_bytes = 0;  // what the longest series needs (StrategySet::workspace_bytes)
+  std::uint64_t trade_page_trades = 0;  // a TRADES page's room: the trades a lane's bulk region holds
   double ns_per_tick = 1.0;         // the TSC's rate, for the stall limit
   // Block mode: bumped and woken after each answer, so a sleeping serving thread hears it
   // (EngineLanes::keeper_word). Unused otherwise: the serving thread polls.

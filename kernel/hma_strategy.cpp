@@ -43,10 +43,10 @@ std::uint64_t hma_cost(const std::int64_t* params, std::uint64_t n_bars) {
 
 std::uint64_t hma_workspace(std::uint64_t n_bars) { return hma_workspace_bytes(static_cast<std::size_t>(n_bars)); }
 
-int hma_run(const double* close, std::uint64_t n_bars, const std::int64_t* params, double fee, void* workspace,
-            ipcfloor_strategy_result* out) {
-  const BacktestResult result =
-      run_hma(std::span<const double>(close, n_bars), *reinterpret_cast<const Combo*>(params), fee, workspace);
+int hma_run(const ipcfloor_columns* bars, const std::int64_t* params, double fee, void* workspace,
+            const ipcfloor_trade_sink* sink, ipcfloor_strategy_result* out) {
+  const BacktestResult result = run_hma(std::span<const double>(bars->close, bars->n_bars),
+                                        *reinterpret_cast<const Combo*>(params), fee, workspace, sink);
   out->pnl = result.pnl;
   out->trades = result.trades;
   return 0;
@@ -65,8 +65,8 @@ void hma_init(void* state, const std::int64_t* params, double fee) {
   new (state) LiveBacktest(combo, fee, std::span<double>(histories, LiveSignal::storage_doubles(combo)));
 }
 
-void hma_step(void* state, const double* close, std::uint64_t n_bars, ipcfloor_strategy_bar* out) {
-  const LiveBar bar = static_cast<LiveBacktest*>(state)->on_bar(std::span<const double>(close, n_bars));
+void hma_step(void* state, const ipcfloor_columns* bars, ipcfloor_strategy_bar* out) {
+  const LiveBar bar = static_cast<LiveBacktest*>(state)->on_bar(std::span<const double>(bars->close, bars->n_bars));
   out->value[0] = bar.signal.hma;
   out->value[1] = bar.signal.hma3;
   out->pnl = bar.pnl;
@@ -78,21 +78,22 @@ void hma_step(void* state, const double* close, std::uint64_t n_bars, ipcfloor_s
 std::uint64_t hma_step_cost(const std::int64_t* params) { return backtest_cost(combo_of(params), 1); }
 
 constexpr ipcfloor_strategy kHma = {
-    IPCFLOOR_STRATEGY_ABI_VERSION,
-    sizeof(ipcfloor_strategy),
-    "hma",
-    6,
-    {"h", "L", "s", "p3", "p2", "p"},
-    {3, 6, 2, 1, 2, 3},
-    hma_validate,
-    hma_cost,
-    hma_workspace,
-    hma_run,
-    {"hma", "hma3"},
-    hma_state_bytes,
-    hma_init,
-    hma_step,
-    hma_step_cost,
+    .abi_version = IPCFLOOR_STRATEGY_ABI_VERSION,
+    .struct_size = sizeof(ipcfloor_strategy),
+    .name = "hma",
+    .param_count = 6,
+    .required_columns = 0,
+    .param_names = {"h", "L", "s", "p3", "p2", "p"},
+    .example_params = {3, 6, 2, 1, 2, 3},
+    .validate = hma_validate,
+    .cost = hma_cost,
+    .workspace_bytes = hma_workspace,
+    .run = hma_run,
+    .value_names = {"hma", "hma3"},
+    .state_bytes = hma_state_bytes,
+    .init = hma_init,
+    .step = hma_step,
+    .step_cost = hma_step_cost,
 };
 
 }  // namespace

@@ -54,8 +54,9 @@ constinit const kernel_path::Path kResolving{
     [](const double* a, const double* b, const double* c, std::size_t len, double* out) noexcept {
       resolve().hma3_input(a, b, c, len, out);
     },
-    [](const double* close, const double* hma, const double* hma3, std::size_t len, double fee) noexcept {
-      return resolve().stop_and_reverse(close, hma, hma3, len, fee);
+    [](const double* close, const double* hma, const double* hma3, std::size_t len, double fee,
+       const ipcfloor_trade_sink* sink) noexcept {
+      return resolve().stop_and_reverse(close, hma, hma3, len, fee, sink);
     },
 };
 

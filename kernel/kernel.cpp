@@ -16,7 +16,8 @@ void weighted_moving_average(std::span<const double> x, std::size_t n,
   kernel_path::active_path().wma(x.data(), x.size(), n, out.data());
 }
 
-BacktestResult run_hma(std::span<const double> close, const Combo& combo, double fee, void* workspace) noexcept {
+BacktestResult run_hma(std::span<const double> close, const Combo& combo, double fee, void* workspace,
+                       const ipcfloor_trade_sink* sink) noexcept {
   const std::size_t n = close.size();
   // Five series, each starting on its own cache line (hma_workspace_bytes).
   const std::size_t stride = (n * sizeof(double) + 63) / 64 * 64 / sizeof(double);
@@ -51,7 +52,7 @@ BacktestResult run_hma(std::span<const double> close, const Combo& combo, double
   wma(a, combo.p, hma3);
 
   // Stop-and-reverse on crossings; every comparison with NaN is false, as in the reference.
-  return path.stop_and_reverse(close.data(), hma.data(), hma3.data(), n, fee);
+  return path.stop_and_reverse(close.data(), hma.data(), hma3.data(), n, fee, sink);
 }
 
 KernelStatus run_backtest(std::span<const double> close, const Combo& combo, double fee, KernelWorkspace& workspace,
@@ -63,29 +64,35 @@ KernelStatus run_backtest(std::span<const double> close, const Combo& combo, dou
     case StrategyRun::ok: return KernelStatus::ok;
     case StrategyRun::workspace_too_small: return KernelStatus::workspace_too_small;
     case StrategyRun::too_few_bars: return KernelStatus::too_few_bars;
-    case StrategyRun::failed: break;
+    case StrategyRun::failed:
+    case StrategyRun::no_trade_report:
+    case StrategyRun::bad_trades: break;
   }
   return KernelStatus::failed;
 }
 
-Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::span<const double> close,
-                                                std::span<const Combo> combos, double fee, unsigned threads) {
-  if (close.size() < 2)
-    return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2",
-                close.size());
+namespace {
+
+// Admits every combo once, then runs run_one(i, workspace) -> StrategyRun for each on `threads`
+// threads (0: one per online core), the dearest first, each thread with a workspace of
+// `workspace_bytes`. The error names the first refused combo, or the first the strategy failed.
+template <class RunOne>
+Expected<void> sweep_each(const Strategy& strategy, std::size_t n_bars, std::span<const Combo> combos, double fee,
+                          unsigned threads, std::uint64_t workspace_bytes, RunOne&& run_one) {
+  if (n_bars < 2)
+    return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2", n_bars);
   if (!std::isfinite(fee))
     return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", fee);
   std::vector<std::uint64_t> costs(combos.size());
   for (std::size_t i = 0; i < combos.size(); ++i) {
     char why[IPCFLOOR_STRATEGY_WHY_BYTES];
-    if (!strategy.accepts(combos[i], close.size(), why)) {
+    if (!strategy.accepts(combos[i], n_bars, why)) {
       const auto w = combos[i].as_array();
       return fail(ErrorCode::invalid_argument, "combo {} [{}, {}, {}, {}, {}, {}]: {}", i, w[0], w[1], w[2], w[3],
                   w[4], w[5], std::string_view(why));
     }
-    costs[i] = strategy.cost(combos[i], close.size());
+    costs[i] = strategy.cost(combos[i], n_bars);
   }
-  std::vector<BacktestResult> results(combos.size());
   std::vector<StrategyRun> outcomes(combos.size(), StrategyRun::ok);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, combos.size())));
@@ -96,7 +103,6 @@ Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::s
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return costs[x] > costs[y]; });
 
-  const std::uint64_t workspace_bytes = strategy.workspace_bytes(close.size());
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
     KernelWorkspace workspace(workspace_bytes);
@@ -104,7 +110,7 @@ Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::s
     for (std::size_t k = next.fetch_add(1, std::memory_order_relaxed); k < order.size();
          k = next.fetch_add(1, std::memory_order_relaxed)) {
       const std::size_t i = order[k];
-      outcomes[i] = strategy.run(close, combos[i], fee, workspace, results[i]);  // admitted above
+      outcomes[i] = run_one(i, workspace);  // admitted above
     }
   };
   if (threads == 1) {
@@ -115,10 +121,44 @@ Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::s
     for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
   }
-  for (std::size_t i = 0; i < combos.size(); ++i)
-    if (outcomes[i] != StrategyRun::ok)
-      return fail(ErrorCode::strategy, "strategy {} failed on combo {}: it answered no finite pnl with trades >= 0",
-                  strategy.name(), i);
+  for (std::size_t i = 0; i < combos.size(); ++i) {
+    if (outcomes[i] == StrategyRun::ok) continue;
+    if (outcomes[i] == StrategyRun::no_trade_report)
+      return fail(ErrorCode::strategy, "strategy {} is built against version 1 of the strategy ABI: it reports no "
+                  "trades, so it has no statistics (rebuild it against this ipcfloor's strategy.h)", strategy.name());
+    if (outcomes[i] == StrategyRun::bad_trades)
+      return fail(ErrorCode::strategy, "strategy {} reported trades on combo {} that break the rules of strategy.h "
+                  "(they must be in order, within the bars, and sum to its pnl)", strategy.name(), i);
+    return fail(ErrorCode::strategy, "strategy {} failed on combo {}: it answered no finite pnl with trades >= 0",
+                strategy.name(), i);
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, const Bars& bars,
+                                                std::span<const Combo> combos, double fee, unsigned threads) {
+  std::vector<BacktestResult> results(combos.size());
+  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.workspace_bytes(bars.size()),
+                        [&](std::size_t i, KernelWorkspace& workspace) {
+                          return strategy.run(bars, combos[i], fee, workspace, results[i]);
+                        });
+  if (!ran) return std::unexpected(std::move(ran.error()));
+  return results;
+}
+
+Expected<std::vector<TradeStats>> run_sweep_stats(const Strategy& strategy, const Bars& bars,
+                                                  std::span<const Combo> combos, double fee, double bars_per_year,
+                                                  unsigned threads) {
+  if (!(bars_per_year > 0.0) || !std::isfinite(bars_per_year))
+    return fail(ErrorCode::invalid_argument, "bars per year {} is not a finite number > 0", bars_per_year);
+  std::vector<TradeStats> results(combos.size());
+  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.stats_workspace_bytes(bars.size()),
+                        [&](std::size_t i, KernelWorkspace& workspace) {
+                          return strategy.run_stats(bars, combos[i], fee, bars_per_year, workspace, results[i]);
+                        });
+  if (!ran) return std::unexpected(std::move(ran.error()));
   return results;
 }
 

@@ -40,8 +40,9 @@ enum class KernelStatus : std::uint8_t {
 // close.size() >= 2) over `close`, in `workspace` (hma_workspace_bytes(close.size()) bytes,
 // 64-byte aligned). Checks nothing: the caller admitted the combo (Strategy::accepts). Hot path:
 // noexcept, no allocation, no syscall, no lock.
-[[nodiscard]] BacktestResult run_hma(std::span<const double> close, const Combo& combo, double fee,
-                                     void* workspace) noexcept;
+// Reports each closed trade to `sink` when it is not null.
+[[nodiscard]] BacktestResult run_hma(std::span<const double> close, const Combo& combo, double fee, void* workspace,
+                                     const ipcfloor_trade_sink* sink = nullptr) noexcept;
 
 // A checked backtest on the built-in strategy for in-process callers with no admission of their
 // own (tests, benchmarks): the strategy's own check, then run_hma. Returns ok and fills `out`, or
@@ -57,9 +58,14 @@ void weighted_moving_average(std::span<const double> x, std::size_t n,
 // Runs every combo on `strategy`, spreading them over `threads` workers (0 = one per online
 // core). Each combo is admitted once, here, before anything runs. Setup path: allocates one
 // workspace per worker; the error names the first refused combo and why.
-[[nodiscard]] Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, std::span<const double> close,
+[[nodiscard]] Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, const Bars& bars,
                                                               std::span<const Combo> combos, double fee,
                                                               unsigned threads = 0);
+// The same with each combo's statistics (docs/STATISTICS.md), B = `bars_per_year`. Errors also a
+// version-1 strategy (it reports no trades) and trade reports that break the rules.
+[[nodiscard]] Expected<std::vector<TradeStats>> run_sweep_stats(const Strategy& strategy, const Bars& bars,
+                                                                std::span<const Combo> combos, double fee,
+                                                                double bars_per_year, unsigned threads = 0);
 
 // The default grid of docs/SPEC.md §1: round-half-even(linspace(first, last, count)).
 [[nodiscard]] std::vector<std::int64_t> grid_lengths(double first, double last, std::size_t count);

@@ -13,11 +13,13 @@
 //   hma3_input        out[i] = (3 * a[i] - b[i]) - c[i]; out may be a
 //   stop_and_reverse  the reference's trading loop over bars 1..len-1: long on an up-cross of
 //                     hma3 over hma, short on a down-cross, each reversal closing the open trade
-//                     at that bar's close, net of `fee`; comparisons with NaN are false.
+//                     at that bar's close, net of `fee`; comparisons with NaN are false. Each
+//                     closed trade goes to `sink` (when not null) with the value added to pnl.
 
 #include <cstddef>
 
 #include "common/backtest_result.hpp"
+#include "ipcfloor/strategy.h"
 
 namespace ipcfloor::kernel_path {
 
@@ -26,7 +28,7 @@ struct Path {
   void (*hma_input)(const double* fast, const double* slow, std::size_t len, double* out) noexcept;
   void (*hma3_input)(const double* a, const double* b, const double* c, std::size_t len, double* out) noexcept;
   BacktestResult (*stop_and_reverse)(const double* close, const double* hma, const double* hma3, std::size_t len,
-                                     double fee) noexcept;
+                                     double fee, const ipcfloor_trade_sink* sink) noexcept;
 };
 
 extern const Path kScalar;  // x86-64 baseline (SSE2): kernel/path_scalar.cpp

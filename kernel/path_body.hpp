@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "common/backtest_result.hpp"
+#include "ipcfloor/strategy.h"
 #include "kernel/path.hpp"
 
 namespace ipcfloor::kernel_path {
@@ -81,37 +82,39 @@ inline void hma3_input(const double* a, const double* b, const double* c, std::s
   for (std::size_t i = 0; i < len; ++i) out[i] = 3.0 * a[i] - b[i] - c[i];
 }
 
-// The reference's position logic, one crossing at a time.
+// The reference's position logic, one crossing at a time. Each closed trade is reported to the
+// sink, when there is one, with the very value added to the pnl.
 class StopAndReverse {
  public:
-  explicit StopAndReverse(double fee) noexcept : fee_(fee) {}
+  StopAndReverse(double fee, const ipcfloor_trade_sink* sink) noexcept : fee_(fee), sink_(sink) {}
 
-  void up_cross(double price) noexcept {
-    if (position_ == -1) {
-      pnl_ += (entry_ / price - 1.0) * 100.0 - fee_;
-      ++trades_;
-    }
-    if (position_ != 1) {
-      position_ = 1;
-      entry_ = price;
-    }
+  void up_cross(double price, std::size_t bar) noexcept {
+    if (position_ == -1) close_trade((entry_ / price - 1.0) * 100.0 - fee_, price, bar);
+    if (position_ != 1) open_trade(1, price, bar);
   }
-  void down_cross(double price) noexcept {
-    if (position_ == 1) {
-      pnl_ += (price / entry_ - 1.0) * 100.0 - fee_;
-      ++trades_;
-    }
-    if (position_ != -1) {
-      position_ = -1;
-      entry_ = price;
-    }
+  void down_cross(double price, std::size_t bar) noexcept {
+    if (position_ == 1) close_trade((price / entry_ - 1.0) * 100.0 - fee_, price, bar);
+    if (position_ != -1) open_trade(-1, price, bar);
   }
   [[nodiscard]] BacktestResult result() const noexcept { return BacktestResult{pnl_, trades_}; }
 
  private:
+  void close_trade(double trade_pnl, double price, std::size_t bar) noexcept {
+    pnl_ += trade_pnl;
+    ++trades_;
+    ipcfloor_report_trade(sink_, entry_bar_, bar, position_, entry_, price, trade_pnl);
+  }
+  void open_trade(int side, double price, std::size_t bar) noexcept {
+    position_ = side;
+    entry_ = price;
+    entry_bar_ = bar;
+  }
+
   double fee_;
+  const ipcfloor_trade_sink* sink_;
   int position_ = 0;
   double entry_ = 0.0;
+  std::size_t entry_bar_ = 0;
   double pnl_ = 0.0;
   std::int64_t trades_ = 0;
 };
@@ -127,25 +130,25 @@ struct CrossBits {
 // with ordered compares (false on NaN), as C's <, <=, >, >= are.
 template <class CrossMasks>
 inline BacktestResult stop_and_reverse(const double* close, const double* hma, const double* hma3, std::size_t len,
-                                       double fee) noexcept {
-  StopAndReverse book(fee);
+                                       double fee, const ipcfloor_trade_sink* sink) noexcept {
+  StopAndReverse book(fee, sink);
   std::size_t i = 1;
   for (; i + CrossMasks::kLanes <= len; i += CrossMasks::kLanes) {
     const CrossBits bits = CrossMasks::at(hma, hma3, i);
     for (unsigned crossed = bits.up | bits.down; crossed != 0; crossed &= crossed - 1) {
       const auto j = static_cast<unsigned>(std::countr_zero(crossed));
       if (((bits.up >> j) & 1U) != 0) {
-        book.up_cross(close[i + j]);
+        book.up_cross(close[i + j], i + j);
       } else {
-        book.down_cross(close[i + j]);
+        book.down_cross(close[i + j], i + j);
       }
     }
   }
   for (; i < len; ++i) {
     if (hma3[i - 1] <= hma[i - 1] && hma3[i] > hma[i]) {
-      book.up_cross(close[i]);
+      book.up_cross(close[i], i);
     } else if (hma3[i - 1] >= hma[i - 1] && hma3[i] < hma[i]) {
-      book.down_cross(close[i]);
+      book.down_cross(close[i], i);
     }
   }
   return book.result();
@@ -161,8 +164,8 @@ struct PathOf {
     body<kLanes, kVectors>(x, len, n, out);
   }
   static BacktestResult trade(const double* close, const double* hma, const double* hma3, std::size_t len,
-                              double fee) noexcept {
-    return stop_and_reverse<CrossMasks>(close, hma, hma3, len, fee);
+                              double fee, const ipcfloor_trade_sink* sink) noexcept {
+    return stop_and_reverse<CrossMasks>(close, hma, hma3, len, fee, sink);
   }
   static constexpr Path kPath{&wma, &hma_input, &hma3_input, &trade};
 };

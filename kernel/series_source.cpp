@@ -11,7 +11,10 @@ Expected<LoadedSeries> load_series_source(const SeriesSource& source) {
   if (source.data_path) {
     auto close = load_series(*source.data_path, source.column);
     if (!close) return std::unexpected(close.error());
-    return LoadedSeries{std::move(*close), *source.data_path, false};
+    LoadedSeries loaded;
+    loaded.close = std::move(*close);
+    loaded.description = *source.data_path;
+    return loaded;
   }
   // 8 bytes a bar, refused before they are allocated when the host cannot give them.
   const std::size_t bytes = source.gbm.bars * sizeof(double);
@@ -24,10 +27,12 @@ Expected<LoadedSeries> load_series_source(const SeriesSource& source) {
   const GbmParams& g = source.gbm;
   const bool is_default = g.bars == defaults.bars && g.seed == defaults.seed && g.mu == defaults.mu &&
                           g.sigma == defaults.sigma && g.s0 == defaults.s0 && g.dt == defaults.dt;
-  return LoadedSeries{std::move(*close),
-                      fmt::format("gbm(bars={}, seed={}, mu={}, sigma={}, s0={}, dt={:.6g})",
-                                  g.bars, g.seed, g.mu, g.sigma, g.s0, g.dt),
-                      is_default};
+  LoadedSeries loaded;
+  loaded.close = std::move(*close);
+  loaded.description =
+      fmt::format("gbm(bars={}, seed={}, mu={}, sigma={}, s0={}, dt={:.6g})", g.bars, g.seed, g.mu, g.sigma, g.s0, g.dt);
+  loaded.is_default = is_default;
+  return loaded;
 }
 
 }  // namespace ipcfloor

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/bars.hpp"
+
 #include "kernel/gbm.hpp"
 #include "common/error.hpp"
 
@@ -20,8 +22,21 @@ struct SeriesSource {
 
 struct LoadedSeries {
   std::vector<double> close;
+  // The other columns where the data had them (as long as close), empty where it had none.
+  std::vector<double> open, high, low, volume;
   std::string description;  // for reports: "data.csv" or "gbm(bars=150000, seed=42)"
   bool is_default = false;  // the embedded default data set, where the fingerprint applies
+
+  // Every column, as the bars a strategy runs on (a view: the series must outlive it).
+  [[nodiscard]] Bars bars() const noexcept {
+    Bars b(close);
+    const auto column = [this](const std::vector<double>& c) { return c.size() == close.size() ? c.data() : nullptr; };
+    b.open = column(open);
+    b.high = column(high);
+    b.low = column(low);
+    b.volume = column(volume);
+    return b;
+  }
 };
 
 // Loads or generates the series. Setup path: allocates; the error names the file and bar, or

@@ -5,16 +5,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "common/bars.hpp"
+#include "common/trade_stats.hpp"
 #include "common/unique_fd.hpp"
 #include "kernel/gbm.hpp"
 
@@ -43,7 +47,7 @@ bool valid_name(const char* name) noexcept {
   return true;
 }
 
-Expected<void> check_fields(const ipcfloor_strategy& t, const std::string& origin) {
+Expected<void> check_fields(const StrategyTable& t, const std::string& origin) {
   if (!valid_name(t.name)) return refuse(origin, "its name must be 1-{} characters of a-z, 0-9, _ and -", IPCFLOOR_STRATEGY_NAME_MAX);
   if (t.param_count < 1 || t.param_count > IPCFLOOR_STRATEGY_MAX_PARAMS)
     return refuse(origin, "param_count is {}; it must be 1..{}", t.param_count, IPCFLOOR_STRATEGY_MAX_PARAMS);
@@ -51,9 +55,13 @@ Expected<void> check_fields(const ipcfloor_strategy& t, const std::string& origi
     if (!valid_name(t.param_names[k])) return refuse(origin, "parameter {} has no valid name (1-{} characters of a-z, 0-9, _ and -)", k, IPCFLOOR_STRATEGY_NAME_MAX);
   for (std::uint32_t k = t.param_count; k < IPCFLOOR_STRATEGY_MAX_PARAMS; ++k)
     if (t.example_params[k] != 0) return refuse(origin, "example_params[{}] is {}; unused parameters must be 0", k, t.example_params[k]);
-  if (t.validate == nullptr || t.cost == nullptr || t.workspace_bytes == nullptr || t.run == nullptr)
+  if ((t.required_columns & ~IPCFLOOR_COLUMNS_ALL) != 0)
+    return refuse(origin, "required_columns is {:#x}; only the IPCFLOOR_COLUMN_* bits ({:#x}) are defined",
+                  t.required_columns, IPCFLOOR_COLUMNS_ALL);
+  if (t.validate == nullptr || t.cost == nullptr || t.workspace_bytes == nullptr || (t.run == nullptr && t.run_v1 == nullptr))
     return refuse(origin, "validate, cost, workspace_bytes and run must all be set");
-  const int live_parts = (t.state_bytes != nullptr) + (t.init != nullptr) + (t.step != nullptr) + (t.step_cost != nullptr);
+  const bool step = t.step != nullptr || t.step_v1 != nullptr;
+  const int live_parts = (t.state_bytes != nullptr) + (t.init != nullptr) + step + (t.step_cost != nullptr);
   if (live_parts != 0 && live_parts != 4)
     return refuse(origin, "its live part is incomplete: state_bytes, init, step and step_cost must all be set or all be NULL");
   if (live_parts == 4 && (!valid_name(t.value_names[0]) || !valid_name(t.value_names[1])))
@@ -62,34 +70,78 @@ Expected<void> check_fields(const ipcfloor_strategy& t, const std::string& origi
 }
 
 // Runs the strategy's live step over every bar and compares its end with run()'s.
-Expected<void> check_live(const Strategy& s, const std::vector<double>& close, const Combo& example, double fee,
+Expected<void> check_live(const Strategy& s, const Bars& bars, const Combo& example, double fee,
                           const BacktestResult& batch, const std::string& origin) {
   const std::uint64_t bytes = s.state_bytes(example);
   if (bytes == 0 || bytes > kMaxCheckBytes) return refuse(origin, "state_bytes(example_params) is {}", bytes);
   KernelWorkspace state(bytes);
   s.init(state.data(), example, fee);
   ipcfloor_strategy_bar bar{};
-  for (std::size_t i = 0; i < close.size(); ++i) s.step(state.data(), std::span(close).first(i + 1), bar);
+  for (std::size_t i = 0; i < bars.size(); ++i) s.step(state.data(), bars.first(i + 1), bar);
   if (std::memcmp(&bar.pnl, &batch.pnl, sizeof batch.pnl) != 0 || bar.trades != batch.trades)
     return refuse(origin, "its live step ends on pnl {} and {} trades after {} bars, but run() gives pnl {} and {} "
-                  "trades: the step must be bit-identical to the batch run", bar.pnl, bar.trades, close.size(),
+                  "trades: the step must be bit-identical to the batch run", bar.pnl, bar.trades, bars.size(),
                   batch.pnl, batch.trades);
   if (s.step_cost(example) == std::numeric_limits<std::uint64_t>::max())
     return refuse(origin, "step_cost(example_params) is not a finite number of units");
   return {};
 }
 
-Expected<void> self_check(const ipcfloor_strategy& table, const std::string& origin) {
-  const Strategy s(table, 0);
+// The self-check's bars: GBM closes, and every other column made from them, so that a strategy
+// that requires any column can run. Open is the previous close, high and low straddle both,
+// volume cycles through [1000, 2000).
+struct CheckSeries {
+  std::vector<double> close, open, high, low, volume;
+  [[nodiscard]] Bars bars() const noexcept {
+    Bars b(close);
+    b.open = open.data();
+    b.high = high.data();
+    b.low = low.data();
+    b.volume = volume.data();
+    return b;
+  }
+};
+
+Expected<CheckSeries> check_series() {
   GbmParams gbm;
   gbm.bars = kCheckBars;
   gbm.seed = 20261205;
   auto close = generate_gbm(gbm);
   if (!close) return std::unexpected(close.error());
-  const Combo example = s.example();
-  char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
-  if (!s.accepts(example, kCheckBars, why))
-    return refuse(origin, "it refuses its own example_params on {} bars: {}", kCheckBars, why);
+  CheckSeries s;
+  s.close = std::move(*close);
+  const std::size_t n = s.close.size();
+  s.open.resize(n);
+  s.high.resize(n);
+  s.low.resize(n);
+  s.volume.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    s.open[i] = i == 0 ? s.close[0] : s.close[i - 1];
+    s.high[i] = std::max(s.open[i], s.close[i]) * 1.001;
+    s.low[i] = std::min(s.open[i], s.close[i]) * 0.999;
+    s.volume[i] = 1000.0 + static_cast<double>((i * 7919) % 1000);
+  }
+  return s;
+}
+
+// A version-2 strategy's trade reports on the example: well formed, as many as it counts, summing
+// to its pnl bit for bit (docs/STATISTICS.md, "Inputs").
+Expected<void> check_trade_reports(const Strategy& s, const Bars& bars, const Combo& example, double fee,
+                                   KernelWorkspace& workspace, const std::string& origin) {
+  std::vector<double> equity(bars.size());
+  TradeRecorder recorder(bars.close, equity);
+  BacktestResult result;
+  if (s.run(bars, example, fee, workspace, result, recorder.sink()) != StrategyRun::ok)
+    return refuse(origin, "run(example_params) failed when its trades were asked for");
+  TradeStats stats;
+  if (const TradeCheck check = recorder.finish(result.pnl, result.trades, kDefaultBarsPerYear, stats);
+      check != TradeCheck::ok)
+    return refuse(origin, "its trade reports on {} generated bars break the rules of strategy.h: {} ({} reported, "
+                  "{} counted)", bars.size(), to_string(check), recorder.reported(), result.trades);
+  return {};
+}
+
+Expected<void> check_bounds(const Strategy& s, const Combo& example, const std::string& origin) {
   for (std::uint32_t k = 0; k < s.param_count(); ++k) {
     for (const std::int64_t extreme : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
       Combo probe = example;
@@ -99,6 +151,19 @@ Expected<void> self_check(const ipcfloor_strategy& table, const std::string& ori
                       "can ask for unbounded work", k, s.param_name(k), extreme);
     }
   }
+  return {};
+}
+
+Expected<void> self_check(const StrategyTable& table, const std::string& origin) {
+  const Strategy s(table, 0);
+  auto series = check_series();
+  if (!series) return std::unexpected(series.error());
+  const Bars bars = series->bars();
+  const Combo example = s.example();
+  char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
+  if (!s.accepts(example, kCheckBars, why))
+    return refuse(origin, "it refuses its own example_params on {} bars: {}", kCheckBars, why);
+  if (auto ok = check_bounds(s, example, origin); !ok) return ok;
   const std::uint64_t cost = s.cost(example, kCheckBars);
   if (cost == 0 || cost == std::numeric_limits<std::uint64_t>::max())
     return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", kCheckBars, cost);
@@ -108,13 +173,16 @@ Expected<void> self_check(const ipcfloor_strategy& table, const std::string& ori
   BacktestResult first;
   BacktestResult second;
   const double fee = kDefaultFee;
-  if (s.run(*close, example, fee, workspace, first) != StrategyRun::ok)
+  if (s.run(bars, example, fee, workspace, first) != StrategyRun::ok)
     return refuse(origin, "run(example_params) on {} generated bars failed or answered a pnl that is not finite "
                   "(or negative trades)", kCheckBars);
-  if (s.run(*close, example, fee, workspace, second) != StrategyRun::ok ||
+  if (s.run(bars, example, fee, workspace, second) != StrategyRun::ok ||
       std::memcmp(&first.pnl, &second.pnl, sizeof first.pnl) != 0 || first.trades != second.trades)
     return refuse(origin, "run(example_params) answered differently twice on the same bars: it must be deterministic");
-  if (s.live()) return check_live(s, *close, example, fee, first, origin);
+  if (s.reports_trades()) {
+    if (auto ok = check_trade_reports(s, bars, example, fee, workspace, origin); !ok) return ok;
+  }
+  if (s.live()) return check_live(s, bars, example, fee, first, origin);
   return {};
 }
 
@@ -166,25 +234,64 @@ Expected<UniqueFd> open_checked(const std::string& path, const std::string& orig
 
 Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin) {
   if (table.abi_version != IPCFLOOR_STRATEGY_ABI_VERSION)
-    return refuse(origin, "it was built for strategy ABI version {}; this engine speaks version {} (rebuild it "
-                  "against this ipcfloor's strategy.h)", table.abi_version, IPCFLOOR_STRATEGY_ABI_VERSION);
+    return refuse(origin, "its {} table says strategy ABI version {}; this engine speaks versions 1 and {} (rebuild "
+                  "it against this ipcfloor's strategy.h)", IPCFLOOR_STRATEGY_ENTRY, table.abi_version,
+                  IPCFLOOR_STRATEGY_ABI_VERSION);
   if (table.struct_size != sizeof(ipcfloor_strategy))
     return refuse(origin, "its table is {} bytes; this engine's ipcfloor_strategy is {} (rebuild it against this "
                   "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy));
-  if (auto ok = check_fields(table, origin); !ok) return ok;
-  return self_check(table, origin);
+  const StrategyTable normalised = StrategyTable::of(table);
+  if (auto ok = check_fields(normalised, origin); !ok) return ok;
+  return self_check(normalised, origin);
+}
+
+Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin) {
+  if (table.abi_version != 1)
+    return refuse(origin, "its {} table says strategy ABI version {}; that entry point is version 1's (rebuild it "
+                  "against this ipcfloor's strategy.h)", IPCFLOOR_STRATEGY_ENTRY_V1, table.abi_version);
+  if (table.struct_size != sizeof(ipcfloor_strategy_v1))
+    return refuse(origin, "its table is {} bytes; a version-1 ipcfloor_strategy is {} (rebuild it against this "
+                  "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy_v1));
+  const StrategyTable normalised = StrategyTable::of(table);
+  if (auto ok = check_fields(normalised, origin); !ok) return ok;
+  return self_check(normalised, origin);
 }
 
 StrategyCatalog::~StrategyCatalog() {
   for (Library& library : libraries_) (void)::dlclose(library.handle);
 }
 
-Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
+template <class Table>
+Expected<const Strategy*> StrategyCatalog::add_checked(const Table& table, const std::string& origin) {
   if (auto ok = check_strategy(table, origin); !ok) return std::unexpected(ok.error());
-  auto added = set_.add(table);
+  auto added = set_.add(StrategyTable::of(table));
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
   return added;
+}
+
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
+  return add_checked(table, origin);
+}
+
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy_v1& table, const std::string& origin) {
+  return add_checked(table, origin);
+}
+
+Expected<const Strategy*> StrategyCatalog::add_entry(void* handle, const std::string& path) {
+  // Version 2 first; a file built against the first header exports only the version-1 symbol.
+  if (const auto entry = reinterpret_cast<ipcfloor_strategy_entry>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY))) {
+    const ipcfloor_strategy* table = entry();
+    if (table == nullptr) return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY);
+    return add(*table, path);
+  }
+  if (const auto entry = reinterpret_cast<ipcfloor_strategy_entry_v1>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY_V1))) {
+    const ipcfloor_strategy_v1* table = entry();
+    if (table == nullptr) return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY_V1);
+    return add(*table, path);
+  }
+  return refuse(path, "it exports no {} (or version 1's {}) symbol (see include/ipcfloor/strategy.h)",
+                IPCFLOOR_STRATEGY_ENTRY, IPCFLOOR_STRATEGY_ENTRY_V1);
 }
 
 Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
@@ -196,14 +303,7 @@ Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
     const char* error = ::dlerror();
     return refuse(path, "the dynamic loader refused it: {}", error != nullptr ? error : "unknown error");
   }
-  const auto entry = reinterpret_cast<ipcfloor_strategy_entry>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY));
-  const ipcfloor_strategy* table = entry != nullptr ? entry() : nullptr;
-  if (table == nullptr) {
-    (void)::dlclose(handle);
-    if (entry == nullptr) return refuse(path, "it exports no {} symbol (see include/ipcfloor/strategy.h)", IPCFLOOR_STRATEGY_ENTRY);
-    return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY);
-  }
-  auto added = add(*table, path);
+  auto added = add_entry(handle, path);
   if (!added) {
     (void)::dlclose(handle);
     return added;

@@ -20,9 +20,11 @@
 
 namespace ipcfloor {
 
-// Checks a strategy table as the engine does at load: fields, then the self-check (docs in
-// strategy.h). `origin` names where it came from in messages. Runs the strategy's code.
+// Checks a strategy table as the engine does at load: version and size, fields, then the
+// self-check (docs in strategy.h). `origin` names where it came from in messages. Runs the
+// strategy's code. A version-1 table is checked by the same rules, trade reports aside.
 [[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin);
+[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin);
 
 // The strategies one process serves: the built-in one and those it loaded, with the shared
 // objects that hold them (kept loaded while the catalog lives).
@@ -37,12 +39,18 @@ class StrategyCatalog {
   [[nodiscard]] Expected<const Strategy*> load(const std::string& path);
   // Adds a table the caller keeps alive (tests, embedders), after the same checks as load().
   [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin);
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy_v1& table, const std::string& origin);
 
   [[nodiscard]] const StrategySet& set() const noexcept { return set_; }
   // The file each strategy came from, by index ("" for the built-in and added tables).
   [[nodiscard]] const std::string& origin(std::size_t index) const noexcept { return origins_[index]; }
 
  private:
+  template <class Table>
+  [[nodiscard]] Expected<const Strategy*> add_checked(const Table& table, const std::string& origin);
+  // The table a loaded library's entry point (version 2, else 1) returns, checked and added.
+  [[nodiscard]] Expected<const Strategy*> add_entry(void* handle, const std::string& path);
+
   struct Library {
     void* handle = nullptr;
     // The descriptor it was loaded through stays open while it is loaded: the loader knows a

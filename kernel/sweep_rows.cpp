@@ -1,5 +1,9 @@
 #include "kernel/sweep_rows.hpp"
 
+#include <cmath>
+#include <span>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,6 +34,50 @@ std::string csv_quoted(const std::string& text) {
     quoted.push_back(c);
   }
   return quoted;
+}
+
+// A figure as JSON: null for NaN, "inf" or "-inf" for an infinity (JSON has neither).
+std::string json_number(double value) {
+  if (std::isnan(value)) return "null";
+  if (std::isinf(value)) return value > 0 ? "\"inf\"" : "\"-inf\"";
+  return fmt::format("{:.17g}", value);
+}
+
+// CSV and the table: nan, inf, -inf, or the number.
+std::string text_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{:.17g}", value);
+}
+
+// The figures after pnl and trades, in docs/STATISTICS.md's order.
+std::string json_stats(const TradeStats& stats) {
+  std::string out;
+  for (std::size_t k = 0; k < kStatsFigureCount; ++k)
+    out += fmt::format(",\"{}\":{}", kStatsFigureNames[k], json_number(stats_figure(stats, k)));
+  return out;
+}
+
+std::string csv_stats(const TradeStats* stats) {
+  std::string out;
+  for (std::size_t k = 0; k < kStatsFigureCount; ++k) out += "," + (stats != nullptr ? text_number(stats_figure(*stats, k)) : "");
+  return out;
+}
+
+// The row's parameters as keys of their own, for JSON: a name that is another field's too is
+// prefixed "param_"; the built-in's L is already a key.
+std::string json_named_params(const SweepShape& shape, const std::array<std::int64_t, 6>& values) {
+  static constexpr std::string_view kTaken[] = {"L",    "params", "pnl",         "trades",      "error", "raw",
+                                                "series", "series_bars", "series_checksum"};
+  std::string out;
+  for (std::size_t k = 0; k < shape.columns.count; ++k) {
+    const std::string_view name = shape.columns.names[k];
+    if (shape.lengths && name == "L") continue;
+    bool taken = stats_figure_index(std::string(name).c_str()) != -3;
+    for (const std::string_view other : kTaken) taken = taken || name == other;
+    out += fmt::format("\"{}{}\":{},", taken ? "param_" : "", name, values[k]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -100,11 +148,13 @@ void SweepWriter::header() {
   const std::string names = fmt::format("{}", fmt::join(std::span(shape_.columns.names).first(shape_.columns.count), ","));
   if (format_ == SweepFormat::table) {
     if (with_series_) fmt::print(out_, "{:<16}  ", "series");
-    fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}\n", shape_.lengths ? "L" : "", fmt::format("params [{}]", names),
-               "pnl (% points)", "trades");
+    fmt::print(out_, "{:>5}  {:<28}  {:>22}  {:>7}{}\n", shape_.lengths ? "L" : "", fmt::format("params [{}]", names),
+               "pnl (% points)", "trades", shape_.stats ? "  win_rate  profit_factor  max_drawdown      sharpe" : "");
   } else if (format_ == SweepFormat::csv) {
-    fmt::print(out_, "{}{},pnl,trades,error,raw,{}series_bars,series_checksum\n", with_series_ ? "series," : "", names,
-               with_series_ ? "" : "series,");
+    const std::string figures =
+        shape_.stats ? fmt::format(",{}", fmt::join(std::span(kStatsFigureNames), ",")) : std::string();
+    fmt::print(out_, "{}{},pnl,trades{},error,raw,{}series_bars,series_checksum\n", with_series_ ? "series," : "",
+               names, figures, with_series_ ? "" : "series,");
   }
   std::fflush(out_);
 }
@@ -116,7 +166,8 @@ void SweepWriter::row(const SweepRow& row) {
   // The built-in strategy's rows carry their length L first; another strategy's rows none.
   const std::string length = shape_.lengths ? fmt::format("\"L\":{},", row.length) : std::string();
   const std::string table_length = shape_.lengths ? fmt::format("{}", row.length) : std::string();
-  const std::string unparsed_fields(shape_.columns.count + 2, ',');
+  const std::string unparsed_fields(shape_.columns.count + 2 + (shape_.stats ? kStatsFigureCount : 0), ',');
+  const std::string named = format_ == SweepFormat::json ? json_named_params(shape_, w) : std::string();
   switch (format_) {
     case SweepFormat::json: {
       const std::string name = fmt::format("\"series\":\"{}\"", json_escaped(row.series));
@@ -127,10 +178,10 @@ void SweepWriter::row(const SweepRow& row) {
         fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"{}}}\n", lead, json_escaped(row.raw),
                    json_escaped(row.error), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{{{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}}}\n", lead, length, params,
-                   row.result.pnl, row.result.trades, tail);
+        fmt::print(out_, "{{{}{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}{}}}\n", lead, length, named, params,
+                   row.result.pnl, row.result.trades, shape_.stats ? json_stats(row.stats) : "", tail);
       } else {
-        fmt::print(out_, "{{{}{}\"params\":[{}],\"error\":\"{}\"{}}}\n", lead, length, params,
+        fmt::print(out_, "{{{}{}{}\"params\":[{}],\"error\":\"{}\"{}}}\n", lead, length, named, params,
                    json_escaped(row.error), tail);
       }
       break;
@@ -143,9 +194,11 @@ void SweepWriter::row(const SweepRow& row) {
       if (!parsed) {
         fmt::print(out_, "{}{}\"{}\",\"{}\"{}\n", lead, unparsed_fields, csv_quoted(row.error), csv_quoted(row.raw), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{}{},{:.17g},{},,{}\n", lead, params, row.result.pnl, row.result.trades, tail);
+        fmt::print(out_, "{}{},{:.17g},{}{},,{}\n", lead, params, row.result.pnl, row.result.trades,
+                   shape_.stats ? csv_stats(&row.stats) : "", tail);
       } else {
-        fmt::print(out_, "{}{},,,\"{}\",{}\n", lead, params, csv_quoted(row.error), tail);
+        fmt::print(out_, "{}{},,{},\"{}\",{}\n", lead, params, shape_.stats ? csv_stats(nullptr) : "",
+                   csv_quoted(row.error), tail);
       }
       break;
     }
@@ -154,8 +207,12 @@ void SweepWriter::row(const SweepRow& row) {
       if (!parsed) {
         fmt::print(out_, "{:>5}  {:<28}  {}\n", "-", row.raw, row.error);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{:>5}  [{:<27}  {:>22.13f}  {:>7}\n", table_length, params + "]", row.result.pnl,
-                   row.result.trades);
+        const std::string figures =
+            shape_.stats ? fmt::format("  {:>8.4f}  {:>13.4f}  {:>12.4f}  {:>10.4f}", row.stats.win_rate,
+                                       row.stats.profit_factor, row.stats.max_drawdown, row.stats.sharpe)
+                         : std::string();
+        fmt::print(out_, "{:>5}  [{:<27}  {:>22.13f}  {:>7}{}\n", table_length, params + "]", row.result.pnl,
+                   row.result.trades, figures);
       } else {
         fmt::print(out_, "{:>5}  [{:<27}  {}\n", table_length, params + "]", row.error);
       }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/backtest_result.hpp"
+#include "common/trade_stats.hpp"
 #include "common/combo.hpp"
 #include "common/error.hpp"
 #include "kernel/combo_io.hpp"
@@ -28,6 +29,7 @@ struct SweepRow {
   std::int64_t length = 0;  // the user-facing L the combo was built from: always its L window
   Combo params{};
   BacktestResult result{};
+  TradeStats stats{};       // a sweep with --stats: the figures (docs/STATISTICS.md); pnl and trades as `result`
   std::string error;        // empty when the combo ran; otherwise its status and why
   std::size_t line = 0;     // its line in the combo file (0: not from a file); errors name it
   // Set exactly when the row of a combo file did not parse: its text as written. Such a row
@@ -97,6 +99,7 @@ enum class SweepFormat : std::uint8_t { table, json, csv };
 struct SweepShape {
   ComboColumns columns = columns_of(builtin());
   bool lengths = true;  // the built-in strategy: each row has its length L
+  bool stats = false;   // each row has the figures of docs/STATISTICS.md after pnl and trades
 };
 
 // Writes rows one by one, flushing each line, so a long sweep streams. Every JSON and CSV row
@@ -118,7 +121,12 @@ class SweepWriter {
   // columns, the results, the series; L is the L column of the table and of JSON): a row that
   // did not parse has empty windows and its text in `raw`. The table prints that text in the
   // params column. Another strategy's rows have no "L" and only its parameters:
-  // {"params":[10,40],...}, CSV under fast,slow,pnl,...
+  // {"params":[10,40],...}, CSV under fast,slow,pnl,... Every JSON row also names each parameter
+  // as a key of its own ({"fast":10,"slow":40,"params":[10,40],...}; the built-in's L is already
+  // one), so `pandas.read_json(lines=True)` gives each its column; a name that would clash with
+  // another field is prefixed "param_". With stats, the figures follow trades in every format, in
+  // docs/STATISTICS.md's order: JSON writes NaN as null and infinity as "inf"/"-inf", CSV and the
+  // table as nan and inf.
   void row(const SweepRow& row);
 
  private:

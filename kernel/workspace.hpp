@@ -7,18 +7,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+
+#include "ipcfloor/strategy.h"
 
 namespace ipcfloor {
 
 class KernelWorkspace {
  public:
-  // `bytes`: what the strategies the thread may run need (StrategySet::workspace_bytes). Setup.
-  explicit KernelWorkspace(std::uint64_t bytes);
+  // `bytes`: what the strategies the thread may run need (StrategySet::workspace_bytes);
+  // `page_trades`: room for a page of that many trades (a TRADES answer computed here before its
+  // copy into the lane), 0 for none. Setup.
+  explicit KernelWorkspace(std::uint64_t bytes, std::uint64_t page_trades = 0);
   KernelWorkspace(KernelWorkspace&&) noexcept = default;
   KernelWorkspace& operator=(KernelWorkspace&&) noexcept = default;
 
   [[nodiscard]] void* data() noexcept { return storage_.get(); }
   [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+  // The page of trades, after the workspace proper (empty when none was asked for).
+  [[nodiscard]] std::span<ipcfloor_trade> trade_page() noexcept { return page_; }
 
  private:
   struct Free {
@@ -26,6 +33,7 @@ class KernelWorkspace {
   };
   std::unique_ptr<void, Free> storage_;
   std::uint64_t bytes_ = 0;
+  std::span<ipcfloor_trade> page_;
 };
 
 }  // namespace ipcfloor

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "common/combo.hpp"
+#include "common/trade_stats.hpp"
 
 namespace ipcfloor {
 
@@ -32,6 +33,14 @@ inline constexpr unsigned kStrategyIndexShift = 8;
   return static_cast<std::uint16_t>((series_index & kSeriesIndexMask) | ((strategy_index & 0xFFU) << kStrategyIndexShift));
 }
 
+// A request's opcode field: the operation in the low byte (an Opcode), and in bit 8
+// kOpcodeWithOptions, which says that the request's options line (RequestOptions, beside its ring
+// slot or the exchange line) holds options for it: a bar range, a fee, bars per year, the first
+// trade of a TRADES page. Only BACKTEST, STATS and TRADES take options; the rest of the high byte
+// is reserved (0).
+inline constexpr std::uint16_t kOpcodeMask = 0x00FF;
+inline constexpr std::uint16_t kOpcodeWithOptions = 0x0100;
+
 // What a request asks for. Values are wire values: never renumber, only append.
 enum class Opcode : std::uint16_t {
   backtest = 1,   // run one combo, answer pnl and trades
@@ -41,6 +50,13 @@ enum class Opcode : std::uint16_t {
   append = 4,     // LiveAppend: add one close to the series; the answer's trades = bars now
   subscribe = 5,  // Combo: evaluate it on every new bar and stream SignalSlots to this lane
   snapshot = 6,   // nothing: one SignalSlot per subscription of this lane, now (re-synchronises)
+  // One combo with its statistics (docs/STATISTICS.md): pnl and trades as a BACKTEST's, the
+  // figures in the answer's record (StatsWire, AnswerRecord beside the response slot).
+  stats = 7,
+  // One combo's trade list: pnl and trades as a BACKTEST's; the trades from the options'
+  // first_trade on, as ipcfloor_trade records, into the lane's bulk region, as many as fit;
+  // extra[0] = how many were written, extra[1] = the first one's index. The figures as STATS's.
+  trades = 8,
 };
 
 // How the engine answered a request. Values are wire values: never renumber, only append.
@@ -63,6 +79,10 @@ enum class Status : std::uint16_t {
   no_such_strategy = 14,  // a BACKTEST or SUBSCRIBE naming a strategy index the engine does not hold
   no_live_step = 15,      // a SUBSCRIBE to a strategy that has no per-bar step (no live part)
   signals_full = 16,      // a SNAPSHOT whose frames do not fit the lane's signal ring now: drain it first
+  no_trade_report = 17,   // STATS or TRADES on a version-1 strategy, which reports no trades
+  missing_column = 18,    // the strategy requires a column the series lacks (extra[0] = its IPCFLOOR_COLUMN_* bit)
+  bad_range = 19,         // a bar range not within the series, or of fewer than 2 bars (extra[1] = the series' bars)
+  bad_option = 20,        // an option out of its range: a fee or bars per year not finite and >= 0 / > 0
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -84,6 +104,10 @@ enum class Status : std::uint16_t {
     case Status::no_such_strategy: return "no_such_strategy";
     case Status::no_live_step: return "no_live_step";
     case Status::signals_full: return "signals_full";
+    case Status::no_trade_report: return "no_trade_report";
+    case Status::missing_column: return "missing_column";
+    case Status::bad_range: return "bad_range";
+    case Status::bad_option: return "bad_option";
   }
   return "unknown";
 }
@@ -97,6 +121,8 @@ enum class Status : std::uint16_t {
     case Opcode::append: return "append";
     case Opcode::subscribe: return "subscribe";
     case Opcode::snapshot: return "snapshot";
+    case Opcode::stats: return "stats";
+    case Opcode::trades: return "trades";
   }
   return "unknown";
 }
@@ -219,6 +245,82 @@ struct LiveAppend {
 static_assert(sizeof(LiveAppend) == sizeof(Combo), "LiveAppend fills exactly the 48-byte request payload");
 static_assert(std::is_trivially_copyable_v<LiveAppend>, "LiveAppend travels by memcpy as the payload");
 
+// A request's options (the opcode's kOpcodeWithOptions bit): one 64-byte line per request ring
+// slot, at the same index, and one beside the exchange line. The client writes it before it
+// publishes the request (the ring's or the exchange's release publishes both); the engine copies
+// it once, with the request, and checks it in admission. `present` says which fields count; the
+// others, `reserved` and `unused` must be 0.
+inline constexpr std::uint32_t kOptionRange = 1;        // from_bar, to_bar
+inline constexpr std::uint32_t kOptionFee = 2;          // fee
+inline constexpr std::uint32_t kOptionBarsPerYear = 4;  // bars_per_year
+inline constexpr std::uint32_t kOptionFirstTrade = 8;   // first_trade (TRADES)
+inline constexpr std::uint32_t kOptionsDefined = kOptionRange | kOptionFee | kOptionBarsPerYear | kOptionFirstTrade;
+struct alignas(64) RequestOptions {
+  std::uint32_t present;
+  std::uint32_t reserved;
+  std::uint64_t from_bar;  // the bars [from_bar, to_bar) of the series; at least 2 of them
+  std::uint64_t to_bar;
+  double fee;              // percentage points per round trip, finite, in [0, kMaxFee]
+  double bars_per_year;    // finite, in (0, kMaxBarsPerYear]
+  std::uint64_t first_trade;
+  std::uint64_t unused[2];
+};
+inline constexpr double kMaxFee = 100.0;                 // a round trip costing its whole stake
+inline constexpr double kMaxBarsPerYear = 31'622'400'000.0;  // one bar a millisecond, a leap year long
+
+// The figures of a STATS answer beyond pnl and trades (docs/STATISTICS.md, in its order).
+struct StatsWire {
+  std::int64_t wins;
+  double win_rate;
+  double profit_factor;
+  double expectancy;
+  double best_trade;
+  double worst_trade;
+  double avg_win;
+  double avg_loss;
+  double avg_trade_bars;
+  double exposure;
+  double max_drawdown;
+  std::int64_t max_drawdown_bars;
+  double sharpe;
+  double sortino;
+  double calmar;
+  std::uint64_t bars;
+};
+
+// What an answer carries beyond its response slot: two more cache lines, one record per response
+// ring slot (same index) and one beside the exchange line. The engine writes it before it
+// publishes the answer; the client reads it after the answer and before it frees the slot. Its
+// content follows the answer: a STATS or TRADES answered ok holds StatsWire; a request refused
+// window_out_of_range whose response has extra[2] = kRecordWhy holds the strategy's own sentence
+// (NUL-terminated); anything else leaves it undefined.
+inline constexpr std::int64_t kRecordWhy = 1;
+inline constexpr std::size_t kAnswerRecordBytes = 128;
+union alignas(64) AnswerRecord {
+  StatsWire stats;
+  char why[kAnswerRecordBytes];
+};
+
+// Whether `answer` comes with an answer record: a STATS or TRADES answered ok, or a refusal in
+// its strategy's own words. Pure; both sides use it.
+[[nodiscard]] constexpr bool carries_record(const ResponseSlot& answer) noexcept {
+  const auto operation = static_cast<Opcode>(answer.opcode & kOpcodeMask);
+  if (answer.status == static_cast<std::uint16_t>(Status::ok)) return operation == Opcode::stats || operation == Opcode::trades;
+  return answer.status == static_cast<std::uint16_t>(Status::window_out_of_range) && answer.extra[2] == kRecordWhy;
+}
+
+// The figures of `stats` on the wire, and back beside the response's pnl and trades.
+[[nodiscard]] inline StatsWire to_wire(const TradeStats& s) noexcept {
+  return StatsWire{s.wins,     s.win_rate,  s.profit_factor, s.expectancy,     s.best_trade, s.worst_trade,
+                   s.avg_win,  s.avg_loss,  s.avg_trade_bars, s.exposure,      s.max_drawdown, s.max_drawdown_bars,
+                   s.sharpe,   s.sortino,   s.calmar,        s.bars};
+}
+[[nodiscard]] inline TradeStats from_wire(double pnl, std::int64_t trades, const StatsWire& w) noexcept {
+  return TradeStats{pnl,        trades,     w.wins,           w.win_rate,     w.profit_factor,     w.expectancy,
+                    w.best_trade, w.worst_trade, w.avg_win,     w.avg_loss,     w.avg_trade_bars,    w.exposure,
+                    w.max_drawdown, w.max_drawdown_bars, w.sharpe, w.sortino,    w.calmar,            w.bars};
+}
+
 // Flags of a SignalSlot.
 inline constexpr std::uint16_t kSignalGap = 1;       // frames of this lane were dropped before this one
 inline constexpr std::uint16_t kSignalSnapshot = 2;  // the answer to a SNAPSHOT, not a new bar
@@ -243,6 +345,17 @@ struct alignas(64) SignalSlot {
 };
 
 // The wire layout. A change here is a protocol change: bump the segment layout version.
+static_assert(sizeof(RequestOptions) == 64 && std::is_trivially_copyable_v<RequestOptions>,
+              "a request's options are one cache line of plain data");
+static_assert(offsetof(RequestOptions, from_bar) == 8 && offsetof(RequestOptions, to_bar) == 16 &&
+                  offsetof(RequestOptions, fee) == 24 && offsetof(RequestOptions, bars_per_year) == 32 &&
+                  offsetof(RequestOptions, first_trade) == 40,
+              "RequestOptions offsets");
+static_assert(sizeof(StatsWire) == kAnswerRecordBytes, "the figures fill the answer record exactly");
+static_assert(sizeof(AnswerRecord) == kAnswerRecordBytes && alignof(AnswerRecord) == 64 &&
+                  std::is_trivially_copyable_v<AnswerRecord>,
+              "an answer record is two cache lines of plain data");
+static_assert(offsetof(StatsWire, max_drawdown_bars) == 88 && offsetof(StatsWire, bars) == 120, "StatsWire offsets");
 static_assert(std::is_trivially_copyable_v<RequestSlot>, "RequestSlot is copied as raw bytes");
 static_assert(std::is_standard_layout_v<RequestSlot>, "RequestSlot offsets must be well defined");
 static_assert(sizeof(RequestSlot) == 64, "RequestSlot is exactly one cache line");

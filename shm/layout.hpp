@@ -43,8 +43,11 @@
 //   +512     RingControl of the request ring  (client -> engine, 3 x 128 B)
 //   +896     RingControl of the response ring (engine -> client, 3 x 128 B)
 //   +1280    RingControl of the signal ring   (engine -> subscriber, 3 x 128 B; live only)
-//   +1664    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B,
-//            then SignalSlot[signal_capacity] x 64 B (none unless live)
+//   +1664    CallExtras (192 B): the exchange's options line and answer record
+//   +1920    RequestSlot[ring_capacity] x 64 B, then ResponseSlot[ring_capacity] x 64 B,
+//            then RequestOptions[ring_capacity] x 64 B and AnswerRecord[ring_capacity] x 128 B
+//            (each beside the ring slot of the same index), then SignalSlot[signal_capacity]
+//            x 64 B (none unless live)
 //   bulk_offset (4 KiB)  the lane's bulk region for ECHO_BULK (bulk_bytes, 4 KiB multiple)
 //   lane_bytes (a multiple of 4 KiB)
 //
@@ -78,7 +81,11 @@ inline constexpr std::uint64_t kLaneMagic = 0x454E414C46435049ULL;  // "IPCFLANE
 //    signal's two values are its strategy's; the placement block: the serving thread's cpu and
 //    the cpus nearest it, for clients to pin to; each lane's summed service time (the
 //    histogram's _sum); the header grows to 16 KiB.
-inline constexpr std::uint32_t kLayoutVersion = 6;
+// 7: answers with statistics and requests with options: an options line beside every request
+//    slot and the exchange line, a 128-byte answer record beside every response slot and the
+//    exchange line (STATS, TRADES, a strategy's own refusal sentence); a series' columns (open,
+//    high, low, volume) and a strategy's required columns and trade reports in the tables.
+inline constexpr std::uint32_t kLayoutVersion = 7;
 inline constexpr std::size_t kHeaderBytes = 16384;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kLaneStatusBytes = 1024;
@@ -127,7 +134,9 @@ struct StrategyEntry {
   char value_names[2][kStrategyNameBytes];                              // live only
   std::int64_t example[IPCFLOOR_STRATEGY_MAX_PARAMS];                   // a combo it accepts
   std::uint32_t param_count;
-  std::uint32_t live;  // 1: it has a per-bar step (SUBSCRIBE works)
+  std::uint32_t live;              // 1: it has a per-bar step (SUBSCRIBE works)
+  std::uint32_t required_columns;  // IPCFLOOR_COLUMN_* bits it needs besides close
+  std::uint32_t abi_version;       // 2: it reports trades (STATS, TRADES); 1: it does not
 };
 
 // Published last, with a release store: a reader that sees `ready` (acquire) sees the whole
@@ -172,6 +181,7 @@ struct alignas(kRingLineBytes) DataHeader {
   std::uint64_t series_checksum;  // FNV-1a 64 over the n_bars preloaded closes
   std::uint64_t max_frame_cost;   // a BACKTEST whose strategy's cost is higher is refused too_costly
   double fee;
+  double bars_per_year;           // what a STATS without that option annualises by (serve --bars-per-year)
   double series_first;
   double series_last;
   char series_name[kSeriesNameBytes];  // NUL-terminated description of the data source
@@ -262,7 +272,16 @@ inline constexpr std::size_t kLaneCallOffset = 256;
 inline constexpr std::size_t kLaneRequestRingOffset = 512;
 inline constexpr std::size_t kLaneResponseRingOffset = 896;
 inline constexpr std::size_t kLaneSignalRingOffset = 1280;
-inline constexpr std::size_t kLaneSlotsOffset = 1664;
+inline constexpr std::size_t kLaneCallExtrasOffset = 1664;
+inline constexpr std::size_t kLaneSlotsOffset = 1920;
+
+// The exchange's options line and answer record (the rings have theirs beside their slots). Only
+// a request with options, and an answer with a record, touch them: a plain call's round trip
+// moves the exchange line alone.
+struct alignas(kCacheLine) CallExtras {
+  RequestOptions options;
+  AnswerRecord record;
+};
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared 64-bit atomics must be lock-free");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared 32-bit atomics must be lock-free");
@@ -272,7 +291,7 @@ static_assert(std::is_trivially_copyable_v<LaneHeader> && std::is_standard_layou
               "LaneHeader is plain data");
 static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets must be well defined");
 static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 16 KiB");
-static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 344,
+static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 352,
               "StrategyEntry is plain data of a fixed size: clients read the table as the engine wrote it");
 static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 104,
               "SeriesEntry is plain data of a fixed size");
@@ -303,8 +322,11 @@ static_assert(kLaneResponseRingOffset - kLaneRequestRingOffset >= sizeof(RingCon
 static_assert(kLaneSignalRingOffset - kLaneResponseRingOffset >= sizeof(RingControl),
               "the response ring's control block ends before the signal ring's");
 static_assert(kLaneSignalRingOffset % alignof(RingControl) == 0, "the signal ring's control block is 128-byte aligned");
-static_assert(kLaneSlotsOffset - kLaneSignalRingOffset >= sizeof(RingControl),
-              "the signal ring's control block ends before the slots");
+static_assert(kLaneCallExtrasOffset - kLaneSignalRingOffset >= sizeof(RingControl),
+              "the signal ring's control block ends before the exchange's extras");
+static_assert(sizeof(CallExtras) == 192 && kLaneSlotsOffset - kLaneCallExtrasOffset >= sizeof(CallExtras),
+              "the exchange's extras end before the slots");
+static_assert(kLaneSlotsOffset % kRingLineBytes == 0, "the slots start on a 128-byte line");
 static_assert(offsetof(DataHeader, bars_published) - offsetof(DataHeader, requests) >= kRingLineBytes &&
                   offsetof(DataHeader, bars_published) % kRingLineBytes == 0,
               "the published bar count has a 128-byte line of its own, apart from the counters");
@@ -360,7 +382,9 @@ struct SegmentGeometry {
   g.data_bytes = round_up(g.extra_series_offset + extra_bytes, data_page_bytes);
   // The bulk region sits apart from the rings: a multi-megabyte copy streams through its own
   // pages and never evicts or shares a line with the slots the serving thread polls.
-  g.lane_signal_slots_offset = kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot));
+  g.lane_signal_slots_offset =
+      kLaneSlotsOffset + std::size_t{ring_capacity} * (sizeof(RequestSlot) + sizeof(ResponseSlot) +
+                                                       sizeof(RequestOptions) + sizeof(AnswerRecord));
   g.lane_bulk_offset = round_up(g.lane_signal_slots_offset + std::size_t{signal_capacity} * sizeof(SignalSlot), 4096);
   g.lane_bulk_bytes = round_up(bulk_bytes, 4096);
   g.lane_bytes = g.lane_bulk_offset + g.lane_bulk_bytes;
@@ -376,8 +400,11 @@ struct LaneView {
   RingControl* request_ring;
   RingControl* response_ring;
   RingControl* signal_ring;
+  CallExtras* call_extras;
   RequestSlot* request_slots;
   ResponseSlot* response_slots;
+  RequestOptions* request_options;  // beside request_slots, same index
+  AnswerRecord* answer_records;     // beside response_slots, same index
   SignalSlot* signal_slots;  // null when the lane has no signal ring (not live)
   std::uint32_t signal_capacity;
   std::byte* bulk;
@@ -386,6 +413,11 @@ struct LaneView {
 
 [[nodiscard]] inline LaneView lane_view(std::byte* base, std::uint32_t ring_capacity, const SegmentGeometry& g,
                                         std::uint32_t signal_capacity) noexcept {
+  const std::size_t slots = std::size_t{ring_capacity};
+  std::byte* const requests = base + kLaneSlotsOffset;
+  std::byte* const responses = requests + slots * sizeof(RequestSlot);
+  std::byte* const options = responses + slots * sizeof(ResponseSlot);
+  std::byte* const records = options + slots * sizeof(RequestOptions);
   return LaneView{
       reinterpret_cast<LaneHeader*>(base + kLaneHeaderOffset),
       reinterpret_cast<DoorbellLine*>(base + kLaneDoorbellOffset),
@@ -393,8 +425,11 @@ struct LaneView {
       reinterpret_cast<RingControl*>(base + kLaneRequestRingOffset),
       reinterpret_cast<RingControl*>(base + kLaneResponseRingOffset),
       reinterpret_cast<RingControl*>(base + kLaneSignalRingOffset),
-      reinterpret_cast<RequestSlot*>(base + kLaneSlotsOffset),
-      reinterpret_cast<ResponseSlot*>(base + kLaneSlotsOffset + std::size_t{ring_capacity} * sizeof(RequestSlot)),
+      reinterpret_cast<CallExtras*>(base + kLaneCallExtrasOffset),
+      reinterpret_cast<RequestSlot*>(requests),
+      reinterpret_cast<ResponseSlot*>(responses),
+      reinterpret_cast<RequestOptions*>(options),
+      reinterpret_cast<AnswerRecord*>(records),
       signal_capacity == 0 ? nullptr : reinterpret_cast<SignalSlot*>(base + g.lane_signal_slots_offset),
       signal_capacity,
       base + g.lane_bulk_offset,

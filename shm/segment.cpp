@@ -170,6 +170,7 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->bars_published.store(config.series.size(), std::memory_order_relaxed);
   header->max_frame_cost = config.max_frame_cost;
   header->fee = config.fee;
+  header->bars_per_year = config.bars_per_year;
   header->series_first = config.series.front();
   header->series_last = config.series.back();
   copy_series_name(*header, config.series_name);

@@ -83,6 +83,7 @@ struct SegmentConfig {
   };
   std::vector<NamedSeries> more_series;
   double fee = 0.0;
+  double bars_per_year = kDefaultBarsPerYear;  // what a STATS without the option annualises by
   // The strategies the engine serves, in index order (the built-in one first), recorded for
   // clients: a request names one by its index. Empty: the built-in one alone is recorded.
   std::vector<StrategyEntry> strategies;

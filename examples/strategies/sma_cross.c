@@ -1,7 +1,8 @@
 /* An SMA crossover with stop-and-reverse, written as a researcher would write a strategy for
  * ipcfloor (include/ipcfloor/strategy.h): long when the fast simple moving average crosses above
  * the slow one, short when it crosses below, each reversal closing the open trade at that bar's
- * close, net of the fee. A position still open at the end is not closed.
+ * close, net of the fee. A position still open at the end is not closed. Each closed trade is
+ * reported to the engine's sink, so the engine computes its statistics (docs/STATISTICS.md).
  *
  * The averages come from one running sum of the closes, summed from the first bar in order, so
  * every value is exactly what numpy's cumsum gives (tools/reference/sma_cross.py):
@@ -51,51 +52,52 @@ static double sma_at(const double* sum, uint64_t i, int64_t n) {
 typedef struct trading {
   int position;
   double entry;
+  uint64_t entry_bar;
   double pnl;
   int64_t trades;
 } trading;
 
-static int trade(trading* t, double fast_prev, double slow_prev, double fast, double slow, double price, double fee) {
-  if (fast_prev <= slow_prev && fast > slow) { /* crosses above: any NaN makes this false */
-    if (t->position == -1) {
-      t->pnl += (t->entry / price - 1.0) * 100.0 - fee;
-      t->trades += 1;
-    }
-    if (t->position != 1) {
-      t->position = 1;
-      t->entry = price;
-    }
-    return 1;
-  }
-  if (fast_prev >= slow_prev && fast < slow) {
-    if (t->position == 1) {
-      t->pnl += (price / t->entry - 1.0) * 100.0 - fee;
-      t->trades += 1;
-    }
-    if (t->position != -1) {
-      t->position = -1;
-      t->entry = price;
-    }
-    return -1;
-  }
-  return 0;
+/* Closes the open trade at bar i: its pnl is added, and reported as that very value. */
+static void close_trade(trading* t, const ipcfloor_trade_sink* sink, double price, uint64_t i, double fee) {
+  const double gain = t->position == 1 ? price / t->entry - 1.0 : t->entry / price - 1.0;
+  const double pnl = gain * 100.0 - fee;
+  t->pnl += pnl;
+  t->trades += 1;
+  ipcfloor_report_trade(sink, t->entry_bar, i, t->position, t->entry, price, pnl);
 }
 
-static int sma_run(const double* close, uint64_t n, const int64_t* p, double fee, void* workspace,
-                   ipcfloor_strategy_result* out) {
+static int trade(trading* t, const ipcfloor_trade_sink* sink, double fast_prev, double slow_prev, double fast,
+                 double slow, double price, uint64_t i, double fee) {
+  int side = 0;
+  if (fast_prev <= slow_prev && fast > slow) side = 1; /* crosses above: any NaN makes this false */
+  else if (fast_prev >= slow_prev && fast < slow) side = -1;
+  if (side == 0) return 0;
+  if (t->position == -side) close_trade(t, sink, price, i, fee);
+  if (t->position != side) {
+    t->position = side;
+    t->entry = price;
+    t->entry_bar = i;
+  }
+  return side;
+}
+
+static int sma_run(const ipcfloor_columns* bars, const int64_t* p, double fee, void* workspace,
+                   const ipcfloor_trade_sink* sink, ipcfloor_strategy_result* out) {
+  const double* close = bars->close;
+  const uint64_t n = bars->n_bars;
   double* sum = (double*)workspace;
   double running = 0.0;
   for (uint64_t i = 0; i < n; ++i) {
     running += close[i];
     sum[i] = running;
   }
-  trading t = {0, 0.0, 0.0, 0};
+  trading t = {0, 0.0, 0, 0.0, 0};
   double fast_prev = sma_at(sum, 0, p[FAST]);
   double slow_prev = sma_at(sum, 0, p[SLOW]);
   for (uint64_t i = 1; i < n; ++i) {
     const double fast = sma_at(sum, i, p[FAST]);
     const double slow = sma_at(sum, i, p[SLOW]);
-    (void)trade(&t, fast_prev, slow_prev, fast, slow, close[i], fee);
+    (void)trade(&t, sink, fast_prev, slow_prev, fast, slow, close[i], i, fee);
     fast_prev = fast;
     slow_prev = slow;
   }
@@ -127,7 +129,7 @@ static void sma_init(void* state, const int64_t* p, double fee) {
   s->running = 0.0;
   s->fast_prev = NAN;
   s->slow_prev = NAN;
-  s->t = (trading){0, 0.0, 0.0, 0};
+  s->t = (trading){0, 0.0, 0, 0.0, 0};
 }
 
 /* The average of the n sums ending at bar i, as sma_at computes it, from the ring. */
@@ -138,18 +140,19 @@ static double ring_sma(const live_state* s, uint64_t i, int64_t n) {
   return (s->ring[i % size] - before) / (double)n;
 }
 
-static void sma_step(void* state, const double* close, uint64_t n_bars, ipcfloor_strategy_bar* out) {
+static void sma_step(void* state, const ipcfloor_columns* bars, ipcfloor_strategy_bar* out) {
   live_state* s = (live_state*)state;
-  const uint64_t i = n_bars - 1;
+  const double* close = bars->close;
+  const uint64_t i = bars->n_bars - 1;
   s->running += close[i];
   s->ring[i % ((uint64_t)s->slow + 1)] = s->running;
   const double fast = ring_sma(s, i, s->fast);
   const double slow = ring_sma(s, i, s->slow);
   int signal = 0;
-  if (i > 0) signal = trade(&s->t, s->fast_prev, s->slow_prev, fast, slow, close[i], s->fee);
+  if (i > 0) signal = trade(&s->t, NULL, s->fast_prev, s->slow_prev, fast, slow, close[i], i, s->fee);
   s->fast_prev = fast;
   s->slow_prev = slow;
-  s->bars = n_bars;
+  s->bars = bars->n_bars;
   out->value[0] = fast;
   out->value[1] = slow;
   out->pnl = s->t.pnl;
@@ -164,21 +167,22 @@ static uint64_t sma_step_cost(const int64_t* p) {
 }
 
 static const ipcfloor_strategy kSmaCross = {
-    IPCFLOOR_STRATEGY_ABI_VERSION,
-    sizeof(ipcfloor_strategy),
-    "sma_cross",
-    2,
-    {"fast", "slow"},
-    {10, 40},
-    sma_validate,
-    sma_cost,
-    sma_workspace_bytes,
-    sma_run,
-    {"fast_sma", "slow_sma"},
-    sma_state_bytes,
-    sma_init,
-    sma_step,
-    sma_step_cost,
+    .abi_version = IPCFLOOR_STRATEGY_ABI_VERSION,
+    .struct_size = sizeof(ipcfloor_strategy),
+    .name = "sma_cross",
+    .param_count = 2,
+    .required_columns = 0, /* closes only */
+    .param_names = {"fast", "slow"},
+    .example_params = {10, 40},
+    .validate = sma_validate,
+    .cost = sma_cost,
+    .workspace_bytes = sma_workspace_bytes,
+    .run = sma_run,
+    .value_names = {"fast_sma", "slow_sma"},
+    .state_bytes = sma_state_bytes,
+    .init = sma_init,
+    .step = sma_step,
+    .step_cost = sma_step_cost,
 };
 
-IPCFLOOR_STRATEGY_EXPORT const ipcfloor_strategy* ipcfloor_strategy_v1(void) { return &kSmaCross; }
+IPCFLOOR_STRATEGY_EXPORT const ipcfloor_strategy* ipcfloor_strategy_v2(void) { return &kSmaCross; }

@@ -47,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strategy.h" /* ipcfloor_trade, IPCFLOOR_COLUMN_* */
+
 #define IPCFLOOR_VERSION_MAJOR 0
 #define IPCFLOOR_VERSION_MINOR 2
 #define IPCFLOOR_VERSION_PATCH 0
@@ -130,6 +132,14 @@ extern "C" {
 /* Snapshot: the lane's signal ring has no room for one signal per subscription; read what waits
  * there first. */
 #define IPCFLOOR_E_SIGNALS_FULL (-26)
+/* Statistics or a trade list asked of a strategy built against version 1 of the strategy ABI,
+ * which reports no trades (its backtests still work). */
+#define IPCFLOOR_E_NO_TRADE_REPORT (-27)
+/* The strategy needs a column (high, low, open, volume) the series does not have; the sentence
+ * names it. */
+#define IPCFLOOR_E_MISSING_COLUMN (-28)
+/* A bar range outside the series, or of fewer than 2 bars; the sentence gives the series' bars. */
+#define IPCFLOOR_E_BAD_RANGE (-29)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -321,6 +331,86 @@ IPCFLOOR_API int ipcfloor_sweep_with(ipcfloor_client *c, uint32_t strategy, uint
 /* The 48 bytes of `in` travel to the engine and back into `out` untouched (the ECHO opcode):
  * the transport alone, to measure what a request costs before any work. */
 IPCFLOOR_API int ipcfloor_echo(ipcfloor_client *c, const int64_t in[6], int64_t out[6]);
+
+/* ---- Requests with options, statistics and trade lists (the client's thread) -------------- */
+
+/* What one request runs on, and with what: the strategy and series by index, a range of the
+ * series' bars, the fee, and the bars per year the annualised figures use. ipcfloor_request_init
+ * sets every field to "the engine's default": strategy 0, series 0, the whole series (to_bar 0),
+ * the engine's fee (NaN) and bars per year (0). */
+typedef struct ipcfloor_request {
+  uint32_t strategy;    /* index (ipcfloor_strategy_find); 0: the built-in one */
+  uint32_t series;      /* index (ipcfloor_series_count); 0: the main series */
+  uint64_t from_bar;    /* the bars [from_bar, to_bar) of the series, at least 2 of them; */
+  uint64_t to_bar;      /*   to_bar 0: the whole series (from_bar must then be 0 too) */
+  double fee;           /* percentage points per round trip, in [0, 100]; NaN: the engine's (serve --fee) */
+  double bars_per_year; /* for sharpe, sortino and calmar, > 0; 0: the engine's (serve --bars-per-year) */
+} ipcfloor_request;
+IPCFLOOR_API void ipcfloor_request_init(ipcfloor_request *request);
+
+/* A backtest's statistics, computed by the engine from the trades its strategy reported and the
+ * bars it ran on, the same way for every strategy: docs/STATISTICS.md defines every field (its
+ * formula, its operation order, and what it is with no trades or no variance: NaN where a figure
+ * has nothing to measure). */
+typedef struct ipcfloor_stats {
+  double pnl;                /* closed trades, percentage points net of fees (the backtest's pnl) */
+  int64_t trades;            /* closed round trips */
+  int64_t wins;              /* trades with pnl > 0 */
+  double win_rate;           /* wins / trades */
+  double profit_factor;      /* gross profit / gross loss (+inf with no loss) */
+  double expectancy;         /* pnl / trades: the mean trade */
+  double best_trade;
+  double worst_trade;
+  double avg_win;
+  double avg_loss;           /* negative */
+  double avg_trade_bars;     /* mean bars a trade is held */
+  double exposure;           /* share of bar-to-bar steps in a position */
+  double max_drawdown;       /* of the bar-by-bar marked-to-market equity, points */
+  int64_t max_drawdown_bars; /* the longest time under water, bars */
+  double sharpe;             /* annualised by bars per year */
+  double sortino;
+  double calmar;
+  uint64_t bars;             /* the bars it ran on */
+} ipcfloor_stats;
+
+/* Room for one refused combo's reason, NUL included (ipcfloor_sweep_stats, ipcfloor_sweep_request). */
+#define IPCFLOOR_REASON_BYTES 128
+
+/* One backtest as `request` says (NULL: the defaults), its statistics into *out.
+ * Returns IPCFLOOR_OK, a refusal (IPCFLOOR_E_WINDOW with the strategy's own sentence,
+ * IPCFLOOR_E_NO_TRADE_REPORT, IPCFLOOR_E_MISSING_COLUMN, IPCFLOOR_E_BAD_RANGE,
+ * IPCFLOOR_E_NO_SUCH_SERIES, IPCFLOOR_E_NO_SUCH_STRATEGY, IPCFLOOR_E_INVALID for a fee or bars
+ * per year out of range, IPCFLOOR_E_REJECTED), or a lane failure. Never allocates. */
+IPCFLOOR_API int ipcfloor_backtest_stats(ipcfloor_client *c, const ipcfloor_request *request, const int64_t params[6],
+                                         ipcfloor_stats *out);
+/* n of them, pipelined as ipcfloor_sweep is: out[i] and status[i] (may be NULL) for each combo,
+ * and, when reasons is not NULL, a sentence for each refused one (the strategy's own words when it
+ * refused the parameters; "" for a combo answered). A refused combo's figures are NaN and its
+ * trades 0. Returns the number of combos not answered IPCFLOOR_OK, or a negative code when the
+ * lane failed (then every combo not answered carries it). */
+IPCFLOOR_API int ipcfloor_sweep_stats(ipcfloor_client *c, const ipcfloor_request *request, const int64_t (*params)[6],
+                                      size_t n, ipcfloor_stats *out, int *status, char (*reasons)[IPCFLOOR_REASON_BYTES]);
+/* ipcfloor_backtest_with and ipcfloor_sweep_with as `request` says: a range of bars, a fee. */
+IPCFLOOR_API int ipcfloor_backtest_request(ipcfloor_client *c, const ipcfloor_request *request, const int64_t params[6],
+                                           double *pnl, int64_t *trades);
+IPCFLOOR_API int ipcfloor_sweep_request(ipcfloor_client *c, const ipcfloor_request *request,
+                                        const int64_t (*params)[6], size_t n, double *pnl, int64_t *trades,
+                                        int *status, char (*reasons)[IPCFLOOR_REASON_BYTES]);
+
+/* One combo in full (a trade is include/ipcfloor/strategy.h's ipcfloor_trade; its bars count
+ * from the start of the bars it ran on: the request's from_bar is bar 0): its trade list into trades[0..capacity), their number into *count, its
+ * statistics into *stats (NULL: not wanted) and, when equity is not NULL, its bar-by-bar
+ * marked-to-market equity (docs/STATISTICS.md) into equity[0..bars), bars being the request's
+ * range (ipcfloor_trades_bars). The engine sends the list a page at a time through the lane's
+ * bulk region. Returns IPCFLOOR_OK; IPCFLOOR_E_RESOURCE when the trades do not fit `capacity`
+ * (*count says how many there are: call again with room for them; capacity 0 asks only that) or
+ * the engine runs with --bulk-bytes 0; or a refusal or lane failure as ipcfloor_backtest_stats. */
+IPCFLOOR_API int ipcfloor_trades(ipcfloor_client *c, const ipcfloor_request *request, const int64_t params[6],
+                                 struct ipcfloor_trade *trades, size_t capacity, size_t *count, ipcfloor_stats *stats,
+                                 double *equity);
+/* The bars `request` runs on (its range, else the whole series): the length of the equity array
+ * ipcfloor_trades fills; 0 for a series or range the engine does not hold. */
+IPCFLOOR_API uint64_t ipcfloor_trades_bars(const ipcfloor_client *c, const ipcfloor_request *request);
 
 /* ---- Live mode (an engine started with `ipcfloor serve --live`; the client's thread) ------- */
 

@@ -1,12 +1,14 @@
 /* A strategy for the engine's tests (tests/test_strategies.cpp), built several times with one
  * fault each (PROBE_* definitions, tests/CMakeLists.txt): every refusal `serve --strategy` makes at
  * load, and the answers the engine must still guard (a NaN pnl, negative trades) at run time.
+ * It is a version-1 strategy, built against the version-1 header (strategy_v1.h, as it shipped):
+ * the proof that old files keep loading, answering BACKTEST, and STATS with no_trade_report.
  *
  * The sound build, "probe": one parameter `step` in [1, 1000]; after bar i its pnl is
  * (close[i] - close[0]) / step and its trades (i + 1) / step, so a batch run and the live step
  * agree bit for bit and every answer can be checked from the series alone. step 13 answers a NaN
  * pnl and step 14 negative trades: the engine must answer those engine_error. */
-#include <ipcfloor/strategy.h>
+#include "strategy_v1.h"
 
 #include <math.h>
 #include <stdint.h>
