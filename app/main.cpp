@@ -19,6 +19,7 @@
 #include "kernel/isa.hpp"
 #include "app/sweep_command.hpp"
 #include "app/topology_command.hpp"
+#include "app/trades_command.hpp"
 #include "shm/segment.hpp"
 
 int main(int argc, char** argv) {
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   auto* gen = add_gen_subcommand(app, gen_options);
   SweepOptions sweep_options;
   auto* sweep = add_sweep_subcommand(app, sweep_options);
+  TradesOptions trades_options;
+  auto* trades = add_trades_subcommand(app, trades_options);
   BenchOptions bench_options;
   auto* bench = add_bench_subcommand(app, bench_options);
   ServeCli serve_cli;
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);
   if (*sweep) return run_sweep_command(sweep_options);
+  if (*trades) return run_trades_command(trades_options);
   if (*topology) {
     for (int i = 0; i < argc; ++i) topology_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
     return run_topology_command(topology_options);

@@ -40,6 +40,13 @@ const std::vector<Transport>& all_transports() {
        [](const TransportContext& c) { return run_shm_call(c, "backoff"); }},
       {"shm-call-block", "ipcfloor segment, ShmClient::call, futex sleep and wake on both sides",
        [](const TransportContext& c) { return run_shm_call(c, "block"); }},
+      {"shm-backtest-spin",
+       "ipcfloor segment, ShmClient::call: one BACKTEST (L = 6 on 1,000 bars, computed by the serving thread) and its "
+       "answer in the exchange line, PAUSE-spin",
+       [](const TransportContext& c) { return run_shm_combo(c, false); }},
+      {"shm-stats-spin",
+       "the same combo as a STATS: its statistics come back in the answer record, two cache lines beside the line",
+       [](const TransportContext& c) { return run_shm_combo(c, true); }},
       {"shm-ring-spin", "ipcfloor segment, one ECHO in flight through the request and response rings, PAUSE-spin",
        [](const TransportContext& c) { return run_shm_ring(c, "spin"); }},
       {"shm-ring-backoff", "ipcfloor segment, one frame in flight through the rings, spin then yield then sleep",

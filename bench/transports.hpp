@@ -112,6 +112,8 @@ inline void unpin_current_thread() noexcept {
 // The segment's single-flight exchange (ShmClient::call) and its rings with one frame in flight.
 [[nodiscard]] Expected<std::vector<double>> run_shm_call(const TransportContext& context, const char* wait_mode);
 [[nodiscard]] Expected<std::vector<double>> run_shm_ring(const TransportContext& context, const char* wait_mode);
+// One combo of the built-in strategy through the exchange line, as a BACKTEST or (stats) a STATS.
+[[nodiscard]] Expected<std::vector<double>> run_shm_combo(const TransportContext& context, bool stats);
 [[nodiscard]] Expected<std::vector<double>> run_inproc_call(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_moodycamel_thread(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_boost_message_queue(const TransportContext& context);

@@ -9,6 +9,7 @@
 #include "clients/attached_engine.hpp"
 #include "clients/client_codes.hpp"
 #include "clients/pipelined_sweep.hpp"
+#include "clients/trade_pages.hpp"
 #include "common/trade_stats.hpp"
 
 namespace ipcfloor {
@@ -190,48 +191,46 @@ int AttachedEngine::trades(const ipcfloor_request& request, const std::int64_t p
   RequestOptions options;
   bool with_options = false;
   if (const int ready = prepare(request, options, with_options); ready != IPCFLOOR_OK) return ready;
-  const std::span<std::byte> bulk = client_.bulk();
-  const std::size_t page_room = bulk.size() / sizeof(ipcfloor_trade);
-  if (page_room == 0) {
-    write_message_to(message_, "engine {} (pid {}) runs with --bulk-bytes 0: its lanes have no room to send a trade "
-                     "list through (serve it with --bulk-bytes of at least {})", engine_name(), engine_pid_,
-                     sizeof(ipcfloor_trade));
-    return IPCFLOOR_E_RESOURCE;
-  }
-  // Page after page: each TRADES runs the backtest again and sends trades [first, first + room).
   std::size_t got = 0;
-  ResponseSlot answer{};
-  for (;;) {
-    options.present |= kOptionFirstTrade;
-    options.first_trade = got;
-    if (const int code = call_one(Opcode::trades, request, params, &options); code != IPCFLOOR_OK) return code;
-    answer = client_.answer();
-    count = static_cast<std::size_t>(answer.trades);
-    const auto page = static_cast<std::size_t>(answer.extra[0]);
-    if (page > page_room || static_cast<std::size_t>(answer.extra[1]) != got || got + page > count) {
-      write_message_to(message_, "engine {} (pid {}) answered a trade page that does not fit its request (trades {} "
-                       "to {} of {}, room for {})", engine_name(), engine_pid_, answer.extra[1],
-                       answer.extra[1] + answer.extra[0], count, page_room);
+  const auto keep = [&](std::uint64_t first, std::span<const ipcfloor_trade> page) noexcept {
+    const std::size_t room = first < capacity ? std::min<std::size_t>(page.size(), capacity - first) : 0;
+    if (room != 0) std::memcpy(out + first, page.data(), room * sizeof(ipcfloor_trade));
+    got = first + page.size();
+    return got < capacity;  // capacity 0 (or a full buffer): the first page says how many there are
+  };
+  const TradePagesResult fetched =
+      fetch_trade_pages(client_, request_flags(request.series, request.strategy), payload_of(params), options, keep);
+  switch (fetched.end) {
+    case TradePagesEnd::ok: break;
+    case TradePagesEnd::refused:
+      return combo_refused(params, fetched.answer, 0, 1, request.series, request.strategy,
+                           carries_record(fetched.answer) ? &fetched.record : nullptr);
+    case TradePagesEnd::lane_failed: return lane_failure(fetched.lane);
+    case TradePagesEnd::inconsistent:
+      write_message_to(message_, "engine {} (pid {}) answered a trade page that does not fit its request (trades {} to "
+                       "{} of {})", engine_name(), engine_pid_, fetched.answer.extra[1],
+                       fetched.answer.extra[1] + fetched.answer.extra[0], fetched.answer.trades);
       return IPCFLOOR_E_CORRUPT;
-    }
-    const std::size_t room = got < capacity ? std::min(page, capacity - got) : 0;
-    if (room != 0) std::memcpy(out + got, bulk.data(), room * sizeof(ipcfloor_trade));
-    got += page;
-    if (got >= count || got >= capacity || page == 0) break;
+    case TradePagesEnd::no_room:
+      write_message_to(message_, "engine {} (pid {}) runs with --bulk-bytes 0: its lanes have no room to send a trade "
+                       "list through (serve it with --bulk-bytes of at least {})", engine_name(), engine_pid_,
+                       sizeof(ipcfloor_trade));
+      return IPCFLOOR_E_RESOURCE;
   }
+  count = static_cast<std::size_t>(fetched.trades);
   if (count > capacity) {
     write_message_to(message_, "the combo closed {} trades; the buffer holds {} (call again with room for {})", count,
                      capacity, count);
     return IPCFLOOR_E_RESOURCE;
   }
-  if (stats != nullptr) *stats = to_c(from_wire(answer.pnl, answer.trades, client_.answer_record().stats));
+  if (stats != nullptr) *stats = to_c(from_wire(fetched.answer.pnl, fetched.answer.trades, fetched.record.stats));
   if (equity != nullptr) {
     // The curve from the list and the bars, by the code the engine's figures came from.
     const std::span<const double> bars = request_bars(request);
-    std::span<const ipcfloor_trade> list(out, count);
     TradeStats again;
     const double year = request.bars_per_year != 0.0 ? request.bars_per_year : client_.segment().header().bars_per_year;
-    if (stats_from_trades(bars, list, year, std::span<double>(equity, bars.size()), again) != TradeCheck::ok) {
+    if (stats_from_trades(bars, std::span<const ipcfloor_trade>(out, count), year, std::span<double>(equity, bars.size()),
+                          again) != TradeCheck::ok) {
       write_message_to(message_, "engine {} sent a trade list that does not fit its series", engine_name());
       return IPCFLOOR_E_CORRUPT;
     }

@@ -84,6 +84,9 @@ void append_le_f64(std::string& out, std::span<const double> values);
 [[nodiscard]] Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path);
 // A .npy v1.0 file as numpy writes it: '<f8', 1-D, header padded to 64 bytes.
 void append_npy(std::string& out, std::span<const double> values);
+// The header of a .npy v1.0 file of `count` records of dtype `descr` (a numpy dtype as Python
+// writes it: '<f8', or a structured [('name', '<u8'), ...]), 1-D; the caller appends the records.
+void append_npy_header(std::string& out, std::string_view descr, std::size_t count);
 
 // ---- CSV (series_csv.cpp) ----------------------------------------------------------------
 

@@ -326,21 +326,25 @@ Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path)
 }
 
 void append_npy(std::string& out, std::span<const double> values) {
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({},), }}",
-                                   kNpyDtype, values.size());
+  append_npy_header(out, fmt::format("'{}'", kNpyDtype), values.size());
+  append_le_f64(out, values);
+}
+
+void append_npy_header(std::string& out, std::string_view descr, std::size_t count) {
+  std::string header = fmt::format("{{'descr': {}, 'fortran_order': False, 'shape': ({},), }}", descr, count);
   const std::size_t preamble = kNpyMagic.size() + 2 + 2;
   const std::size_t unpadded = preamble + header.size() + 1;  // +1: the closing '\n'
   const std::size_t padded = (unpadded + kNpyAlignment - 1) / kNpyAlignment * kNpyAlignment;
   header.append(padded - unpadded, ' ');
   header.push_back('\n');
-  // A 1-D '<f8' header is under 100 bytes, far inside version 1.0's 16-bit length field.
+  // A 1-D header, even of a structured dtype of a few fields, is far inside version 1.0's 16-bit
+  // length field.
   out.append(kNpyMagic);
   out.push_back('\x01');
   out.push_back('\x00');
   out.push_back(static_cast<char>(header.size() & 0xffU));
   out.push_back(static_cast<char>((header.size() >> 8) & 0xffU));
   out += header;
-  append_le_f64(out, values);
 }
 
 }  // namespace ipcfloor::series_formats

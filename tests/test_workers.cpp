@@ -55,9 +55,9 @@ double ms_since(Clock::time_point start) {
 class ArithmeticRunner final : public JobRunner {
  public:
   void run(const WorkerJob& job, KernelWorkspace&, WorkerDone& done) const noexcept override {
-    done.status = 0;
-    done.pnl = static_cast<double>(job.params.h) * 0.5;
-    done.trades = job.params.L * 3 + static_cast<std::int64_t>(job.ticket.seq);
+    done.result.status = Status::ok;
+    done.result.pnl = static_cast<double>(job.compute.params.h) * 0.5;
+    done.result.trades = job.compute.params.L * 3 + static_cast<std::int64_t>(job.ticket.seq);
   }
 };
 const ArithmeticRunner kArithmetic;
@@ -76,7 +76,7 @@ WorkerJob arithmetic_job(std::uint64_t n) {
   job.ticket.seq = n;
   job.ticket.position = n;
   job.runner = &kArithmetic;
-  job.params = Combo{static_cast<std::int64_t>(n), static_cast<std::int64_t>(n % 977), 1, 1, 1, 1};
+  job.compute.params = Combo{static_cast<std::int64_t>(n), static_cast<std::int64_t>(n % 977), 1, 1, 1, 1};
   return job;
 }
 
@@ -87,8 +87,8 @@ void hand(WorkerPool& pool, std::uint32_t w, const WorkerJob& job) {
 }
 
 bool answers_job(const WorkerDone& done, std::uint64_t n) {
-  return done.ticket.seq == n && done.pnl == static_cast<double>(n) * 0.5 &&
-         done.trades == static_cast<std::int64_t>(n % 977) * 3 + static_cast<std::int64_t>(n);
+  return done.ticket.seq == n && done.result.pnl == static_cast<double>(n) * 0.5 &&
+         done.result.trades == static_cast<std::int64_t>(n % 977) * 3 + static_cast<std::int64_t>(n);
 }
 
 // Collects until `want` answers came or a deadline passed.
