@@ -16,14 +16,10 @@
 #include <fmt/format.h>
 
 #include "common/unique_fd.hpp"
-#include "kernel/gbm.hpp"
 
 namespace ipcfloor {
 namespace {
 
-// The self-check's series: long enough for a few hundred bars of warm-up, short enough to check
-// in a millisecond or two.
-constexpr std::size_t kCheckBars = 1000;
 constexpr std::uint64_t kMaxCheckBytes = std::uint64_t{1} << 30;  // workspace or state at load: 1 GiB
 
 template <class... Args>
@@ -62,14 +58,14 @@ Expected<void> check_fields(const ipcfloor_strategy& t, const std::string& origi
 }
 
 // Runs the strategy's live step over every bar and compares its end with run()'s.
-Expected<void> check_live(const Strategy& s, const std::vector<double>& close, const Combo& example, double fee,
+Expected<void> check_live(const Strategy& s, std::span<const double> close, const Combo& example, double fee,
                           const BacktestResult& batch, const std::string& origin) {
   const std::uint64_t bytes = s.state_bytes(example);
   if (bytes == 0 || bytes > kMaxCheckBytes) return refuse(origin, "state_bytes(example_params) is {}", bytes);
   KernelWorkspace state(bytes);
   s.init(state.data(), example, fee);
   ipcfloor_strategy_bar bar{};
-  for (std::size_t i = 0; i < close.size(); ++i) s.step(state.data(), std::span(close).first(i + 1), bar);
+  for (std::size_t i = 0; i < close.size(); ++i) s.step(state.data(), close.first(i + 1), bar);
   if (std::memcmp(&bar.pnl, &batch.pnl, sizeof batch.pnl) != 0 || bar.trades != batch.trades)
     return refuse(origin, "its live step ends on pnl {} and {} trades after {} bars, but run() gives pnl {} and {} "
                   "trades: the step must be bit-identical to the batch run", bar.pnl, bar.trades, close.size(),
@@ -79,42 +75,39 @@ Expected<void> check_live(const Strategy& s, const std::vector<double>& close, c
   return {};
 }
 
-Expected<void> self_check(const ipcfloor_strategy& table, const std::string& origin) {
+Expected<void> self_check(const ipcfloor_strategy& table, const std::string& origin,
+                          std::span<const double> close) {
   const Strategy s(table, 0);
-  GbmParams gbm;
-  gbm.bars = kCheckBars;
-  gbm.seed = 20261205;
-  auto close = generate_gbm(gbm);
-  if (!close) return std::unexpected(close.error());
+  const std::size_t bars = close.size();
   const Combo example = s.example();
   char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
-  if (!s.accepts(example, kCheckBars, why))
-    return refuse(origin, "it refuses its own example_params on {} bars: {}", kCheckBars, why);
+  if (!s.accepts(example, bars, why))
+    return refuse(origin, "it refuses its own example_params on {} bars: {}", bars, why);
   for (std::uint32_t k = 0; k < s.param_count(); ++k) {
     for (const std::int64_t extreme : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
       Combo probe = example;
       std::memcpy(reinterpret_cast<std::int64_t*>(&probe) + k, &extreme, sizeof extreme);
-      if (s.accepts(probe, kCheckBars))
+      if (s.accepts(probe, bars))
         return refuse(origin, "it accepts parameter {} ({}) = {}: every parameter must be bounded, so that no request "
                       "can ask for unbounded work", k, s.param_name(k), extreme);
     }
   }
-  const std::uint64_t cost = s.cost(example, kCheckBars);
+  const std::uint64_t cost = s.cost(example, bars);
   if (cost == 0 || cost == std::numeric_limits<std::uint64_t>::max())
-    return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", kCheckBars, cost);
-  const std::uint64_t bytes = s.workspace_bytes(kCheckBars);
-  if (bytes > kMaxCheckBytes) return refuse(origin, "workspace_bytes({}) is {}: more than 1 GiB for {} bars", kCheckBars, bytes, kCheckBars);
+    return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", bars, cost);
+  const std::uint64_t bytes = s.workspace_bytes(bars);
+  if (bytes > kMaxCheckBytes) return refuse(origin, "workspace_bytes({}) is {}: more than 1 GiB for {} bars", bars, bytes, bars);
   KernelWorkspace workspace(bytes);
   BacktestResult first;
   BacktestResult second;
   const double fee = kDefaultFee;
-  if (s.run(*close, example, fee, workspace, first) != StrategyRun::ok)
+  if (s.run(close, example, fee, workspace, first) != StrategyRun::ok)
     return refuse(origin, "run(example_params) on {} generated bars failed or answered a pnl that is not finite "
-                  "(or negative trades)", kCheckBars);
-  if (s.run(*close, example, fee, workspace, second) != StrategyRun::ok ||
+                  "(or negative trades)", bars);
+  if (s.run(close, example, fee, workspace, second) != StrategyRun::ok ||
       std::memcmp(&first.pnl, &second.pnl, sizeof first.pnl) != 0 || first.trades != second.trades)
     return refuse(origin, "run(example_params) answered differently twice on the same bars: it must be deterministic");
-  if (s.live()) return check_live(s, *close, example, fee, first, origin);
+  if (s.live()) return check_live(s, close, example, fee, first, origin);
   return {};
 }
 
@@ -164,7 +157,11 @@ Expected<UniqueFd> open_checked(const std::string& path, const std::string& orig
 
 }  // namespace
 
-Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin) {
+Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin,
+                              std::span<const double> check_close) {
+  if (check_close.size() < 2)
+    return fail(ErrorCode::invalid_argument, "strategy {}: the self-check needs a series of at least 2 bars, not {}",
+                origin, check_close.size());
   if (table.abi_version != IPCFLOOR_STRATEGY_ABI_VERSION)
     return refuse(origin, "it was built for strategy ABI version {}; this engine speaks version {} (rebuild it "
                   "against this ipcfloor's strategy.h)", table.abi_version, IPCFLOOR_STRATEGY_ABI_VERSION);
@@ -172,22 +169,23 @@ Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string&
     return refuse(origin, "its table is {} bytes; this engine's ipcfloor_strategy is {} (rebuild it against this "
                   "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy));
   if (auto ok = check_fields(table, origin); !ok) return ok;
-  return self_check(table, origin);
+  return self_check(table, origin, check_close);
 }
 
 StrategyCatalog::~StrategyCatalog() {
   for (Library& library : libraries_) (void)::dlclose(library.handle);
 }
 
-Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
-  if (auto ok = check_strategy(table, origin); !ok) return std::unexpected(ok.error());
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin,
+                                               std::span<const double> check_close) {
+  if (auto ok = check_strategy(table, origin, check_close); !ok) return std::unexpected(ok.error());
   auto added = set_.add(table);
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
   return added;
 }
 
-Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
+Expected<const Strategy*> StrategyCatalog::load(const std::string& path, std::span<const double> check_close) {
   auto fd = open_checked(path, path);
   if (!fd) return std::unexpected(fd.error());
   const std::string through = fmt::format("/proc/self/fd/{}", fd->get());
@@ -203,7 +201,7 @@ Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
     if (entry == nullptr) return refuse(path, "it exports no {} symbol (see include/ipcfloor/strategy.h)", IPCFLOOR_STRATEGY_ENTRY);
     return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY);
   }
-  auto added = add(*table, path);
+  auto added = add(*table, path, check_close);
   if (!added) {
     (void)::dlclose(handle);
     return added;

@@ -3,13 +3,15 @@
 // checks that come before the engine trusts it: the file and every folder above it (no one but
 // its owner or root may write them, in the manner of sshd's StrictModes), the ELF type, the entry
 // symbol, the ABI version and size, the table's fields, and a self-check on a short generated
-// series. Every refusal is an Error of ErrorCode::strategy whose message names the file and the
+// series the caller gives (data/gbm.hpp's strategy_check_series(), the one every caller uses: the
+// generator is data, above this layer). Every refusal is an Error of ErrorCode::strategy whose message names the file and the
 // reason (exit code 6 on the command line).
 //
 // Threads: setup path only (dlopen, file system, allocation). A loaded table stays valid while
 // its StrategyCatalog lives.
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,8 +23,10 @@
 namespace ipcfloor {
 
 // Checks a strategy table as the engine does at load: fields, then the self-check (docs in
-// strategy.h). `origin` names where it came from in messages. Runs the strategy's code.
-[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin);
+// strategy.h) on `check_close` (at least 2 bars). `origin` names where it came from in messages.
+// Runs the strategy's code.
+[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin,
+                                            std::span<const double> check_close);
 
 // The strategies one process serves: the built-in one and those it loaded, with the shared
 // objects that hold them (kept loaded while the catalog lives).
@@ -33,10 +37,12 @@ class StrategyCatalog {
   StrategyCatalog& operator=(StrategyCatalog&&) noexcept = default;
   ~StrategyCatalog();
 
-  // Loads `path` and adds its strategy, or says why not (nothing is added then).
-  [[nodiscard]] Expected<const Strategy*> load(const std::string& path);
+  // Loads `path` and adds its strategy, or says why not (nothing is added then). The self-check
+  // runs on `check_close` (check_strategy).
+  [[nodiscard]] Expected<const Strategy*> load(const std::string& path, std::span<const double> check_close);
   // Adds a table the caller keeps alive (tests, embedders), after the same checks as load().
-  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin);
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin,
+                                              std::span<const double> check_close);
 
   [[nodiscard]] const StrategySet& set() const noexcept { return set_; }
   // The file each strategy came from, by index ("" for the built-in and added tables).

@@ -17,7 +17,7 @@
 
 #include "common/combo.hpp"
 #include "common/exit_codes.hpp"
-#include "kernel/combo_io.hpp"
+#include "data/combo_io.hpp"
 #include "kernel/cost.hpp"
 #include "shm/frames.hpp"
 #include "shm/layout.hpp"

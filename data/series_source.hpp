@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "common/error.hpp"
 
 namespace ipcfloor {

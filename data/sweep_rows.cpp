@@ -1,10 +1,10 @@
-#include "kernel/sweep_rows.hpp"
+#include "data/sweep_rows.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernel/combo_io.hpp"
-#include "kernel/grid.hpp"
+#include "data/combo_io.hpp"
+#include "data/grid.hpp"
 #include "kernel/kernel.hpp"
 
 namespace ipcfloor {
