@@ -60,7 +60,7 @@ class Admission {
   // The verdict on `request` (the serving thread's private copy). Refusals, in order: an unknown
   // opcode; a live opcode on an engine that is not live; flags or reserved bits that this
   // version does not define; no_such_strategy; no_such_series; window_out_of_range (the
-  // strategy's one check, Strategy::accepts); too_costly.
+  // strategy's one check, Strategy::refusal); too_costly.
   [[nodiscard]] Verdict admit(const RequestSlot& request) const noexcept;
 
   [[nodiscard]] const StrategySet& strategies() const noexcept { return *strategies_; }

@@ -1,7 +1,7 @@
 #pragma once
 // A strategy as the engine uses it: a typed view over the C table of include/ipcfloor/strategy.h,
 // and the set of strategies one process serves (index 0 is the built-in HMA/HMA3). Admission
-// (Strategy::accepts, Strategy::cost), the kernel call (Strategy::run) and live mode's per-bar
+// (Strategy::refusal, of which accepts is the yes-or-no form, and Strategy::cost), the kernel call (Strategy::run) and live mode's per-bar
 // step all go through here, for the built-in strategy as for a loaded one.
 //
 // Threads: a Strategy and a StrategySet are immutable once made; every const call may run on any
