@@ -9,7 +9,7 @@
 
 #include "shm/socket_dir.hpp"
 #include "common/affinity.hpp"
-#include "kernel/grid.hpp"
+#include "data/grid.hpp"
 #include "shm/segment.hpp"
 #include "socket/tcp_endpoint.hpp"
 
@@ -280,7 +280,7 @@ CLI::Option* add_column_option(CLI::App& command, std::string& column) {
 
 void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given) {
   // The bars' range: 8 bytes each, so 1e9 bars is 8 GB; what the host can hold is checked when
-  // the series is made (kernel/series_source.hpp).
+  // the series is made (data/series_source.hpp).
   CLI::Option* options[] = {
       command.add_option("--bars", gbm.bars, "number of bars to generate")
           ->check(in_range<std::size_t>(2, 1'000'000'000))

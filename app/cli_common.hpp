@@ -23,7 +23,7 @@
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
@@ -106,10 +106,10 @@ CLI::Validator in_range(T lo, T hi) {
 // HOST:PORT or PORT, as socket/tcp_endpoint.hpp parses it.
 [[nodiscard]] CLI::Validator tcp_endpoint();
 
-// A comma-separated list of lengths ("6,8,11"), as kernel/grid.hpp parses it.
+// A comma-separated list of lengths ("6,8,11"), as data/grid.hpp parses it.
 [[nodiscard]] CLI::Validator length_list();
 
-// FIRST:LAST:COUNT, as kernel/grid.hpp parses it.
+// FIRST:LAST:COUNT, as data/grid.hpp parses it.
 [[nodiscard]] CLI::Validator grid_spec();
 
 // A cpu index in 0..CPU_SETSIZE-1 (whether this process may use it is checked when it pins).
@@ -132,7 +132,7 @@ CLI::Validator in_range(T lo, T hi) {
 CLI::Option* add_socket_dir_option(CLI::App& command, std::string& dir);
 
 // --column NAME on `command`, bound to `column`: which column of a CSV --data holds the closes
-// (kernel/series_io.hpp); without it, `close`, or the only column of a file without a header.
+// (data/series_io.hpp); without it, `close`, or the only column of a file without a header.
 CLI::Option* add_column_option(CLI::App& command, std::string& column);
 
 // --bars --seed --mu --sigma --s0 --dt, bound to `gbm`, each with its range. When `given` is

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "app/cli_common.hpp"
-#include "kernel/series_io.hpp"
+#include "data/series_io.hpp"
 
 namespace ipcfloor {
 

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 
 namespace ipcfloor {
 

@@ -19,11 +19,11 @@
 #include "app/cli_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/exit_codes.hpp"
-#include "kernel/combo_io.hpp"
-#include "kernel/grid.hpp"
-#include "kernel/series_io.hpp"
+#include "data/combo_io.hpp"
+#include "data/grid.hpp"
+#include "data/series_io.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {

@@ -20,11 +20,11 @@
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
 #include "common/log.hpp"
-#include "host/engine_host.hpp"
+#include "data/gbm.hpp"
+#include "data/series_set.hpp"
 #include "engine/telemetry.hpp"
+#include "host/engine_host.hpp"
 #include "kernel/cost_rate.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/series_set.hpp"
 #include "shm/liveness.hpp"
 
 namespace ipcfloor {
@@ -255,8 +255,10 @@ std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSer
 // with exit 6, naming the file and the reason.
 Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOptions& options) {
   auto catalog = std::make_shared<StrategyCatalog>();
+  const auto check_close = strategy_check_series();
+  if (!check_close) return std::unexpected(check_close.error());
   for (const std::string& path : options.strategies) {
-    auto loaded = catalog->load(path);
+    auto loaded = catalog->load(path, *check_close);
     if (!loaded) return std::unexpected(loaded.error());
   }
   return catalog;

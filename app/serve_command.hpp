@@ -14,7 +14,7 @@
 
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket_server/socket_options.hpp"
 #include "shm/segment.hpp"

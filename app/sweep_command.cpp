@@ -22,13 +22,13 @@
 #include "clients/socket_client.hpp"
 #include "common/affinity.hpp"
 #include "common/checksum.hpp"
-#include "kernel/combo_io.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/grid.hpp"
+#include "data/combo_io.hpp"
+#include "data/gbm.hpp"
+#include "data/grid.hpp"
+#include "data/series_set.hpp"
+#include "data/sweep_rows.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/strategy_loader.hpp"
-#include "kernel/series_set.hpp"
-#include "kernel/sweep_rows.hpp"
 #include "shm/memory_budget.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
@@ -583,7 +583,9 @@ struct SweepTarget {
 // each connection is made here, before the rows are planned with the strategy's parameter names.
 Expected<void> choose_target(const SweepOptions& options, bool socket, SweepTarget& target) {
   if (names_a_file(options.strategy)) {
-    auto loaded = target.catalog.load(options.strategy);
+    const auto check_close = strategy_check_series();
+    if (!check_close) return std::unexpected(check_close.error());
+    auto loaded = target.catalog.load(options.strategy, *check_close);
     if (!loaded) return std::unexpected(loaded.error());
     target.strategy = choice_of(**loaded);
   } else if (!options.strategy.empty() && options.strategy != builtin().name() && options.name.empty() && !socket) {

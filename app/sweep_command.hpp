@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/backtest_result.hpp"
-#include "kernel/series_source.hpp"
-#include "kernel/sweep_rows.hpp"
+#include "data/series_source.hpp"
+#include "data/sweep_rows.hpp"
 
 namespace ipcfloor {
 

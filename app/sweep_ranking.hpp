@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "kernel/sweep_rows.hpp"
+#include "data/sweep_rows.hpp"
 
 namespace ipcfloor {
 

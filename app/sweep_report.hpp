@@ -1,6 +1,6 @@
 #pragma once
 // The progress bar on stderr for sweeps that take a while. The rows themselves are written by
-// kernel/sweep_rows.hpp, which every way of running a sweep shares.
+// data/sweep_rows.hpp, which every way of running a sweep shares.
 
 #include <chrono>
 #include <cstdint>

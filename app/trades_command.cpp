@@ -13,10 +13,11 @@
 #include "clients/shm_client.hpp"
 #include "clients/trade_pages.hpp"
 #include "common/atomic_file.hpp"
-#include "kernel/combo_io.hpp"
+#include "data/combo_io.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_formats.hpp"
-#include "kernel/series_set.hpp"
+#include "data/series_formats.hpp"
+#include "data/series_set.hpp"
 #include "kernel/strategy_loader.hpp"
 #include "shm/frames.hpp"
 
@@ -76,7 +77,9 @@ Expected<FullCombo> run_inproc(const TradesOptions& o) {
   StrategyCatalog catalog;
   const Strategy* strategy = &builtin();
   if (!o.strategy.empty() && o.strategy != builtin().name()) {
-    auto loaded = catalog.load(o.strategy);
+    const auto check_close = strategy_check_series();
+    if (!check_close) return std::unexpected(check_close.error());
+    auto loaded = catalog.load(o.strategy, *check_close);
     if (!loaded) return std::unexpected(loaded.error());
     strategy = *loaded;
   }

@@ -13,7 +13,7 @@
 
 #include "common/backtest_result.hpp"
 #include "common/trade_stats.hpp"
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 
 namespace ipcfloor {
 

@@ -11,7 +11,7 @@
 #include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
 
 namespace ipcfloor {

@@ -24,12 +24,12 @@
 #include "bench/latency.hpp"
 #include "bench/percentile.hpp"
 #include "common/tsc_clock.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "kernel/isa.hpp"
-#include "kernel/series_io.hpp"
+#include "data/series_io.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_source.hpp"
-#include "kernel/grid.hpp"
+#include "data/series_source.hpp"
+#include "data/grid.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -7,7 +7,6 @@
 #include <climits>
 #include <utility>
 
-#include "bench/thread_probe.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
@@ -45,8 +44,6 @@ EngineChild::EngineChild(std::string binary, std::string name, const std::vector
 }
 
 EngineChild::~EngineChild() { stop(SIGINT); }
-
-pid_t EngineChild::serving_thread() const { return find_thread(pid(), "ipcf-serve"); }
 
 int EngineChild::stop(int signal) {
   if (pid() <= 0) return -1;

@@ -31,9 +31,6 @@ class EngineChild {
   [[nodiscard]] pid_t pid() const noexcept { return process_ ? process_->pid() : -1; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
-  // The serving thread's tid (named "ipcf-serve"), or -1 if it cannot be found.
-  [[nodiscard]] pid_t serving_thread() const;
-
   // Sends `signal`, reaps the child (SIGKILL after 5 s) and removes a segment it left behind.
   // Returns the wait status, or -1 when there was no child.
   int stop(int signal);

@@ -20,7 +20,7 @@
 
 #include "bench/host_info.hpp"
 #include "bench/pair_bounce.hpp"
-#include "kernel/input_file.hpp"
+#include "data/input_file.hpp"
 
 namespace ipcfloor {
 

@@ -95,7 +95,7 @@ inline constexpr double kOutlierRatio = 1.5;
 // $XDG_CACHE_HOME/ipcfloor/topology.json, else $HOME/.cache/ipcfloor/topology.json ("" if none).
 [[nodiscard]] std::string default_matrix_path();
 
-// Reads a saved report and its floors (a regular file of at most 64 MiB, kernel/input_file.hpp).
+// Reads a saved report and its floors (a regular file of at most 64 MiB, data/input_file.hpp).
 // bad_data when it is not a topology report, names another host (hostname or cpu model) than this
 // one, or holds an unusable pair; InputFile's errors when it cannot be read.
 struct SavedMatrix {

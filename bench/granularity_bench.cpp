@@ -19,10 +19,10 @@
 #include "bench/suite_common.hpp"
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
+#include "data/series_io.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/live_signal.hpp"
-#include "kernel/series_io.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -18,7 +18,7 @@
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/live_signal.hpp"
 

@@ -21,7 +21,7 @@
 
 #include "bench/latency.hpp"
 #include "common/affinity.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "shm/huge_pages.hpp"
 #include "shm/segment.hpp"
 

@@ -23,9 +23,9 @@
 #include "clients/socket_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
+#include "data/gbm.hpp"
+#include "data/grid.hpp"
 #include "engine/shm_engine.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/strategy.hpp"
 #include "kernel/strategy_loader.hpp"
@@ -379,7 +379,9 @@ Expected<RowWork> row_work(const ScalingOptions& options, std::span<const Combo>
     work.combos.assign(grid.begin(), grid.end());
     return work;
   }
-  auto loaded = catalog.load(options.strategy);
+  const auto check_close = strategy_check_series();
+  if (!check_close) return std::unexpected(check_close.error());
+  auto loaded = catalog.load(options.strategy, *check_close);
   if (!loaded) return std::unexpected(loaded.error());
   auto combos = strategy_grid(**loaded, grid.size(), options.bars);
   if (!combos) return std::unexpected(combos.error());

@@ -8,7 +8,7 @@
 
 #include "bench/host_info.hpp"
 #include "bench/latency.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 
 namespace ipcfloor {
 namespace {

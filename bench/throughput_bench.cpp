@@ -29,7 +29,7 @@
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "socket/socket_protocol.hpp"
 

@@ -11,7 +11,7 @@
 #include "common/affinity.hpp"
 #include "engine/dispatch.hpp"
 #include "kernel/kernel.hpp"
-#include "engine/rw_queue.hpp"
+#include "common/rw_queue.hpp"
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {

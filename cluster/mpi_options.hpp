@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
+#include "data/sweep_rows.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/sweep_rows.hpp"
 
 namespace ipcfloor {
 

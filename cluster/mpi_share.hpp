@@ -11,7 +11,7 @@
 #include "cluster/mpi_options.hpp"
 #include "cluster/mpi_wire.hpp"
 #include "common/error.hpp"
-#include "kernel/series_set.hpp"
+#include "data/series_set.hpp"
 
 namespace ipcfloor::mpi {
 

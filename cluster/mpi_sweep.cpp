@@ -18,14 +18,15 @@
 #include "cluster/mpi_share.hpp"
 #include "cluster/mpi_wire.hpp"
 #include "cluster/row_sink.hpp"
-#include "common/checksum.hpp"
+#include "cluster/work_split.hpp"
 #include "common/atomic_file.hpp"
+#include "common/checksum.hpp"
 #include "common/exit_codes.hpp"
+#include "data/gbm.hpp"
+#include "data/series_set.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/isa.hpp"
 #include "kernel/strategy_loader.hpp"
-#include "kernel/series_set.hpp"
-#include "kernel/work_split.hpp"
 #include "shm/segment.hpp"
 
 namespace ipcfloor {
@@ -89,7 +90,9 @@ Expected<void> resolve_strategy(MpiSweepOptions& options, StrategyCatalog& catal
     if (!options.name.empty())
       return fail(ErrorCode::invalid_argument, "--strategy FILE.so runs in this process; with --name, name a strategy "
                   "the engine serves");
-    auto loaded = catalog.load(options.strategy);
+    const auto check_close = strategy_check_series();
+    if (!check_close) return std::unexpected(check_close.error());
+    auto loaded = catalog.load(options.strategy, *check_close);
     if (!loaded) return std::unexpected(loaded.error());
     local = *loaded;
   } else if (!options.strategy.empty() && options.strategy != builtin().name()) {

@@ -7,7 +7,7 @@
 //
 // Rank 0 plans the rows (reads the combo file, names the series and counts their bars), and
 // broadcasts them. Every rank derives the same runnable (series, combo) items, splits them the
-// same way by estimated cost, in tiles of one series each (kernel/work_split.hpp), computes its
+// same way by estimated cost, in tiles of one series each (cluster/work_split.hpp), computes its
 // share (cluster/mpi_share.hpp) and streams its results to rank 0 in batches. Rank 0 computes its
 // own share between receives and writes the rows in order as soon as they are complete
 // (cluster/row_sink.hpp). With -o, it writes a temporary file and renames it over the output

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cluster/mpi_wire.hpp"
-#include "kernel/sweep_rows.hpp"
+#include "data/sweep_rows.hpp"
 
 namespace ipcfloor::mpi {
 

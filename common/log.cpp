@@ -37,11 +37,7 @@ class LogWriter {
       std::lock_guard guard(mutex_);
       if (stopped_) return;
       if (!thread_.joinable()) thread_ = std::thread([this] { write_loop(); });
-      if (queue_.size() >= capacity_) {
-        // relaxed: a statistic.
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
+      if (queue_.size() >= capacity_) return;  // a full queue drops the line: the caller never waits
       queue_.push_back(std::move(line));
     }
     wake_.notify_one();
@@ -64,8 +60,6 @@ class LogWriter {
       thread_.detach();
     }
   }
-
-  [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
 
   ~LogWriter() {
     if (thread_.joinable()) shutdown(200);
@@ -122,7 +116,6 @@ class LogWriter {
   }
 
   std::atomic<LogLevel> level_{LogLevel::info};
-  std::atomic<std::uint64_t> dropped_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable drained_;
@@ -166,7 +159,6 @@ void log_line(LogLevel level, std::string_view text) {
   if (writer().enabled(level)) writer().push(level, text);
 }
 
-std::uint64_t log_dropped() noexcept { return writer().dropped(); }
 
 void log_shutdown(unsigned timeout_ms) { writer().shutdown(timeout_ms); }
 

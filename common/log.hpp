@@ -46,9 +46,6 @@ void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
   log_line(level, fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Lines dropped so far because the queue was full.
-[[nodiscard]] std::uint64_t log_dropped() noexcept;
-
 // Writes what is queued (waiting at most `timeout_ms` for a blocked sink) and stops the writer.
 // For the end of main; later log() calls write nothing.
 void log_shutdown(unsigned timeout_ms = 1000);

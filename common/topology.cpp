@@ -98,7 +98,6 @@ const CpuPlace* HostTopology::find(int cpu) const noexcept {
   return it == cpus.end() ? nullptr : &*it;
 }
 
-bool HostTopology::is_allowed(int cpu) const noexcept { return contains(allowed, cpu); }
 
 CpuRelation HostTopology::relation(int a, int b) const noexcept {
   if (a == b) return CpuRelation::same_cpu;

@@ -46,7 +46,6 @@ struct HostTopology {
 
   // The cpu's entry, or nullptr when it is not online.
   [[nodiscard]] const CpuPlace* find(int cpu) const noexcept;
-  [[nodiscard]] bool is_allowed(int cpu) const noexcept;
   // How `a` and `b` relate by what sysfs declares. Pure.
   [[nodiscard]] CpuRelation relation(int a, int b) const noexcept;
   // The allowed cpus, grouped: by node, then L3, then core, so that cpus the topology puts together

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "engine/rw_queue.hpp"
+#include "common/rw_queue.hpp"
 
 namespace ipcfloor {
 

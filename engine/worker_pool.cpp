@@ -196,18 +196,6 @@ std::uint32_t WorkerPool::health(std::uint64_t now_ticks) noexcept {
   return stalled;
 }
 
-std::uint64_t WorkerPool::oldest_job_ns(std::uint64_t now_ticks) const noexcept {
-  std::uint64_t oldest = 0;
-  for (const auto& worker : workers_) {
-    if (!worker) continue;
-    // acquire: as in health().
-    const std::uint64_t tick = worker->line.handed_tick.load(std::memory_order_acquire);
-    if (tick == 0 || now_ticks <= tick) continue;
-    oldest = std::max(oldest, static_cast<std::uint64_t>(static_cast<double>(now_ticks - tick) * config_.ns_per_tick));
-  }
-  return oldest;
-}
-
 std::uint64_t WorkerPool::jobs_done() const noexcept {
   std::uint64_t total = 0;
   // relaxed: a counter for people.

@@ -201,8 +201,6 @@ class WorkerPool {
   // Keeper: looks at every worker's job: one out longer than stall_limit_ns(its cost) marks its
   // worker stalled. Returns the number of stalled workers now. `now_ticks`: TscClock::now().
   std::uint32_t health(std::uint64_t now_ticks) noexcept;
-  // Keeper: the longest any job has been out, in ns (0 when none), for status.
-  [[nodiscard]] std::uint64_t oldest_job_ns(std::uint64_t now_ticks) const noexcept;
   // Jobs finished by all workers since start (for status).
   [[nodiscard]] std::uint64_t jobs_done() const noexcept;
 

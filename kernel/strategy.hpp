@@ -1,7 +1,8 @@
 #pragma once
 // A strategy as the engine uses it: a typed view over the C table of include/ipcfloor/strategy.h
 // (version 2, or a version-1 table, which still loads), and the set of strategies one process
-// serves (index 0 is the built-in HMA/HMA3). Admission (Strategy::refusal, Strategy::cost), the
+// serves (index 0 is the built-in HMA/HMA3). Admission (Strategy::refusal, of which accepts is the
+// yes-or-no form, and Strategy::cost), the
 // kernel call (Strategy::run, Strategy::run_stats) and live mode's per-bar step all go through
 // here, for the built-in strategy as for a loaded one.
 //

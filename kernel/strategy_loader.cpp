@@ -20,14 +20,10 @@
 #include "common/bars.hpp"
 #include "common/trade_stats.hpp"
 #include "common/unique_fd.hpp"
-#include "kernel/gbm.hpp"
 
 namespace ipcfloor {
 namespace {
 
-// The self-check's series: long enough for a few hundred bars of warm-up, short enough to check
-// in a millisecond or two.
-constexpr std::size_t kCheckBars = 1000;
 constexpr std::uint64_t kMaxCheckBytes = std::uint64_t{1} << 30;  // workspace or state at load: 1 GiB
 
 template <class... Args>
@@ -102,14 +98,9 @@ struct CheckSeries {
   }
 };
 
-Expected<CheckSeries> check_series() {
-  GbmParams gbm;
-  gbm.bars = kCheckBars;
-  gbm.seed = 20261205;
-  auto close = generate_gbm(gbm);
-  if (!close) return std::unexpected(close.error());
+CheckSeries check_series(std::span<const double> close) {
   CheckSeries s;
-  s.close = std::move(*close);
+  s.close.assign(close.begin(), close.end());
   const std::size_t n = s.close.size();
   s.open.resize(n);
   s.high.resize(n);
@@ -141,12 +132,12 @@ Expected<void> check_trade_reports(const Strategy& s, const Bars& bars, const Co
   return {};
 }
 
-Expected<void> check_bounds(const Strategy& s, const Combo& example, const std::string& origin) {
+Expected<void> check_bounds(const Strategy& s, const Combo& example, std::size_t bars, const std::string& origin) {
   for (std::uint32_t k = 0; k < s.param_count(); ++k) {
     for (const std::int64_t extreme : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
       Combo probe = example;
       std::memcpy(reinterpret_cast<std::int64_t*>(&probe) + k, &extreme, sizeof extreme);
-      if (s.accepts(probe, kCheckBars))
+      if (s.accepts(probe, bars))
         return refuse(origin, "it accepts parameter {} ({}) = {}: every parameter must be bounded, so that no request "
                       "can ask for unbounded work", k, s.param_name(k), extreme);
     }
@@ -154,28 +145,30 @@ Expected<void> check_bounds(const Strategy& s, const Combo& example, const std::
   return {};
 }
 
-Expected<void> self_check(const StrategyTable& table, const std::string& origin) {
+Expected<void> self_check(const StrategyTable& table, const std::string& origin, std::span<const double> close) {
   const Strategy s(table, 0);
-  auto series = check_series();
-  if (!series) return std::unexpected(series.error());
-  const Bars bars = series->bars();
+  const CheckSeries series = check_series(close);
+  const Bars bars = series.bars();
+  const std::size_t check_bars = bars.size();
   const Combo example = s.example();
   char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
-  if (!s.accepts(example, kCheckBars, why))
-    return refuse(origin, "it refuses its own example_params on {} bars: {}", kCheckBars, why);
-  if (auto ok = check_bounds(s, example, origin); !ok) return ok;
-  const std::uint64_t cost = s.cost(example, kCheckBars);
+  if (!s.accepts(example, check_bars, why))
+    return refuse(origin, "it refuses its own example_params on {} bars: {}", check_bars, why);
+  if (auto ok = check_bounds(s, example, check_bars, origin); !ok) return ok;
+  const std::uint64_t cost = s.cost(example, check_bars);
   if (cost == 0 || cost == std::numeric_limits<std::uint64_t>::max())
-    return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", kCheckBars, cost);
-  const std::uint64_t bytes = s.workspace_bytes(kCheckBars);
-  if (bytes > kMaxCheckBytes) return refuse(origin, "workspace_bytes({}) is {}: more than 1 GiB for {} bars", kCheckBars, bytes, kCheckBars);
+    return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", check_bars,
+                  cost);
+  const std::uint64_t bytes = s.workspace_bytes(check_bars);
+  if (bytes > kMaxCheckBytes)
+    return refuse(origin, "workspace_bytes({}) is {}: more than 1 GiB for {} bars", check_bars, bytes, check_bars);
   KernelWorkspace workspace(bytes);
   BacktestResult first;
   BacktestResult second;
   const double fee = kDefaultFee;
   if (s.run(bars, example, fee, workspace, first) != StrategyRun::ok)
     return refuse(origin, "run(example_params) on {} generated bars failed or answered a pnl that is not finite "
-                  "(or negative trades)", kCheckBars);
+                  "(or negative trades)", check_bars);
   if (s.run(bars, example, fee, workspace, second) != StrategyRun::ok ||
       std::memcmp(&first.pnl, &second.pnl, sizeof first.pnl) != 0 || first.trades != second.trades)
     return refuse(origin, "run(example_params) answered differently twice on the same bars: it must be deterministic");
@@ -232,7 +225,11 @@ Expected<UniqueFd> open_checked(const std::string& path, const std::string& orig
 
 }  // namespace
 
-Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin) {
+Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin,
+                              std::span<const double> check_close) {
+  if (check_close.size() < 2)
+    return fail(ErrorCode::invalid_argument, "strategy {}: the self-check needs a series of at least 2 bars, not {}",
+                origin, check_close.size());
   if (table.abi_version != IPCFLOOR_STRATEGY_ABI_VERSION)
     return refuse(origin, "its {} table says strategy ABI version {}; this engine speaks versions 1 and {} (rebuild "
                   "it against this ipcfloor's strategy.h)", IPCFLOOR_STRATEGY_ENTRY, table.abi_version,
@@ -242,10 +239,14 @@ Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string&
                   "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy));
   const StrategyTable normalised = StrategyTable::of(table);
   if (auto ok = check_fields(normalised, origin); !ok) return ok;
-  return self_check(normalised, origin);
+  return self_check(normalised, origin, check_close);
 }
 
-Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin) {
+Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin,
+                              std::span<const double> check_close) {
+  if (check_close.size() < 2)
+    return fail(ErrorCode::invalid_argument, "strategy {}: the self-check needs a series of at least 2 bars, not {}",
+                origin, check_close.size());
   if (table.abi_version != 1)
     return refuse(origin, "its {} table says strategy ABI version {}; that entry point is version 1's (rebuild it "
                   "against this ipcfloor's strategy.h)", IPCFLOOR_STRATEGY_ENTRY_V1, table.abi_version);
@@ -254,7 +255,7 @@ Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::stri
                   "ipcfloor's strategy.h)", table.struct_size, sizeof(ipcfloor_strategy_v1));
   const StrategyTable normalised = StrategyTable::of(table);
   if (auto ok = check_fields(normalised, origin); !ok) return ok;
-  return self_check(normalised, origin);
+  return self_check(normalised, origin, check_close);
 }
 
 StrategyCatalog::~StrategyCatalog() {
@@ -262,39 +263,43 @@ StrategyCatalog::~StrategyCatalog() {
 }
 
 template <class Table>
-Expected<const Strategy*> StrategyCatalog::add_checked(const Table& table, const std::string& origin) {
-  if (auto ok = check_strategy(table, origin); !ok) return std::unexpected(ok.error());
+Expected<const Strategy*> StrategyCatalog::add_checked(const Table& table, const std::string& origin,
+                                                       std::span<const double> check_close) {
+  if (auto ok = check_strategy(table, origin, check_close); !ok) return std::unexpected(ok.error());
   auto added = set_.add(StrategyTable::of(table));
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
   return added;
 }
 
-Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
-  return add_checked(table, origin);
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin,
+                                               std::span<const double> check_close) {
+  return add_checked(table, origin, check_close);
 }
 
-Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy_v1& table, const std::string& origin) {
-  return add_checked(table, origin);
+Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy_v1& table, const std::string& origin,
+                                               std::span<const double> check_close) {
+  return add_checked(table, origin, check_close);
 }
 
-Expected<const Strategy*> StrategyCatalog::add_entry(void* handle, const std::string& path) {
+Expected<const Strategy*> StrategyCatalog::add_entry(void* handle, const std::string& path,
+                                                     std::span<const double> check_close) {
   // Version 2 first; a file built against the first header exports only the version-1 symbol.
   if (const auto entry = reinterpret_cast<ipcfloor_strategy_entry>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY))) {
     const ipcfloor_strategy* table = entry();
     if (table == nullptr) return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY);
-    return add(*table, path);
+    return add(*table, path, check_close);
   }
   if (const auto entry = reinterpret_cast<ipcfloor_strategy_entry_v1>(::dlsym(handle, IPCFLOOR_STRATEGY_ENTRY_V1))) {
     const ipcfloor_strategy_v1* table = entry();
     if (table == nullptr) return refuse(path, "its {} returned NULL", IPCFLOOR_STRATEGY_ENTRY_V1);
-    return add(*table, path);
+    return add(*table, path, check_close);
   }
   return refuse(path, "it exports no {} (or version 1's {}) symbol (see include/ipcfloor/strategy.h)",
                 IPCFLOOR_STRATEGY_ENTRY, IPCFLOOR_STRATEGY_ENTRY_V1);
 }
 
-Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
+Expected<const Strategy*> StrategyCatalog::load(const std::string& path, std::span<const double> check_close) {
   auto fd = open_checked(path, path);
   if (!fd) return std::unexpected(fd.error());
   const std::string through = fmt::format("/proc/self/fd/{}", fd->get());
@@ -303,7 +308,7 @@ Expected<const Strategy*> StrategyCatalog::load(const std::string& path) {
     const char* error = ::dlerror();
     return refuse(path, "the dynamic loader refused it: {}", error != nullptr ? error : "unknown error");
   }
-  auto added = add_entry(handle, path);
+  auto added = add_entry(handle, path, check_close);
   if (!added) {
     (void)::dlclose(handle);
     return added;

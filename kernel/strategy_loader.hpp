@@ -3,13 +3,15 @@
 // checks that come before the engine trusts it: the file and every folder above it (no one but
 // its owner or root may write them, in the manner of sshd's StrictModes), the ELF type, the entry
 // symbol, the ABI version and size, the table's fields, and a self-check on a short generated
-// series. Every refusal is an Error of ErrorCode::strategy whose message names the file and the
+// series the caller gives (data/gbm.hpp's strategy_check_series(), the one every caller uses: the
+// generator is data, above this layer). Every refusal is an Error of ErrorCode::strategy whose message names the file and the
 // reason (exit code 6 on the command line).
 //
 // Threads: setup path only (dlopen, file system, allocation). A loaded table stays valid while
 // its StrategyCatalog lives.
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,10 +23,13 @@
 namespace ipcfloor {
 
 // Checks a strategy table as the engine does at load: version and size, fields, then the
-// self-check (docs in strategy.h). `origin` names where it came from in messages. Runs the
-// strategy's code. A version-1 table is checked by the same rules, trade reports aside.
-[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin);
-[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin);
+// self-check (docs in strategy.h) on `check_close` (at least 2 bars; the other columns are made
+// from it). `origin` names where it came from in messages. Runs the strategy's code. A version-1
+// table is checked by the same rules, trade reports aside.
+[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy& table, const std::string& origin,
+                                            std::span<const double> check_close);
+[[nodiscard]] Expected<void> check_strategy(const ipcfloor_strategy_v1& table, const std::string& origin,
+                                            std::span<const double> check_close);
 
 // The strategies one process serves: the built-in one and those it loaded, with the shared
 // objects that hold them (kept loaded while the catalog lives).
@@ -35,11 +40,14 @@ class StrategyCatalog {
   StrategyCatalog& operator=(StrategyCatalog&&) noexcept = default;
   ~StrategyCatalog();
 
-  // Loads `path` and adds its strategy, or says why not (nothing is added then).
-  [[nodiscard]] Expected<const Strategy*> load(const std::string& path);
+  // Loads `path` and adds its strategy, or says why not (nothing is added then). The self-check
+  // runs on `check_close` (check_strategy).
+  [[nodiscard]] Expected<const Strategy*> load(const std::string& path, std::span<const double> check_close);
   // Adds a table the caller keeps alive (tests, embedders), after the same checks as load().
-  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin);
-  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy_v1& table, const std::string& origin);
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy& table, const std::string& origin,
+                                              std::span<const double> check_close);
+  [[nodiscard]] Expected<const Strategy*> add(const ipcfloor_strategy_v1& table, const std::string& origin,
+                                              std::span<const double> check_close);
 
   [[nodiscard]] const StrategySet& set() const noexcept { return set_; }
   // The file each strategy came from, by index ("" for the built-in and added tables).
@@ -47,9 +55,11 @@ class StrategyCatalog {
 
  private:
   template <class Table>
-  [[nodiscard]] Expected<const Strategy*> add_checked(const Table& table, const std::string& origin);
+  [[nodiscard]] Expected<const Strategy*> add_checked(const Table& table, const std::string& origin,
+                                                      std::span<const double> check_close);
   // The table a loaded library's entry point (version 2, else 1) returns, checked and added.
-  [[nodiscard]] Expected<const Strategy*> add_entry(void* handle, const std::string& path);
+  [[nodiscard]] Expected<const Strategy*> add_entry(void* handle, const std::string& path,
+                                                    std::span<const double> check_close);
 
   struct Library {
     void* handle = nullptr;

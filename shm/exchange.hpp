@@ -235,7 +235,6 @@ class ExchangeClient {
   }
 
   [[nodiscard]] bool pending() const noexcept { return pending_; }
-  [[nodiscard]] std::uint32_t last_call() const noexcept { return last_; }
 
  private:
   [[nodiscard]] std::atomic_ref<std::uint32_t> stamp_ref() const noexcept {

@@ -153,12 +153,6 @@ inline RingControl* construct_ring(void* memory, std::uint64_t start = 0) noexce
   return control;
 }
 
-// Bytes a ring of `capacity` slots needs for its slot array (the control block is separate).
-template <RingSlot Slot>
-[[nodiscard]] constexpr std::size_t ring_slots_bytes(std::uint32_t capacity) noexcept {
-  return sizeof(Slot) * capacity;
-}
-
 namespace detail {
 
 // Shared setup checks for both handles; allocates only on failure (the Error's message).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -17,7 +18,8 @@
 
 #include "common/combo.hpp"
 #include "common/exit_codes.hpp"
-#include "kernel/combo_io.hpp"
+#include "data/combo_io.hpp"
+#include "ipcfloor/strategy.h"
 #include "kernel/cost.hpp"
 #include "shm/frames.hpp"
 #include "shm/layout.hpp"
@@ -74,6 +76,12 @@ std::string with_commas(std::uint64_t value) {
     out.push_back(digits[i]);
   }
   return out;
+}
+
+// "62,000" -> 62000.
+std::uint64_t without_commas(std::string text) {
+  std::erase(text, ',');
+  return std::stoull(text);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -283,6 +291,18 @@ TEST_CASE("DESIGN and PROTOCOL print the bounds of kernel/cost.hpp as the code h
   const std::string workers = section(design, "## Workers");
   CHECK_MESSAGE(workers.find(with_commas(kDefaultInlineCost) + " units by default") != std::string::npos,
                 "--inline-cost");
+  // The backtest each page gives as the size of --inline-cost costs what it prints, and that is
+  // within a tenth of the default.
+  const std::regex example(R"(about a ([0-9,]+)-bar backtest of L = ([0-9]+) \(([0-9,]+)\s+units\))");
+  for (const std::string& text : {workers, section(read_doc("docs/RESULTS.md"), "### What a hand-over to a worker costs")}) {
+    std::smatch found;
+    REQUIRE_MESSAGE(std::regex_search(text, found, example), "an --inline-cost example");
+    const std::uint64_t cost =
+        backtest_cost(combo_from_length(static_cast<std::int64_t>(without_commas(found[2]))), without_commas(found[1]));
+    CHECK_MESSAGE(cost == without_commas(found[3]), found.str(0));
+    CHECK_MESSAGE(cost * 10 >= kDefaultInlineCost * 9, found.str(0));
+    CHECK_MESSAGE(cost * 10 <= kDefaultInlineCost * 11, found.str(0));
+  }
   const std::string protocol = read_doc("docs/PROTOCOL.md");
   for (const auto& row : table_rows(protocol, "## 2. The ring frames", "status"))
     if (row[1] == "too_costly") CHECK(row[2].find(with_commas(kDefaultMaxFrameCost) + " units by default") != std::string::npos);
@@ -411,4 +431,118 @@ TEST_CASE("the README tells where the installed plot script is and which python 
   const std::string readme = read_doc("README.md");
   CHECK(readme.find("PREFIX/share/ipcfloor/tools/plot_report.py REPORT.json OUT_DIR") != std::string::npos);
   CHECK(readme.find("`/usr/bin/python3` has with `python3-matplotlib`") != std::string::npos);
+}
+
+namespace {
+
+// Each layer tools/layers knows and the layers it may use, read from its ALLOWED table.
+std::map<std::string, std::vector<std::string>> allowed_layers() {
+  const std::string tool = read_doc("tools/layers");
+  const auto open = tool.find("ALLOWED = {");
+  REQUIRE(open != std::string::npos);
+  const std::string table = tool.substr(open, tool.find("\n}", open) - open);
+  std::map<std::string, std::vector<std::string>> allowed;
+  const std::regex entry(R"re("([a-z_]+)": (?:set\(\)|\{([^}]*)\}))re");
+  const std::regex name(R"re("([a-z_]+)")re");
+  for (auto it = std::sregex_iterator(table.begin(), table.end(), entry); it != std::sregex_iterator(); ++it) {
+    const std::string uses = (*it)[2];
+    std::vector<std::string>& list = allowed[(*it)[1]];
+    for (auto n = std::sregex_iterator(uses.begin(), uses.end(), name); n != std::sregex_iterator(); ++n) list.push_back((*n)[1]);
+    std::sort(list.begin(), list.end());
+  }
+  REQUIRE(allowed.size() > 5);
+  return allowed;
+}
+
+// The targets a CMakeLists.txt declares (an ALIAS is a second name, not a target).
+std::vector<std::string> targets_declared(const std::string& cmake) {
+  std::vector<std::string> targets;
+  const std::regex declared(R"(add_(?:library|executable)\(([A-Za-z0-9_-]+)[\s)])");
+  for (auto it = std::sregex_iterator(cmake.begin(), cmake.end(), declared); it != std::sregex_iterator(); ++it)
+    targets.push_back((*it)[1]);
+  return targets;
+}
+
+std::vector<std::string> split_list(const std::string& cell) {
+  std::vector<std::string> items;
+  std::istringstream in(cell);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto from = item.find_first_not_of(' ');
+    if (from != std::string::npos) items.push_back(item.substr(from, item.find_last_not_of(' ') - from + 1));
+  }
+  return items;
+}
+
+}  // namespace
+
+TEST_CASE("DESIGN's layer sentence names each folder that builds more than one target, and every one of them") {
+  const std::string design = read_doc("docs/DESIGN.md");
+  const std::string layers = section(design, "## Layers");
+  const std::string sentence = layers.substr(0, layers.find("```"));
+  for (const auto& [layer, uses] : allowed_layers()) {
+    const std::string cmake = std::string(IPCFLOOR_SOURCE_DIR) + "/" + layer + "/CMakeLists.txt";
+    if (!std::filesystem::exists(cmake)) continue;  // a layer of one file (the strategy ABI), below
+    const std::vector<std::string> targets = targets_declared(read_doc(layer + "/CMakeLists.txt"));
+    CAPTURE(layer);
+    CHECK(!targets.empty());
+    if (targets.size() < 2) continue;
+    CHECK_MESSAGE(sentence.find("`" + layer + "/`") != std::string::npos, "the folder is named as an exception");
+    for (const std::string& target : targets)
+      CHECK_MESSAGE(sentence.find("`" + target + "`") != std::string::npos, target);
+  }
+  // The strategy ABI: one header, its own target, declared beside the layers.
+  CHECK(sentence.find("`include/ipcfloor/strategy.h`") != std::string::npos);
+  const std::vector<std::string> top = targets_declared(read_doc("CMakeLists.txt"));
+  REQUIRE(std::find(top.begin(), top.end(), "ipcfloor_strategy") != top.end());
+  CHECK(sentence.find("`ipcfloor_strategy`") != std::string::npos);
+}
+
+TEST_CASE("DESIGN's table of who may use whom is tools/layers' own") {
+  const auto allowed = allowed_layers();
+  std::map<std::string, std::vector<std::string>> drawn;
+  for (const auto& row : table_rows(read_doc("docs/DESIGN.md"), "## Layers", "layer")) {
+    REQUIRE(row.size() >= 2);
+    std::vector<std::string> uses = row[1] == "nothing" ? std::vector<std::string>{} : split_list(row[1]);
+    std::sort(uses.begin(), uses.end());
+    for (const std::string& layer : split_list(row[0])) drawn[layer] = uses;
+  }
+  for (const auto& [layer, uses] : allowed) {
+    CAPTURE(layer);
+    REQUIRE_MESSAGE(drawn.count(layer) == 1, "the table has a row for it");
+    if (drawn[layer] == std::vector<std::string>{"every layer below it"}) {
+      CHECK(uses.size() + 2 == allowed.size());  // all but itself and the one beside it (cluster)
+      continue;
+    }
+    CHECK(drawn[layer] == uses);
+  }
+  CHECK(drawn.size() == allowed.size());
+}
+
+TEST_CASE("the strategy header's counts and STRATEGIES' table say what the header declares") {
+  const std::string header = read_doc("include/ipcfloor/strategy.h");
+  const std::map<std::string, std::size_t> words{{"two", 2}, {"three", 3}, {"four", 4}, {"five", 5}, {"six", 6}};
+  // The live part: as many function pointers as its heading says, all set or all NULL.
+  std::smatch heading;
+  REQUIRE(std::regex_search(header, heading, std::regex(R"(Optional: live mode\. All ([a-z]+) set, or all NULL)")));
+  REQUIRE(words.count(heading[1]) == 1);
+  const auto live_from = header.find(heading.str(0));
+  const std::string live = header.substr(live_from, header.find("} ipcfloor_strategy;", live_from) - live_from);
+  std::vector<std::string> functions;
+  const std::regex pointer(R"(\(\*([a-z_]+)\))");
+  for (auto it = std::sregex_iterator(live.begin(), live.end(), pointer); it != std::sregex_iterator(); ++it)
+    functions.push_back((*it)[1]);
+  CHECK(functions.size() == words.at(heading[1]));
+  // STRATEGIES' row names the same functions and the same count.
+  const std::string strategies = read_doc("docs/STRATEGIES.md");
+  const auto row_at = strategies.find("| live part (optional) |");
+  REQUIRE(row_at != std::string::npos);
+  const std::string row = strategies.substr(row_at, strategies.find('\n', row_at) - row_at);
+  std::smatch count;
+  REQUIRE(std::regex_search(row, count, std::regex(R"(all ([a-z]+) set or all NULL)")));
+  REQUIRE(words.count(count[1]) == 1);
+  CHECK(words.at(count[1]) == functions.size());
+  for (const std::string& function : functions) CHECK_MESSAGE(row.find("`" + function + "`") != std::string::npos, function);
+  // The counts the header's opening names: parameters and the length of a name.
+  CHECK(header.find("the parameter count (1.." + std::to_string(IPCFLOOR_STRATEGY_MAX_PARAMS) + ")") != std::string::npos);
+  CHECK(header.find("(1-" + std::to_string(IPCFLOOR_STRATEGY_NAME_MAX) + " characters") != std::string::npos);
 }

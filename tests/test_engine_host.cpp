@@ -17,8 +17,8 @@
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
 #include "common/combo.hpp"
+#include "data/gbm.hpp"
 #include "host/engine_host.hpp"
-#include "kernel/gbm.hpp"
 #include "kernel/kernel.hpp"
 
 using namespace ipcfloor;

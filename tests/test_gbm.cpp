@@ -1,7 +1,7 @@
 // The default data set against numpy. Expected values were printed once by numpy 1.24 with
 //   rng = np.random.default_rng(seed); lr = mu*dt + sigma*np.sqrt(dt)*rng.standard_normal(n-1)
 //   close[0] = s0; close[1:] = s0*np.exp(np.cumsum(lr))
-// The generator evaluates numpy's own exp (kernel/numpy_exp.hpp), so the default series is
+// The generator evaluates numpy's own exp (data/numpy_exp.hpp), so the default series is
 // bit-identical; most checks still use the 1e-14 relative contract, and one checks every bit.
 
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 
 namespace {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "common/checksum.hpp"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
+#include "data/series_source.hpp"
 #include "kernel/isa.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_source.hpp"
 
 // Counts heap allocations in this test binary, to prove the hot path makes none.
 namespace {

@@ -21,8 +21,8 @@
 
 #include "bench/engine_child.hpp"
 #include "clients/shm_client.hpp"
+#include "data/gbm.hpp"
 #include "kernel/cost.hpp"
-#include "kernel/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/live_signal.hpp"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "kernel/numpy_exp.hpp"
+#include "data/numpy_exp.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/numpy_random.hpp"
-#include "kernel/ziggurat_tables.hpp"
+#include "data/numpy_random.hpp"
+#include "data/ziggurat_tables.hpp"
 
 namespace {
 

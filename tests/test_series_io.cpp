@@ -1,4 +1,4 @@
-// Series file I/O (kernel/series_io.hpp): exact round trips through every format, numpy
+// Series file I/O (data/series_io.hpp): exact round trips through every format, numpy
 // interoperability, and one clear, fact-naming error per way a series file can be wrong.
 
 #include <doctest/doctest.h>
@@ -29,8 +29,8 @@
 
 #include <fmt/format.h>
 
-#include "kernel/combo_io.hpp"
-#include "kernel/series_io.hpp"
+#include "data/combo_io.hpp"
+#include "data/series_io.hpp"
 
 namespace fs = std::filesystem;
 using ipcfloor::ErrorCode;

@@ -43,7 +43,7 @@
 #include "clients/socket_client.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket_server/socket_request_handler.hpp"
 #include "socket_server/socket_server.hpp"

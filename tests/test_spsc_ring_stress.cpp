@@ -27,23 +27,10 @@
 #include "shm/frames.hpp"
 #include "shm/spsc_ring.hpp"
 #include "shm/wait_strategy.hpp"
-
-#if defined(__SANITIZE_THREAD__)
-#define IPCFLOOR_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define IPCFLOOR_TSAN 1
-#endif
-#endif
+#include "tests/tsan_build.hpp"
 
 namespace ipcfloor {
 namespace {
-
-#if defined(IPCFLOOR_TSAN)
-constexpr bool kUnderTsan = true;
-#else
-constexpr bool kUnderTsan = false;
-#endif
 
 constexpr std::uint64_t kDefaultStressFrames = 10'000'000;
 constexpr auto kTestBudget = std::chrono::seconds(120);

@@ -24,6 +24,7 @@
 #include "bench/scaling_bench.hpp"
 #include "clients/shm_client.hpp"
 #include "common/exit_codes.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/strategy_loader.hpp"
 
@@ -33,6 +34,13 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string module(const std::string& name) { return std::string(IPCFLOOR_STRATEGY_DIR) + "/" + name + ".so"; }
+
+// Loads `path` into `catalog` with the self-check series every caller uses.
+Expected<const Strategy*> load(StrategyCatalog& catalog, const std::string& path) {
+  const auto check_close = strategy_check_series();
+  REQUIRE(check_close.has_value());
+  return catalog.load(path, *check_close);
+}
 
 struct Ran {
   int code = -1;
@@ -141,9 +149,9 @@ TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming t
 
 TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and the catalog goes on") {
   StrategyCatalog catalog;
-  CHECK_FALSE(catalog.load(module("probe_bad_abi")).has_value());
+  CHECK_FALSE(load(catalog, module("probe_bad_abi")).has_value());
   CHECK(catalog.set().size() == 1);  // the built-in alone
-  auto probe = catalog.load(module("probe"));
+  auto probe = load(catalog, module("probe"));
   REQUIRE_MESSAGE(probe.has_value(), (probe ? "" : probe.error().message));
   CHECK(catalog.set().size() == 2);
   CHECK((*probe)->name() == "probe");
@@ -153,7 +161,7 @@ TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and
 TEST_CASE("the benchmark's strategy grid spreads the first two params from half to twice the example and skips "
           "refused pairs") {
   StrategyCatalog catalog;
-  auto sma = catalog.load(module("sma_cross"));  // example fast 10, slow 40; slow must be above fast
+  auto sma = load(catalog, module("sma_cross"));  // example fast 10, slow 40; slow must be above fast
   REQUIRE_MESSAGE(sma.has_value(), (sma ? "" : sma.error().message));
   auto grid = strategy_grid(**sma, 16, 1000);  // 4 x 4: fast 5, 8, 13, 20; slow 20, 32, 50, 80
   REQUIRE(grid.has_value());
@@ -197,7 +205,7 @@ TEST_CASE("two clients sweeping two strategies at once each get the in-process s
                       "--strategy", module("donchian")});
   REQUIRE(engine.up());
   StrategyCatalog catalog;
-  for (const char* name : {"sma_cross", "donchian"}) REQUIRE(catalog.load(module(name)).has_value());
+  for (const char* name : {"sma_cross", "donchian"}) REQUIRE(load(catalog, module(name)).has_value());
 
   struct Sweep {
     std::string strategy;
@@ -267,7 +275,7 @@ TEST_CASE("SUBSCRIBE to a strategy without a live step is refused; one with a st
   REQUIRE(status_of(answer) == Status::ok);
 
   StrategyCatalog catalog;
-  const auto loaded = catalog.load(module("sma_cross"));
+  const auto loaded = load(catalog, module("sma_cross"));
   REQUIRE(loaded.has_value());
   std::vector<double> close(reader->segment().series().begin(), reader->segment().series().end());
   for (int bar = 0; bar < 150; ++bar) {

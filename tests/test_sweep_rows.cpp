@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "cluster/work_split.hpp"
+#include "data/gbm.hpp"
+#include "data/series_io.hpp"
+#include "data/series_set.hpp"
+#include "data/sweep_rows.hpp"
 #include "kernel/cost.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/series_io.hpp"
-#include "kernel/series_set.hpp"
-#include "kernel/sweep_rows.hpp"
-#include "kernel/work_split.hpp"
 
 using namespace ipcfloor;
 

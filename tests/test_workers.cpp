@@ -31,12 +31,12 @@
 #include "clients/shm_client.hpp"
 #include "common/affinity.hpp"
 #include "common/tsc_clock.hpp"
+#include "data/gbm.hpp"
+#include "data/grid.hpp"
 #include "engine/dispatch.hpp"
 #include "engine/shm_engine.hpp"
 #include "engine/worker_pool.hpp"
 #include "kernel/cost.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/grid.hpp"
 #include "kernel/kernel.hpp"
 
 namespace ipcfloor {

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Derives the 256-layer ziggurat tables of numpy's `standard_normal` and writes
-kernel/ziggurat_tables.hpp.
+data/ziggurat_tables.hpp.
 
 Usage (from the repository root, with Debian's /usr/bin/python3):
 
-    /usr/bin/python3 tools/gen_ziggurat_tables.py            # writes kernel/ziggurat_tables.hpp
+    /usr/bin/python3 tools/gen_ziggurat_tables.py            # writes data/ziggurat_tables.hpp
     /usr/bin/python3 tools/gen_ziggurat_tables.py --verify   # ... and checks it against numpy
 
 How numpy's tables are built (reverse-engineered from the tables themselves, which this script

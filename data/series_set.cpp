@@ -1,4 +1,4 @@
-#include "kernel/series_set.hpp"
+#include "data/series_set.hpp"
 
 #include <filesystem>
 

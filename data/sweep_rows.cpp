@@ -1,4 +1,4 @@
-#include "kernel/sweep_rows.hpp"
+#include "data/sweep_rows.hpp"
 
 #include <cmath>
 #include <span>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernel/combo_io.hpp"
-#include "kernel/grid.hpp"
+#include "data/combo_io.hpp"
+#include "data/grid.hpp"
 #include "kernel/kernel.hpp"
 
 namespace ipcfloor {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 
 namespace ipcfloor {
 

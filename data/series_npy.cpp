@@ -1,4 +1,4 @@
-#include "kernel/series_formats.hpp"
+#include "data/series_formats.hpp"
 
 #include <algorithm>
 #include <cctype>

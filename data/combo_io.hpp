@@ -75,7 +75,7 @@ class ComboRows {
 };
 
 // The largest combo input read: 32 MiB, about two million rows (less when the host has less
-// memory available: kernel/input_file.hpp).
+// memory available: data/input_file.hpp).
 inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
 
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`

@@ -1,10 +1,10 @@
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 
 #include <cmath>
 #include <exception>
 
-#include "kernel/numpy_exp.hpp"
-#include "kernel/numpy_random.hpp"
+#include "data/numpy_exp.hpp"
+#include "data/numpy_random.hpp"
 
 namespace ipcfloor {
 
@@ -62,6 +62,13 @@ Expected<std::vector<double>> generate_gbm(const GbmParams& params) {
     }
   }
   return close;
+}
+
+Expected<std::vector<double>> strategy_check_series() {
+  GbmParams params;
+  params.bars = 1000;
+  params.seed = 20261205;
+  return generate_gbm(params);
 }
 
 }  // namespace ipcfloor

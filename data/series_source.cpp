@@ -1,9 +1,9 @@
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 
 #include <fmt/format.h>
 
-#include "kernel/input_file.hpp"
-#include "kernel/series_io.hpp"
+#include "data/input_file.hpp"
+#include "data/series_io.hpp"
 
 namespace ipcfloor {
 

@@ -1,4 +1,4 @@
-#include "kernel/work_split.hpp"
+#include "cluster/work_split.hpp"
 
 #include <algorithm>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "kernel/grid.hpp"
+#include "data/grid.hpp"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "kernel/series_formats.hpp"
+#include "data/series_formats.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kernel/series_io.hpp"
+#include "data/series_io.hpp"
 
 namespace ipcfloor::series_formats {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernel/input_file.hpp"
+#include "data/input_file.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

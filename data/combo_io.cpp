@@ -1,4 +1,4 @@
-#include "kernel/combo_io.hpp"
+#include "data/combo_io.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernel/input_file.hpp"
-#include "kernel/series_formats.hpp"
+#include "data/input_file.hpp"
+#include "data/series_formats.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -36,4 +36,9 @@ struct GbmParams {
 // ErrorCode::resource when the bars cannot be allocated.
 [[nodiscard]] Expected<std::vector<double>> generate_gbm(const GbmParams& params);
 
+// The series a strategy's self-check runs on when it is loaded (kernel/strategy_loader.hpp): this
+// generator's 1,000 bars of seed 20261205, long enough for a few hundred bars of warm-up, short
+// enough to check in a millisecond or two. The same on every call and every host; allocates 8 KB.
+[[nodiscard]] Expected<std::vector<double>> strategy_check_series();
+
 }  // namespace ipcfloor

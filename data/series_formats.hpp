@@ -1,5 +1,5 @@
 #pragma once
-// The series file formats one by one, behind kernel/series_io.hpp. Internal to the kernel: only
+// The series file formats one by one, behind data/series_io.hpp. Internal to the kernel: only
 // series_io.cpp calls these, after it has picked the format from the path and read the file;
 // validation, the file system and the choice of format stay there. One translation unit per
 // format (series_csv.cpp, series_npy.cpp, series_raw.cpp); the helpers they share are here and
@@ -41,7 +41,7 @@ inline std::string_view trim(std::string_view s) {
 bool iequals(std::string_view a, std::string_view b);
 
 // File text quoted in a message: control and non-ASCII bytes escaped, long text cut (also the
-// combo files' rows, kernel/combo_io.cpp). series_formats.cpp.
+// combo files' rows, data/combo_io.cpp). series_formats.cpp.
 std::string snippet(std::string_view text);
 
 // A whole file's bytes, stored in doubles so a raw or .npy series is decoded in place and

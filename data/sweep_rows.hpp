@@ -15,7 +15,7 @@
 #include "common/trade_stats.hpp"
 #include "common/combo.hpp"
 #include "common/error.hpp"
-#include "kernel/combo_io.hpp"
+#include "data/combo_io.hpp"
 #include "kernel/strategy.hpp"
 
 namespace ipcfloor {
@@ -38,7 +38,7 @@ struct SweepRow {
 };
 
 // A sweep's rows before they run: a combo file's rows as parsed, or the combos of a grid or
-// lengths (ComboRows, kernel/combo_io.hpp: 57 bytes a row and no string; the text and error of a
+// lengths (ComboRows, data/combo_io.hpp: 57 bytes a row and no string; the text and error of a
 // row that did not parse are read again when the row is written). Read-only once planned: every
 // series of a sweep runs the same plan.
 using SweepPlan = ComboRows;
@@ -54,7 +54,7 @@ inline constexpr std::size_t kSweepBytesPerRow = sizeof(RowVerdict);
 
 // Where a sweep's combos come from: exactly one of a combo file, a list of lengths, a grid.
 struct ComboSpec {
-  std::string combos_path;     // set: a combo file (kernel/combo_io.hpp), "-" for stdin
+  std::string combos_path;     // set: a combo file (data/combo_io.hpp), "-" for stdin
   std::string lengths;         // used when lengths_given
   bool lengths_given = false;  // an empty list is then an error, not the grid
   std::string grid = "6:200:80";

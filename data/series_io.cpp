@@ -1,4 +1,4 @@
-#include "kernel/series_io.hpp"
+#include "data/series_io.hpp"
 
 
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "common/atomic_file.hpp"
-#include "kernel/input_file.hpp"
-#include "kernel/series_formats.hpp"
+#include "data/input_file.hpp"
+#include "data/series_formats.hpp"
 
 namespace ipcfloor {
 namespace {

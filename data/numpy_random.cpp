@@ -1,8 +1,8 @@
-#include "kernel/numpy_random.hpp"
+#include "data/numpy_random.hpp"
 
 #include <cmath>
 
-#include "kernel/ziggurat_tables.hpp"
+#include "data/ziggurat_tables.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -32,7 +32,7 @@ enum class SeriesFormat {
 [[nodiscard]] Expected<SeriesFormat> format_from_path(std::string_view path);
 
 // The largest series file read: 4 GiB, about 537 million float64 bars (or fewer, when the host
-// has less memory available: kernel/input_file.hpp).
+// has less memory available: data/input_file.hpp).
 inline constexpr std::size_t kMaxSeriesFileBytes = std::size_t{4} << 30;
 
 // Reads the whole file in the format its extension names and validate_series()es it; returns

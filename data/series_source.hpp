@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "common/bars.hpp"
-
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "common/error.hpp"
 
 namespace ipcfloor {

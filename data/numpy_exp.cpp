@@ -1,4 +1,4 @@
-#include "kernel/numpy_exp.hpp"
+#include "data/numpy_exp.hpp"
 
 #include <cmath>
 #include <cstdint>
