@@ -75,7 +75,7 @@ std::string json_named_params(const SweepShape& shape, const std::array<std::int
     if (shape.lengths && name == "L") continue;
     bool taken = stats_figure_index(std::string(name).c_str()) != -3;
     for (const std::string_view other : kTaken) taken = taken || name == other;
-    out += fmt::format("\"{}{}\":{},", taken ? "param_" : "", name, values[k]);
+    out += fmt::format(",\"{}{}\":{}", taken ? "param_" : "", name, values[k]);
   }
   return out;
 }
@@ -178,11 +178,11 @@ void SweepWriter::row(const SweepRow& row) {
         fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"{}}}\n", lead, json_escaped(row.raw),
                    json_escaped(row.error), tail);
       } else if (row.error.empty()) {
-        fmt::print(out_, "{{{}{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}{}}}\n", lead, length, named, params,
-                   row.result.pnl, row.result.trades, shape_.stats ? json_stats(row.stats) : "", tail);
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"pnl\":{:.17g},\"trades\":{}{}{}{}}}\n", lead, length, params,
+                   row.result.pnl, row.result.trades, shape_.stats ? json_stats(row.stats) : "", named, tail);
       } else {
-        fmt::print(out_, "{{{}{}{}\"params\":[{}],\"error\":\"{}\"{}}}\n", lead, length, named, params,
-                   json_escaped(row.error), tail);
+        fmt::print(out_, "{{{}{}\"params\":[{}],\"error\":\"{}\"{}{}}}\n", lead, length, params,
+                   json_escaped(row.error), named, tail);
       }
       break;
     }

@@ -122,9 +122,9 @@ class SweepWriter {
   // did not parse has empty windows and its text in `raw`. The table prints that text in the
   // params column. Another strategy's rows have no "L" and only its parameters:
   // {"params":[10,40],...}, CSV under fast,slow,pnl,... Every JSON row also names each parameter
-  // as a key of its own ({"fast":10,"slow":40,"params":[10,40],...}; the built-in's L is already
-  // one), so `pandas.read_json(lines=True)` gives each its column; a name that would clash with
-  // another field is prefixed "param_". With stats, the figures follow trades in every format, in
+  // as a key of its own, after the results ({"params":[10,40],"pnl":...,"trades":...,"fast":10,
+  // "slow":40,"series":...}; the built-in's L is already one), so `pandas.read_json(lines=True)`
+  // gives each its column; a name that would clash with another field is prefixed "param_". With stats, the figures follow trades in every format, in
   // docs/STATISTICS.md's order: JSON writes NaN as null and infinity as "inf"/"-inf", CSV and the
   // table as nan and inf.
   void row(const SweepRow& row);

@@ -66,7 +66,8 @@ KernelStatus run_backtest(std::span<const double> close, const Combo& combo, dou
     case StrategyRun::too_few_bars: return KernelStatus::too_few_bars;
     case StrategyRun::failed:
     case StrategyRun::no_trade_report:
-    case StrategyRun::bad_trades: break;
+    case StrategyRun::bad_trades:
+    case StrategyRun::missing_column: break;
   }
   return KernelStatus::failed;
 }
@@ -77,8 +78,14 @@ namespace {
 // threads (0: one per online core), the dearest first, each thread with a workspace of
 // `workspace_bytes`. The error names the first refused combo, or the first the strategy failed.
 template <class RunOne>
-Expected<void> sweep_each(const Strategy& strategy, std::size_t n_bars, std::span<const Combo> combos, double fee,
+Expected<void> sweep_each(const Strategy& strategy, const Bars& bars, std::span<const Combo> combos, double fee,
                           unsigned threads, std::uint64_t workspace_bytes, RunOne&& run_one) {
+  const std::size_t n_bars = bars.size();
+  if (const std::uint32_t missing = strategy.required_columns() & ~bars.columns(); missing != 0)
+    return fail(ErrorCode::invalid_argument, "strategy {} needs the {} column, which the series does not have (give "
+                "it a series with that column: a CSV with a {} header, or a structured .npy)", strategy.name(),
+                kColumnNames[static_cast<std::size_t>(first_missing(missing, 0))],
+                kColumnNames[static_cast<std::size_t>(first_missing(missing, 0))]);
   if (n_bars < 2)
     return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2", n_bars);
   if (!std::isfinite(fee))
@@ -140,7 +147,7 @@ Expected<void> sweep_each(const Strategy& strategy, std::size_t n_bars, std::spa
 Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, const Bars& bars,
                                                 std::span<const Combo> combos, double fee, unsigned threads) {
   std::vector<BacktestResult> results(combos.size());
-  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.workspace_bytes(bars.size()),
+  auto ran = sweep_each(strategy, bars, combos, fee, threads, strategy.workspace_bytes(bars.size()),
                         [&](std::size_t i, KernelWorkspace& workspace) {
                           return strategy.run(bars, combos[i], fee, workspace, results[i]);
                         });
@@ -154,7 +161,7 @@ Expected<std::vector<TradeStats>> run_sweep_stats(const Strategy& strategy, cons
   if (!(bars_per_year > 0.0) || !std::isfinite(bars_per_year))
     return fail(ErrorCode::invalid_argument, "bars per year {} is not a finite number > 0", bars_per_year);
   std::vector<TradeStats> results(combos.size());
-  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.stats_workspace_bytes(bars.size()),
+  auto ran = sweep_each(strategy, bars, combos, fee, threads, strategy.stats_workspace_bytes(bars.size()),
                         [&](std::size_t i, KernelWorkspace& workspace) {
                           return strategy.run_stats(bars, combos[i], fee, bars_per_year, workspace, results[i]);
                         });

@@ -100,6 +100,9 @@ StrategyRun Strategy::run(const Bars& bars, const Combo& params, double fee, Ker
                           BacktestResult& out, const ipcfloor_trade_sink* sink) const noexcept {
   const std::size_t n = bars.size();
   if (n < 2) return StrategyRun::too_few_bars;
+  // Admission refuses such a request first; this keeps every other caller (a socket server, an
+  // MPI rank, a tool) from handing a strategy a NULL column.
+  if ((table_.required_columns & ~bars.columns()) != 0) return StrategyRun::missing_column;
   if (workspace.bytes() < table_.workspace_bytes(n)) return StrategyRun::workspace_too_small;
   ipcfloor_strategy_result result{};
   int failed = 0;

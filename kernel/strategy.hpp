@@ -44,6 +44,7 @@ enum class StrategyRun : std::uint8_t {
   too_few_bars,
   no_trade_report,  // statistics asked of a version-1 strategy, which reports no trades
   bad_trades,       // its trade reports broke the rules of strategy.h (common/trade_stats.hpp says which)
+  missing_column,   // the bars lack a column it requires: it never runs on a NULL column
 };
 
 // A strategy table of either ABI version, as one shape: the members both versions share, and the

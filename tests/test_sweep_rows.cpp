@@ -226,11 +226,12 @@ TEST_CASE("every JSON and CSV row names the series it ran on (name, bars, checks
   raw.raw = "3,x";
   const std::string identity = "\"series_bars\":2000,\"series_checksum\":\"00aa8dbb76d06ab6\"";
   CHECK(written(SweepFormat::json, false, {ok}) ==
-        "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7,\"series\":\"ES\"," + identity + "}\n");
+        "{\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7,\"h\":3,\"s\":2,\"p3\":1,\"p2\":2,\"p\":3,\"series\":\"ES\"," + identity + "}\n");
   CHECK(written(SweepFormat::json, true, {ok}) ==
-        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7," + identity + "}\n");
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"pnl\":-1.5,\"trades\":7,\"h\":3,\"s\":2,\"p3\":1,\"p2\":2,\"p\":3," + identity + "}\n");
   CHECK(written(SweepFormat::json, true, {bad}) ==
-        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\"," + identity +
+        "{\"series\":\"ES\",\"L\":6,\"params\":[3,6,2,1,2,3],\"error\":\"window_out_of_range: \\\"x\\\"\",\"h\":3,\"s\":2,"
+        "\"p3\":1,\"p2\":2,\"p\":3," + identity +
             "}\n");
   CHECK(written(SweepFormat::json, false, {raw}) ==
         "{\"raw\":\"3,x\",\"error\":\"bad_row: line 2\",\"series\":\"ES\"," + identity + "}\n");
