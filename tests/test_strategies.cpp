@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <bit>
+
 #include "bench/engine_child.hpp"
 #include "bench/scaling_bench.hpp"
 #include "clients/shm_client.hpp"
@@ -124,7 +126,8 @@ TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming t
   const std::vector<Case> cases{
       {{folder.path + "/missing.so"}, folder.path + "/missing.so", "No such file"},
       {{not_elf}, not_elf, "not a shared object"},
-      {{module("probe_no_entry")}, module("probe_no_entry"), "exports no ipcfloor_strategy_v1 symbol"},
+      {{module("probe_no_entry")}, module("probe_no_entry"),
+       "exports no ipcfloor_strategy_v2 (or version 1's ipcfloor_strategy_v1) symbol"},
       {{module("probe_bad_abi")}, module("probe_bad_abi"), "strategy ABI version 99"},
       {{module("probe_bad_size")}, module("probe_bad_size"), "its table is"},
       {{module("probe"), module("probe")}, module("probe"), "already loaded"},
@@ -133,6 +136,12 @@ TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming t
       {{module("probe_unbounded")}, module("probe_unbounded"), "every parameter must be bounded"},
       {{module("probe_cost_max")}, module("probe_cost_max"), "finite number of work units"},
       {{module("probe_self_nan")}, module("probe_self_nan"), "not finite"},
+      {{module("trade_probe_miscount")}, module("trade_probe_miscount"),
+       "break the rules of strategy.h: the trades reported are not as many as the trades counted"},
+      {{module("trade_probe_bad_sum")}, module("trade_probe_bad_sum"),
+       "the trades' pnl, summed in order, is not the pnl answered, bit for bit"},
+      {{module("trade_probe_overlap")}, module("trade_probe_overlap"),
+       "a trade enters before the previous one's exit"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.names);
@@ -202,10 +211,10 @@ TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN
 TEST_CASE("two clients sweeping two strategies at once each get the in-process sweep's answers bit for bit") {
   EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "20000", "--workers", "1", "--strategy", module("sma_cross"),
-                      "--strategy", module("donchian")});
+                      "--strategy", module("trade_probe")});
   REQUIRE(engine.up());
   StrategyCatalog catalog;
-  for (const char* name : {"sma_cross", "donchian"}) REQUIRE(load(catalog, module(name)).has_value());
+  for (const char* name : {"sma_cross", "trade_probe"}) REQUIRE(load(catalog, module(name)).has_value());
 
   struct Sweep {
     std::string strategy;
@@ -217,9 +226,8 @@ TEST_CASE("two clients sweeping two strategies at once each get the in-process s
   for (std::int64_t fast : {2, 5, 10, 20, 50})
     for (std::int64_t slow : {8, 30, 60, 120, 250})
       if (slow > fast) sweeps[0].combos.push_back(params(fast, slow));
-  sweeps[1].strategy = "donchian";
-  for (std::int64_t entry : {5, 10, 20, 55, 100})
-    for (std::int64_t exit : {3, 5, 10, 20}) sweeps[1].combos.push_back(params(entry, exit));
+  sweeps[1].strategy = "trade_probe";
+  for (std::int64_t hold : {1, 2, 3, 5, 8, 13, 21, 55, 144, 377, 987, 2584, 6765, 19999, 20000}) sweeps[1].combos.push_back(params(hold));
 
   std::vector<std::thread> threads;
   for (Sweep& sweep : sweeps)
@@ -293,6 +301,141 @@ TEST_CASE("SUBSCRIBE to a strategy without a live step is refused; one with a st
     CHECK(std::bit_cast<std::uint64_t>(signal.pnl) == std::bit_cast<std::uint64_t>((*batch)[0].pnl));
     CHECK(signal.trades == (*batch)[0].trades);
   }
+}
+
+}  // namespace ipcfloor
+
+namespace ipcfloor {
+namespace {
+
+// One request through the exchange line, with an options line when `options` is set.
+const ResponseSlot& ask(ShmClient& client, Opcode opcode, std::uint32_t strategy, const Combo& combo,
+                        const RequestOptions* options = nullptr) {
+  REQUIRE(client.call(opcode, request_flags(0, strategy), payload_of(combo), options) == CallStatus::ok);
+  return client.answer();
+}
+
+std::uint64_t bits(double value) { return std::bit_cast<std::uint64_t>(value); }
+
+// Every figure of `got` (from the wire) equals `want`, bit for bit.
+void check_same_figures(const TradeStats& got, const TradeStats& want) {
+  CHECK(bits(got.pnl) == bits(want.pnl));
+  CHECK(got.trades == want.trades);
+  for (std::size_t k = 0; k < kStatsFigureCount; ++k) {
+    CAPTURE(kStatsFigureNames[k]);
+    CHECK(bits(stats_figure(got, k)) == bits(stats_figure(want, k)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a version-1 strategy still loads and answers BACKTEST; its STATS is answered no_trade_report") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "0", "--strategy", module("probe")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const auto probe = client->segment().find_strategy("probe");
+  REQUIRE(probe.has_value());
+  CHECK(client->segment().strategy_at(*probe).abi_version == 1);
+  const std::span<const double> close = client->segment().series();
+  const ResponseSlot& backtest_answer = ask(*client, Opcode::backtest, *probe, params(10));
+  REQUIRE(status_of(backtest_answer) == Status::ok);
+  CHECK(backtest_answer.pnl == (close.back() - close.front()) / 10.0);  // probe.c's rule
+  CHECK(status_of(ask(*client, Opcode::stats, *probe, params(10))) == Status::no_trade_report);
+  CHECK(status_of(ask(*client, Opcode::trades, *probe, params(10))) == Status::no_trade_report);
+}
+
+TEST_CASE("a strategy that requires high is refused on a close-only series, naming the column, in every path") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "0", "--strategy", module("trade_probe_high")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const auto index = client->segment().find_strategy("trade_probe_high");
+  REQUIRE(index.has_value());
+  CHECK(client->segment().strategy_at(*index).required_columns == IPCFLOOR_COLUMN_HIGH);
+  for (const Opcode opcode : {Opcode::backtest, Opcode::stats}) {
+    const ResponseSlot& answer = ask(*client, opcode, *index, params(10));
+    CHECK(status_of(answer) == Status::missing_column);
+    CHECK(answer.extra[0] == IPCFLOOR_COLUMN_HIGH);
+  }
+  // In process: the sweep says which column, and a backtest never runs on a NULL column.
+  StrategyCatalog catalog;
+  auto loaded = load(catalog, module("trade_probe_high"));
+  REQUIRE(loaded.has_value());
+  const std::vector<Combo> combos{params(10)};
+  auto swept = run_sweep(**loaded, client->segment().series(), combos, 0.09, 1);
+  REQUIRE_FALSE(swept.has_value());
+  CHECK(swept.error().message.find("needs the high column") != std::string::npos);
+  KernelWorkspace workspace((*loaded)->stats_workspace_bytes(1000));
+  BacktestResult result;
+  CHECK((*loaded)->run(client->segment().series(), params(10), 0.09, workspace, result) == StrategyRun::missing_column);
+}
+
+TEST_CASE("STATS through the engine is the in-process statistics bit for bit, on the whole series and on a range") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "5000", "--workers", "1", "--strategy", module("sma_cross"),
+                      "--bars-per-year", "98280"});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  CHECK(client->segment().header().bars_per_year == 98280.0);
+  StrategyCatalog catalog;
+  auto sma = load(catalog, module("sma_cross"));
+  REQUIRE(sma.has_value());
+  const auto index = client->segment().find_strategy("sma_cross");
+  REQUIRE(index.has_value());
+  const std::span<const double> close = client->segment().series();
+  KernelWorkspace workspace((*sma)->stats_workspace_bytes(close.size()));
+  for (const Combo& combo : {params(5, 20), params(10, 40), params(30, 200)}) {
+    CAPTURE(combo.h);
+    CAPTURE(combo.L);
+    TradeStats want;
+    REQUIRE((*sma)->run_stats(close, combo, 0.09, 98280.0, workspace, want) == StrategyRun::ok);
+    const ResponseSlot answer = ask(*client, Opcode::stats, *index, combo);
+    REQUIRE(status_of(answer) == Status::ok);
+    check_same_figures(from_wire(answer.pnl, answer.trades, client->answer_record().stats), want);
+    // The same bars loaded as a series of their own give the same figures as a range of them,
+    // with the request's own fee and bars per year.
+    RequestOptions options{};
+    options.present = kOptionRange | kOptionFee | kOptionBarsPerYear;
+    options.from_bar = 1234;
+    options.to_bar = 4321;
+    options.fee = 0.0;
+    options.bars_per_year = 252.0;
+    const std::vector<double> own(close.begin() + 1234, close.begin() + 4321);
+    TradeStats on_own;
+    REQUIRE((*sma)->run_stats(own, combo, 0.0, 252.0, workspace, on_own) == StrategyRun::ok);
+    const ResponseSlot ranged = ask(*client, Opcode::stats, *index, combo, &options);
+    REQUIRE(status_of(ranged) == Status::ok);
+    check_same_figures(from_wire(ranged.pnl, ranged.trades, client->answer_record().stats), on_own);
+    CHECK(client->answer_record().stats.bars == own.size());
+  }
+  // A range outside the series, and an option out of its range, are refused as such.
+  RequestOptions outside{};
+  outside.present = kOptionRange;
+  outside.from_bar = 4000;
+  outside.to_bar = 5001;
+  CHECK(status_of(ask(*client, Opcode::stats, *index, params(5, 20), &outside)) == Status::bad_range);
+  RequestOptions negative_fee{};
+  negative_fee.present = kOptionFee;
+  negative_fee.fee = -1.0;
+  CHECK(status_of(ask(*client, Opcode::backtest, *index, params(5, 20), &negative_fee)) == Status::bad_option);
+}
+
+TEST_CASE("a refusal carries the strategy's own sentence to the client") {
+  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "0", "--strategy", module("sma_cross")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const auto index = client->segment().find_strategy("sma_cross");
+  REQUIRE(index.has_value());
+  const ResponseSlot answer = ask(*client, Opcode::backtest, *index, params(40, 10));
+  REQUIRE(status_of(answer) == Status::window_out_of_range);
+  REQUIRE(answer.extra[2] == kRecordWhy);
+  CHECK(std::string(client->answer_record().why) == "slow is 10; it must be above fast (40) and at most 1000 (the bars)");
 }
 
 }  // namespace ipcfloor
