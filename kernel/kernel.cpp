@@ -75,12 +75,18 @@ namespace {
 
 // Admits every combo once, then runs run_one(i, workspace) -> StrategyRun for each on `threads`
 // threads (0: one per online core), the dearest first, each thread with a workspace of
-// `workspace_bytes`. The error names the first refused combo, or the first the strategy failed.
+// `workspace_bytes`. The error names a column the strategy requires and `bars` lacks (its run()
+// would read a null column), the first refused combo, or the first the strategy failed.
 template <class RunOne>
-Expected<void> sweep_each(const Strategy& strategy, std::size_t n_bars, std::span<const Combo> combos, double fee,
+Expected<void> sweep_each(const Strategy& strategy, const Bars& bars, std::span<const Combo> combos, double fee,
                           unsigned threads, std::uint64_t workspace_bytes, RunOne&& run_one) {
+  const std::size_t n_bars = bars.size();
   if (n_bars < 2)
     return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2", n_bars);
+  if ((strategy.required_columns() & ~bars.columns()) != 0)
+    return fail(ErrorCode::invalid_argument, "missing_column: strategy {} needs the {} column, which the series does "
+                "not have", strategy.name(), kColumnNames[static_cast<std::size_t>(
+                                                 first_missing(strategy.required_columns(), bars.columns()))]);
   if (!std::isfinite(fee))
     return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", fee);
   std::vector<std::uint64_t> costs(combos.size());
@@ -140,7 +146,7 @@ Expected<void> sweep_each(const Strategy& strategy, std::size_t n_bars, std::spa
 Expected<std::vector<BacktestResult>> run_sweep(const Strategy& strategy, const Bars& bars,
                                                 std::span<const Combo> combos, double fee, unsigned threads) {
   std::vector<BacktestResult> results(combos.size());
-  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.workspace_bytes(bars.size()),
+  auto ran = sweep_each(strategy, bars, combos, fee, threads, strategy.workspace_bytes(bars.size()),
                         [&](std::size_t i, KernelWorkspace& workspace) {
                           return strategy.run(bars, combos[i], fee, workspace, results[i]);
                         });
@@ -154,7 +160,7 @@ Expected<std::vector<TradeStats>> run_sweep_stats(const Strategy& strategy, cons
   if (!(bars_per_year > 0.0) || !std::isfinite(bars_per_year))
     return fail(ErrorCode::invalid_argument, "bars per year {} is not a finite number > 0", bars_per_year);
   std::vector<TradeStats> results(combos.size());
-  auto ran = sweep_each(strategy, bars.size(), combos, fee, threads, strategy.stats_workspace_bytes(bars.size()),
+  auto ran = sweep_each(strategy, bars, combos, fee, threads, strategy.stats_workspace_bytes(bars.size()),
                         [&](std::size_t i, KernelWorkspace& workspace) {
                           return strategy.run_stats(bars, combos[i], fee, bars_per_year, workspace, results[i]);
                         });
