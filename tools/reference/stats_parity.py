@@ -15,20 +15,26 @@ bars). Runs at the default fee and bars per year, and at other ones (`--fee`, `-
 The cases docs/STATISTICS.md singles out, for every strategy (the reference's trades are checked
 to be the case claimed, so no case passes vacuously):
   - no trades (a window as long as the series; the ratios are NaN, exposure 0);
-  - one trade (found by the reference on a fixed series);
+  - one trade: trade_probe with n/2 < hold < n - 1; the others on a fixed series cut between their
+    first trade's exit and their second's (they are causal: the bars after a cut change nothing
+    before it), so one trade closes and the next is still open at the end (not a trade);
   - every bar in a position. trade_probe does it exactly (n - 1 a multiple of hold: trade k runs
     from k*hold to (k+1)*hold). The crossover strategies (hma, sma_cross, vwma_cross) and donchian
     cannot be in a position at bar 0: each enters on a comparison of bar i with what came before
     it (a crossing of bar i-1's lines, or a break of the previous bars' channel), so their first
     entry is at bar 1 at the earliest, and a position still open at the end is not a trade. Their
     case is the most they can do: from the first entry to the last bar in a position, every trade
-    starting where the previous one ended and the last one closing on the last bar (the series is
-    cut at a reversal the reference found);
-  - zero equity variance: constant closes with fee 0. trade_probe trades there at 0.0 each; the
-    crossover strategies trade on the rounding of their averages of a constant that is not a
-    binary fraction (0.1), each trade again at 0.0; donchian cannot (a close never breaks a channel
-    of equal highs and lows), so its case there is flat with no trade. A 2-bar series gives the
-    one-step case (sd NaN).
+    entering where the previous one left and the last one closing on the last bar (the series cut
+    at a reversal the reference found);
+  - zero equity variance, fee 0, with trades: every trade enters and leaves at the same constant
+    close. On constant closes of 0.1 trade_probe trades, and so do sma_cross and vwma_cross (their
+    running sums of a constant that is not a binary fraction round differently from bar to bar,
+    so their averages cross); hma cannot there (its two lines are the same at every bar), but does
+    on a step series (closes falling, then a step up to a constant 0.1: it enters after the step,
+    its windows still holding the bars before it); donchian cannot (a close never breaks a channel
+    of highs and lows equal to it), so its case is flat with no trade.
+Besides: every trade a win (profit factor +inf, sortino and calmar NaN) and a 2-bar series (one
+step: sd NaN).
 
 donchian needs the High and Low columns and vwma_cross the Volume column: a binary whose series
 keep the close only refuses them (missing_column); this script then prints why and skips them.
