@@ -76,18 +76,18 @@ namespace {
 
 // Admits every combo once, then runs run_one(i, workspace) -> StrategyRun for each on `threads`
 // threads (0: one per online core), the dearest first, each thread with a workspace of
-// `workspace_bytes`. The error names the first refused combo, or the first the strategy failed.
+// `workspace_bytes`. The error names a column the strategy requires and `bars` lacks (its run()
+// would read a null column), the first refused combo, or the first the strategy failed.
 template <class RunOne>
 Expected<void> sweep_each(const Strategy& strategy, const Bars& bars, std::span<const Combo> combos, double fee,
                           unsigned threads, std::uint64_t workspace_bytes, RunOne&& run_one) {
   const std::size_t n_bars = bars.size();
-  if (const std::uint32_t missing = strategy.required_columns() & ~bars.columns(); missing != 0)
-    return fail(ErrorCode::invalid_argument, "strategy {} needs the {} column, which the series does not have (give "
-                "it a series with that column: a CSV with a {} header, or a structured .npy)", strategy.name(),
-                kColumnNames[static_cast<std::size_t>(first_missing(missing, 0))],
-                kColumnNames[static_cast<std::size_t>(first_missing(missing, 0))]);
   if (n_bars < 2)
     return fail(ErrorCode::invalid_argument, "the series has {} bars; a backtest needs at least 2", n_bars);
+  if ((strategy.required_columns() & ~bars.columns()) != 0)
+    return fail(ErrorCode::invalid_argument, "missing_column: strategy {} needs the {} column, which the series does "
+                "not have", strategy.name(), kColumnNames[static_cast<std::size_t>(
+                                                 first_missing(strategy.required_columns(), bars.columns()))]);
   if (!std::isfinite(fee))
     return fail(ErrorCode::invalid_argument, "fee {} is not a finite number", fee);
   std::vector<std::uint64_t> costs(combos.size());

@@ -1,4 +1,4 @@
-// fuzz-sources: engine/dispatch.cpp engine/admission.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
+// fuzz-sources: engine/dispatch.cpp engine/compute.cpp engine/admission.cpp common/trade_stats.cpp kernel/kernel.cpp kernel/isa.cpp kernel/path_scalar.cpp
 // fuzz-sources: kernel/strategy.cpp kernel/hma_strategy.cpp kernel/workspace.cpp kernel/cost_rate.cpp kernel/live_signal.cpp
 // fuzz-sources: kernel/path_avx2.cpp:-mavx2 kernel/path_avx512.cpp:-mavx512f
 // fuzz-libs: -lfmt
