@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -297,6 +298,25 @@ void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given) {
   };
   if (given == nullptr) return;
   for (CLI::Option* option : options) option->each([given](const std::string&) { *given = true; });
+}
+
+std::string shell_words(int argc, const char* const* argv) {
+  std::string line = "ipcfloor";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || std::string_view("-_./:=,+").find(c) != std::string_view::npos;
+    });
+    line += ' ';
+    if (plain) {
+      line += word;
+      continue;
+    }
+    line += '\'';
+    for (const char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
 }
 
 }  // namespace ipcfloor

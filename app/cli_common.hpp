@@ -139,4 +139,8 @@ CLI::Option* add_column_option(CLI::App& command, std::string& column);
 // set, it turns true if the command line names any of them.
 void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given = nullptr);
 
+// The command line as a shell would take it back: "ipcfloor" and each argument, single-quoted
+// where it holds anything but letters, digits and -_./:=,+ (for a results file's provenance).
+[[nodiscard]] std::string shell_words(int argc, const char* const* argv);
+
 }  // namespace ipcfloor

@@ -79,14 +79,17 @@ int main(int argc, char** argv) {
   if (*status) return run_status(status_options);
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);
-  if (*sweep) return run_sweep_command(sweep_options);
+  if (*sweep) {
+    sweep_options.command_line = shell_words(argc, argv);
+    return run_sweep_command(sweep_options);
+  }
   if (*trades) return run_trades_command(trades_options);
   if (*topology) {
-    for (int i = 0; i < argc; ++i) topology_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
+    topology_options.command_line = shell_words(argc, argv);
     return run_topology_command(topology_options);
   }
   if (*bench) {
-    for (int i = 0; i < argc; ++i) bench_options.command_line += (i == 0 ? "ipcfloor" : std::string(" ") + argv[i]);
+    bench_options.command_line = shell_words(argc, argv);
     return run_bench_command(std::move(bench_options), bench->help());
   }
   return 0;

@@ -6,15 +6,20 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/chrono.h>
 #include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
+#include "app/interrupt.hpp"
+#include "app/results_file.hpp"
 #include "app/sweep_ranking.hpp"
 #include "app/sweep_report.hpp"
 #include "clients/pipelined_sweep.hpp"
@@ -26,7 +31,9 @@
 #include "data/gbm.hpp"
 #include "data/grid.hpp"
 #include "data/series_set.hpp"
+#include "data/random_search.hpp"
 #include "data/sweep_rows.hpp"
+#include "common/build_info.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/strategy_loader.hpp"
 #include "shm/memory_budget.hpp"
@@ -45,11 +52,19 @@ constexpr double kSocketSweepTimeoutS = 600.0;
 
 using Emit = std::function<void(const SweepRow&)>;
 
+// The series a sweep's rows ran on, as each row and the table's header line name it.
+struct SeriesName {
+  std::string name;
+  std::size_t bars = 0;
+  std::uint64_t checksum = 0;  // fnv1a64 of the bars' bytes, as a segment's header carries it
+};
+
 // Where one series' rows run, told before the first of them: the table's header line says it.
 struct SeriesStart {
   std::string where;        // "over ... in-process", "through shm segment ...", "on the server's series ..."
   double fee = kDefaultFee;
   std::string computed_on;  // a socket sweep on the server's series: that series, for stderr
+  SeriesName series;        // which series (its whole identity), for a results file's provenance
 };
 using BeginSeries = std::function<void(const SeriesStart&)>;
 
@@ -59,6 +74,7 @@ struct StrategyChoice {
   const Strategy* local = nullptr;  // this process has it: the built-in one, or a --strategy FILE.so
   std::uint32_t index = 0;          // its index on the engine or server (0: the built-in one)
   std::vector<std::string> params;  // its parameter names: what a combo file's header names
+  std::string sha256;               // of the .so it came from, hex; "builtin" for the built-in one
 
   [[nodiscard]] bool is_builtin() const noexcept { return local == &builtin(); }
   [[nodiscard]] ComboColumns columns() const noexcept {
@@ -70,11 +86,17 @@ struct StrategyChoice {
   [[nodiscard]] SweepShape shape(bool stats) const noexcept { return SweepShape{columns(), is_builtin(), stats}; }
 };
 
-StrategyChoice choice_of(const Strategy& strategy) {
+// The hex of a strategy file's digest; an all-zero digest (the built-in one's) is "builtin".
+std::string sha256_text(const Sha256& digest) {
+  return std::all_of(digest.begin(), digest.end(), [](std::uint8_t b) { return b == 0; }) ? "builtin" : to_hex(digest);
+}
+
+StrategyChoice choice_of(const Strategy& strategy, const Sha256& digest = Sha256{}) {
   StrategyChoice choice;
   choice.name = std::string(strategy.name());
   choice.local = &strategy;
   choice.index = strategy.index();
+  choice.sha256 = sha256_text(digest);
   for (std::uint32_t k = 0; k < strategy.param_count(); ++k) choice.params.emplace_back(strategy.param_name(k));
   return choice;
 }
@@ -86,13 +108,6 @@ bool names_a_file(std::string_view strategy) {
 
 // Whether an engine serves the fingerprint's data.
 bool is_default_series(std::uint64_t checksum) { return checksum == kDefaultSeriesChecksum; }
-
-// The series a sweep's rows ran on, as each row and the table's header line name it.
-struct SeriesName {
-  std::string name;
-  std::size_t bars = 0;
-  std::uint64_t checksum = 0;  // fnv1a64 of the bars' bytes, as a segment's header carries it
-};
 
 SeriesName name_of(std::string name, std::span<const double> close) {
   return SeriesName{std::move(name), close.size(), fnv1a64(std::as_bytes(close))};
@@ -110,6 +125,8 @@ struct SeriesRows {
   std::vector<RowVerdict> verdicts;
   SeriesName series;
   const StrategyChoice* strategy = nullptr;
+  std::uint64_t from_bar = 0;  // the range the rows run on: [from_bar, to_bar) of the series
+  std::uint64_t to_bar = 0;
 
   [[nodiscard]] std::size_t size() const noexcept { return verdicts.size(); }
   [[nodiscard]] bool runnable(std::size_t i) const noexcept { return verdicts[i] == RowVerdict::runnable; }
@@ -118,20 +135,38 @@ struct SeriesRows {
   }
   // Row i as written, before any result (allocates).
   [[nodiscard]] SweepRow row(std::size_t i) const {
-    SweepRow row = planned_row(*plan, i, verdicts[i], series.bars, strategy->local, strategy->name);
+    SweepRow row = planned_row(*plan, i, verdicts[i], to_bar - from_bar, strategy->local, strategy->name);
     row.series = series.name;
     row.series_bars = series.bars;
     row.series_checksum = series.checksum;
+    row.from_bar = from_bar;
+    row.to_bar = to_bar;
     return row;
   }
 };
 
-// The plan's rows on `series`, judged by the strategy where this process has it (rows it refuses
-// say why, in place); otherwise the engine or server judges them.
-SeriesRows rows_on(const SweepPlan& plan, const StrategyChoice& strategy, SeriesName series) {
+// The range [from, to) --from/--to name in a series of `bars` (to 0: its end), or an error naming
+// the series' bars.
+Expected<std::pair<std::uint64_t, std::uint64_t>> range_in(const SweepOptions& options, const SeriesName& series) {
+  const std::uint64_t to = options.to_bar == 0 ? series.bars : options.to_bar;
+  if (to > series.bars || options.from_bar > to || to - options.from_bar < 2)
+    return fail(ErrorCode::invalid_argument, "--from {} --to {} is not a range of series {}: it holds {} bars, and a "
+                "range needs at least 2 of them", options.from_bar, options.to_bar, series.name, series.bars);
+  return std::pair{options.from_bar, to};
+}
+
+// The plan's rows on `series` (on the bars --from/--to name), judged by the strategy where this
+// process has it (rows it refuses say why, in place); otherwise the engine or server judges them.
+Expected<SeriesRows> rows_on(const SweepPlan& plan, const StrategyChoice& strategy, SeriesName series,
+                             const SweepOptions& options) {
+  auto range = range_in(options, series);
+  if (!range) return std::unexpected(range.error());
   SeriesRows rows;
   rows.plan = &plan;
-  rows.verdicts = strategy.local != nullptr ? admit_rows(plan, *strategy.local, series.bars) : verdicts_of(plan);
+  rows.from_bar = range->first;
+  rows.to_bar = range->second;
+  const std::size_t judged = range->second - range->first;
+  rows.verdicts = strategy.local != nullptr ? admit_rows(plan, *strategy.local, judged) : verdicts_of(plan);
   rows.series = std::move(series);
   rows.strategy = &strategy;
   return rows;
@@ -161,7 +196,7 @@ Expected<void> run_in_chunks(const SeriesRows& rows, std::size_t chunk, const Ru
     std::size_t end = next;
     for (; end < rows.size() && combos.size() < chunk; ++end)
       if (rows.runnable(end)) combos.push_back(rows.plan->combo(end));
-    if (combos.empty()) break;
+    if (combos.empty() || Interrupt::requested()) break;  // Ctrl-C: what was computed is out
     auto results = run(combos);
     if (!results) return std::unexpected(results.error());
     for (std::size_t k = 0; next < end; ++next) {
@@ -200,7 +235,7 @@ Expected<void> run_inproc(const SweepOptions& options, const Strategy& strategy,
   return run_in_chunks(
       rows, chunk,
       [&](const std::vector<Combo>& combos) -> Expected<std::vector<TradeStats>> {
-        const Bars bars = series.bars();
+        const Bars bars = series.bars().slice(rows.from_bar, rows.to_bar);
         if (options.stats) {
           const double year = options.bars_per_year != 0.0 ? options.bars_per_year : kDefaultBarsPerYear;
           return run_sweep_stats(strategy, bars, combos, options.fee, year, threads);
@@ -220,11 +255,13 @@ Expected<void> run_inproc_series(const SweepOptions& options, const StrategyChoi
     auto series = set.load(index);
     if (!series) return std::unexpected(series.error());
     is_default = series->is_default;
-    const SeriesRows rows = rows_on(plan, strategy, name_of(set.names()[index], series->close));
+    auto planned = rows_on(plan, strategy, name_of(set.names()[index], series->close), options);
+    if (!planned) return std::unexpected(planned.error());
+    const SeriesRows& rows = *planned;
     if (auto fits = check_workspace_memory(options, *strategy.local, series->close.size(), rows); !fits) return fits;
     begin_series(SeriesStart{fmt::format("over {} (series {}: {}), in-process", series->description, rows.series.name,
                                          described(rows.series)),
-                             options.fee, {}});
+                             options.fee, {}, rows.series});
     if (auto ran = run_inproc(options, *strategy.local, *series, rows, emit); !ran) return ran;
   }
   return {};
@@ -285,8 +322,14 @@ Expected<void> place_sweep_thread(const SweepOptions& options, const DataHeader&
 // answers arrive; rows that never ran (bad windows found here) are emitted in their place.
 // The options line every request of this sweep carries, or null for none: the fee when --fee
 // differs from the engine's, bars per year when --bars-per-year says.
-const RequestOptions* sweep_options(const SweepOptions& options, const DataHeader& header, RequestOptions& line) {
+const RequestOptions* sweep_options(const SweepOptions& options, const DataHeader& header, const SeriesRows& rows,
+                                    RequestOptions& line) {
   line = RequestOptions{};
+  if (rows.from_bar != 0 || rows.to_bar != rows.series.bars) {
+    line.present |= kOptionRange;
+    line.from_bar = rows.from_bar;
+    line.to_bar = rows.to_bar;
+  }
   if (options.fee_given && options.fee != header.fee) {
     line.present |= kOptionFee;
     line.fee = options.fee;
@@ -326,7 +369,7 @@ std::string engine_refusal(const SweepOptions& options, const SweepRow& row, con
 Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& client, const StrategyChoice& strategy,
                                       std::uint32_t series_index, const SeriesRows& rows, const Emit& emit) {
   RequestOptions line;
-  const RequestOptions* with = sweep_options(options, client.segment().header(), line);
+  const RequestOptions* with = sweep_options(options, client.segment().header(), rows, line);
   const Opcode opcode = options.stats ? Opcode::stats : Opcode::backtest;
   // pipelined_sweep asks for requests and hands answers over in order, so a cursor each finds the
   // next row that runs (no index of them is kept).
@@ -345,7 +388,7 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
     const std::size_t at = next_runnable(emitted);
     while (emitted < at) emit(rows.row(emitted++));
     SweepRow row = rows.row(at);
-    const std::size_t n_bars = rows.series.bars;
+    const std::size_t n_bars = rows.to_bar - rows.from_bar;
     const auto status = static_cast<Status>(answer.status);
     if (status == Status::ok) {
       row.result = {answer.pnl, answer.trades};
@@ -383,6 +426,9 @@ Expected<StrategyChoice> engine_strategy(const SweepOptions& options, const ShmC
   choice.name = entry.name;
   choice.index = *index;
   for (std::uint32_t k = 0; k < entry.param_count; ++k) choice.params.emplace_back(entry.param_names[k]);
+  Sha256 digest{};
+  std::copy(std::begin(entry.sha256), std::end(entry.sha256), digest.begin());
+  choice.sha256 = sha256_text(digest);
   if (*index == 0) choice.local = &builtin();
   return choice;
 }
@@ -422,13 +468,15 @@ Expected<void> run_through_segment(const SweepOptions& options, ShmClient& clien
   for (const std::uint32_t series_index : chosen) {
     // The engine judges windows against the bars it has: for a live main series, those published.
     // Judged here too where this process has the strategy, so a row from a combo file names its line.
-    const SeriesRows rows = rows_on(plan, strategy, name_of(std::string(client.segment().series_key(series_index)),
-                                                             engine_bars(client, series_index)));
+    auto planned = rows_on(plan, strategy, name_of(std::string(client.segment().series_key(series_index)),
+                                                   engine_bars(client, series_index)), options);
+    if (!planned) return std::unexpected(planned.error());
+    const SeriesRows& rows = *planned;
     const SeriesName& named = rows.series;
     is_default = series_index == 0 && is_default_series(header.series_checksum);
     begin_series(SeriesStart{fmt::format("through shm segment {} (lane {}, {} mode), series {} ({})", options.name,
                                          client.lane(), to_string(client.wait_mode()), named.name, described(named)),
-                             fee, {}});
+                             fee, {}, named});
     if (auto streamed = stream_through_segment(options, client, strategy, series_index, rows, emit); !streamed)
       return streamed;
   }
@@ -467,7 +515,10 @@ Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClien
                                   series->checksum);
   start.where = fmt::format("on {}, through {} (its preloaded series: combos only)", start.computed_on, client.server());
   is_default = is_default_series(series->checksum);
-  rows = rows_on(plan, strategy, SeriesName{series->name, series->n_bars, series->checksum});
+  auto planned = rows_on(plan, strategy, SeriesName{series->name, series->n_bars, series->checksum}, options);
+  if (!planned) return std::unexpected(planned.error());
+  rows = std::move(*planned);
+  start.series = rows.series;
   return start;
 }
 
@@ -475,11 +526,14 @@ Expected<SeriesStart> use_server_series(const SweepOptions& options, SocketClien
 Expected<SeriesStart> ship_series(const SweepOptions& options, SocketClient& client, const StrategyChoice& strategy,
                                   const LoadedSeries& shipped, const std::string& name, const SweepPlan& plan,
                                   SeriesRows& rows, bool& is_default) {
-  rows = rows_on(plan, strategy, name_of(name, shipped.close));
+  auto planned = rows_on(plan, strategy, name_of(name, shipped.close), options);
+  if (!planned) return std::unexpected(planned.error());
+  rows = std::move(*planned);
   const SeriesName& named = rows.series;
   is_default = shipped.is_default;
   SeriesStart start;
   start.fee = options.fee;
+  start.series = named;
   if (!options.stateful) {
     start.where = fmt::format("over {} (series {}: {}), through {} (stateless: series and combos in one frame per chunk)",
                               shipped.description, named.name, described(named), client.server());
@@ -548,6 +602,17 @@ std::string conflicting_options(const SweepOptions& options) {
   if (!inproc && options.data_paths.size() > 1)
     return "several --data need --inproc: through an engine, --series picks among the series it preloaded";
   if (socket && !options.series.empty()) return "--series needs --inproc or --name: a socket server holds one series";
+  if (!options.search.empty() && (options.trials == 0 || options.params.empty()))
+    return "--search random needs --trials N and a --param NAME=LO:HI for each parameter the strategy uses";
+  if (!options.search.empty() && (options.combos.lengths_given || !options.combos.combos_path.empty()))
+    return "--search random draws its own combos: drop --lengths and --combos";
+  if (!options.replay.empty() && (!options.search.empty() || options.combos.lengths_given ||
+                                  !options.combos.combos_path.empty()))
+    return "--replay runs the combos of its file: drop --search, --lengths and --combos";
+  if (!options.replay.empty() && socket)
+    return "--replay needs --inproc or --name: it checks the series it computes on against the file's";
+  if (socket && (options.stats || options.from_bar != 0 || options.to_bar != 0))
+    return "--stats and --from/--to need --inproc or --name for now: the socket baseline does not carry them yet";
   if (!inproc && names_a_file(options.strategy))
     return "--strategy FILE.so loads a strategy into this process, which needs --inproc: through an engine or a "
            "server, name a strategy it serves (its `status` lists them)";
@@ -587,7 +652,7 @@ Expected<void> choose_target(const SweepOptions& options, bool socket, SweepTarg
     if (!check_close) return std::unexpected(check_close.error());
     auto loaded = target.catalog.load(options.strategy, *check_close);
     if (!loaded) return std::unexpected(loaded.error());
-    target.strategy = choice_of(**loaded);
+    target.strategy = choice_of(**loaded, target.catalog.digest((*loaded)->index()));
   } else if (!options.strategy.empty() && options.strategy != builtin().name() && options.name.empty() && !socket) {
     return fail(ErrorCode::invalid_argument,
                 "--inproc runs a strategy this process loads: give its FILE.so (--strategy path/to/{}.so); a name "
@@ -610,10 +675,53 @@ Expected<void> choose_target(const SweepOptions& options, bool socket, SweepTarg
     if (!options.strategy.empty() && options.strategy != builtin().name()) {
       auto chosen = target.server->use_strategy(options.strategy);
       if (!chosen) return std::unexpected(chosen.error());
-      target.strategy = StrategyChoice{options.strategy, nullptr, chosen->index, chosen->params};
+      target.strategy = StrategyChoice{options.strategy, nullptr, chosen->index, chosen->params, "unknown: the socket server does not publish it"};
     }
   }
   return {};
+}
+
+}  // namespace
+
+namespace {
+
+// --out, --replay and the random search's options. With --search, --seed seeds the search (the
+// generated series keeps its default seed: --data names another series).
+void add_research_options(CLI::App& sweep, SweepOptions& options) {
+  auto* out = sweep.add_option("--out", options.out,
+                               "also write the rows to FILE.csv, FILE.jsonl or FILE.npz, after a header of provenance "
+                               "(version, strategy and its sha256, series and checksum, fee, range, seed, command)")
+                  ->check(CLI::Validator([](std::string& text) -> std::string {
+                    auto format = results_format(text);
+                    return format ? std::string() : format.error().message;
+                  }, "FILE.csv|.jsonl|.npz"));
+  sweep.add_option("--replay", options.replay,
+                   "compute the rows of a results file (--out) again, on the same target, and report every row that "
+                   "differs; refused when the file's strategy, series or version is not this one")
+      ->check(CLI::ExistingFile)
+      ->excludes(out);
+  auto* search = sweep.add_option("--search", options.search,
+                                  "random: draw --trials combos from the --param ranges instead of a grid")
+                     ->check(one_of({"random"}));
+  sweep.add_option("--trials", options.trials, "with --search random: how many combos to draw")
+      ->check(in_range<std::uint64_t>(1, 1'000'000'000))
+      ->needs(search);
+  sweep.add_option("--param", options.params,
+                   "with --search random: NAME=LO:HI, the whole numbers LO..HI both included (NAME=V fixes it); one "
+                   "per parameter the strategy uses")
+      ->needs(search);
+  sweep.add_option("--where", options.where,
+                   "with --search random: constraints between parameters, e.g. 'fast < slow' (several joined by "
+                   "'and' or ','); a draw that breaks one is drawn again")
+      ->needs(search);
+  sweep.parse_complete_callback([&sweep, &options] {
+    if (options.search.empty() || sweep.get_option("--seed")->count() == 0) return;
+    options.seed = options.source.gbm.seed;
+    options.source.gbm.seed = GbmParams{}.seed;
+    options.gbm_given = false;
+    for (const char* name : {"--bars", "--mu", "--sigma", "--s0", "--dt"})
+      if (sweep.get_option(name)->count() != 0) options.gbm_given = true;
+  });
 }
 
 }  // namespace
@@ -692,6 +800,10 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--threads", options.threads, "worker threads (0 = one per core)")
       ->check(in_range(0u, 1024u))
       ->capture_default_str();
+  sweep->add_option("--from", options.from_bar, "run every combo on the bars from this one on (0: the first)")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 40));
+  sweep->add_option("--to", options.to_bar, "... up to the bar before this one (0: the end of the series)")
+      ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 40));
   sweep->add_flag("--stats", options.stats,
                   "each row with its statistics (win rate, profit factor, drawdown, Sharpe, ...: docs/STATISTICS.md) "
                   "after pnl and trades");
@@ -701,113 +813,389 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
       ->check(in_range(1e-9, kMaxBarsPerYear));
   auto* sort_by = sweep->add_option("--sort-by", options.sort_by,
                                     "rank the rows by pnl, trades or (with --stats) a figure, best first (METRIC, or "
-                                    "METRIC:asc / METRIC:desc; the drawdowns rank smallest first), written at the end");
+                                    "METRIC:asc / METRIC:desc; the drawdowns rank smallest first), written at the end")
+                      ->check(CLI::Validator(
+                          [](std::string& text) -> std::string {
+                            auto by = parse_rank_by(text, true);
+                            return by ? std::string() : by.error().message;
+                          },
+                          "pnl, trades or a figure of docs/STATISTICS.md[:asc|:desc]"));
   sweep->add_option("--top", options.top, "with --sort-by: keep and write only the best K rows (memory stays O(K))")
       ->check(in_range<std::size_t>(1, 100'000'000))
       ->needs(sort_by);
+  add_research_options(*sweep, options);
   return sweep;
 }
 
-int run_sweep_command(SweepOptions& options) {
-  if (const std::string conflict = conflicting_options(options); !conflict.empty())
+namespace {
+
+// What a run of `sweep` holds while its rows stream: where each row goes (stdout, a ranking, a
+// results file, or, replaying, a comparison with the file's row), and what was seen.
+class SweepSession {
+ public:
+  explicit SweepSession(SweepOptions& options) : options_(options) {}
+  int run();
+
+ private:
+  // The options' checks, the series, the target and the strategy, the plan (not for a random
+  // search), the ranking, the writers: an exit code when one fails, else 0.
+  int prepare();
+  // Replay: the file's fee, range, statistics and series become this run's.
+  void take_replay_settings();
+  // The replay's checks of the file against what this run will compute (strategy and its
+  // digest, series, bars and checksum), and its plan: the file's rows. An exit code or 0.
+  int prepare_replay();
+  // The identity of the series this run computes on (the engine's, or the first selected here).
+  [[nodiscard]] Expected<SeriesName> target_series() const;
+  // One plan's rows through the target: in process, through the engine, over the socket.
+  Expected<void> run_plan(const SweepPlan& plan);
+  // A random search: its combos drawn a chunk at a time, each chunk run as a plan.
+  Expected<void> run_random();
+  void emit(const SweepRow& row);
+  void begin_series(const SeriesStart& start);
+  // The provenance of a results file, once the first series is known.
+  [[nodiscard]] Provenance provenance(const SeriesStart& start) const;
+  int finish(const Expected<void>& ran);
+  // Replay: the row `row` computed now against the file's row of the same position.
+  void compare(const SweepRow& row);
+
+  SweepOptions& options_;
+  bool socket_ = false;
+  std::optional<SeriesSet> series_set_;
+  std::vector<std::size_t> selected_;
+  SweepTarget target_;
+  std::optional<SweepPlan> plan_;
+  std::size_t planned_ = 0;  // rows to run, for the progress
+  std::optional<RankedRows> ranked_;
+  SweepFormat format_ = SweepFormat::table;
+  SweepShape shape_;
+  std::unique_ptr<SweepWriter> writer_;
+  std::unique_ptr<ResultsFile> out_;
+  std::optional<SweepProgress> progress_;
+  std::optional<ResultsRead> replay_;
+  std::size_t replayed_ = 0;
+  std::size_t differing_ = 0;
+  std::size_t emitted_ = 0;
+  std::size_t failed_rows_ = 0;
+  std::optional<SweepRow> fingerprint_row_;
+  std::set<std::string> begun_;
+  bool is_default_ = false;
+  double fee_ = 0.0;
+  Error out_error_{ErrorCode::io, {}};
+};
+
+int SweepSession::prepare() {
+  if (const std::string conflict = conflicting_options(options_); !conflict.empty())
     return usage_error("sweep", conflict);
-  const bool socket = !options.socket_path.empty() || !options.tcp.empty();
-  auto series_set = SeriesSet::make(options.data_paths, options.source.gbm, options.source.column);
-  if (!series_set) return report_error("sweep", series_set.error());
-  // Through an engine, --series names the engine's series (checked once attached).
-  auto selected = options.name.empty() ? series_set->select(options.series)
-                                       : Expected<std::vector<std::size_t>>(std::vector<std::size_t>{0});
-  if (!selected) return report_error("sweep", selected.error());
-  SweepTarget target;
-  if (auto chosen = choose_target(options, socket, target); !chosen) return report_error("sweep", chosen.error());
-  const StrategyChoice& strategy = target.strategy;
-  std::optional<ShmClient>& engine = target.engine;
-  std::optional<SocketClient>& server = target.server;
-  auto plan = plan_rows(options.combos, strategy.columns(), strategy.is_builtin());
-  if (!plan) return report_error("sweep", plan.error());
-
-  std::optional<RankedRows> ranked;
-  if (!options.sort_by.empty()) {
-    auto by = parse_rank_by(options.sort_by, options.stats);
-    if (!by) return usage_error("sweep", by.error().message);
-    ranked.emplace(std::move(*by), options.top);
+  if (!options_.replay.empty()) {
+    auto read = read_results(options_.replay);
+    if (!read) return report_error("sweep", read.error());
+    replay_.emplace(std::move(*read));
+    take_replay_settings();
   }
-  const SweepFormat format = options.json ? SweepFormat::json : options.csv ? SweepFormat::csv : SweepFormat::table;
-  SweepWriter writer(stdout, format, !options.series.empty(), strategy.shape(options.stats));
-  SweepProgress progress(plan->size() * selected->size(), !options.quiet);
-  std::size_t emitted = 0;
-  std::size_t failed_rows = 0;
-  std::optional<SweepRow> fingerprint_row;
-  const Emit emit = [&](const SweepRow& row) {
-    if (!ranked) {
-      writer.row(row);
-    } else if (row.error.empty()) {
-      ranked->add(row);
-    } else {
-      // Ranked rows are written at the end; a row that did not run says why now, on stderr.
-      const auto values = row.params.as_array();
-      fmt::print(stderr, "ipcfloor sweep: not ranked: params [{}]: {}\n",
-                 fmt::join(std::span(values).first(strategy.params.size()), ","), row.error);
-    }
-    if (!row.error.empty()) ++failed_rows;
-    if (strategy.is_builtin() && options.combos.combos_path.empty() && options.series.empty() &&
-        row.length == kFingerprintLength && row.error.empty())
-      fingerprint_row = row;
-    progress.advance(++emitted);
-  };
-  // Each series' rows start with the table's header line naming where they run; CSV has one
-  // header for all; JSON lines none. Which series a socket sweep ran on goes beside stdout.
-  bool csv_header = false;
-  const BeginSeries begin_series = [&](const SeriesStart& start) {
-    if (format == SweepFormat::table) {
-      fmt::print("sweep: {} combos {}, fee {}\n", plan->size(), start.where, start.fee);
-      writer.header();
-    } else if (!start.computed_on.empty()) {
-      fmt::print(stderr, "sweep: computed on {}\n", start.computed_on);
-    }
-    if (format == SweepFormat::csv && !csv_header) writer.header();
-    csv_header = true;
-  };
+  socket_ = !options_.socket_path.empty() || !options_.tcp.empty();
+  auto series_set = SeriesSet::make(options_.data_paths, options_.source.gbm, options_.source.column);
+  if (!series_set) return report_error("sweep", series_set.error());
+  series_set_.emplace(std::move(*series_set));
+  // Through an engine, --series names the engine's series (checked once attached).
+  auto selected = options_.name.empty() ? series_set_->select(options_.series)
+                                        : Expected<std::vector<std::size_t>>(std::vector<std::size_t>{0});
+  if (!selected) return report_error("sweep", selected.error());
+  selected_ = std::move(*selected);
+  if (auto chosen = choose_target(options_, socket_, target_); !chosen) return report_error("sweep", chosen.error());
+  if (!options_.replay.empty()) {
+    if (const int code = prepare_replay(); code != 0) return code;
+  } else if (options_.search.empty()) {
+    auto plan = plan_rows(options_.combos, target_.strategy.columns(), target_.strategy.is_builtin());
+    if (!plan) return report_error("sweep", plan.error());
+    plan_.emplace(std::move(*plan));
+  }
+  planned_ = (plan_ ? plan_->size() : options_.trials) * selected_.size();
+  if (!options_.sort_by.empty()) {
+    auto by = parse_rank_by(options_.sort_by, options_.stats);
+    if (!by) return usage_error("sweep", by.error().message);
+    ranked_.emplace(std::move(*by), options_.top);
+  }
+  format_ = options_.json ? SweepFormat::json : options_.csv ? SweepFormat::csv : SweepFormat::table;
+  shape_ = target_.strategy.shape(options_.stats);
+  shape_.ranged = options_.from_bar != 0 || options_.to_bar != 0;
+  writer_ = std::make_unique<SweepWriter>(stdout, format_, !options_.series.empty(), shape_);
+  if (!options_.out.empty()) {
+    auto out = ResultsFile::create(options_.out, shape_, !options_.series.empty());
+    if (!out) return report_error("sweep", out.error());
+    out_ = std::move(*out);
+  }
+  progress_.emplace(planned_, !options_.quiet);
+  fee_ = options_.fee;
+  return 0;
+}
 
-  bool is_default = false;
-  double fee = options.fee;
-  Expected<void> ran{};
-  if (engine) {
+void SweepSession::take_replay_settings() {
+  const Provenance& p = replay_->provenance;
+  options_.fee = p.fee;
+  options_.fee_given = true;
+  options_.from_bar = p.from_bar;
+  options_.to_bar = p.to_bar;
+  options_.stats = p.stats;
+  options_.bars_per_year = p.stats ? p.bars_per_year : 0.0;
+  if (options_.series.empty() && !p.series.name.empty() && !options_.name.empty()) options_.series = p.series.name;
+}
+
+Expected<SeriesName> SweepSession::target_series() const {
+  if (target_.engine) {
+    auto chosen = engine_series(options_, *target_.engine);
+    if (!chosen) return std::unexpected(chosen.error());
+    const std::uint32_t index = chosen->front();
+    return name_of(std::string(target_.engine->segment().series_key(index)), engine_bars(*target_.engine, index));
+  }
+  auto series = series_set_->load(selected_.front());
+  if (!series) return std::unexpected(series.error());
+  return name_of(series_set_->names()[selected_.front()], series->close);
+}
+
+int SweepSession::prepare_replay() {
+  const Provenance& p = replay_->provenance;
+  std::vector<std::string> differ;
+  if (p.strategy != target_.strategy.name)
+    differ.push_back(fmt::format("strategy: the file's is {}, this run's {}", p.strategy, target_.strategy.name));
+  else if (p.strategy_sha256 != target_.strategy.sha256)
+    differ.push_back(fmt::format("strategy {}'s sha256: the file's is {}, this run's {}", p.strategy,
+                                 p.strategy_sha256, target_.strategy.sha256));
+  auto series = target_series();
+  if (!series) return report_error("sweep", series.error());
+  if (series->bars != p.series.bars || series->checksum != p.series.checksum)
+    differ.push_back(fmt::format("series: the file's {} has {} bars, checksum {:016x}; this run's {} has {} bars, "
+                                 "checksum {:016x}", p.series.name, p.series.bars, p.series.checksum, series->name,
+                                 series->bars, series->checksum));
+  if (!differ.empty())
+    return report_error("sweep", Error{ErrorCode::invalid_argument,
+                                       fmt::format("--replay {}: refused, its provenance is not this run's: {}",
+                                                   options_.replay, fmt::join(differ, "; "))});
+  if (p.version != kVersion)
+    fmt::print(stderr, "ipcfloor sweep: note: {} was written by ipcfloor {}; this is {}\n", options_.replay, p.version,
+               kVersion);
+  std::vector<Combo> combos;
+  combos.reserve(replay_->rows.size());
+  for (const SweepRow& row : replay_->rows) combos.push_back(row.params);
+  plan_.emplace(SweepPlan::of(std::move(combos)));
+  return 0;
+}
+
+// Two doubles are the same answer only bit for bit (a NaN equals itself, -0.0 is not 0.0).
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+// The first field two rows differ in, worded; empty when they agree bit for bit.
+std::string row_difference(const SweepRow& was, const SweepRow& now, bool stats) {
+  if (was.error.empty() != now.error.empty())
+    return was.error.empty() ? fmt::format("it ran then, now: {}", now.error)
+                             : fmt::format("it did not run then ({}), now it does", was.error);
+  if (!was.error.empty()) return {};
+  if (!same_bits(was.result.pnl, now.result.pnl))
+    return fmt::format("pnl {:.17g} then, {:.17g} now", was.result.pnl, now.result.pnl);
+  if (was.result.trades != now.result.trades)
+    return fmt::format("trades {} then, {} now", was.result.trades, now.result.trades);
+  if (!stats) return {};
+  for (std::size_t k = 0; k < kStatsFigureCount; ++k) {
+    const double a = stats_figure(was.stats, k);
+    const double b = stats_figure(now.stats, k);
+    if (!same_bits(a, b)) return fmt::format("{} {:.17g} then, {:.17g} now", kStatsFigureNames[k], a, b);
+  }
+  return {};
+}
+
+void SweepSession::compare(const SweepRow& row) {
+  const SweepRow& was = replay_->rows[replayed_++];
+  const std::string difference = row_difference(was, row, options_.stats);
+  if (difference.empty()) return;
+  ++differing_;
+  const auto values = row.params.as_array();
+  fmt::print("differs: row {} params [{}]: {}\n", replayed_,
+             fmt::join(std::span(values).first(target_.strategy.params.size()), ","), difference);
+}
+
+void SweepSession::emit(const SweepRow& row) {
+  if (replay_) {
+    compare(row);
+  } else if (!ranked_) {
+    writer_->row(row);
+  } else if (row.error.empty()) {
+    ranked_->add(row);
+  } else {
+    // Ranked rows are written at the end; a row that did not run says why now, on stderr.
+    const auto values = row.params.as_array();
+    fmt::print(stderr, "ipcfloor sweep: not ranked: params [{}]: {}\n",
+               fmt::join(std::span(values).first(target_.strategy.params.size()), ","), row.error);
+  }
+  if (out_ && !ranked_) {
+    if (auto written = out_->row(row); !written && out_error_.message.empty()) out_error_ = written.error();
+  }
+  if (!row.error.empty()) ++failed_rows_;
+  if (target_.strategy.is_builtin() && options_.combos.combos_path.empty() && options_.series.empty() &&
+      options_.search.empty() && row.length == kFingerprintLength && row.error.empty())
+    fingerprint_row_ = row;
+  progress_->advance(++emitted_);
+}
+
+void SweepSession::begin_series(const SeriesStart& start) {
+  // A random search runs chunk after chunk on the same series: its header once.
+  if (!begun_.insert(start.series.name).second) return;
+  fee_ = start.fee;
+  if (out_) {
+    if (auto begun = out_->begin(provenance(start)); !begun && out_error_.message.empty()) out_error_ = begun.error();
+  }
+  if (replay_) return;
+  if (format_ == SweepFormat::table) {
+    fmt::print("sweep: {} combos {}, fee {}\n", planned_ / std::max<std::size_t>(1, selected_.size()), start.where,
+               start.fee);
+    writer_->header();
+  } else if (!start.computed_on.empty()) {
+    fmt::print(stderr, "sweep: computed on {}\n", start.computed_on);
+  }
+  if (format_ == SweepFormat::csv && begun_.size() == 1) writer_->header();
+}
+
+Expected<void> SweepSession::run_plan(const SweepPlan& plan) {
+  const SweepOptions& options = options_;
+  const Emit emit = [this](const SweepRow& row) { this->emit(row); };
+  const BeginSeries begin = [this](const SeriesStart& start) { begin_series(start); };
+  const StrategyChoice& strategy = target_.strategy;
+  if (target_.engine) {
+    ShmClient& engine = *target_.engine;
     // A series the command line describes besides the engine is checked against the engine's.
     std::optional<LoadedSeries> mine;
     if (!options.data_paths.empty() || options.gbm_given) {
-      auto series = series_set->load(0);
-      if (!series) return report_error("sweep", series.error());
+      auto series = series_set_->load(0);
+      if (!series) return std::unexpected(series.error());
       mine = std::move(*series);
     }
-    auto chosen = engine_series(options, *engine);
-    if (!chosen) return report_error("sweep", chosen.error());
-    if (const std::string conflict = described_conflict(options, mine ? &*mine : nullptr, *engine, *chosen);
+    auto chosen = engine_series(options, engine);
+    if (!chosen) return std::unexpected(chosen.error());
+    if (const std::string conflict = described_conflict(options, mine ? &*mine : nullptr, engine, *chosen);
         !conflict.empty())
-      return usage_error("sweep", conflict);
-    ran = run_through_segment(options, *engine, strategy, *chosen, *plan, emit, begin_series, is_default, fee);
-  } else if (server) {
+      return fail(ErrorCode::invalid_argument, "{}", conflict);
+    return run_through_segment(options, engine, strategy, *chosen, plan, emit, begin, is_default_, fee_);
+  }
+  if (target_.server) {
     std::optional<LoadedSeries> shipped;
     if (options.ship) {
-      auto series = series_set->load(selected->front());
-      if (!series) return report_error("sweep", series.error());
+      auto series = series_set_->load(selected_.front());
+      if (!series) return std::unexpected(series.error());
       shipped = std::move(*series);
     }
-    ran = run_through_socket(options, *server, strategy, shipped ? &*shipped : nullptr,
-                             series_set->names()[selected->front()], *plan, emit, begin_series, is_default, fee);
-  } else {
-    ran = run_inproc_series(options, strategy, *series_set, *selected, *plan, emit, begin_series, is_default);
+    return run_through_socket(options, *target_.server, strategy, shipped ? &*shipped : nullptr,
+                              series_set_->names()[selected_.front()], plan, emit, begin, is_default_, fee_);
   }
-  progress.finish();
-  if (ranked) {
-    for (const SweepRow& row : ranked->take_sorted()) writer.row(row);
+  return run_inproc_series(options, strategy, *series_set_, selected_, plan, emit, begin, is_default_);
+}
+
+Expected<void> SweepSession::run_random() {
+  std::vector<ParamRange> ranges;
+  for (const std::string& text : options_.params) {
+    auto range = parse_param_range(text);
+    if (!range) return std::unexpected(range.error());
+    ranges.push_back(std::move(*range));
+  }
+  auto order = param_order(ranges, target_.strategy.params);
+  if (!order) return std::unexpected(order.error());
+  auto constraints = parse_where(options_.where, ranges);
+  if (!constraints) return std::unexpected(constraints.error());
+  RandomCombos draws(options_.seed, ranges, std::move(*constraints), std::move(*order));
+  // Chunks of combos, each run as a plan of its own: memory stays one chunk (and, with --top,
+  // the rows kept), however many trials.
+  constexpr std::uint64_t kChunk = 4096;
+  for (std::uint64_t done = 0; done < options_.trials && !Interrupt::requested();) {
+    std::vector<Combo> combos;
+    combos.reserve(static_cast<std::size_t>(std::min(kChunk, options_.trials - done)));
+    while (combos.size() < kChunk && done + combos.size() < options_.trials) {
+      auto combo = draws.next();
+      if (!combo) return std::unexpected(combo.error());
+      combos.push_back(*combo);
+    }
+    done += combos.size();
+    if (auto ran = run_plan(SweepPlan::of(std::move(combos))); !ran) return ran;
+  }
+  return {};
+}
+
+Provenance SweepSession::provenance(const SeriesStart& start) const {
+  Provenance p;
+  p.version = std::string(kVersion);
+  p.command = options_.command_line;
+  const auto now = std::chrono::system_clock::now();
+  p.created = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
+  p.target = target_.engine ? "engine " + options_.name : target_.server ? "socket " + target_.server->server() : "inproc";
+  p.strategy = target_.strategy.name;
+  p.strategy_sha256 = target_.strategy.sha256;
+  p.params = target_.strategy.params;
+  p.series = SeriesIdentity{start.series.name, start.series.bars, start.series.checksum};
+  p.fee = start.fee;
+  p.from_bar = options_.from_bar;
+  p.to_bar = options_.to_bar;
+  p.stats = options_.stats;
+  p.bars_per_year = !options_.stats ? 0.0
+                    : options_.bars_per_year != 0.0 ? options_.bars_per_year
+                    : target_.engine ? target_.engine->segment().header().bars_per_year
+                                     : kDefaultBarsPerYear;
+  if (!options_.search.empty()) {
+    p.combos = "random";
+    p.seed = options_.seed;
+    p.trials = options_.trials;
+    p.ranges = options_.params;
+    p.where = options_.where;
+  } else if (!options_.combos.combos_path.empty()) {
+    p.combos = "combos " + options_.combos.combos_path;
+  } else if (options_.combos.lengths_given) {
+    p.combos = "lengths " + options_.combos.lengths;
+  } else {
+    p.combos = "grid " + options_.combos.grid;
+  }
+  return p;
+}
+
+int SweepSession::finish(const Expected<void>& ran) {
+  progress_->finish();
+  const bool interrupted = Interrupt::requested();
+  if (ranked_) {
+    for (const SweepRow& row : ranked_->take_sorted()) {
+      writer_->row(row);
+      if (out_) (void)out_->row(row);
+    }
+  }
+  if (out_) {
+    if (auto done = out_->finish(); !done && out_error_.message.empty()) out_error_ = done.error();
+  }
+  const std::size_t written = out_ ? out_->rows() : ranked_ ? std::min(ranked_->seen(), options_.top) : emitted_;
+  if (interrupted) {
+    fmt::print(stderr, "ipcfloor sweep: interrupted: {} of {} rows computed, {} written{}{}\n", emitted_, planned_,
+               written, out_ ? " to " : "", out_ ? out_->path() : "");
+    return Interrupt::kExitCode;
   }
   if (!ran) return report_error("sweep", ran.error());
-  if (failed_rows != 0)
-    fmt::print(stderr, "ipcfloor sweep: {} of {} rows did not run (they say why)\n", failed_rows, emitted);
-  if (format == SweepFormat::table && is_default && fee == kDefaultFee && fingerprint_row)
-    if (const int code = check_fingerprint(*fingerprint_row); code != 0) return code;
-  return failed_rows != 0 ? kExitInput : 0;
+  if (!out_error_.message.empty()) return report_error("sweep", out_error_);
+  if (replay_) {
+    fmt::print("replay: {} rows of {} computed again: {} differ\n", replayed_, options_.replay, differing_);
+    return differing_ != 0 ? kExitFailure : 0;
+  }
+  if (failed_rows_ != 0)
+    fmt::print(stderr, "ipcfloor sweep: {} of {} rows did not run (they say why)\n", failed_rows_, emitted_);
+  if (format_ == SweepFormat::table && is_default_ && fee_ == kDefaultFee && fingerprint_row_)
+    if (const int code = check_fingerprint(*fingerprint_row_); code != 0) return code;
+  return failed_rows_ != 0 ? kExitInput : 0;
+}
+
+int SweepSession::run() {
+  if (const int code = prepare(); code != 0) return code;
+  Interrupt::install();
+  if (target_.engine) target_.engine->set_interrupt({Interrupt::check, nullptr, std::chrono::milliseconds(50)});
+  const Expected<void> ran = plan_ ? run_plan(*plan_) : run_random();
+  return finish(ran);
+}
+
+}  // namespace
+
+int run_sweep_command(SweepOptions& options) {
+  SweepSession session(options);
+  return session.run();
 }
 
 }  // namespace ipcfloor

@@ -5,6 +5,7 @@
 // the others still run. Over a socket the combos run on the server's preloaded series unless
 // --ship sends this command's own.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,18 @@ struct SweepOptions {
   unsigned threads = 0;
   bool stats = false;          // each row with its statistics (STATS; docs/STATISTICS.md)
   double bars_per_year = 0.0;  // for the annualised figures; 0: the engine's (--inproc: 252)
+  std::uint64_t from_bar = 0;  // the bars [from_bar, to_bar) of each series; to_bar 0: to its end
+  std::uint64_t to_bar = 0;
   std::string sort_by;         // set: rows sorted by this figure (best first), written at the end
   std::size_t top = 0;         // with sort_by: keep only the best `top` rows (O(top) memory)
+  std::string out;             // --out FILE.csv|.jsonl|.npz: the rows with their provenance
+  std::string replay;          // --replay FILE: compute a results file's rows again and compare
+  std::string search;          // "random": --trials combos drawn from the --param ranges
+  std::uint64_t trials = 0;
+  std::uint64_t seed = 0;      // the random search's (with --search, --seed is this one)
+  std::vector<std::string> params;  // --param NAME=LO:HI, in order
+  std::string where;           // --where: constraints between the parameters
+  std::string command_line;    // as typed, for the results file's provenance
 };
 
 // Adds the `sweep` subcommand, bound to `options`.

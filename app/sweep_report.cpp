@@ -25,8 +25,9 @@ void SweepProgress::advance(std::size_t done) {
   const int filled = static_cast<int>(share * kWidth);
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} {}, {:.0f}/s", "", filled, "", kWidth - filled, done, total_, unit_,
-             rate);
+  const double left = rate > 0 && done < total_ ? static_cast<double>(total_ - done) / rate : 0.0;
+  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} {}, {:.0f}/s, ETA {}:{:02}  ", "", filled, "", kWidth - filled, done,
+             total_, unit_, rate, static_cast<long>(left) / 60, static_cast<long>(left) % 60);
   std::fflush(stderr);
 }
 

@@ -1,6 +1,10 @@
 #include "app/trades_command.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -338,9 +342,35 @@ CLI::App* add_trades_subcommand(CLI::App& app, TradesOptions& o) {
   trades->add_option("--data", o.data_paths, "--inproc: the series file (.csv, .npy, .f64)")->check(file_path());
   add_column_option(*trades, o.source.column);
   add_gbm_options(*trades, o.source.gbm);
-  trades->add_option("--series", o.series, "which series, by name or index (default: the first)");
-  trades->add_option("--strategy", o.strategy, "a strategy the engine serves, or with --inproc its FILE.so (default: hma)");
+  trades->add_option("--series", o.series, "which series, by name or index (default: the first)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return !text.empty() && text.size() <= 255 ? "" : "a series is named by 1..255 characters: its name or index";
+          },
+          "NAME or INDEX"));
+  trades->add_option("--strategy", o.strategy, "a strategy the engine serves, or with --inproc its FILE.so (default: hma)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text.find('/') != std::string::npos || text.ends_with(".so")) return text.size() < 4096 ? "" : "too long";
+            return strategy_name()(text);
+          },
+          "NAME or FILE.so"));
   trades->add_option("--params", o.params, "the combo: the strategy's parameters in order, comma-separated (10,40)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::size_t count = 0;
+            for (std::size_t at = 0; at <= text.size(); ++count) {
+              const std::size_t comma = std::min(text.find(',', at), text.size());
+              const std::string item = text.substr(at, comma - at);
+              char* end = nullptr;
+              errno = 0;
+              (void)std::strtoll(item.c_str(), &end, 10);
+              if (item.empty() || *end != '\0' || errno != 0) return "'" + item + "' is not a whole number";
+              at = comma + 1;
+            }
+            return count <= 6 ? "" : "at most 6 parameters";
+          },
+          "1 to 6 whole numbers, comma-separated"))
       ->required();
   trades->add_option("--from", o.from_bar, "the first bar of the range it runs on")->check(in_range<std::uint64_t>(0, 1ULL << 40));
   trades->add_option("--to", o.to_bar, "the bar after the range (0: the end of the series)")
@@ -350,10 +380,18 @@ CLI::App* add_trades_subcommand(CLI::App& app, TradesOptions& o) {
       ->each([&o](const std::string&) { o.fee_given = true; });
   trades->add_option("--bars-per-year", o.bars_per_year, "for sharpe, sortino and calmar (default: the engine's; 252)")
       ->check(in_range(1e-9, kMaxBarsPerYear));
-  trades->add_option("--trades-out", o.trades_out, "write the trade list: FILE.csv, FILE.json (JSON lines) or FILE.npy");
+  const CLI::Validator output(
+      [](std::string& text) -> std::string {
+        auto kind = kind_of(text);
+        return kind ? "" : kind.error().message;
+      },
+      "FILE.csv, .json or .npy");
+  trades->add_option("--trades-out", o.trades_out, "write the trade list: FILE.csv, FILE.json (JSON lines) or FILE.npy")
+      ->check(output);
   trades->add_option("--equity-out", o.equity_out,
                      "write the bar-by-bar equity and drawdown: FILE.csv, FILE.json or FILE.npy "
-                     "(tools/plot_equity.py draws it)");
+                     "(tools/plot_equity.py draws it)")
+      ->check(output);
   trades->add_flag("--json", o.json, "the summary as one JSON object");
   return trades;
 }

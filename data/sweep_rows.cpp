@@ -153,8 +153,8 @@ void SweepWriter::header() {
   } else if (format_ == SweepFormat::csv) {
     const std::string figures =
         shape_.stats ? fmt::format(",{}", fmt::join(std::span(kStatsFigureNames), ",")) : std::string();
-    fmt::print(out_, "{}{},pnl,trades{},error,raw,{}series_bars,series_checksum\n", with_series_ ? "series," : "",
-               names, figures, with_series_ ? "" : "series,");
+    fmt::print(out_, "{}{},pnl,trades{},error,raw,{}series_bars,series_checksum{}\n", with_series_ ? "series," : "",
+               names, figures, with_series_ ? "" : "series,", shape_.ranged ? ",from_bar,to_bar" : "");
   }
   std::fflush(out_);
 }
@@ -172,8 +172,10 @@ void SweepWriter::row(const SweepRow& row) {
     case SweepFormat::json: {
       const std::string name = fmt::format("\"series\":\"{}\"", json_escaped(row.series));
       const std::string lead = with_series_ ? name + "," : "";
-      const std::string tail = fmt::format(",{}\"series_bars\":{},\"series_checksum\":\"{:016x}\"",
-                                           with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
+      const std::string range =
+          shape_.ranged ? fmt::format(",\"from_bar\":{},\"to_bar\":{}", row.from_bar, row.to_bar) : std::string();
+      const std::string tail = fmt::format(",{}\"series_bars\":{},\"series_checksum\":\"{:016x}\"{}",
+                                           with_series_ ? "" : name + ",", row.series_bars, row.series_checksum, range);
       if (!parsed) {
         fmt::print(out_, "{{{}\"raw\":\"{}\",\"error\":\"{}\"{}}}\n", lead, json_escaped(row.raw),
                    json_escaped(row.error), tail);
@@ -189,8 +191,9 @@ void SweepWriter::row(const SweepRow& row) {
     case SweepFormat::csv: {
       const std::string name = fmt::format("\"{}\"", csv_quoted(row.series));
       const std::string lead = with_series_ ? name + "," : "";
-      const std::string tail =
-          fmt::format(",{}{},{:016x}", with_series_ ? "" : name + ",", row.series_bars, row.series_checksum);
+      const std::string range = shape_.ranged ? fmt::format(",{},{}", row.from_bar, row.to_bar) : std::string();
+      const std::string tail = fmt::format(",{}{},{:016x}{}", with_series_ ? "" : name + ",", row.series_bars,
+                                           row.series_checksum, range);
       if (!parsed) {
         fmt::print(out_, "{}{}\"{}\",\"{}\"{}\n", lead, unparsed_fields, csv_quoted(row.error), csv_quoted(row.raw), tail);
       } else if (row.error.empty()) {

@@ -26,6 +26,10 @@ struct SweepRow {
   std::string series;
   std::size_t series_bars = 0;
   std::uint64_t series_checksum = 0;
+  // The bars [from_bar, to_bar) of that series the row ran on, when the sweep named a range
+  // (SweepShape::ranged): every format then carries both.
+  std::uint64_t from_bar = 0;
+  std::uint64_t to_bar = 0;
   std::int64_t length = 0;  // the user-facing L the combo was built from: always its L window
   Combo params{};
   BacktestResult result{};
@@ -100,6 +104,7 @@ struct SweepShape {
   ComboColumns columns = columns_of(builtin());
   bool lengths = true;  // the built-in strategy: each row has its length L
   bool stats = false;   // each row has the figures of docs/STATISTICS.md after pnl and trades
+  bool ranged = false;  // each row ends with the range of bars it ran on (from_bar, to_bar)
 };
 
 // Writes rows one by one, flushing each line, so a long sweep streams. Every JSON and CSV row

@@ -64,9 +64,9 @@ MemoryNeed workspace_need(const ShmEngineConfig& config, const StrategySet& stra
 
 // The strategy table clients read from the segment header: each strategy's name, parameter
 // names, an example combo and whether it has a live step, in index order.
-std::vector<StrategyEntry> strategy_entries(const StrategySet& strategies) {
+std::vector<StrategyEntry> strategy_entries(const StrategyCatalog& catalog) {
   std::vector<StrategyEntry> entries;
-  for (const Strategy& strategy : strategies.all()) {
+  for (const Strategy& strategy : catalog.set().all()) {
     StrategyEntry entry{};
     const auto copy = [](char (&to)[kStrategyNameBytes], std::string_view from) {
       from.copy(to, kStrategyNameBytes - 1);
@@ -80,6 +80,8 @@ std::vector<StrategyEntry> strategy_entries(const StrategySet& strategies) {
     entry.live = strategy.live() ? 1 : 0;
     entry.required_columns = strategy.required_columns();
     entry.abi_version = strategy.abi_version();
+    const Sha256& digest = catalog.digest(strategy.index());
+    std::copy(digest.begin(), digest.end(), entry.sha256);
     entries.push_back(entry);
   }
   return entries;
@@ -109,7 +111,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
     max_cost = max_cost_for(rate, config.max_frame_time);
   }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);
-  config.segment.strategies = strategy_entries(strategies);
+  config.segment.strategies = strategy_entries(*config.strategies);
   config.segment.serving_cpu = config.cpu;
   config.segment.near_cpus = config.near_cpus.empty() ? near_cpus(read_topology(""), nullptr, config.cpu) : config.near_cpus;
   config.segment.max_frame_cost = max_cost;

@@ -269,6 +269,7 @@ Expected<const Strategy*> StrategyCatalog::add_checked(const Table& table, const
   auto added = set_.add(StrategyTable::of(table));
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
+  digests_.push_back(Sha256{});
   return added;
 }
 
@@ -308,11 +309,17 @@ Expected<const Strategy*> StrategyCatalog::load(const std::string& path, std::sp
     const char* error = ::dlerror();
     return refuse(path, "the dynamic loader refused it: {}", error != nullptr ? error : "unknown error");
   }
+  auto digest = sha256_of_fd(fd->get(), path);  // the bytes loaded, through the descriptor loaded from
+  if (!digest) {
+    (void)::dlclose(handle);
+    return std::unexpected(digest.error());
+  }
   auto added = add_entry(handle, path, check_close);
   if (!added) {
     (void)::dlclose(handle);
     return added;
   }
+  digests_.back() = *digest;
   libraries_.push_back({handle, std::move(*fd)});
   return added;
 }

@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 #include "ipcfloor/strategy.h"
+#include "kernel/sha256.hpp"
 #include "kernel/strategy.hpp"
 
 namespace ipcfloor {
@@ -52,6 +53,9 @@ class StrategyCatalog {
   [[nodiscard]] const StrategySet& set() const noexcept { return set_; }
   // The file each strategy came from, by index ("" for the built-in and added tables).
   [[nodiscard]] const std::string& origin(std::size_t index) const noexcept { return origins_[index]; }
+  // The SHA-256 of that file's bytes as loaded (all zero for the built-in and added tables):
+  // results name the code that produced them by it.
+  [[nodiscard]] const Sha256& digest(std::size_t index) const noexcept { return digests_[index]; }
 
  private:
   template <class Table>
@@ -70,6 +74,7 @@ class StrategyCatalog {
   };
   StrategySet set_;
   std::vector<std::string> origins_{""};
+  std::vector<Sha256> digests_{Sha256{}};
   std::vector<Library> libraries_;
 };
 

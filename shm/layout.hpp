@@ -137,6 +137,7 @@ struct StrategyEntry {
   std::uint32_t live;              // 1: it has a per-bar step (SUBSCRIBE works)
   std::uint32_t required_columns;  // IPCFLOOR_COLUMN_* bits it needs besides close
   std::uint32_t abi_version;       // 2: it reports trades (STATS, TRADES); 1: it does not
+  std::uint8_t sha256[32];         // of the file it was loaded from; all zero for the built-in
 };
 
 // Published last, with a release store: a reader that sees `ready` (acquire) sees the whole
@@ -291,7 +292,7 @@ static_assert(std::is_trivially_copyable_v<LaneHeader> && std::is_standard_layou
               "LaneHeader is plain data");
 static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets must be well defined");
 static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 16 KiB");
-static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 352,
+static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 384,
               "StrategyEntry is plain data of a fixed size: clients read the table as the engine wrote it");
 static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 104,
               "SeriesEntry is plain data of a fixed size");

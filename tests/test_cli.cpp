@@ -439,7 +439,14 @@ const std::vector<BadValue>& bad_values() {
       {"sweep", "--mu", "inf"}, {"sweep", "--sigma", "-0.1"}, {"sweep", "--s0", "-1"}, {"sweep", "--dt", "2"},
       {"sweep", "--lengths", "6,x"}, {"sweep", "--grid", "6:200"}, {"sweep", "--combos", ""},
       {"sweep", "--fee", "-5"}, {"sweep", "--threads", "5000"}, {"sweep", "--strategy", "Not A Name"},
-      {"sweep", "--client-cpu", "far"}, {"sweep", "--column", "a,b"},
+      {"sweep", "--client-cpu", "far"}, {"sweep", "--column", "a,b"}, {"sweep", "--bars-per-year", "0"},
+      {"sweep", "--sort-by", "luck"}, {"sweep", "--top", "0"},
+      {"trades", "--name", "a/b"}, {"trades", "--socket-dir", "relative"}, {"trades", "--data", ""},
+      {"trades", "--column", "a,b"}, {"trades", "--bars", "0"}, {"trades", "--seed", "x"}, {"trades", "--mu", "inf"},
+      {"trades", "--sigma", "-1"}, {"trades", "--s0", "0"}, {"trades", "--dt", "2"}, {"trades", "--series", ""},
+      {"trades", "--strategy", "Not A Name"}, {"trades", "--params", "10,x"}, {"trades", "--from", "-1"},
+      {"trades", "--to", "-1"}, {"trades", "--fee", "-5"}, {"trades", "--bars-per-year", "0"},
+      {"trades", "--trades-out", "x.txt"}, {"trades", "--equity-out", "x.parquet"},
       {"serve", "--column", ""}, {"serve", "--metrics", "localhost:99999"}, {"feed", "--column", "x\"y"},
       {"serve", "--name", ".."}, {"serve", "--socket-dir", "x"}, {"serve", "--data", ""}, {"serve", "--bars", "1"},
       {"serve", "--seed", "-1"}, {"serve", "--mu", "1e9"}, {"serve", "--sigma", "nan"}, {"serve", "--s0", "0"},
@@ -456,7 +463,7 @@ const std::vector<BadValue>& bad_values() {
       {"serve", "--max-frame-cost", "9223372036854775807"}, {"serve", "--workers", "300"},
       {"serve", "--worker-cpus", "x"}, {"serve", "--inline-cost", "9223372036854775807"},
       {"serve", "--max-bar-cost", "9223372036854775807"}, {"serve", "--strategy", ""},
-      {"serve", "--cpu", "automatic"}, {"serve", "--topology", ""},
+      {"serve", "--cpu", "automatic"}, {"serve", "--topology", ""}, {"serve", "--bars-per-year", "0"},
       {"feed", "--name", ""}, {"feed", "--data", ""}, {"feed", "--replay", ""}, {"feed", "--from", "-1"},
       {"feed", "--count", "-1"}, {"feed", "--rate", "-1"}, {"feed", "--socket-dir", "."},
       {"signals", "--name", "a b"}, {"signals", "--lengths", "0"}, {"signals", "--combos", ""},
@@ -502,7 +509,8 @@ std::vector<std::pair<std::string, std::string>> options_in_help(const std::stri
 }  // namespace
 
 TEST_CASE("every value-taking option of every subcommand shows its range in --help and has a row of bad values") {
-  for (const std::string command : {"gen", "sweep", "serve", "feed", "signals", "status", "doctor", "bench", "topology"}) {
+  for (const std::string command :
+       {"gen", "sweep", "trades", "serve", "feed", "signals", "status", "doctor", "bench", "topology"}) {
     const auto options = options_in_help(command);
     CHECK_MESSAGE(!options.empty(), command);
     for (const auto& [name, type] : options) {
