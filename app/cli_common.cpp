@@ -300,6 +300,23 @@ void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given) {
   for (CLI::Option* option : options) option->each([given](const std::string&) { *given = true; });
 }
 
+CLI::Validator strategy_name_or_file() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.find('/') != std::string::npos || text.ends_with(".so")) return text.size() < 4096 ? "" : "the path is too long";
+        return strategy_name()(text);
+      },
+      "NAME or FILE.so");
+}
+
+CLI::Validator series_name_or_index() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return !text.empty() && text.size() <= 255 ? "" : "a series is named by 1..255 characters: its name or index";
+      },
+      "NAME or INDEX");
+}
+
 std::string shell_words(int argc, const char* const* argv) {
   std::string line = "ipcfloor";
   for (int i = 1; i < argc; ++i) {

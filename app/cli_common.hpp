@@ -139,6 +139,11 @@ CLI::Option* add_column_option(CLI::App& command, std::string& column);
 // set, it turns true if the command line names any of them.
 void add_gbm_options(CLI::App& command, GbmParams& gbm, bool* given = nullptr);
 
+// --strategy: a name an engine serves (strategy_name) or a FILE.so path (under 4096 bytes).
+[[nodiscard]] CLI::Validator strategy_name_or_file();
+// --series: a series' name or index, 1..255 characters.
+[[nodiscard]] CLI::Validator series_name_or_index();
+
 // The command line as a shell would take it back: "ipcfloor" and each argument, single-quoted
 // where it holds anything but letters, digits and -_./:=,+ (for a results file's provenance).
 [[nodiscard]] std::string shell_words(int argc, const char* const* argv);

@@ -20,6 +20,7 @@
 #include "app/sweep_command.hpp"
 #include "app/topology_command.hpp"
 #include "app/trades_command.hpp"
+#include "app/walkforward_command.hpp"
 #include "shm/segment.hpp"
 
 int main(int argc, char** argv) {
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
   auto* sweep = add_sweep_subcommand(app, sweep_options);
   TradesOptions trades_options;
   auto* trades = add_trades_subcommand(app, trades_options);
+  WalkForwardOptions walkforward_options;
+  auto* walkforward = add_walkforward_subcommand(app, walkforward_options);
   BenchOptions bench_options;
   auto* bench = add_bench_subcommand(app, bench_options);
   ServeCli serve_cli;
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     return run_sweep_command(sweep_options);
   }
   if (*trades) return run_trades_command(trades_options);
+  if (*walkforward) return run_walkforward_command(walkforward_options);
   if (*topology) {
     topology_options.command_line = shell_words(argc, argv);
     return run_topology_command(topology_options);

@@ -709,10 +709,17 @@ void add_research_options(CLI::App& sweep, SweepOptions& options) {
   sweep.add_option("--param", options.params,
                    "with --search random: NAME=LO:HI, the whole numbers LO..HI both included (NAME=V fixes it); one "
                    "per parameter the strategy uses")
+      ->check(CLI::Validator([](std::string& text) -> std::string {
+        auto range = parse_param_range(text);
+        return range ? std::string() : range.error().message;
+      }, "NAME=LO:HI"))
       ->needs(search);
   sweep.add_option("--where", options.where,
                    "with --search random: constraints between parameters, e.g. 'fast < slow' (several joined by "
                    "'and' or ','); a draw that breaks one is drawn again")
+      ->check(CLI::Validator([](std::string& text) -> std::string {
+        return !text.empty() && text.size() <= 4096 ? "" : "constraints are 1..4096 characters, e.g. 'fast < slow'";
+      }, "CONSTRAINTS"))
       ->needs(search);
   sweep.parse_complete_callback([&sweep, &options] {
     if (options.search.empty() || sweep.get_option("--seed")->count() == 0) return;
@@ -777,12 +784,7 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options) {
   sweep->add_option("--strategy", options.strategy,
                     "the strategy the combos run on: a name the engine or server serves, or with --inproc a "
                     "strategy's FILE.so (default: the built-in hma)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            if (names_a_file(text)) return text.size() < 4096 ? "" : "the path is too long";
-            return strategy_name()(text);
-          },
-          "NAME or FILE.so"));
+      ->check(strategy_name_or_file());
   sweep->add_option("--combos", options.combos.combos_path,
                     "a combo file, '-' for stdin: CSV whose header names the strategy's parameters (the built-in's: "
                     "h,L,s,p3,p2,p), or JSON lines ({\"h\":3,\"L\":6,...} or {\"params\":[...]}); a bad row is "
@@ -833,7 +835,8 @@ namespace {
 // results file, or, replaying, a comparison with the file's row), and what was seen.
 class SweepSession {
  public:
-  explicit SweepSession(SweepOptions& options) : options_(options) {}
+  // `sink`, when set, takes every row instead of the writers.
+  explicit SweepSession(SweepOptions& options, Emit sink = {}) : options_(options), sink_(std::move(sink)) {}
   int run();
 
  private:
@@ -860,6 +863,7 @@ class SweepSession {
   void compare(const SweepRow& row);
 
   SweepOptions& options_;
+  Emit sink_;
   bool socket_ = false;
   std::optional<SeriesSet> series_set_;
   std::vector<std::size_t> selected_;
@@ -1014,6 +1018,11 @@ void SweepSession::compare(const SweepRow& row) {
 }
 
 void SweepSession::emit(const SweepRow& row) {
+  if (sink_) {
+    sink_(row);
+    progress_->advance(++emitted_);
+    return;
+  }
   if (replay_) {
     compare(row);
   } else if (!ranked_) {
@@ -1040,6 +1049,7 @@ void SweepSession::begin_series(const SeriesStart& start) {
   // A random search runs chunk after chunk on the same series: its header once.
   if (!begun_.insert(start.series.name).second) return;
   fee_ = start.fee;
+  if (sink_) return;
   if (out_) {
     if (auto begun = out_->begin(provenance(start)); !begun && out_error_.message.empty()) out_error_ = begun.error();
   }
@@ -1171,6 +1181,7 @@ int SweepSession::finish(const Expected<void>& ran) {
     return Interrupt::kExitCode;
   }
   if (!ran) return report_error("sweep", ran.error());
+  if (sink_) return 0;
   if (!out_error_.message.empty()) return report_error("sweep", out_error_);
   if (replay_) {
     fmt::print("replay: {} rows of {} computed again: {} differ\n", replayed_, options_.replay, differing_);
@@ -1195,6 +1206,12 @@ int SweepSession::run() {
 
 int run_sweep_command(SweepOptions& options) {
   SweepSession session(options);
+  return session.run();
+}
+
+int sweep_rows(SweepOptions& options, const std::function<void(const SweepRow&)>& row) {
+  options.quiet = true;
+  SweepSession session(options, row);
   return session.run();
 }
 

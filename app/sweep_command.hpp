@@ -6,6 +6,7 @@
 // --ship sends this command's own.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,5 +64,10 @@ CLI::App* add_sweep_subcommand(CLI::App& app, SweepOptions& options);
 
 // Runs the sweep the parsed options describe. Returns the exit code; errors go to stderr.
 [[nodiscard]] int run_sweep_command(SweepOptions& options);
+
+// Runs the sweep `options` describe and hands every row to `row`, in plan order, instead of
+// writing it (no table, no progress line, no results file): walkforward's in-sample sweeps.
+// Returns the exit code run_sweep_command would; errors go to stderr.
+[[nodiscard]] int sweep_rows(SweepOptions& options, const std::function<void(const SweepRow&)>& row);
 
 }  // namespace ipcfloor

@@ -22,24 +22,12 @@
 #include "kernel/kernel.hpp"
 #include "data/series_formats.hpp"
 #include "data/series_set.hpp"
+#include "data/sweep_rows.hpp"
 #include "kernel/strategy_loader.hpp"
 #include "shm/frames.hpp"
 
 namespace ipcfloor {
 namespace {
-
-// One combo's whole answer, however it was computed.
-struct FullCombo {
-  std::string strategy;
-  std::vector<std::string> param_names;
-  Combo params{};
-  std::string series;            // its name
-  std::uint64_t first_bar = 0;   // the range's first bar: a trade's bars are relative to it
-  std::vector<double> close;     // the bars it ran on
-  std::vector<ipcfloor_trade> trades;
-  std::vector<double> equity;
-  TradeStats stats;
-};
 
 // "10,40" into the combo of a strategy with `count` parameters (the rest stay 0).
 Expected<Combo> parse_params(const std::string& text, const std::vector<std::string>& names) {
@@ -209,19 +197,13 @@ Expected<FullCombo> run_through_engine(const TradesOptions& o) {
   return full;
 }
 
+}  // namespace
+
+Expected<FullCombo> full_combo(const TradesOptions& o) { return o.name.empty() ? run_inproc(o) : run_through_engine(o); }
+
+namespace {
+
 // ---- writers -----------------------------------------------------------------------------------
-
-std::string number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return fmt::format("{:.17g}", value);
-}
-
-std::string json_number(double value) {
-  if (std::isnan(value)) return "null";
-  if (std::isinf(value)) return value > 0 ? "\"inf\"" : "\"-inf\"";
-  return fmt::format("{:.17g}", value);
-}
 
 enum class FileKind { csv, json, npy };
 
@@ -252,7 +234,7 @@ std::string trades_text(const FullCombo& full, FileKind kind) {
   for (const ipcfloor_trade& t : full.trades) {
     if (kind == FileKind::csv) {
       out += fmt::format("{},{},{},{},{},{}\n", t.entry_bar + full.first_bar, t.exit_bar + full.first_bar, t.side,
-                         number(t.entry_price), number(t.exit_price), number(t.pnl));
+                         text_number(t.entry_price), text_number(t.exit_price), text_number(t.pnl));
     } else {
       out += fmt::format("{{\"entry_bar\":{},\"exit_bar\":{},\"side\":{},\"entry_price\":{},\"exit_price\":{},"
                          "\"pnl\":{}}}\n", t.entry_bar + full.first_bar, t.exit_bar + full.first_bar, t.side,
@@ -281,7 +263,7 @@ std::string equity_text(const FullCombo& full, FileKind kind) {
       for (const double value : {full.close[i], equity, drawdown})
         out.append(reinterpret_cast<const char*>(&value), sizeof value);
     } else if (kind == FileKind::csv) {
-      out += fmt::format("{},{},{},{}\n", bar, number(full.close[i]), number(equity), number(drawdown));
+      out += fmt::format("{},{},{},{}\n", bar, text_number(full.close[i]), text_number(equity), text_number(drawdown));
     } else {
       out += fmt::format("{{\"bar\":{},\"close\":{},\"equity\":{},\"drawdown\":{}}}\n", bar, json_number(full.close[i]),
                          json_number(equity), json_number(drawdown));
@@ -317,9 +299,9 @@ void print_summary(const FullCombo& full, const TradesOptions& o) {
   }
   fmt::print("trades: strategy {} [{}] on series {}, bars [{}, {}): {} trades, pnl {} points\n", full.strategy,
              fmt::join(shown, ","), full.series, full.first_bar, full.first_bar + full.close.size(), full.stats.trades,
-             number(full.stats.pnl));
+             text_number(full.stats.pnl));
   for (std::size_t k = 0; k < kStatsFigureCount; ++k)
-    fmt::print("  {:<18} {}\n", kStatsFigureNames[k], number(stats_figure(full.stats, k)));
+    fmt::print("  {:<18} {}\n", kStatsFigureNames[k], text_number(stats_figure(full.stats, k)));
   const std::size_t shown_trades = std::min<std::size_t>(full.trades.size(), 10);
   if (shown_trades != 0) fmt::print("  first {} trades: entry_bar exit_bar side entry_price exit_price pnl\n", shown_trades);
   for (std::size_t i = 0; i < shown_trades; ++i) {
@@ -343,18 +325,9 @@ CLI::App* add_trades_subcommand(CLI::App& app, TradesOptions& o) {
   add_column_option(*trades, o.source.column);
   add_gbm_options(*trades, o.source.gbm);
   trades->add_option("--series", o.series, "which series, by name or index (default: the first)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            return !text.empty() && text.size() <= 255 ? "" : "a series is named by 1..255 characters: its name or index";
-          },
-          "NAME or INDEX"));
+      ->check(series_name_or_index());
   trades->add_option("--strategy", o.strategy, "a strategy the engine serves, or with --inproc its FILE.so (default: hma)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            if (text.find('/') != std::string::npos || text.ends_with(".so")) return text.size() < 4096 ? "" : "too long";
-            return strategy_name()(text);
-          },
-          "NAME or FILE.so"));
+      ->check(strategy_name_or_file());
   trades->add_option("--params", o.params, "the combo: the strategy's parameters in order, comma-separated (10,40)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
@@ -400,7 +373,7 @@ int run_trades_command(TradesOptions& o) {
   if (!o.name.empty() && !o.data_paths.empty())
     return usage_error("trades", "--data describes a series for --inproc; through --name the combo runs on the "
                        "engine's own series (--series picks one)");
-  auto full = o.name.empty() ? run_inproc(o) : run_through_engine(o);
+  auto full = full_combo(o);
   if (!full) return report_error("trades", full.error());
   if (!o.trades_out.empty()) {
     if (auto written = write_out(o.trades_out, *full, true); !written) return report_error("trades", written.error());

@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/backtest_result.hpp"
+#include "common/combo.hpp"
+#include "common/error.hpp"
 #include "common/trade_stats.hpp"
 #include "data/series_source.hpp"
 
@@ -34,6 +36,23 @@ struct TradesOptions {
   std::string equity_out;               // the same for the equity curve
   bool json = false;                    // the summary (statistics and the first trades) as one JSON object
 };
+
+// One combo's whole answer, however it was computed.
+struct FullCombo {
+  std::string strategy;
+  std::vector<std::string> param_names;
+  Combo params{};
+  std::string series;            // its name
+  std::uint64_t first_bar = 0;   // the range's first bar: a trade's bars are relative to it
+  std::vector<double> close;     // the bars it ran on
+  std::vector<ipcfloor_trade> trades;
+  std::vector<double> equity;
+  TradeStats stats;
+};
+
+// The combo `options` name, run in this process or through its engine: its statistics, trade
+// list and equity. Errors name what was refused. Allocates; the caller's thread.
+[[nodiscard]] Expected<FullCombo> full_combo(const TradesOptions& options);
 
 CLI::App* add_trades_subcommand(CLI::App& app, TradesOptions& options);
 

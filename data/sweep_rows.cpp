@@ -36,20 +36,6 @@ std::string csv_quoted(const std::string& text) {
   return quoted;
 }
 
-// A figure as JSON: null for NaN, "inf" or "-inf" for an infinity (JSON has neither).
-std::string json_number(double value) {
-  if (std::isnan(value)) return "null";
-  if (std::isinf(value)) return value > 0 ? "\"inf\"" : "\"-inf\"";
-  return fmt::format("{:.17g}", value);
-}
-
-// CSV and the table: nan, inf, -inf, or the number.
-std::string text_number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return fmt::format("{:.17g}", value);
-}
-
 // The figures after pnl and trades, in docs/STATISTICS.md's order.
 std::string json_stats(const TradeStats& stats) {
   std::string out;
@@ -81,6 +67,19 @@ std::string json_named_params(const SweepShape& shape, const std::array<std::int
 }
 
 }  // namespace
+
+std::string json_number(double value) {
+  if (std::isnan(value)) return "null";
+  if (std::isinf(value)) return value > 0 ? "\"inf\"" : "\"-inf\"";
+  return fmt::format("{:.17g}", value);
+}
+
+std::string text_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{:.17g}", value);
+}
+
 
 Expected<SweepPlan> plan_rows(const ComboSpec& spec, const ComboColumns& columns, bool lengths_allowed,
                               std::size_t kept_bytes_per_row) {

@@ -141,4 +141,10 @@ class SweepWriter {
   SweepShape shape_;
 };
 
+// A figure as JSON: its shortest round-trip digits (17 significant), null for NaN, "inf" or
+// "-inf" for an infinity (JSON has neither). Allocates.
+[[nodiscard]] std::string json_number(double value);
+// A figure in CSV and tables: the same digits, or nan, inf, -inf.
+[[nodiscard]] std::string text_number(double value);
+
 }  // namespace ipcfloor

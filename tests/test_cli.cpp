@@ -440,7 +440,17 @@ const std::vector<BadValue>& bad_values() {
       {"sweep", "--lengths", "6,x"}, {"sweep", "--grid", "6:200"}, {"sweep", "--combos", ""},
       {"sweep", "--fee", "-5"}, {"sweep", "--threads", "5000"}, {"sweep", "--strategy", "Not A Name"},
       {"sweep", "--client-cpu", "far"}, {"sweep", "--column", "a,b"}, {"sweep", "--bars-per-year", "0"},
-      {"sweep", "--sort-by", "luck"}, {"sweep", "--top", "0"},
+      {"sweep", "--sort-by", "luck"}, {"sweep", "--top", "0"}, {"sweep", "--out", "rows.txt"},
+      {"sweep", "--replay", ""}, {"sweep", "--search", "grid"}, {"sweep", "--trials", "0"},
+      {"sweep", "--param", "fast"}, {"sweep", "--where", ""}, {"sweep", "--from", "-1"}, {"sweep", "--to", "-1"},
+      {"walkforward", "--name", "a/b"}, {"walkforward", "--socket-dir", "relative"}, {"walkforward", "--data", ""},
+      {"walkforward", "--column", "a,b"}, {"walkforward", "--series", ""}, {"walkforward", "--bars", "0"},
+      {"walkforward", "--seed", "x"}, {"walkforward", "--mu", "inf"}, {"walkforward", "--sigma", "-1"},
+      {"walkforward", "--s0", "0"}, {"walkforward", "--dt", "2"}, {"walkforward", "--strategy", "Not A Name"},
+      {"walkforward", "--lengths", "6,x"}, {"walkforward", "--grid", "6:200"}, {"walkforward", "--combos", ""},
+      {"walkforward", "--train", "1"}, {"walkforward", "--test", "0"}, {"walkforward", "--step", "0"},
+      {"walkforward", "--by", "luck"}, {"walkforward", "--fee", "-5"}, {"walkforward", "--bars-per-year", "0"},
+      {"walkforward", "--threads", "5000"},
       {"trades", "--name", "a/b"}, {"trades", "--socket-dir", "relative"}, {"trades", "--data", ""},
       {"trades", "--column", "a,b"}, {"trades", "--bars", "0"}, {"trades", "--seed", "x"}, {"trades", "--mu", "inf"},
       {"trades", "--sigma", "-1"}, {"trades", "--s0", "0"}, {"trades", "--dt", "2"}, {"trades", "--series", ""},
@@ -510,7 +520,7 @@ std::vector<std::pair<std::string, std::string>> options_in_help(const std::stri
 
 TEST_CASE("every value-taking option of every subcommand shows its range in --help and has a row of bad values") {
   for (const std::string command :
-       {"gen", "sweep", "trades", "serve", "feed", "signals", "status", "doctor", "bench", "topology"}) {
+       {"gen", "sweep", "trades", "walkforward", "serve", "feed", "signals", "status", "doctor", "bench", "topology"}) {
     const auto options = options_in_help(command);
     CHECK_MESSAGE(!options.empty(), command);
     for (const auto& [name, type] : options) {
