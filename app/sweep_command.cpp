@@ -907,6 +907,15 @@ int SweepSession::prepare() {
   if (!selected) return report_error("sweep", selected.error());
   selected_ = std::move(*selected);
   if (auto chosen = choose_target(options_, socket_, target_); !chosen) return report_error("sweep", chosen.error());
+  if (target_.engine && (!options_.data_paths.empty() || options_.gbm_given)) {
+    // A series the command line describes besides the engine must be the engine's (exit 2).
+    auto mine = series_set_->load(0);
+    if (!mine) return report_error("sweep", mine.error());
+    auto chosen = engine_series(options_, *target_.engine);
+    if (!chosen) return report_error("sweep", chosen.error());
+    if (const std::string conflict = described_conflict(options_, &*mine, *target_.engine, *chosen); !conflict.empty())
+      return usage_error("sweep", conflict);
+  }
   if (!options_.replay.empty()) {
     if (const int code = prepare_replay(); code != 0) return code;
   } else if (options_.search.empty()) {
@@ -1071,18 +1080,8 @@ Expected<void> SweepSession::run_plan(const SweepPlan& plan) {
   const StrategyChoice& strategy = target_.strategy;
   if (target_.engine) {
     ShmClient& engine = *target_.engine;
-    // A series the command line describes besides the engine is checked against the engine's.
-    std::optional<LoadedSeries> mine;
-    if (!options.data_paths.empty() || options.gbm_given) {
-      auto series = series_set_->load(0);
-      if (!series) return std::unexpected(series.error());
-      mine = std::move(*series);
-    }
     auto chosen = engine_series(options, engine);
     if (!chosen) return std::unexpected(chosen.error());
-    if (const std::string conflict = described_conflict(options, mine ? &*mine : nullptr, engine, *chosen);
-        !conflict.empty())
-      return fail(ErrorCode::invalid_argument, "{}", conflict);
     return run_through_segment(options, engine, strategy, *chosen, plan, emit, begin, is_default_, fee_);
   }
   if (target_.server) {
