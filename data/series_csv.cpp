@@ -457,7 +457,9 @@ Expected<std::optional<Bar>> CsvBarStream::take(std::string_view line) {
     return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", source_, line_, read.error(), snippet(line));
   const auto bar = bar_of_row(row, layout_, line_, line, source_);
   if (!bar) return std::unexpected(bar.error());
-  if (const auto fault = check_bar(*bar, layout_.columns))
+  // The close is the engine's to judge (an APPEND's bad_price), as it always was for a stream;
+  // the other columns, which an APPEND does not carry, are checked here.
+  if (const auto fault = check_bar(*bar, layout_.columns & ~IPCFLOOR_COLUMN_CLOSE))
     return fail(ErrorCode::bad_data, "{}: line {}: {}", source_, line_, bar_fault_text(*bar, *fault));
   return std::optional<Bar>(*bar);
 }

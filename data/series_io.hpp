@@ -91,8 +91,9 @@ class CsvBarStream {
 
   // The bar on `line`, the input's next line without its line ending; nullopt for the header and
   // for a blank line. bad_data naming the line, the column and what is wrong with it otherwise
-  // (check_bar's rules: a close, open, high or low not finite and > 0, a volume not finite and
-  // >= 0, a high below the low).
+  // (a cell that is not a number; check_bar's rules for the other columns: an open, high or low
+  // not finite and > 0, a volume not finite and >= 0, a high below the low). A close that is a
+  // number is handed on as it is: the engine judges it (an APPEND's bad_price).
   [[nodiscard]] Expected<std::optional<Bar>> take(std::string_view line);
 
   // Lines taken so far: the number of the last one.
