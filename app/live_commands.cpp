@@ -176,6 +176,9 @@ std::string refusal_reason(Status judged, double close, const ShmClient& client)
                          client.segment().header().capacity_bars);
     case Status::not_the_writer: return "another client is the series' writer";
     case Status::bad_price: return fmt::format("close {} is not a finite number > 0", close);
+    case Status::missing_column:
+      return "the series has columns besides close (open, high, low or volume; `ipcfloor status` lists them) and an "
+             "APPEND carries a close alone, so the series never grows: serve --live from a close-only file to append";
     default: return std::string(to_string(judged));
   }
 }
