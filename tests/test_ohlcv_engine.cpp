@@ -72,15 +72,12 @@ struct CsvFile {
   std::string path;
 };
 
-ShmClientOptions backoff_client() {
-  ShmClientOptions options;
-  options.wait = WaitMode::backoff;
-  options.timeout = std::chrono::seconds(20);
-  return options;
+// A lane of engine `name`, waiting with backoff (the tests share two cores), or the failure.
+Expected<ShmClient> attach(const std::string& name) {
+  return ShmClient::connect(name, ShmClientOptions{.timeout = std::chrono::seconds(20), .wait = WaitMode::backoff});
 }
 
 Combo params(std::int64_t a, std::int64_t b) { return Combo{a, b, 0, 0, 0, 0}; }
-
 Status status_of(const ResponseSlot& response) { return static_cast<Status>(response.status); }
 
 ResponseSlot backtest(ShmClient& client, std::uint32_t strategy, const Combo& combo) {
@@ -116,7 +113,7 @@ TEST_CASE("donchian on high and low and vwma_cross on volume answer through the 
     if (std::string(inline_cost) != "default") args.insert(args.end(), {"--inline-cost", inline_cost});
     EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("ohlcv"), args);
     REQUIRE(engine.up());
-    auto client = ShmClient::connect(engine.name(), backoff_client());
+    auto client = attach(engine.name());
     REQUIRE_MESSAGE(client.has_value(), (client ? "" : client.error().message));
     const Bars held = client->segment().bars_at(0);
     REQUIRE(held.columns() == loaded->columns());
@@ -160,7 +157,7 @@ TEST_CASE("on a close-only series donchian and vwma_cross are refused missing_co
                      {"--wait", "backoff", "--data", csv.path, "--workers", "0", "--strategy", module("donchian"),
                       "--strategy", module("vwma_cross")});
   REQUIRE(engine.up());
-  auto client = ShmClient::connect(engine.name(), backoff_client());
+  auto client = attach(engine.name());
   REQUIRE(client.has_value());
   CHECK(client->segment().bars_at(0).columns() == IPCFLOOR_COLUMN_CLOSE);
   const auto donchian = client->segment().find_strategy("donchian");
@@ -181,7 +178,7 @@ TEST_CASE("a live APPEND to an OHLCV series is refused missing_column and writes
                      {"--wait", "backoff", "--data", csv.path, "--data", closes.path, "--live", "--capacity", "600",
                       "--workers", "0"});
   REQUIRE(engine.up());
-  auto client = ShmClient::connect(engine.name(), backoff_client());
+  auto client = attach(engine.name());
   REQUIRE(client.has_value());
   ResponseSlot answer{};
   REQUIRE(client->append(101.5, 1, answer) == CallStatus::ok);
