@@ -176,13 +176,16 @@ std::string refusal_reason(Status judged, double close, const ShmClient& client)
                          client.segment().header().capacity_bars);
     case Status::not_the_writer: return "another client is the series' writer";
     case Status::bad_price: return fmt::format("close {} is not a finite number > 0", close);
+    case Status::missing_column:
+      return "the series has columns besides close (open, high, low or volume; `ipcfloor status` lists them) and an "
+             "APPEND carries a close alone, so the series never grows: serve --live from a close-only file to append";
     default: return std::string(to_string(judged));
   }
 }
 
 // The next close: the file's, or stdin's next bar (header and blank lines skipped). nullopt at
 // the end; an error names the line (the caller adds what was appended).
-Expected<std::optional<double>> next_close(const std::vector<double>& closes, std::size_t& at, CsvCloseStream* in) {
+Expected<std::optional<double>> next_close(const std::vector<double>& closes, std::size_t& at, CsvBarStream* in) {
   if (in == nullptr) return at < closes.size() ? std::optional<double>(closes[at++]) : std::nullopt;
   std::string line;
   for (;;) {
@@ -193,7 +196,8 @@ Expected<std::optional<double>> next_close(const std::vector<double>& closes, st
       return fail(ErrorCode::bad_data, "standard input: line {} is longer than {} bytes: not a close price",
                   in->line() + 1, kMaxCloseLine);
     auto bar = in->take(line);
-    if (!bar || *bar) return bar;
+    if (!bar) return std::unexpected(std::move(bar.error()));
+    if (*bar) return std::optional<double>((*bar)->close);
   }
 }
 
@@ -217,7 +221,7 @@ int run_feed_command(const FeedOptions& options) {
     if (!start.note.empty() && !options.quiet) fmt::print(stderr, "ipcfloor feed: {}\n", start.note);
     next = start.index;
   }
-  std::optional<CsvCloseStream> stdin_rows;
+  std::optional<CsvBarStream> stdin_rows;
   if (options.data.empty()) stdin_rows.emplace(options.column, "standard input");
   catch_interrupts();
   const std::uint64_t limit = options.count.value_or(~std::uint64_t{0});

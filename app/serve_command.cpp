@@ -174,20 +174,34 @@ struct ServePlan {
   int cpu = 0;
   std::vector<int> near_cpus;  // nearest the serving cpu first; empty: the engine ranks them
   std::shared_ptr<PreloadedSeries> series;  // null: sockets only, holding no series of their own
-  std::vector<std::vector<double>> more;     // the further --data series, which host.shm views
+  SeriesColumns main_others;                 // the main series' other columns (its close is in `series`)
+  std::vector<SeriesColumns> more;           // the further --data series, which host.shm views
   std::shared_ptr<const StrategyCatalog> strategies;  // the built-in one and every --strategy, loaded
   EngineHostConfig host;
 };
 
-// The main series, shared by the segment (which copies it in) and every socket connection.
-Expected<std::shared_ptr<PreloadedSeries>> load_main_series(const ServeOptions& options) {
+// The main series' closes, shared by the segment (which copies them in) and every socket
+// connection (which serves closes alone); its other columns go to `others` (for the segment).
+Expected<std::shared_ptr<PreloadedSeries>> load_main_series(const ServeOptions& options, SeriesColumns& others) {
   auto loaded = load_series_source(options.source);
   if (!loaded) return std::unexpected(loaded.error());
   auto series = std::make_shared<PreloadedSeries>();
   series->checksum = fnv1a64(std::as_bytes(std::span<const double>(loaded->close)));
   series->close = std::move(loaded->close);
   series->name = std::move(loaded->description);
+  others = std::move(static_cast<SeriesColumns&>(*loaded));
   return series;
+}
+
+// `close` with the other columns of `others` (each as long as `close`, else left out).
+Bars with_columns(std::span<const double> close, const SeriesColumns& others) noexcept {
+  Bars bars(close);
+  const auto present = [&close](const std::vector<double>& c) { return c.size() == close.size() ? c.data() : nullptr; };
+  bars.open = present(others.open);
+  bars.high = present(others.high);
+  bars.low = present(others.low);
+  bars.volume = present(others.volume);
+  return bars;
 }
 
 // The segment's configuration: the main series, every further --data series, the engine's
@@ -204,15 +218,16 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   segment.bulk_bytes = options.bulk_bytes;
   segment.hugepages = options.hugepages;
   segment.mlock = options.mlock;
-  segment.series = plan.series->close;
+  segment.series = with_columns(plan.series->close, plan.main_others);
   segment.series_name = plan.series->name;
   segment.series_key = names.names().front();
   for (std::size_t i = 1; i < names.size(); ++i) {
     auto loaded = names.load(i);
     if (!loaded) return std::unexpected(loaded.error());
-    plan.more.push_back(std::move(loaded->close));
+    plan.more.push_back(std::move(static_cast<SeriesColumns&>(*loaded)));
   }
-  for (std::size_t i = 0; i < plan.more.size(); ++i) segment.more_series.push_back({names.names()[i + 1], plan.more[i]});
+  for (std::size_t i = 0; i < plan.more.size(); ++i)
+    segment.more_series.push_back({names.names()[i + 1], plan.more[i].bars()});
   segment.fee = options.fee;
   segment.bars_per_year = options.bars_per_year;
   segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
@@ -290,7 +305,7 @@ Expected<ServePlan> plan_serve(const ServeOptions& options) {
   }
   const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
   if (options.shm || (sockets && options.socket_series)) {
-    auto series = load_main_series(options);
+    auto series = load_main_series(options, plan.main_others);
     if (!series) return std::unexpected(series.error());
     plan.series = std::move(*series);
   }

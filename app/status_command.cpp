@@ -191,7 +191,15 @@ void print_watch_screen(const Attachment& segment, const Snapshot& before, const
 
 }  // namespace
 
-// Every series the engine holds, by index (a BACKTEST's flags name one).
+// The names of the columns IPCFLOOR_COLUMN_* bits `columns` name, close first.
+nlohmann::json column_names_json(std::uint32_t columns) {
+  nlohmann::json names = nlohmann::json::array();
+  for (std::size_t k = 0; k < kColumnCount; ++k)
+    if ((columns >> k) & 1U) names.push_back(kColumnNames[k]);
+  return names;
+}
+
+// Every series the engine holds, by index (a BACKTEST's flags name one), with its columns.
 nlohmann::json series_table_json(const DataHeader& h) {
   nlohmann::json table = nlohmann::json::array();
   for (std::uint32_t i = 0; i < h.series_count && i < kMaxSeries; ++i) {
@@ -202,7 +210,8 @@ nlohmann::json series_table_json(const DataHeader& h) {
                      {"bars", entry.bars},
                      {"first", entry.first},
                      {"last", entry.last},
-                     {"checksum", fmt::format("{:016x}", entry.checksum)}});
+                     {"checksum", fmt::format("{:016x}", entry.checksum)},
+                     {"columns", column_names_json(entry.columns)}});
   }
   return table;
 }
@@ -301,7 +310,8 @@ nlohmann::json describe_segment(const Attachment& segment) {
                   {"heartbeat_interval_ms", static_cast<double>(h.heartbeat_interval_ns) / 1e6}}},
       {"series", {{"source", std::string(h.series_name, name_end ? name_end : h.series_name + sizeof h.series_name)},
                   {"bars", h.n_bars}, {"first", h.series_first}, {"last", h.series_last},
-                  {"checksum", fmt::format("{:016x}", h.series_checksum)}}},
+                  {"checksum", fmt::format("{:016x}", h.series_checksum)},
+                  {"columns", column_names_json(h.series_table[0].columns)}}},
       {"series_table", series_table_json(h)},
       {"strategies", strategy_table_json(segment)},
       {"degraded", degraded_json(h, segment)},
@@ -471,14 +481,21 @@ void print_engine_text(const nlohmann::json& s) {
              e["heartbeat_age_ms"].get<double>(), e["heartbeat_interval_ms"].get<double>(),
              s["wait_mode"].get<std::string>());
   const auto& series = s["series"];
-  fmt::print("series    {} ({} bars, first {}, last {}, checksum {}), fee {}\n", series["source"].get<std::string>(),
-             series["bars"].get<std::uint64_t>(), series["first"].get<double>(), series["last"].get<double>(),
-             series["checksum"].get<std::string>(), s["fee"].get<double>());
+  const auto columns_text = [](const nlohmann::json& names) {
+    std::string text;
+    for (const auto& name : names) text += (text.empty() ? "" : ", ") + name.get<std::string>();
+    return text;
+  };
+  fmt::print("series    {} ({} bars, first {}, last {}, checksum {}; columns {}), fee {}\n",
+             series["source"].get<std::string>(), series["bars"].get<std::uint64_t>(), series["first"].get<double>(),
+             series["last"].get<double>(), series["checksum"].get<std::string>(), columns_text(series["columns"]),
+             s["fee"].get<double>());
   if (s["series_table"].size() > 1)
     for (const auto& entry : s["series_table"])
-      fmt::print("          series {} {}: {} bars, first {}, last {}, checksum {}\n", entry["index"].get<unsigned>(),
-                 entry["name"].get<std::string>(), entry["bars"].get<std::uint64_t>(), entry["first"].get<double>(),
-                 entry["last"].get<double>(), entry["checksum"].get<std::string>());
+      fmt::print("          series {} {}: {} bars, first {}, last {}, checksum {}; columns {}\n",
+                 entry["index"].get<unsigned>(), entry["name"].get<std::string>(), entry["bars"].get<std::uint64_t>(),
+                 entry["first"].get<double>(), entry["last"].get<double>(), entry["checksum"].get<std::string>(),
+                 columns_text(entry["columns"]));
   if (const auto& live = s["live"]; live["enabled"].get<bool>())
     fmt::print("live      {} of {} bars published; {} signals sent, {} dropped; {} signal slots per lane\n",
                live["bars_published"].get<std::uint64_t>(), live["capacity_bars"].get<std::uint64_t>(),

@@ -359,6 +359,13 @@ int AttachedEngine::append_refused(double close, std::uint16_t status) noexcept 
                        engine_name(), engine_pid_, close, client_.lane());
       break;
     case Status::not_live: return not_live("append bars");
+    case Status::missing_column:
+      write_message_to(message_,
+                       "engine {} (pid {}) refused to append close {} on lane {}: the series has columns besides "
+                       "close (open, high, low or volume: ipcfloor_series_columns) and an APPEND carries a close "
+                       "alone, so the series never grows (serve --live from a close-only file to append)",
+                       engine_name(), engine_pid_, close, client_.lane());
+      break;
     default:
       write_message_to(message_, "engine {} (pid {}) refused to append close {} on lane {}: {} (status {})",
                        engine_name(), engine_pid_, close, client_.lane(), to_string(static_cast<Status>(status)),

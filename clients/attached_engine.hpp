@@ -130,6 +130,12 @@ class AttachedEngine {
   [[nodiscard]] const char* series_key(std::uint32_t index) const noexcept {
     return index < series_count_ ? keys_[index].c_str() : nullptr;
   }
+  // Series `index` with every column it has (zero-copy, read-only): index 0 as published now,
+  // any other as preloaded; empty past the table. Its columns() say which it has.
+  [[nodiscard]] Bars bars_at(std::uint32_t index) const noexcept {
+    if (index >= series_count_) return {};
+    return index == 0 ? client_.segment().published_bars() : client_.segment().bars_at(index);
+  }
   // IPCFLOOR_OK when the engine holds series `index`; else IPCFLOOR_E_NO_SUCH_SERIES with its sentence.
   [[nodiscard]] int check_series(std::uint32_t index) noexcept;
   // The strategy table, copied at attach: how many (1..kMaxStrategies; index 0 the built-in one),

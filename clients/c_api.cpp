@@ -1,6 +1,7 @@
 // The C ABI of include/ipcfloor/ipcfloor.h over AttachedEngine. Every entry point is noexcept:
 // an exception would have to cross into C, so each one that can meet one catches it here.
 
+#include <bit>
 #include <chrono>
 #include <algorithm>
 #include <climits>
@@ -187,6 +188,20 @@ size_t ipcfloor_series_at(const ipcfloor_client* c, uint32_t index, const double
                                    : c->engine->series_at(index);
   if (close != nullptr) *close = series.empty() ? nullptr : series.data();
   return series.size();
+}
+
+uint32_t ipcfloor_series_columns(const ipcfloor_client* c, uint32_t index) {
+  return c == nullptr || index >= c->engine->series_count() ? 0 : c->engine->bars_at(index).columns();
+}
+
+size_t ipcfloor_series_column(const ipcfloor_client* c, uint32_t index, uint32_t column, const double** values) {
+  if (values != nullptr) *values = nullptr;
+  if (c == nullptr || column == 0 || (column & (column - 1)) != 0 || column > IPCFLOOR_COLUMN_VOLUME) return 0;
+  const ipcfloor::Bars bars = c->engine->bars_at(index);
+  const double* first = bars.column(static_cast<ipcfloor::Column>(std::countr_zero(column)));
+  if (first == nullptr || bars.empty()) return 0;
+  if (values != nullptr) *values = first;
+  return bars.size();
 }
 
 size_t ipcfloor_published_series(const ipcfloor_client* c, const double** close) {

@@ -3,6 +3,7 @@
 
 #include "ipcfloor/client.hpp"
 
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -76,6 +77,17 @@ std::int32_t Client::pin_near() {
 }
 std::span<const double> Client::series_at(std::uint32_t index) const noexcept {
   return index == 0 ? impl_->engine->published_series() : impl_->engine->series_at(index);
+}
+
+std::uint32_t Client::series_columns(std::uint32_t index) const noexcept {
+  return index < impl_->engine->series_count() ? impl_->engine->bars_at(index).columns() : 0;
+}
+
+std::span<const double> Client::series_column(std::uint32_t index, std::uint32_t column) const noexcept {
+  if (column == 0 || (column & (column - 1)) != 0 || column > IPCFLOOR_COLUMN_VOLUME) return {};
+  const Bars bars = impl_->engine->bars_at(index);
+  const double* values = bars.column(static_cast<Column>(std::countr_zero(column)));
+  return values == nullptr ? std::span<const double>{} : std::span<const double>(values, bars.size());
 }
 
 std::string_view Client::series_key(std::uint32_t index) const noexcept {

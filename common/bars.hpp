@@ -5,8 +5,10 @@
 //
 // Threads: plain data; any thread. Noexcept throughout.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -76,6 +78,58 @@ struct Bars {
   for (std::size_t k = 0; k < kColumnCount; ++k)
     if ((missing >> k) & 1U) return static_cast<Column>(k);
   return Column::close;
+}
+
+// One bar with its columns: what a reader gives one line at a time and a live APPEND carries. The
+// close, and open, high, low and volume where the series has them (0 where it does not).
+struct Bar {
+  double close = 0.0;
+  double open = 0.0;
+  double high = 0.0;
+  double low = 0.0;
+  double volume = 0.0;
+
+  [[nodiscard]] constexpr double column(Column c) const noexcept {
+    switch (c) {
+      case Column::close: return close;
+      case Column::open: return open;
+      case Column::high: return high;
+      case Column::low: return low;
+      case Column::volume: return volume;
+    }
+    return 0.0;
+  }
+  // Bar `i` of `bars` (i < bars.size()), its absent columns 0.
+  [[nodiscard]] static Bar at(const Bars& bars, std::size_t i) noexcept {
+    const auto value = [i](const double* column) noexcept { return column != nullptr ? column[i] : 0.0; };
+    return Bar{bars.close[i], value(bars.open), value(bars.high), value(bars.low), value(bars.volume)};
+  }
+};
+
+// What is wrong with one bar, as check_bar finds it.
+struct BarFault {
+  Column column = Column::close;  // the column at fault (the high, when it is below the low)
+  bool below_low = false;         // the high is below the low
+};
+
+// The one rule for a bar's values, which every reader and a live APPEND follow: a close, open,
+// high or low finite and > 0, a volume finite and >= 0, and the high at least the low (where the
+// bar has both). Only the columns `columns` (IPCFLOOR_COLUMN_* bits) names are looked at. An open
+// or a close outside [low, high] is accepted as given: an adjusted close (--column 'Adj Close')
+// or a vendor's settlement price may lie outside the traded range, so no strategy may assume
+// that they do not. nullopt when the bar is good. Pure.
+[[nodiscard]] inline std::optional<BarFault> check_bar(const Bar& bar, std::uint32_t columns) noexcept {
+  for (std::size_t k = 0; k < kColumnCount; ++k) {
+    const auto column = static_cast<Column>(k);
+    if ((columns & column_bit(column)) == 0) continue;
+    const double v = bar.column(column);
+    // Written so that NaN fails: every comparison with NaN is false.
+    const bool good = column == Column::volume ? (std::isfinite(v) && v >= 0.0) : (std::isfinite(v) && v > 0.0);
+    if (!good) return BarFault{column, false};
+  }
+  const std::uint32_t range = IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW;
+  if ((columns & range) == range && bar.high < bar.low) return BarFault{Column::high, true};
+  return std::nullopt;
 }
 
 }  // namespace ipcfloor

@@ -1,6 +1,8 @@
 #include "data/series_formats.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <charconv>
 #include <expected>
 #include <iterator>
@@ -20,13 +22,13 @@ struct CsvCell {
 };
 
 // One data record as parse_csv needs it: its cell count, whether it is a blank line, and the
-// close cell. Flat fields rather than CsvCell copies: copying a cell struct per bar made the
-// loop stall on store forwarding.
+// cell of each column the layout names. Flat fields rather than CsvCell copies: copying a cell
+// struct per bar made the loop stall on store forwarding.
 struct CsvRow {
   std::size_t cells = 0;
   bool blank = false;
-  bool has_close = false;
-  std::string_view close;
+  std::uint32_t has = 0;  // IPCFLOOR_COLUMN_* bits of the cells the record holds
+  std::string_view cell[kColumnCount];
 };
 
 // Walks CSV records over the whole file text. Quoted cells may hold commas and newlines
@@ -46,25 +48,26 @@ class CsvScanner {
     return text;
   }
 
-  // Reads one record into `row`, keeping cell `column` as the close cell; fails like
+  // Reads one record into `row`, keeping the cell of each column `layout` names; fails like
   // next_record. This is the per-bar loop.
-  std::expected<void, std::string> next_row(std::size_t column, CsvRow& row) {
+  std::expected<void, std::string> next_row(const CsvColumnsLayout& layout, CsvRow& row) {
     record_start_ = pos_;
     const std::size_t newline = text_.find('\n', pos_);
     const std::size_t line_end = (newline == std::string_view::npos) ? text_.size() : newline;
     std::string_view line = text_.substr(pos_, line_end - pos_);
+    const std::size_t known = layout.column_at.size();
+    row.has = 0;
     if (has_quotes_ && line.find('"') != std::string_view::npos) {
       bool first_empty = false;
       bool first_quoted = false;
-      row.has_close = false;
       auto cells = next_record([&](std::size_t index, const CsvCell& cell) {
         if (index == 0) {
           first_empty = cell.text.empty();
           first_quoted = cell.quoted;
         }
-        if (index == column) {
-          row.close = cell.text;
-          row.has_close = true;
+        if (index < known && layout.column_at[index] >= 0) {
+          row.cell[layout.column_at[index]] = cell.text;
+          row.has |= 1U << layout.column_at[index];
         }
       });
       if (!cells) return std::unexpected(std::move(cells.error()));
@@ -73,21 +76,21 @@ class CsvScanner {
       return {};
     }
     std::size_t index = 0;
-    row.has_close = false;
-    row.blank = false;
+    std::string_view first;
     for (;;) {
       const std::size_t comma = line.find(',');
-      if (index == column) {
-        row.close = trim(line.substr(0, comma));
-        row.has_close = true;
+      const std::string_view cell = trim(line.substr(0, comma));
+      if (index == 0) first = cell;
+      if (index < known && layout.column_at[index] >= 0) {
+        row.cell[layout.column_at[index]] = cell;
+        row.has |= 1U << layout.column_at[index];
       }
       ++index;
       if (comma == std::string_view::npos) break;
       line.remove_prefix(comma + 1);
     }
     row.cells = index;
-    if (index == 1 && !row.has_close) row.blank = trim(line).empty();
-    if (index == 1 && row.has_close) row.blank = row.close.empty();
+    row.blank = index == 1 && first.empty();
     record_end_ = line_end;
     pos_ = line_end;
     if (newline != std::string_view::npos) {
@@ -198,31 +201,31 @@ NumberError parse_close(std::string_view text, double& value) {
   return NumberError::none;
 }
 
-// How a CSV holds its series, as its first record says: a header naming the series' column,
-// or no header at all (a single column of closes, whose first line is its first bar).
-struct CsvLayout {
-  bool headerless = false;
-  std::size_t column = 0;  // the series' cell in each record
-  std::size_t cells = 1;   // cells the header names (1 without one)
-};
-
-// The header's cell that names the series' column: `column` when given, else `close`; both
-// compared case-insensitively.
-Expected<std::size_t> find_column(const std::vector<std::string_view>& names, std::string_view column,
-                                  const std::string& path) {
-  const std::string_view wanted = column.empty() ? std::string_view("close") : column;
-  std::optional<std::size_t> found_at;
+// The header's cell of each column it names (column_named: --column's or `close`, then open, high,
+// low, volume), each named once; a close column is required. Any other cell (a date or time among
+// them) is kept out of the numbers.
+Expected<CsvColumnsLayout> columns_of_header(const std::vector<std::string_view>& names, std::string_view column,
+                                             const std::string& path) {
+  CsvColumnsLayout layout;
+  layout.cells = names.size();
+  layout.columns = 0;
+  layout.column_at.assign(names.size(), -1);
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (!iequals(names[i], wanted)) continue;
-    if (found_at) {
+    const auto named = column_named(names[i], column);
+    if (!named) continue;
+    const auto k = static_cast<std::size_t>(*named);
+    if ((layout.columns & column_bit(*named)) != 0) {
+      const std::string_view what = *named == Column::close && !column.empty() ? column : kColumnNames[k];
       return fail(ErrorCode::bad_data,
-                  "{}: the header has two '{}' columns (columns {} and {}); which one is the series is "
-                  "ambiguous",
-                  path, snippet(wanted), *found_at + 1, i + 1);
+                  "{}: the header has two '{}' columns (columns {} and {}); which one is the {} is ambiguous", path,
+                  snippet(what), layout.cell_of[k] + 1, i + 1, *named == Column::close ? "series" : kColumnNames[k]);
     }
-    found_at = i;
+    layout.columns |= column_bit(*named);
+    layout.cell_of[k] = i;
+    layout.column_at[i] = static_cast<std::int8_t>(k);
   }
-  if (found_at) return *found_at;
+  if ((layout.columns & IPCFLOOR_COLUMN_CLOSE) != 0) return layout;
+  const std::string_view wanted = column.empty() ? std::string_view("close") : column;
   if (names.size() == 1 && names.front().empty()) {
     return fail(ErrorCode::bad_data, "{}: no '{}' column: the header row (line 1) is empty", path,
                 snippet(wanted));
@@ -239,8 +242,9 @@ Expected<std::size_t> find_column(const std::vector<std::string_view>& names, st
 
 // The one rule every CSV reader follows (a file, `--data -`, feed's standard input): a first
 // record that is a single number starts a headerless column of closes; anything else is the
-// header, and the series is its `close` column or the one `column` names.
-Expected<CsvLayout> csv_layout(const std::vector<FirstCell>& first, std::string_view column, const std::string& path) {
+// header, which names the close column (`close`, or the one `column` names) and the others.
+Expected<CsvColumnsLayout> csv_layout(const std::vector<FirstCell>& first, std::string_view column,
+                                      const std::string& path) {
   const bool numbers = !first.empty() && std::all_of(first.begin(), first.end(), [](const FirstCell& cell) {
     double value = 0.0;
     return !cell.quoted && !cell.text.empty() && parse_close(cell.text, value) == NumberError::none;
@@ -252,7 +256,10 @@ Expected<CsvLayout> csv_layout(const std::vector<FirstCell>& first, std::string_
                   "{}): a single column of closes needs no --column",
                   path, snippet(column), snippet(first.front().text));
     }
-    return CsvLayout{true, 0, 1};
+    CsvColumnsLayout layout;
+    layout.headerless = true;
+    layout.column_at = {0};
+    return layout;
   }
   if (numbers) {
     return fail(ErrorCode::bad_data,
@@ -262,14 +269,41 @@ Expected<CsvLayout> csv_layout(const std::vector<FirstCell>& first, std::string_
   }
   std::vector<std::string_view> names;
   for (const FirstCell& cell : first) names.push_back(header_name(cell));
-  auto found = find_column(names, column, path);
-  if (!found) return std::unexpected(found.error());
-  return CsvLayout{false, *found, names.size()};
+  return columns_of_header(names, column, path);
 }
 
-// The bar one data record holds, or why it holds none: "line N ..." after `path`.
-Expected<double> bar_of_row(const CsvRow& row, const CsvLayout& layout, std::size_t line, std::string_view record,
-                            const std::string& path) {
+// The number in one cell of column `c`, or why it holds none: "line N ..." after `path`.
+Expected<double> number_of_cell(const CsvRow& row, const CsvColumnsLayout& layout, Column c, std::size_t line,
+                                std::string_view record, const std::string& path) {
+  const auto k = static_cast<std::size_t>(c);
+  const std::string_view name = kColumnNames[k];
+  if ((row.has & column_bit(c)) == 0) {
+    return fail(ErrorCode::bad_data,
+                "{}: line {} has no {} cell: the {} is column {} but the row has {} cell{}: '{}'", path, line, name,
+                c == Column::close ? "series" : name, layout.cell_of[k] + 1, row.cells, row.cells == 1 ? "" : "s",
+                snippet(record));
+  }
+  const std::string_view text = row.cell[k];
+  if (text.empty()) {
+    return fail(ErrorCode::bad_data, "{}: line {} has an empty {} cell: '{}'", path, line, name, snippet(record));
+  }
+  double value = 0.0;
+  switch (parse_close(text, value)) {
+    case NumberError::none:
+      return value;
+    case NumberError::not_a_number:
+      return fail(ErrorCode::bad_data, "{}: line {}: the {} cell '{}' is not a number", path, line, name,
+                  snippet(text));
+    case NumberError::out_of_range:
+      break;
+  }
+  return fail(ErrorCode::bad_data, "{}: line {}: the {} cell '{}' is outside the float64 range", path, line, name,
+              snippet(text));
+}
+
+// The bar one data record holds (every column the layout names), or why it holds none.
+Expected<Bar> bar_of_row(const CsvRow& row, const CsvColumnsLayout& layout, std::size_t line, std::string_view record,
+                         const std::string& path) {
   // More cells than the header names means the columns are shifted, most often by a decimal
   // comma ("1,5"): reading on would load the wrong numbers without a word.
   if (row.cells > layout.cells) {
@@ -277,26 +311,16 @@ Expected<double> bar_of_row(const CsvRow& row, const CsvLayout& layout, std::siz
                 layout.headerless ? "the input is a headerless single" : "the header names", layout.cells,
                 layout.cells == 1 ? "" : "s", snippet(record));
   }
-  if (!row.has_close) {
-    return fail(ErrorCode::bad_data,
-                "{}: line {} has no close cell: the series is column {} but the row has {} cell{}: '{}'", path,
-                line, layout.column + 1, row.cells, row.cells == 1 ? "" : "s", snippet(record));
+  Bar bar;
+  double* const slot[kColumnCount] = {&bar.close, &bar.open, &bar.high, &bar.low, &bar.volume};
+  for (std::size_t k = 0; k < kColumnCount; ++k) {
+    const auto c = static_cast<Column>(k);
+    if ((layout.columns & column_bit(c)) == 0) continue;
+    const auto value = number_of_cell(row, layout, c, line, record, path);
+    if (!value) return std::unexpected(value.error());
+    *slot[k] = *value;
   }
-  if (row.close.empty()) {
-    return fail(ErrorCode::bad_data, "{}: line {} has an empty close cell: '{}'", path, line, snippet(record));
-  }
-  double value = 0.0;
-  switch (parse_close(row.close, value)) {
-    case NumberError::none:
-      return value;
-    case NumberError::not_a_number:
-      return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is not a number", path, line,
-                  snippet(row.close));
-    case NumberError::out_of_range:
-      break;
-  }
-  return fail(ErrorCode::bad_data, "{}: line {}: the close cell '{}' is outside the float64 range", path, line,
-              snippet(row.close));
+  return bar;
 }
 
 // The first record's cells, read by `scanner`.
@@ -309,26 +333,53 @@ Expected<std::vector<FirstCell>> read_first_record(CsvScanner& scanner, const st
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
-}  // namespace
+// Where the columns' values go as the rows are read: the vectors `layout` names, reserved for
+// `bars` bars.
+struct ColumnSinks {
+  std::vector<double>* of[kColumnCount] = {};
+  ColumnSinks(SeriesColumns& series, const CsvColumnsLayout& layout, std::size_t bars) {
+    for (std::size_t k = 0; k < kColumnCount; ++k) {
+      if ((layout.columns & (1U << k)) == 0) continue;
+      of[k] = &series.column(static_cast<Column>(k));
+      of[k]->reserve(bars);
+    }
+  }
+  void push(const Bar& bar) {
+    for (std::size_t k = 0; k < kColumnCount; ++k)
+      if (of[k] != nullptr) of[k]->push_back(bar.column(static_cast<Column>(k)));
+  }
+};
 
-Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path, std::string_view column) {
+// The text after a UTF-8 BOM, and its CSV layout from the first record.
+Expected<CsvColumnsLayout> layout_of_text(std::string_view& text, CsvScanner& scanner, const std::string& path,
+                                          std::string_view column) {
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
-  CsvScanner scanner(text);
+  scanner = CsvScanner(text);
   const auto first = read_first_record(scanner, path);
   if (!first) return std::unexpected(first.error());
-  const auto layout = csv_layout(*first, column, path);
-  if (!layout) return std::unexpected(layout.error());
+  auto layout = csv_layout(*first, column, path);
   // A headerless column's first line is its first bar: read from the start again.
-  if (layout->headerless) scanner = CsvScanner(text);
+  if (layout && layout->headerless) scanner = CsvScanner(text);
+  return layout;
+}
 
-  std::vector<double> close;
+}  // namespace
+
+Expected<SeriesColumns> parse_csv(std::string_view text, const std::string& path, std::string_view column) {
+  CsvScanner scanner(text);
+  const auto layout = layout_of_text(text, scanner, path, column);
+  if (!layout) return std::unexpected(layout.error());
   // One bar per remaining line at most; counting newlines is far cheaper than regrowing.
-  close.reserve(count_newlines(text) + 1);
+  const std::size_t most_bars = count_newlines(text) + 1;
+  if (auto room = check_parsed_room(most_bars, static_cast<std::size_t>(std::popcount(layout->columns)), path); !room)
+    return std::unexpected(room.error());
+  SeriesColumns series;
+  ColumnSinks sinks(series, *layout, most_bars);
   std::size_t blank_line = 0;  // the first blank line seen, 0 while none
   CsvRow row;
   while (!scanner.at_end()) {
     const std::size_t line = scanner.line();
-    if (auto read = scanner.next_row(layout->column, row); !read) {
+    if (auto read = scanner.next_row(*layout, row); !read) {
       return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", path, line, read.error(),
                   snippet(scanner.record_text()));
     }
@@ -345,12 +396,29 @@ Expected<std::vector<double>> parse_csv(std::string_view text, const std::string
     }
     const auto bar = bar_of_row(row, *layout, line, scanner.record_text(), path);
     if (!bar) return std::unexpected(bar.error());
-    close.push_back(*bar);
+    sinks.push(*bar);
   }
-  if (close.empty()) {
+  if (series.close.empty()) {
     return fail(ErrorCode::bad_data, "{}: the CSV has a header but no data rows", path);
   }
-  return close;
+  return series;
+}
+
+std::size_t csv_line_of_bar(std::string_view text, std::size_t bar) {
+  CsvScanner scanner(text);
+  const auto layout = layout_of_text(text, scanner, "", {});
+  // Only a text parse_csv read is asked about, so its layout is one a close column can have: any.
+  CsvColumnsLayout any;
+  const CsvColumnsLayout& walk = layout ? *layout : any;
+  CsvRow row;
+  std::size_t seen = 0;
+  while (!scanner.at_end()) {
+    const std::size_t line = scanner.line();
+    if (!scanner.next_row(walk, row)) return 0;
+    if (row.blank) continue;
+    if (seen++ == bar) return line;
+  }
+  return 0;
 }
 
 void append_csv(std::string& out, std::span<const double> values) {
@@ -365,33 +433,35 @@ void append_csv(std::string& out, std::span<const double> values) {
 
 namespace ipcfloor {
 
-CsvCloseStream::CsvCloseStream(std::string column, std::string source)
+CsvBarStream::CsvBarStream(std::string column, std::string source)
     : column_(std::move(column)), source_(std::move(source)) {}
 
-Expected<std::optional<double>> CsvCloseStream::take(std::string_view line) {
+Expected<std::optional<Bar>> CsvBarStream::take(std::string_view line) {
   using namespace series_formats;
   ++line_;
   if (line_ == 1 && line.starts_with(kUtf8Bom)) line.remove_prefix(kUtf8Bom.size());
-  if (trim(line).empty()) return std::optional<double>();
+  if (trim(line).empty()) return std::optional<Bar>();
   CsvScanner scanner(line);
   if (!decided_) {
     const auto first = read_first_record(scanner, source_);
     if (!first) return std::unexpected(first.error());
-    const auto layout = csv_layout(*first, column_, source_);
+    auto layout = csv_layout(*first, column_, source_);
     if (!layout) return std::unexpected(layout.error());
     decided_ = true;
-    headerless_ = layout->headerless;
-    column_index_ = layout->column;
-    cells_ = layout->cells;
-    if (!headerless_) return std::optional<double>();
+    layout_ = std::move(*layout);
+    if (!layout_.headerless) return std::optional<Bar>();
     scanner = CsvScanner(line);
   }
   CsvRow row;
-  if (auto read = scanner.next_row(column_index_, row); !read)
+  if (auto read = scanner.next_row(layout_, row); !read)
     return fail(ErrorCode::bad_data, "{}: line {}: {}: '{}'", source_, line_, read.error(), snippet(line));
-  const auto bar = bar_of_row(row, CsvLayout{headerless_, column_index_, cells_}, line_, line, source_);
+  const auto bar = bar_of_row(row, layout_, line_, line, source_);
   if (!bar) return std::unexpected(bar.error());
-  return std::optional<double>(*bar);
+  // The close is the engine's to judge (an APPEND's bad_price), as it always was for a stream;
+  // the other columns, which an APPEND does not carry, are checked here.
+  if (const auto fault = check_bar(*bar, layout_.columns & ~IPCFLOOR_COLUMN_CLOSE))
+    return fail(ErrorCode::bad_data, "{}: line {}: {}", source_, line_, bar_fault_text(*bar, *fault));
+  return std::optional<Bar>(*bar);
 }
 
 }  // namespace ipcfloor

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include <limits>
+
 #include <fmt/format.h>
+
+#include "data/input_file.hpp"
 
 namespace ipcfloor::series_formats {
 namespace {
@@ -35,6 +39,27 @@ std::string snippet(std::string_view text) {
   }
   if (cut) out += "...";
   return out;
+}
+
+std::optional<Column> column_named(std::string_view name, std::string_view close_name) {
+  if (iequals(name, close_name.empty() ? std::string_view("close") : close_name)) return Column::close;
+  for (const Column c : {Column::open, Column::high, Column::low, Column::volume})
+    if (iequals(name, kColumnNames[static_cast<std::size_t>(c)])) return c;
+  return std::nullopt;
+}
+
+Expected<void> check_parsed_room(std::size_t bars, std::size_t columns, const std::string& path) {
+  const std::size_t per_bar = columns * kBytesPerBar;
+  const std::size_t need =
+      per_bar != 0 && bars > std::numeric_limits<std::size_t>::max() / per_bar ? std::numeric_limits<std::size_t>::max()
+                                                                                : bars * per_bar;
+  const auto available = available_memory_bytes();
+  if (available && need > *available)
+    return fail(ErrorCode::resource,
+                "{}: its {} bars of {} column{} take up to {} once parsed, more than the {} this host has available "
+                "(MemAvailable, or the cgroup's memory.max): split the file or free memory",
+                path, bars, columns, columns == 1 ? "" : "s", byte_size_text(need), byte_size_text(*available));
+  return {};
 }
 
 }  // namespace ipcfloor::series_formats

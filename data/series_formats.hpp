@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "data/series_columns.hpp"
 
 namespace ipcfloor::series_formats {
 
@@ -43,6 +45,15 @@ bool iequals(std::string_view a, std::string_view b);
 // File text quoted in a message: control and non-ASCII bytes escaped, long text cut (also the
 // combo files' rows, data/combo_io.cpp). series_formats.cpp.
 std::string snippet(std::string_view text);
+
+// The column a CSV header cell or a structured .npy field names, compared case-insensitively:
+// `close_name` (--column; empty: "close") for the close, "open", "high", "low", "volume"; nullopt
+// for any other name (a date or time column among them). series_formats.cpp.
+std::optional<Column> column_named(std::string_view name, std::string_view close_name);
+
+// Refuses `bars` bars of `columns` columns (8 bytes each) that the host has less memory available
+// for than they take: resource, naming `path` and both sizes. Reads /proc (once). series_formats.cpp.
+[[nodiscard]] Expected<void> check_parsed_room(std::size_t bars, std::size_t columns, const std::string& path);
 
 // A whole file's bytes, stored in doubles so a raw or .npy series is decoded in place and
 // handed back without a copy. In a fresh process every page of a new buffer costs a page
@@ -79,9 +90,11 @@ void append_le_f64(std::string& out, std::span<const double> values);
 
 // ---- NumPy .npy (series_npy.cpp) ---------------------------------------------------------
 
-// The bars of a .npy v1.0-3.0 holding a 1-D, C-order '<f8' array; anything else is refused
+// The series of a .npy v1.0-3.0: a 1-D, C-order '<f8' array (closes; `column` must be empty),
+// or a 1-D structured array of packed records whose fields name the columns
+// (load_series_columns: `column`, else `close`, is the close field). Anything else is refused
 // with what it holds and how to convert it.
-[[nodiscard]] Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path);
+[[nodiscard]] Expected<SeriesColumns> take_npy(FileBytes& file, const std::string& path, std::string_view column);
 // A .npy v1.0 file as numpy writes it: '<f8', 1-D, header padded to 64 bytes.
 void append_npy(std::string& out, std::span<const double> values);
 // The header of a .npy v1.0 file of `count` records of dtype `descr` (a numpy dtype as Python
@@ -91,9 +104,13 @@ void append_npy_header(std::string& out, std::string_view descr, std::size_t cou
 // ---- CSV (series_csv.cpp) ----------------------------------------------------------------
 
 // The series of a CSV, every cell parsed with correct rounding: the `close` column of its header
-// (or the column `column` names, case-insensitively), or a headerless single column of closes.
-[[nodiscard]] Expected<std::vector<double>> parse_csv(std::string_view text, const std::string& path,
-                                                      std::string_view column);
+// (or the column `column` names, case-insensitively) and the open, high, low and volume columns
+// it names, or a headerless single column of closes. Checks the memory they take first.
+[[nodiscard]] Expected<SeriesColumns> parse_csv(std::string_view text, const std::string& path,
+                                                std::string_view column);
+// The line (1-based) of data bar `bar` of a CSV parse_csv read: for messages about a bar that
+// parsed but is out of range. 0 when the text has fewer bars.
+[[nodiscard]] std::size_t csv_line_of_bar(std::string_view text, std::size_t bar);
 // A CSV with the single column `close`, 17 significant digits per bar.
 void append_csv(std::string& out, std::span<const double> values);
 

@@ -76,7 +76,40 @@ Expected<void> validate_series(std::span<const double> close, std::string_view s
   return {};
 }
 
-Expected<std::vector<double>> load_series(const std::string& path, std::string_view column) {
+std::string bar_fault_text(const Bar& bar, const BarFault& fault) {
+  if (fault.below_low)
+    return fmt::format("its high {} is below its low {}; a bar's high must be at least its low", bar.high, bar.low);
+  const std::string_view name = kColumnNames[static_cast<std::size_t>(fault.column)];
+  return fmt::format("its {} is {}; every {} must be finite and {}", name, bar.column(fault.column), name,
+                     fault.column == Column::volume ? ">= 0" : "positive");
+}
+
+Expected<void> validate_columns(const SeriesColumns& series, std::string_view source,
+                                const std::function<std::size_t(std::size_t)>& line_of) {
+  const auto at_line = [&line_of](std::size_t bar) {
+    const std::size_t line = line_of ? line_of(bar) : 0;
+    return line == 0 ? std::string() : fmt::format(" (line {})", line);
+  };
+  if (auto closes = validate_series(series.close, source); !closes) {
+    // validate_series names the first bad close; the line is said after its sentence.
+    const std::size_t bad = static_cast<std::size_t>(
+        std::find_if(series.close.begin(), series.close.end(), [](double v) { return !(std::isfinite(v) && v > 0.0); }) -
+        series.close.begin());
+    if (bad < series.close.size()) closes.error().message += at_line(bad);
+    return closes;
+  }
+  const Bars bars = series.bars();
+  const std::uint32_t others = bars.columns() & ~IPCFLOOR_COLUMN_CLOSE;
+  if (others == 0) return {};
+  for (std::size_t i = 0; i < bars.size(); ++i) {
+    const Bar bar = Bar::at(bars, i);
+    if (const auto fault = check_bar(bar, others))
+      return fail(ErrorCode::bad_data, "{}: bar {}{}: {}", source, i, at_line(i), bar_fault_text(bar, *fault));
+  }
+  return {};
+}
+
+Expected<SeriesColumns> load_series_columns(const std::string& path, std::string_view column) {
   // What the path is comes first: a FIFO or a device is refused as such, whatever its name.
   auto input = InputFile::open(path, "series file");
   if (!input) return std::unexpected(input.error());
@@ -88,19 +121,35 @@ Expected<std::vector<double>> load_series(const std::string& path, std::string_v
   const std::string& name = input->name();
   if (file->size == 0) return fail(ErrorCode::bad_data, "{}: the {} is empty", name, from_stdin ? "input" : "file");
   if (from_stdin) *format = format_of_stdin(file->view());
-  if (!column.empty() && *format != SeriesFormat::csv)
-    return fail(ErrorCode::invalid_argument, "--column '{}' picks a column of a CSV, but {} is {}", snippet(column),
-                name, *format == SeriesFormat::npy ? "a .npy" : "raw float64");
+  if (!column.empty() && *format == SeriesFormat::f64)
+    return fail(ErrorCode::invalid_argument, "--column '{}' picks a column of a CSV or a structured .npy, but {} is raw "
+                "float64 (closes alone)", snippet(column), name);
 
-  Expected<std::vector<double>> close;
+  Expected<SeriesColumns> series;
+  std::function<std::size_t(std::size_t)> line_of;
   switch (*format) {
-    case SeriesFormat::csv: close = series_formats::parse_csv(file->view(), name, column); break;
-    case SeriesFormat::f64: close = series_formats::take_raw(*file, name); break;
-    case SeriesFormat::npy: close = series_formats::take_npy(*file, name); break;
+    case SeriesFormat::csv:
+      series = series_formats::parse_csv(file->view(), name, column);
+      line_of = [&file](std::size_t bar) { return series_formats::csv_line_of_bar(file->view(), bar); };
+      break;
+    case SeriesFormat::f64: {
+      auto close = series_formats::take_raw(*file, name);
+      if (!close) return std::unexpected(close.error());
+      series = SeriesColumns{};
+      series->close = std::move(*close);
+      break;
+    }
+    case SeriesFormat::npy: series = series_formats::take_npy(*file, name, column); break;
   }
-  if (!close) return close;
-  if (auto valid = validate_series(*close, name); !valid) return std::unexpected(valid.error());
-  return close;
+  if (!series) return series;
+  if (auto valid = validate_columns(*series, name, line_of); !valid) return std::unexpected(valid.error());
+  return series;
+}
+
+Expected<std::vector<double>> load_series(const std::string& path, std::string_view column) {
+  auto series = load_series_columns(path, column);
+  if (!series) return std::unexpected(series.error());
+  return std::move(series->close);
 }
 
 Expected<void> save_series(const std::string& path, std::span<const double> close) {

@@ -1,6 +1,11 @@
 #include "data/series_formats.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <type_traits>
 #include <cctype>
 #include <charconv>
 #include <expected>
@@ -252,9 +257,70 @@ Expected<NpyPreamble> read_npy_preamble(std::string_view bytes, const std::strin
   return NpyPreamble{preamble, header_length};
 }
 
-// The bar count a .npy header declares, once its dtype, order and shape are what a series
-// needs: '<f8', C order, 1-D.
-Expected<std::uint64_t> read_npy_bars(std::string_view header, const std::string& path) {
+// One field of a structured dtype: its name, its dtype string and where it sits in a record.
+struct NpyField {
+  std::string_view name;  // empty for numpy's padding fields ('', '|V4') and titled fields
+  std::string_view type;
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+// What a .npy holds, once its order and shape are what a series needs (C order, 1-D): `bars`
+// values of '<f8', or `bars` packed records of `fields`.
+struct NpyLayout {
+  std::uint64_t bars = 0;
+  bool structured = false;
+  std::vector<NpyField> fields;
+  std::size_t record_bytes = kBytesPerBar;
+};
+
+// The bytes of one value of a dtype as a .npy descr spells it: '<f8' 8, '|S10' 10, '<U10' 40
+// (UCS-4), '<M8[ns]' 8, '|V4' 4; nullopt for objects ('|O', which a .npy pickles instead of
+// storing) or a string it cannot read.
+std::optional<std::size_t> dtype_bytes(std::string_view type) {
+  if (!type.empty() && std::string_view("<>|=").find(type.front()) != std::string_view::npos) type.remove_prefix(1);
+  if (const std::size_t unit = type.find('['); unit != std::string_view::npos && type.back() == ']')
+    type = type.substr(0, unit);
+  if (type.size() < 2 || type.front() == 'O') return std::nullopt;
+  std::size_t count = 0;
+  const auto [end, ec] = std::from_chars(type.data() + 1, type.data() + type.size(), count);
+  if (ec != std::errc{} || end != type.data() + type.size() || count == 0 || count > (std::size_t{1} << 20))
+    return std::nullopt;
+  return type.front() == 'U' ? count * 4 : count;
+}
+
+// The fields of a structured descr, a list of (name, dtype) tuples, packed one after another as
+// numpy writes them (its padding appears as unnamed void fields).
+Expected<std::vector<NpyField>> structured_fields(const PyValue& descr, const std::string& path) {
+  std::vector<NpyField> fields;
+  std::size_t offset = 0;
+  for (const PyValue& item : descr.items) {
+    if (item.kind != PyValue::Kind::sequence || item.items.size() < 2 ||
+        item.items[1].kind != PyValue::Kind::string)
+      return fail(ErrorCode::bad_data, "{}: malformed structured dtype {}: each field must be (name, dtype)", path,
+                  snippet(descr.text));
+    const std::string_view name = item.items[0].kind == PyValue::Kind::string ? item.items[0].text : "";
+    const std::string_view type = item.items[1].text;
+    if (item.items.size() > 2)
+      return fail(ErrorCode::bad_data,
+                  "{}: field '{}' of dtype {} is a sub-array {}; a series field holds one value per bar", path,
+                  snippet(name), snippet(descr.text), snippet(item.items[2].text));
+    const auto bytes = dtype_bytes(type);
+    if (!bytes)
+      return fail(ErrorCode::bad_data,
+                  "{}: field '{}' has dtype {}, which a .npy does not store as plain bytes (objects are pickled): "
+                  "drop it, or convert it with arr.astype(...)",
+                  path, snippet(name), describe_dtype(type));
+    fields.push_back({name, type, offset, *bytes});
+    offset += *bytes;
+  }
+  if (fields.empty()) return fail(ErrorCode::bad_data, "{}: the structured dtype has no fields", path);
+  return fields;
+}
+
+// The layout a .npy header declares, once its dtype, order and shape are what a series needs:
+// '<f8' or packed records, C order, 1-D.
+Expected<NpyLayout> read_npy_layout(std::string_view header, const std::string& path) {
   auto dict = PyLiteralReader(header).read_header_dict();
   if (!dict) {
     return fail(ErrorCode::bad_data, "{}: malformed .npy header ({}): '{}'", path, dict.error(),
@@ -269,16 +335,22 @@ Expected<std::uint64_t> read_npy_bars(std::string_view header, const std::string
                 "'shape': '{}'",
                 path, snippet(header));
   }
-  if (descr->kind != PyValue::Kind::string) {
+  NpyLayout layout;
+  if (descr->kind == PyValue::Kind::sequence) {
+    auto fields = structured_fields(*descr, path);
+    if (!fields) return std::unexpected(fields.error());
+    layout.structured = true;
+    layout.record_bytes = fields->back().offset + fields->back().bytes;
+    layout.fields = std::move(*fields);
+  } else if (descr->kind != PyValue::Kind::string) {
     return fail(ErrorCode::bad_data,
-                "{}: dtype {} is a structured type; a series .npy must hold little-endian "
-                "float64 ('<f8'), one value per bar",
+                "{}: dtype {} is a structured type with explicit offsets (align=True, or a dict); a series .npy holds "
+                "'<f8' closes, or packed records: save np.lib.recfunctions.repack_fields(arr)",
                 path, snippet(descr->text));
-  }
-  if (descr->text != kNpyDtype) {
+  } else if (descr->text != kNpyDtype) {
     return fail(ErrorCode::bad_data,
                 "{}: dtype {} is not accepted; a series .npy must hold little-endian float64 "
-                "('<f8'): convert with arr.astype('<f8')",
+                "('<f8'), or records with fields named close, open, high, low, volume: convert with arr.astype('<f8')",
                 path, describe_dtype(descr->text));
   }
   if (fortran_order->kind != PyValue::Kind::boolean || fortran_order->flag) {
@@ -298,31 +370,142 @@ Expected<std::uint64_t> read_npy_bars(std::string_view header, const std::string
     return fail(ErrorCode::bad_data, "{}: the array has shape {}, which is {}-D; a series .npy must be 1-D: {}",
                 path, describe_shape(*shape), shape->items.size(), one_dimension_hint(*shape));
   }
-  return shape->items.front().number;
+  layout.bars = shape->items.front().number;
+  return layout;
+}
+
+// The data after the header holds exactly `bars` items of `item_bytes` each.
+Expected<void> check_npy_data(std::string_view data, std::uint64_t bars, std::size_t item_bytes,
+                              const std::string& path) {
+  const std::string_view unit = item_bytes == kBytesPerBar ? "bars" : "records";
+  if (bars > data.size() / item_bytes) {
+    return fail(ErrorCode::bad_data,
+                "{}: data truncated: shape ({},) needs {} {} but only {} bytes ({} whole "
+                "{}) follow the header",
+                path, bars, bars, unit, data.size(), data.size() / item_bytes, unit);
+  }
+  if (data.size() != bars * item_bytes) {
+    return fail(ErrorCode::bad_data, "{}: {} stray bytes follow the {} {} that shape ({},) declares", path,
+                data.size() - bars * item_bytes, bars, unit, bars);
+  }
+  return {};
+}
+
+// A little-endian value of T at `at` (any alignment), on any host.
+template <class T>
+T load_le(const char* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  if constexpr (std::endian::native == std::endian::big) {
+    using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+    value = std::bit_cast<T>(std::byteswap(std::bit_cast<Bits>(value)));
+  }
+  return value;
+}
+
+// How one field's values become a column's doubles: '<f8' for every column; a volume may also be
+// a little-endian integer of 4 or 8 bytes, converted exactly (a magnitude above 2^53 is refused).
+enum class FieldRead : std::uint8_t { f8, i8, u8, i4, u4 };
+
+Expected<FieldRead> field_read(const NpyField& field, Column column, const std::string& path) {
+  if (field.type == "<f8") return FieldRead::f8;
+  if (column == Column::volume) {
+    if (field.type == "<i8") return FieldRead::i8;
+    if (field.type == "<u8") return FieldRead::u8;
+    if (field.type == "<i4") return FieldRead::i4;
+    if (field.type == "<u4") return FieldRead::u4;
+  }
+  return fail(ErrorCode::bad_data,
+              "{}: field '{}' (the {}) has dtype {}; a series .npy's {} must be little-endian float64 ('<f8'){}: "
+              "convert it with arr.astype([... ('{}', '<f8') ...])",
+              path, snippet(field.name), kColumnNames[static_cast<std::size_t>(column)], describe_dtype(field.type),
+              column == Column::volume ? "volume" : "prices", column == Column::volume ? " or an integer" : "",
+              snippet(field.name));
+}
+
+// Field `field`'s values over every record of `data`, as doubles, into `out`.
+Expected<void> read_field(std::string_view data, const NpyLayout& layout, const NpyField& field, FieldRead how,
+                          std::vector<double>& out, const std::string& path) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53: every integer up to it is a double
+  out.resize(layout.bars);
+  const char* at = data.data() + field.offset;
+  for (std::uint64_t i = 0; i < layout.bars; ++i, at += layout.record_bytes) {
+    double value = 0.0;
+    switch (how) {
+      case FieldRead::f8: value = load_le<double>(at); break;
+      case FieldRead::i8: value = static_cast<double>(load_le<std::int64_t>(at)); break;
+      case FieldRead::u8: value = static_cast<double>(load_le<std::uint64_t>(at)); break;
+      case FieldRead::i4: value = static_cast<double>(load_le<std::int32_t>(at)); break;
+      case FieldRead::u4: value = static_cast<double>(load_le<std::uint32_t>(at)); break;
+    }
+    if (how != FieldRead::f8 && std::fabs(value) > kExact)
+      return fail(ErrorCode::bad_data, "{}: bar {}: its {} {} is beyond 2^53, where a float64 no longer holds every "
+                  "integer", path, i, field.name, value);
+    out[i] = value;
+  }
+  return {};
+}
+
+// The columns of a structured .npy: each field column_named names (the close one required).
+Expected<SeriesColumns> take_structured(std::string_view data, const NpyLayout& layout, const std::string& path,
+                                        std::string_view column) {
+  const NpyField* of[kColumnCount] = {};
+  for (const NpyField& field : layout.fields) {
+    const auto named = column_named(field.name, column);
+    if (!named) continue;
+    const auto k = static_cast<std::size_t>(*named);
+    if (of[k] != nullptr)
+      return fail(ErrorCode::bad_data, "{}: fields '{}' and '{}' both name the {}; which one is meant is ambiguous",
+                  path, snippet(of[k]->name), snippet(field.name), kColumnNames[k]);
+    of[k] = &field;
+  }
+  if (of[0] == nullptr) {
+    std::string found;
+    for (const NpyField& field : layout.fields)
+      if (!field.name.empty()) found += fmt::format("{}'{}'", found.empty() ? "" : ", ", snippet(field.name));
+    return fail(ErrorCode::bad_data, "{}: no '{}' field in the structured dtype; fields found: {}{}", path,
+                snippet(column.empty() ? std::string_view("close") : column), found,
+                column.empty() ? "; --column NAME picks another one" : "");
+  }
+  std::size_t count = 0;
+  FieldRead how[kColumnCount] = {};
+  for (std::size_t k = 0; k < kColumnCount; ++k) {
+    if (of[k] == nullptr) continue;
+    auto read = field_read(*of[k], static_cast<Column>(k), path);
+    if (!read) return std::unexpected(read.error());
+    how[k] = *read;
+    ++count;
+  }
+  if (auto room = check_parsed_room(layout.bars, count, path); !room) return std::unexpected(room.error());
+  SeriesColumns series;
+  for (std::size_t k = 0; k < kColumnCount; ++k) {
+    if (of[k] == nullptr) continue;
+    if (auto read = read_field(data, layout, *of[k], how[k], series.column(static_cast<Column>(k)), path); !read)
+      return std::unexpected(read.error());
+  }
+  return series;
 }
 
 }  // namespace
 
-Expected<std::vector<double>> take_npy(FileBytes& file, const std::string& path) {
+Expected<SeriesColumns> take_npy(FileBytes& file, const std::string& path, std::string_view column) {
   const std::string_view bytes = file.view();
   const auto preamble = read_npy_preamble(bytes, path);
   if (!preamble) return std::unexpected(preamble.error());
   const std::size_t data_offset = preamble->header_offset + preamble->header_length;
-  const auto bars = read_npy_bars(bytes.substr(preamble->header_offset, preamble->header_length), path);
-  if (!bars) return std::unexpected(bars.error());
+  const auto layout = read_npy_layout(bytes.substr(preamble->header_offset, preamble->header_length), path);
+  if (!layout) return std::unexpected(layout.error());
   const std::string_view data = bytes.substr(data_offset);
-  if (*bars > data.size() / kBytesPerBar) {
-    return fail(ErrorCode::bad_data,
-                "{}: data truncated: shape ({},) needs {} bars but only {} bytes ({} whole "
-                "bars) follow the header",
-                path, *bars, *bars, data.size(), data.size() / kBytesPerBar);
-  }
-  if (data.size() != *bars * kBytesPerBar) {
-    return fail(ErrorCode::bad_data,
-                "{}: {} stray bytes follow the {} bars that shape ({},) declares", path,
-                data.size() - *bars * kBytesPerBar, *bars, *bars);
-  }
-  return file.take_series(data_offset, *bars);
+  if (auto whole = check_npy_data(data, layout->bars, layout->record_bytes, path); !whole)
+    return std::unexpected(whole.error());
+  if (layout->structured) return take_structured(data, *layout, path, column);
+  if (!column.empty())
+    return fail(ErrorCode::invalid_argument,
+                "--column '{}' picks a field of a structured .npy, but {} is a plain .npy ('<f8': closes alone)",
+                snippet(column), path);
+  SeriesColumns series;
+  series.close = file.take_series(data_offset, layout->bars);
+  return series;
 }
 
 void append_npy(std::string& out, std::span<const double> values) {

@@ -9,10 +9,10 @@ namespace ipcfloor {
 
 Expected<LoadedSeries> load_series_source(const SeriesSource& source) {
   if (source.data_path) {
-    auto close = load_series(*source.data_path, source.column);
-    if (!close) return std::unexpected(close.error());
+    auto columns = load_series_columns(*source.data_path, source.column);
+    if (!columns) return std::unexpected(columns.error());
     LoadedSeries loaded;
-    loaded.close = std::move(*close);
+    static_cast<SeriesColumns&>(loaded) = std::move(*columns);
     loaded.description = *source.data_path;
     return loaded;
   }

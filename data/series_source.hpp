@@ -1,5 +1,5 @@
 #pragma once
-// Where the close series comes from: a file (--data) or the embedded default, which is the
+// Where the series comes from: a file (--data; every column it has) or the embedded default, which is the
 // GBM generator of docs/SPEC.md §1 run at startup (150,000 bars, seed 42 unless told otherwise).
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "common/bars.hpp"
 #include "data/gbm.hpp"
+#include "data/series_columns.hpp"
 #include "common/error.hpp"
 
 namespace ipcfloor {
@@ -16,26 +17,14 @@ namespace ipcfloor {
 struct SeriesSource {
   std::optional<std::string> data_path;  // set: load and validate this file
   GbmParams gbm;                         // otherwise: generate with these parameters
-  std::string column;                    // a CSV's column of closes (--column); empty: `close`
+  std::string column;                    // the close column of a CSV or structured .npy (--column); empty: `close`
 };
 
-struct LoadedSeries {
-  std::vector<double> close;
-  // The other columns where the data had them (as long as close), empty where it had none.
-  std::vector<double> open, high, low, volume;
+// The series' columns (close, and open, high, low and volume where the data had them; bars() is
+// every column as a strategy sees it) and where they came from.
+struct LoadedSeries : SeriesColumns {
   std::string description;  // for reports: "data.csv" or "gbm(bars=150000, seed=42)"
   bool is_default = false;  // the embedded default data set, where the fingerprint applies
-
-  // Every column, as the bars a strategy runs on (a view: the series must outlive it).
-  [[nodiscard]] Bars bars() const noexcept {
-    Bars b(close);
-    const auto column = [this](const std::vector<double>& c) { return c.size() == close.size() ? c.data() : nullptr; };
-    b.open = column(open);
-    b.high = column(high);
-    b.low = column(low);
-    b.volume = column(volume);
-    return b;
-  }
 };
 
 // Loads or generates the series. Setup path: allocates; the error names the file and bar, or

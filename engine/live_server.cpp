@@ -7,6 +7,19 @@
 #include "engine/dispatch.hpp"
 
 namespace ipcfloor {
+namespace {
+
+// The main series' bars published so far: the closes of `room` and, while no bar was appended
+// past the preloaded ones (a series with other columns never grows: check_append), its columns.
+Bars history_of(const Bars& preloaded, std::span<const double> room, std::uint64_t published) noexcept {
+  const std::span<const double> close(room.data(), published);
+  if (published > preloaded.size()) return Bars(close);
+  Bars bars = preloaded.first(published);
+  bars.close = close;
+  return bars;
+}
+
+}  // namespace
 
 LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost,
                        WaitMode mode) noexcept
@@ -15,6 +28,7 @@ LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admissi
       lanes_(lanes),
       admission_(admission),
       room_(segment.series_room()),
+      preloaded_(segment.bars_at(0)),
       published_(segment.series().size()),
       inline_cost_(inline_cost),
       mode_(mode),
@@ -37,6 +51,9 @@ Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request)
   if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
     return Status::reserved_bits_set;
   // One writer: the first lane that appends keeps the series until its client leaves.
+  // An APPEND carries a close alone: a series with other columns (open, high, low, volume) would
+  // get bars without them, so it never grows (docs/PROTOCOL.md, APPEND).
+  if (preloaded_.columns() != IPCFLOOR_COLUMN_CLOSE) return Status::missing_column;
   if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
   if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return Status::bad_price;
   if (published_ >= room_.size()) return Status::capacity_full;
@@ -56,7 +73,7 @@ double LiveServer::take_bar(std::uint32_t index, const RequestSlot& request) noe
   // release: the bar is written before the count that covers it; pairs with the acquire load in
   // Attachment::published_series.
   header_.bars_published.store(published_, std::memory_order_release);
-  admission_.set_main_series(std::span<const double>(room_.data(), published_));
+  admission_.set_main_series(history_of(preloaded_, room_, published_));
   return bar.close;
 }
 
@@ -77,7 +94,7 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
   const auto lane_done = [this](std::uint32_t lane) noexcept {
     if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
   };
-  const std::span<const double> history(room_.data(), published_);
+  const Bars history = history_of(preloaded_, room_, published_);
   if (evaluate) {
     book_->on_bar(history, publish, lane_done);
   } else {
@@ -90,7 +107,15 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
 
 Status LiveServer::append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   const Status checked = check_append(index, request);
-  if (checked != Status::ok) return answer_status(response, request, checked);
+  if (checked != Status::ok) {
+    answer_status(response, request, checked);
+    // The first column the APPEND cannot carry, and the series' bars: for the client's sentence.
+    if (checked == Status::missing_column) {
+      response.extra[0] = column_bit(first_missing(preloaded_.columns(), IPCFLOOR_COLUMN_CLOSE));
+      response.extra[1] = static_cast<std::int64_t>(published_);
+    }
+    return checked;
+  }
   const double close = take_bar(index, request);
   publish_bar(LiveAppend::from_params(request.params).tick, /*evaluate=*/true);
   answer_status(response, request, Status::ok);
@@ -117,7 +142,7 @@ void LiveServer::start_bar(std::uint32_t index, const RequestSlot& request, cons
 
 void LiveServer::hand_shares(WorkerDispatch& workers) noexcept {
   BarOut& bar = bar_;
-  const std::span<const double> history(room_.data(), published_);
+  const Bars history = history_of(preloaded_, room_, published_);
   while (bar.active && bar.handed < bar.shares && workers.idle()) {
     // Share k covers [total * k / shares, total * (k + 1) / shares) of the book's order.
     const auto bound = [&bar](std::uint32_t k) {
@@ -182,7 +207,7 @@ Status LiveServer::subscribe(std::uint32_t index, const RequestSlot& request, Re
   if (strategy == nullptr) return answer_status(response, request, Status::no_such_strategy);
   std::uint32_t id = 0;
   ipcfloor_strategy_bar state{};
-  const Status status = book_->subscribe(index, *strategy, request.params, std::span<const double>(room_.data(), published_),
+  const Status status = book_->subscribe(index, *strategy, request.params, history_of(preloaded_, room_, published_),
                                          id, state);
   answer_status(response, request, status);
   if (status == Status::window_out_of_range) {

@@ -79,6 +79,7 @@ class LiveServer final : public JobRunner {
   Admission& admission_;
   std::unique_ptr<LiveBook> book_;
   std::span<double> room_;          // the main series' whole room: where bars are appended
+  Bars preloaded_;                  // the main series as preloaded, with its other columns
   std::uint64_t published_ = 0;     // mirrors header_.bars_published; only this thread writes it
   int writer_lane_ = -1;            // the lane whose client appends; -1 until one does
   std::uint64_t inline_cost_;

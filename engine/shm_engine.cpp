@@ -51,7 +51,7 @@ std::vector<MemoryNeed> live_book_needs(const ShmEngineConfig& config) {
 MemoryNeed workspace_need(const ShmEngineConfig& config, const StrategySet& strategies) {
   const SegmentConfig& segment = config.segment;
   std::size_t longest = segment.live ? std::max(segment.capacity_bars, segment.series.size()) : segment.series.size();
-  for (const SegmentConfig::NamedSeries& more : segment.more_series) longest = std::max(longest, more.close.size());
+  for (const SegmentConfig::NamedSeries& more : segment.more_series) longest = std::max(longest, more.bars.size());
   const std::size_t count = 1 + config.worker_cpus.size();
   const std::string length = segment.live && segment.capacity_bars > segment.series.size()
                                  ? fmt::format("--capacity {}", segment.capacity_bars)
@@ -107,7 +107,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   std::uint64_t max_cost = config.max_frame_cost;
   if (config.max_frame_time.count() > 0) {
     // The opt-in time bound: this host's kernel speed, measured once, fixes the units for good.
-    rate = measure_cost_rate(config.segment.series);
+    rate = measure_cost_rate(config.segment.series.close);
     max_cost = max_cost_for(rate, config.max_frame_time);
   }
   config.segment.wait_mode = static_cast<std::uint32_t>(config.wait);

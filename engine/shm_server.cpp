@@ -38,8 +38,7 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLan
   const std::uint64_t workspace = strategies.workspace_bytes(longest_series(segment, config.live.has_value()));
   std::unique_ptr<ShmServer> server(new ShmServer(segment, lanes, strategies, telemetry, config, workspace));
   Bars series[kMaxSeries];
-  series[0] = segment.series();
-  for (std::uint32_t i = 1; i < segment.series_count(); ++i) series[i] = segment.series_at(i);
+  for (std::uint32_t i = 0; i < segment.series_count(); ++i) series[i] = segment.bars_at(i);
   server->admission_.set_series(std::span<const Bars>(series, segment.series_count()));
   if (config.live) {
     LiveBookLimits limits = *config.live;

@@ -32,6 +32,10 @@
 //     2 MiB)             |   the appended ones; bars_published says how many are valid  |
 //   extra_series_offset  +--------------------------------------------------------------+
 //    (64 B boundary)     | series 1, 2, ... of the series table, each on a 64 B boundary|
+//   column region        +--------------------------------------------------------------+
+//    (64 B boundary)     | each series' other columns, series 0 first, in the order     |
+//                        |   open, high, low, volume: `bars` f64 each (preloaded bars   |
+//                        |   only), on a 64 B boundary; the table's column_offset[]     |
 //                        +--------------------------------------------------------------+
 //   data_bytes (a multiple of the page size)
 //
@@ -62,6 +66,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/bars.hpp"
 #include "ipcfloor/strategy.h"
 #include "shm/exchange.hpp"
 #include "shm/frames.hpp"
@@ -115,6 +120,11 @@ inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per l
 // One series of the segment as the series table records it. Entry 0 is the main series (the one
 // at series_offset, which live mode appends to); the others follow its room, each on a 64-byte
 // boundary, in the order given.
+// The columns a series may have besides close (open, high, low, volume: IPCFLOOR_COLUMN_* bits
+// 1..4), each `bars` long, in the column region after the series' closes (series_columns_bytes).
+inline constexpr std::size_t kOtherColumns = 4;
+inline constexpr std::uint32_t kAllColumns = IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_OPEN | IPCFLOOR_COLUMN_HIGH |
+                                            IPCFLOOR_COLUMN_LOW | IPCFLOOR_COLUMN_VOLUME;
 struct SeriesEntry {
   std::uint64_t offset;    // bytes from the start of the data object
   std::uint64_t bars;      // preloaded bars (entry 0 may grow: bars_published)
@@ -122,6 +132,12 @@ struct SeriesEntry {
   double first;
   double last;
   char name[kSeriesKeyBytes];  // NUL-terminated: a file's name without extension, or "default"
+  std::uint32_t columns;       // IPCFLOOR_COLUMN_* bits of the columns it has (close always)
+  std::uint32_t columns_reserved;
+  // Open, high, low, volume (bit k + 1 of `columns`): bytes from the start of the data object of
+  // `bars` values each; 0 where the series has no such column. Preloaded only: a live APPEND
+  // carries a close alone, so it is refused on a series with columns besides close.
+  std::uint64_t column_offset[kOtherColumns];
 };
 
 // One strategy the engine serves, as clients see it: a request names it by its index in the
@@ -294,8 +310,11 @@ static_assert(std::is_standard_layout_v<DoorbellLine>, "DoorbellLine offsets mus
 static_assert(sizeof(DataHeader) <= kHeaderBytes, "DataHeader fits its 16 KiB");
 static_assert(std::is_trivially_copyable_v<StrategyEntry> && sizeof(StrategyEntry) == 384,
               "StrategyEntry is plain data of a fixed size: clients read the table as the engine wrote it");
-static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 104,
+static_assert(std::is_trivially_copyable_v<SeriesEntry> && sizeof(SeriesEntry) == 144,
               "SeriesEntry is plain data of a fixed size");
+static_assert(offsetof(SeriesEntry, name) == 40 && offsetof(SeriesEntry, columns) == 104 &&
+                  offsetof(SeriesEntry, column_offset) == 112,
+              "a series entry's columns follow its name: clients read the table as the engine wrote it");
 static_assert(offsetof(DataHeader, magic) == 0, "magic opens the data object");
 static_assert(offsetof(DataHeader, state) == 8, "state follows magic");
 static_assert(offsetof(DataHeader, layout_version) == 12, "the version sits at the same offset in every version");
@@ -365,9 +384,18 @@ struct SegmentGeometry {
   return (bars * sizeof(double) + 63) / 64 * 64;
 }
 
+// Bytes the columns besides close of one series of `bars` bars take in the column region: each
+// column to a 64-byte boundary. `columns`: IPCFLOOR_COLUMN_* bits (close is not counted).
+[[nodiscard]] constexpr std::size_t series_columns_bytes(std::size_t bars, std::uint32_t columns) noexcept {
+  std::size_t count = 0;
+  for (std::size_t k = 1; k <= kOtherColumns; ++k) count += (columns >> k) & 1U;
+  return count * extra_series_bytes(bars);
+}
+
 // `capacity_bars` is the room for the main series (its preloaded bars, plus the appended ones when
 // live); `signal_capacity` the SignalSlots per lane (0 unless live); `extra_bytes` the sum of
-// extra_series_bytes over the other series.
+// extra_series_bytes over the other series and of series_columns_bytes over every series (the
+// column region follows the other series).
 [[nodiscard]] constexpr SegmentGeometry compute_geometry(std::uint32_t lanes, std::uint32_t ring_capacity,
                                                          std::size_t capacity_bars, std::size_t data_page_bytes,
                                                          std::size_t bulk_bytes = kDefaultBulkBytes,
@@ -390,6 +418,17 @@ struct SegmentGeometry {
   g.lane_bulk_bytes = round_up(bulk_bytes, 4096);
   g.lane_bytes = g.lane_bulk_offset + g.lane_bulk_bytes;
   return g;
+}
+
+// The bars of one series of the data object mapped at `base`: its closes and each other column
+// `entry` records (the caller checked the offsets: check_data).
+[[nodiscard]] inline Bars series_bars(const SeriesEntry& entry, const std::byte* base) noexcept {
+  const auto at = [base](std::uint64_t offset) { return reinterpret_cast<const double*>(base + offset); };
+  Bars bars(std::span<const double>(at(entry.offset), static_cast<std::size_t>(entry.bars)));
+  const double** const slot[kOtherColumns] = {&bars.open, &bars.high, &bars.low, &bars.volume};
+  for (std::size_t k = 0; k < kOtherColumns; ++k)
+    if ((entry.columns >> (k + 1)) & 1U) *slot[k] = at(entry.column_offset[k]);
+  return bars;
 }
 
 // Typed views of one mapped lane object (process-local addresses). Built from geometry the

@@ -53,7 +53,7 @@ Expected<void> validate_config(const SegmentConfig& config) {
     return fail(ErrorCode::invalid_argument, "{} series given; one segment holds at most {}",
                 config.more_series.size() + 1, kMaxSeries);
   for (const SegmentConfig::NamedSeries& more : config.more_series)
-    if (more.close.empty())
+    if (more.bars.empty())
       return fail(ErrorCode::invalid_argument, "series {} is empty: every series needs at least one bar", more.key);
   if (config.bulk_bytes > kMaxBulkBytes)
     return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
@@ -69,11 +69,27 @@ std::size_t capacity_of(const SegmentConfig& config) noexcept {
   return std::max(config.series.size(), config.capacity_bars);
 }
 
-// Bytes the series after the main one take.
+// Bytes the series after the main one take, and the column region.
 std::size_t extra_bytes_of(const SegmentConfig& config) noexcept {
   std::size_t bytes = 0;
-  for (const SegmentConfig::NamedSeries& more : config.more_series) bytes += extra_series_bytes(more.close.size());
-  return bytes;
+  for (const SegmentConfig::NamedSeries& more : config.more_series)
+    bytes += extra_series_bytes(more.bars.size()) + series_columns_bytes(more.bars.size(), more.bars.columns());
+  return bytes + series_columns_bytes(config.series.size(), config.series.columns());
+}
+
+// Copies the columns of `bars` besides close to `offset` on, each to a 64-byte boundary, and
+// records them in `entry`; returns the offset after them (series_columns_bytes on).
+std::size_t write_columns(std::byte* base, std::size_t offset, const Bars& bars, SeriesEntry& entry) noexcept {
+  entry.columns = bars.columns();
+  for (std::size_t k = 0; k < kOtherColumns; ++k) {
+    entry.column_offset[k] = 0;
+    const double* column = bars.column(static_cast<Column>(k + 1));
+    if (column == nullptr) continue;
+    std::memcpy(base + offset, column, bars.size() * sizeof(double));
+    entry.column_offset[k] = offset;
+    offset += extra_series_bytes(bars.size());
+  }
+  return offset;
 }
 
 void copy_key(char (&to)[kSeriesKeyBytes], std::string_view text) noexcept {
@@ -171,8 +187,8 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->max_frame_cost = config.max_frame_cost;
   header->fee = config.fee;
   header->bars_per_year = config.bars_per_year;
-  header->series_first = config.series.front();
-  header->series_last = config.series.back();
+  header->series_first = config.series.close.front();
+  header->series_last = config.series.close.back();
   copy_series_name(*header, config.series_name);
   header->serving_cpu = config.serving_cpu;
   header->near_cpu_count = static_cast<std::uint32_t>(std::min(config.near_cpus.size(), kMaxNearCpus));
@@ -185,7 +201,7 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   }
   std::byte* const series = base + g.series_offset;
   const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
-  std::memcpy(series, config.series.data(), preloaded_bytes);
+  std::memcpy(series, config.series.close.data(), preloaded_bytes);
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
   // The series table: the main series, then the others after its room.
   header->series_count = static_cast<std::uint32_t>(1 + config.more_series.size());
@@ -198,14 +214,18 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
     entry.last = close.back();
     copy_key(entry.name, key);
   };
-  enter(header->series_table[0], g.series_offset, config.series, config.series_key);
+  enter(header->series_table[0], g.series_offset, config.series.close, config.series_key);
   std::size_t offset = g.extra_series_offset;
   for (std::size_t i = 0; i < config.more_series.size(); ++i) {
     const auto& more = config.more_series[i];
-    std::memcpy(base + offset, more.close.data(), more.close.size() * sizeof(double));
-    enter(header->series_table[i + 1], offset, more.close, more.key);
-    offset += extra_series_bytes(more.close.size());
+    std::memcpy(base + offset, more.bars.close.data(), more.bars.size() * sizeof(double));
+    enter(header->series_table[i + 1], offset, more.bars.close, more.key);
+    offset += extra_series_bytes(more.bars.size());
   }
+  // The column region: each series' other columns, in table order.
+  for (std::uint32_t i = 0; i < header->series_count; ++i)
+    offset = write_columns(base, offset, i == 0 ? config.series : config.more_series[i - 1].bars,
+                           header->series_table[i]);
   header->strategy_count = static_cast<std::uint32_t>(std::min(config.strategies.size(), kMaxStrategies));
   for (std::uint32_t i = 0; i < header->strategy_count; ++i) header->strategy_table[i] = config.strategies[i];
 }
@@ -221,6 +241,21 @@ Expected<void> publish_data(SharedObject& object) {
   // state in check_data (Attachment::attach).
   header->state.store(static_cast<std::uint32_t>(SegmentState::ready), std::memory_order_release);
   return object.seal_size_and_future_writes();
+}
+
+// Whether every series' other columns sit where write_columns puts them: from `offset` (the end
+// of the other series) on, in table order, each `bars` long; 0 where a series has no such column.
+// The sizes were counted into the geometry, which the object's size was checked against.
+bool columns_where_expected(const DataHeader& header, std::size_t offset) noexcept {
+  for (std::uint32_t i = 0; i < header.series_count; ++i) {
+    const SeriesEntry& entry = header.series_table[i];
+    for (std::size_t k = 0; k < kOtherColumns; ++k) {
+      const bool present = ((entry.columns >> (k + 1)) & 1U) != 0;
+      if (entry.column_offset[k] != (present ? offset : 0)) return false;
+      if (present) offset += extra_series_bytes(static_cast<std::size_t>(entry.bars));
+    }
+  }
+  return true;
 }
 
 // The header as received, checked against the object's size and against the geometry this
@@ -257,11 +292,14 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
     return fail(ErrorCode::protocol, "engine {} lists {} cpus near its serving thread, more than the {} it has room for",
                 name, header.near_cpu_count, kMaxNearCpus);
   std::size_t extra_bytes = 0;
-  for (std::uint32_t i = 1; i < header.series_count; ++i) {
-    const std::uint64_t bars = header.series_table[i].bars;
-    if (bars < 1 || bars > data.size() / sizeof(double))
-      return fail(ErrorCode::protocol, "engine {} sent series {} of impossible length {}", name, i, bars);
-    extra_bytes += extra_series_bytes(static_cast<std::size_t>(bars));
+  for (std::uint32_t i = 0; i < header.series_count; ++i) {
+    const SeriesEntry& entry = header.series_table[i];
+    if (entry.bars < 1 || entry.bars > data.size() / sizeof(double))
+      return fail(ErrorCode::protocol, "engine {} sent series {} of impossible length {}", name, i, entry.bars);
+    if ((entry.columns & IPCFLOOR_COLUMN_CLOSE) == 0 || (entry.columns & ~kAllColumns) != 0)
+      return fail(ErrorCode::protocol, "engine {} sent series {} with impossible columns {:#x}", name, i, entry.columns);
+    if (i != 0) extra_bytes += extra_series_bytes(static_cast<std::size_t>(entry.bars));
+    extra_bytes += series_columns_bytes(static_cast<std::size_t>(entry.bars), entry.columns);
   }
   const SegmentGeometry g = compute_geometry(header.lane_count, header.ring_capacity, header.capacity_bars, page,
                                              header.lane_bulk_bytes, header.signal_capacity, extra_bytes);
@@ -296,6 +334,9 @@ Expected<SegmentGeometry> check_data(const SharedObject& data, std::string_view 
                   name, i, entry.name, sum, entry.checksum);
     offset += extra_series_bytes(static_cast<std::size_t>(entry.bars));
   }
+  if (!columns_where_expected(header, offset))
+    return fail(ErrorCode::protocol, "engine {} sent a series table whose column offsets disagree with its geometry",
+                name);
   // The strategy table: names terminated within their fields, parameter counts the ABI allows.
   if (header.strategy_count > kMaxStrategies)
     return fail(ErrorCode::protocol, "engine {} sent a strategy table of {} entries", name, header.strategy_count);

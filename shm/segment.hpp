@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/bars.hpp"
 #include "common/checksum.hpp"
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
@@ -72,14 +73,16 @@ struct SegmentConfig {
   std::size_t bulk_bytes = kDefaultBulkBytes;          // per lane, 0..kMaxBulkBytes, rounded up to 4 KiB
   HugePagesMode hugepages = HugePagesMode::automatic;
   MlockMode mlock = MlockMode::automatic;
-  std::span<const double> series;  // at least one bar; copied into the data object
+  // At least one bar; its closes and every other column it has are copied into the data object
+  // (a span of closes converts to close-only bars). Each other column is as long as the closes.
+  Bars series;
   std::string series_name;         // description, truncated into header.series_name
   std::string series_key = "default";  // the main series' name in the series table
   // More series after the main one (up to kMaxSeries in all), each copied in; a frame names one
   // by its index (1, 2, ... in this order). Live mode appends to the main series only.
   struct NamedSeries {
     std::string key;
-    std::span<const double> close;
+    Bars bars;  // its closes and other columns, as `series`
   };
   std::vector<NamedSeries> more_series;
   double fee = 0.0;
@@ -210,6 +213,10 @@ class Segment {
     const SeriesEntry& entry = header().series_table[index];
     return {reinterpret_cast<const double*>(data_.data() + entry.offset), static_cast<std::size_t>(entry.bars)};
   }
+  // Series `index` (< series_count) as preloaded, with every column it has.
+  [[nodiscard]] Bars bars_at(std::uint32_t index) const noexcept {
+    return series_bars(header().series_table[index], data_.data());
+  }
   [[nodiscard]] const SegmentGeometry& geometry() const noexcept { return facts_.geometry; }
   [[nodiscard]] std::uint32_t lane_count() const noexcept { return facts_.lane_count; }
   [[nodiscard]] std::uint32_t ring_capacity() const noexcept { return facts_.ring_capacity; }
@@ -288,6 +295,20 @@ class Attachment {
   }
   [[nodiscard]] std::string_view series_key(std::uint32_t index) const noexcept {
     return header().series_table[index].name;  // NUL-terminated: checked at attach
+  }
+  // Series `index` with every column it has, read-only (the offsets were checked at attach).
+  // Index 0 is the main series as preloaded; its published bars are published_bars().
+  [[nodiscard]] Bars bars_at(std::uint32_t index) const noexcept {
+    return series_bars(header().series_table[index], data_.data());
+  }
+  // The main series' bars published so far (published_series()) with its other columns. A
+  // series with columns besides close never grows (APPEND is refused on it); should the count
+  // pass the preloaded bars anyway, the columns are left out rather than read past their end.
+  [[nodiscard]] Bars published_bars() const noexcept {
+    const std::span<const double> close = published_series();
+    Bars bars = bars_at(0);
+    if (close.size() > bars.size()) return Bars(close);
+    return bars.first(close.size());
   }
   // The strategy table, checked at attach (names terminated): how many strategies the engine
   // serves, each one's entry, and the index of the one named `name` (nullopt: none).

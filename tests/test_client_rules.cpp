@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -101,4 +104,62 @@ TEST_CASE("IPCFLOOR_SOCKET_DIR moves the C ABI's and the C++ facade's attach to 
   CHECK(err != IPCFLOOR_OK);
   engine->stop(SIGTERM);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a series' other columns through the C ABI and the C++ facade: as long as its closes, absent ones empty; "
+          "an APPEND to it is refused naming why") {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ipcfloor-rule-ohlc-" + std::to_string(::getpid()) + ".csv")).string();
+  {
+    std::string text = "\"Date\",\"High\",\"Low\",\"Close\"\n";
+    for (int i = 0; i < 200; ++i)
+      text += std::to_string(i) + "," + std::to_string(101 + i % 7) + "," + std::to_string(99 - i % 5) + "," +
+              std::to_string(100 + i % 3) + "\n";
+    FILE* file = std::fopen(path.c_str(), "w");
+    REQUIRE(file != nullptr);
+    std::fputs(text.c_str(), file);
+    std::fclose(file);
+  }
+  const std::string name = ipcfloor::unique_segment_name("rule");
+  ipcfloor::EngineChild engine(IPCFLOOR_BINARY, name,
+                               {"--wait", "backoff", "--data", path, "--live", "--capacity", "300", "--workers", "0"});
+  std::filesystem::remove(path);
+  REQUIRE(engine.up());
+  ipcfloor_options options;
+  ipcfloor_options_init(&options);
+  options.wait = IPCFLOOR_WAIT_BACKOFF;
+  int err = 0;
+  ipcfloor_client* c = ipcfloor_attach_with(name.c_str(), &options, &err);
+  REQUIRE_MESSAGE(c != nullptr, ipcfloor_last_error(nullptr));
+  CHECK(ipcfloor_series_columns(c, 0) == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW));
+  CHECK(ipcfloor_series_columns(c, 1) == 0);
+  const double* high = nullptr;
+  const double* low = nullptr;
+  const double* close = nullptr;
+  REQUIRE(ipcfloor_series_column(c, 0, IPCFLOOR_COLUMN_HIGH, &high) == 200);
+  REQUIRE(ipcfloor_series_column(c, 0, IPCFLOOR_COLUMN_LOW, &low) == 200);
+  REQUIRE(ipcfloor_series_column(c, 0, IPCFLOOR_COLUMN_CLOSE, &close) == 200);
+  CHECK(high[13] == 101 + 13 % 7);
+  CHECK(low[13] == 99 - 13 % 5);
+  CHECK(close[13] == 100 + 13 % 3);
+  const double* absent = high;
+  CHECK(ipcfloor_series_column(c, 0, IPCFLOOR_COLUMN_VOLUME, &absent) == 0);
+  CHECK(absent == nullptr);
+  CHECK(ipcfloor_series_column(c, 0, IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW, &absent) == 0);
+  CHECK(ipcfloor_series_column(c, 1, IPCFLOOR_COLUMN_CLOSE, &absent) == 0);
+  std::uint64_t bars = 0;
+  CHECK(ipcfloor_append(c, 100.0, 0, &bars) == IPCFLOOR_E_MISSING_COLUMN);
+  CHECK_MESSAGE(std::string(ipcfloor_last_error(c)).find("an APPEND carries a close alone") != std::string::npos,
+                ipcfloor_last_error(c));
+  CHECK(ipcfloor_bars(c) == 200);
+
+  ipcfloor::ClientOptions facade_options;
+  facade_options.wait = ipcfloor::Wait::backoff;
+  auto facade = ipcfloor::Client::attach(name, facade_options);
+  CHECK(facade.series_columns(0) == ipcfloor_series_columns(c, 0));
+  const std::span<const double> facade_high = facade.series_column(0, IPCFLOOR_COLUMN_HIGH);
+  REQUIRE(facade_high.size() == 200);
+  CHECK(std::equal(facade_high.begin(), facade_high.end(), high));
+  CHECK(facade.series_column(0, IPCFLOOR_COLUMN_VOLUME).empty());
+  ipcfloor_detach(c);
 }

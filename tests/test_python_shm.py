@@ -13,7 +13,8 @@ another equal to `sweep --inproc` on the whole series bit for bit, snapshot, and
 Then an engine of two series (serve --data ES.npy --data NQ.npy): series_names, zero-copy
 series_at by index and by name, backtest and sweep with series= (index or name) equal to
 `sweep --inproc --data NQ.npy` bit for bit, windows judged against the series named, and
-NoSuchSeries / InvalidArgument for an index past the table and an unknown name. Last, threads:
+NoSuchSeries / InvalidArgument for an index past the table and an unknown name. Then an OHLC CSV:
+series_columns and series_at(..., column=) as read-only views of the file's columns. Last, threads:
 a call that waits on the engine lets another Python thread run, and a second thread on the same
 Engine while a call is in flight is refused.
 
@@ -262,6 +263,38 @@ def check_two_series(binary, ipcfloor, tmp):
     check(code == 0, f"the two-series engine exits 0 on SIGINT, got {code}")
 
 
+def check_columns(binary, ipcfloor, tmp):
+    """An OHLC CSV (no volume): series_columns lists its columns, series_at(..., column=) gives each
+    as a read-only zero-copy view equal to the file's, a column it lacks or an unknown name is
+    InvalidArgument naming what it has."""
+    path = os.path.join(tmp, "OHLC.csv")
+    rng = np.random.default_rng(3)
+    close = 100.0 + np.cumsum(rng.integers(-4, 5, 300)) / 8.0
+    high, low, open_ = close + 0.5, close - 0.75, close - 0.125
+    with open(path, "w", encoding="utf-8") as out:
+        out.write('\ufeff"Date","Open","HIGH","low","Close","Adj Close"\n')
+        for i in range(close.size):
+            out.write(f"2024-01-{i},{open_[i]!r},{high[i]!r},{low[i]!r},{close[i]!r},{close[i] * 0.5!r}\n")
+    name = f"ipcfloor-pytest-ohlc-{os.getpid()}"
+    server, engine = start(binary, name, ["--data", path, "--lanes", "1"], ipcfloor)
+    try:
+        check(engine.series_columns(0) == ["close", "open", "high", "low"], f"columns {engine.series_columns(0)}")
+        for column, want in (("high", high), ("LOW", low), ("open", open_), ("close", close)):
+            view = engine.series_at("OHLC", column=column)
+            check(view.dtype == np.float64 and not view.flags.writeable and not view.flags.owndata and
+                  np.array_equal(view, want), f"series_at(column={column!r}) is the file's, zero-copy, read-only")
+        check(engine.series_at(0, column="high") is engine.series_at(0, column="high"), "one view per column")
+        error = expect(ipcfloor.InvalidArgument, "no volume", lambda: engine.series_at(0, column="volume"))
+        check(error is not None and "has no volume column" in str(error) and "close, open, high, low" in str(error),
+              f"InvalidArgument names the columns it has: {error}")
+        expect(ipcfloor.InvalidArgument, "unknown column", lambda: engine.series_at(0, column="adj close"))
+        expect(ipcfloor.NoSuchSeries, "column of series 1", lambda: engine.series_at(1, column="high"))
+        engine.close()
+    finally:
+        code = stop(server)
+    check(code == 0, f"the OHLC engine exits 0 on SIGINT, got {code}")
+
+
 def check_threads(binary, ipcfloor):
     """A wait on the engine lets another Python thread run; a second thread on the same Engine
     while a call is in flight is refused, and the Engine stays usable."""
@@ -456,6 +489,7 @@ def main():
             stop(server)
         check_live(binary, ipcfloor, tmp)
         check_two_series(binary, ipcfloor, tmp)
+        check_columns(binary, ipcfloor, tmp)
     check_threads(binary, ipcfloor)
 
     return finish("python over the segment: {} combos match sweep --inproc bit for bit; read-only zero-copy series; "

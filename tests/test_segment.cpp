@@ -291,6 +291,69 @@ TEST_CASE("several series in one segment: each is read back whole, by index and 
   CHECK_MESSAGE(contains(refused.error().message, "at most 16"), refused.error().message);
 }
 
+TEST_CASE("every column of every series goes into the segment, read-only for clients, where its table says") {
+  const std::string name = unique_name();
+  const std::vector<double> close = make_series(3001);
+  std::vector<double> open(close.size()), high(close.size()), low(close.size()), volume(close.size());
+  for (std::size_t i = 0; i < close.size(); ++i) {
+    open[i] = close[i] - 0.125;
+    high[i] = close[i] + 0.5;
+    low[i] = close[i] - 0.75;
+    volume[i] = static_cast<double>(i % 17) * 100.0;
+  }
+  const std::vector<double> second = make_series(77);
+  std::vector<double> second_high(second), second_low(second);
+  for (double& v : second_high) v += 1.0;
+  for (double& v : second_low) v -= 1.0;
+  SegmentConfig config = make_config(name, close);
+  Bars main_bars(close);
+  main_bars.open = open.data();
+  main_bars.high = high.data();
+  main_bars.low = low.data();
+  main_bars.volume = volume.data();
+  config.series = main_bars;
+  Bars second_bars(second);
+  second_bars.high = second_high.data();
+  second_bars.low = second_low.data();
+  const std::vector<double> third = make_series(10);
+  config.more_series = {{"HL", second_bars}, {"C", Bars(third)}};
+  auto created = Segment::create(config);
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  TestKeeper keeper(*created);
+  auto observer = Attachment::attach(name, as(HandoffRole::observer));
+  REQUIRE_MESSAGE(observer.has_value(), why(observer));
+  const auto same = [](const double* got, const std::vector<double>& want) {
+    return got != nullptr && std::equal(want.begin(), want.end(), got);
+  };
+  const Bars main_read = observer->bars_at(0);
+  CHECK(main_read.columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_OPEN | IPCFLOOR_COLUMN_HIGH |
+                                IPCFLOOR_COLUMN_LOW | IPCFLOOR_COLUMN_VOLUME));
+  CHECK(same(main_read.close.data(), close));
+  CHECK(same(main_read.open, open));
+  CHECK(same(main_read.high, high));
+  CHECK(same(main_read.low, low));
+  CHECK(same(main_read.volume, volume));
+  CHECK(observer->published_bars().columns() == main_read.columns());
+  CHECK(observer->published_bars().size() == close.size());
+  const Bars second_read = observer->bars_at(1);
+  CHECK(second_read.columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW));
+  CHECK(same(second_read.high, second_high));
+  CHECK(same(second_read.low, second_low));
+  CHECK(second_read.open == nullptr);
+  CHECK(second_read.volume == nullptr);
+  CHECK(observer->bars_at(2).columns() == IPCFLOOR_COLUMN_CLOSE);
+  CHECK(observer->header().series_table[2].column_offset[1] == 0);
+  // Each column on a 64-byte boundary, in the data object, which clients map read-only.
+  for (const double* column : {main_read.open, main_read.high, main_read.low, main_read.volume, second_read.high,
+                               second_read.low}) {
+    CHECK(reinterpret_cast<std::uintptr_t>(column) % 64 == 0);
+    CHECK(reinterpret_cast<const std::byte*>(column) + sizeof(double) * 77 <=
+          reinterpret_cast<const std::byte*>(&observer->header()) + observer->size());
+  }
+  // The engine's own view is the same.
+  CHECK(created->bars_at(1).columns() == second_read.columns());
+}
+
 TEST_CASE("the socket is 0600 and ours, the engine leaves no other file, and the socket goes with the engine") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);

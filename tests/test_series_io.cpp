@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -422,7 +423,7 @@ TEST_CASE("rejects a big-endian npy and names the dtype") {
               {path, "'>f8' (big-endian float64)", "'<f8'"});
 }
 
-TEST_CASE("rejects a float32, int64 or structured npy and names the dtype") {
+TEST_CASE("rejects a float32, int64 or close-less structured npy and names the dtype") {
   const TempDir dir;
   const std::string path = dir.file("typed.npy");
   SUBCASE("float32") {
@@ -437,12 +438,12 @@ TEST_CASE("rejects a float32, int64 or structured npy and names the dtype") {
     check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
                 {path, "'<i8' (little-endian int64)"});
   }
-  SUBCASE("structured") {
-    write_bytes(path, npy_bytes("{'descr': [('close', '<f8')], 'fortran_order': False, "
+  SUBCASE("structured without a close field") {
+    write_bytes(path, npy_bytes("{'descr': [('price', '<f8')], 'fortran_order': False, "
                                 "'shape': (2,), }",
                                 std::string(16, '\x40')));
     check_error(ipcfloor::load_series(path), ErrorCode::bad_data,
-                {path, "[('close', '<f8')]", "structured"});
+                {path, "no 'close' field", "'price'", "--column"});
   }
 }
 
@@ -499,6 +500,115 @@ TEST_CASE("--column picks a CSV's column of closes by name, whatever its case, a
   check_error(ipcfloor::load_series(npy, "close"), ErrorCode::invalid_argument, {"--column", npy, ".npy"});
 }
 
+// A little-endian int64 as a .npy stores it.
+std::string le_int64(std::int64_t value) {
+  std::string out;
+  const auto bits = static_cast<std::uint64_t>(value);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xffU));
+  return out;
+}
+
+TEST_CASE("reads a vendor's OHLCV CSV: a BOM, quoted mixed-case headers in any order, Adj Close beside Close") {
+  const TempDir dir;
+  const std::string path = dir.file("yahoo.csv");
+  write_bytes(path,
+              "\xEF\xBB\xBF\"Date\",\"VOLUME\",\"low\",\"High\",\"Adj Close\",\"Close\",\"Open\"\r\n"
+              "2024-01-02,1200,99.5,101.25,98.75,100.5,100\r\n"
+              "2024-01-03,0,100,102,99.25,101,100.75\r\n");
+  const auto series = ipcfloor::load_series_columns(path);
+  REQUIRE_MESSAGE(series.has_value(), series.error().message);
+  CHECK(series->columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_OPEN | IPCFLOOR_COLUMN_HIGH |
+                              IPCFLOOR_COLUMN_LOW | IPCFLOOR_COLUMN_VOLUME));
+  CHECK(series->close == std::vector<double>{100.5, 101.0});
+  CHECK(series->open == std::vector<double>{100.0, 100.75});
+  CHECK(series->high == std::vector<double>{101.25, 102.0});
+  CHECK(series->low == std::vector<double>{99.5, 100.0});
+  CHECK(series->volume == std::vector<double>{1200.0, 0.0});
+  // --column picks the close; the other columns keep their own names.
+  const auto adjusted = ipcfloor::load_series_columns(path, "adj close");
+  REQUIRE_MESSAGE(adjusted.has_value(), adjusted.error().message);
+  CHECK(adjusted->close == std::vector<double>{98.75, 99.25});
+  CHECK(adjusted->high == std::vector<double>{101.25, 102.0});
+  CHECK(adjusted->volume == std::vector<double>{1200.0, 0.0});
+  // The closes alone are what load_series gives.
+  CHECK(ipcfloor::load_series(path).value() == std::vector<double>{100.5, 101.0});
+}
+
+TEST_CASE("an OHLC CSV without a Volume column has no volume, and a close-only CSV has only close") {
+  const TempDir dir;
+  const std::string path = dir.file("ohlc.csv");
+  write_bytes(path, "Time,Open,High,Low,Close\n09:30,10,11,9,10.5\n09:31,10.5,12,10,11\n");
+  const auto series = ipcfloor::load_series_columns(path);
+  REQUIRE_MESSAGE(series.has_value(), series.error().message);
+  CHECK(series->columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_OPEN | IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW));
+  CHECK(series->volume.empty());
+  CHECK(series->bars().volume == nullptr);
+  CHECK(series->bars().high != nullptr);
+  write_bytes(path, "date,close\n2024-01-02,10\n2024-01-03,11\n");
+  const auto closes = ipcfloor::load_series_columns(path);
+  REQUIRE(closes.has_value());
+  CHECK(closes->columns() == IPCFLOOR_COLUMN_CLOSE);
+}
+
+TEST_CASE("a bad OHLCV cell or bar is refused naming the file, the line and the column") {
+  const TempDir dir;
+  const std::string path = dir.file("bad.csv");
+  const std::string header = "Date,Open,High,Low,Close,Volume\n2024-01-02,10,11,9,10.5,100\n";
+  write_bytes(path, header + "2024-01-03,10,abc,9,10.5,100\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "line 3", "high cell 'abc'"});
+  write_bytes(path, header + "2024-01-03,10,11,,10.5,100\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "line 3", "empty low cell"});
+  write_bytes(path, header + "2024-01-03,10,8.5,9,10.5,100\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data,
+              {path, "bar 1", "line 3", "high 8.5 is below its low 9"});
+  write_bytes(path, "\"Date\",\"Volume\",\"Close\"\n2024-01-02,15,10\n2024-01-03,-5,10.5\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "bar 1", "line 3", "volume is -5"});
+  write_bytes(path, header + "2024-01-03,0,11,9,10.5,5\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "bar 1", "line 3", "open is 0"});
+  write_bytes(path, "Date,High,Close,high\n2024-01-02,11,10,12\n");
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data,
+              {path, "two 'high' columns", "columns 2 and 4"});
+}
+
+TEST_CASE("reads a structured .npy by field name, a volume of int64 too, and still a plain '<f8' one") {
+  const TempDir dir;
+  const std::string path = dir.file("ohlcv.npy");
+  std::string records;
+  for (const auto& [close, high, low, volume] :
+       {std::tuple{10.5, 11.0, 9.0, std::int64_t{100}}, std::tuple{11.0, 12.0, 10.0, std::int64_t{0}}}) {
+    records += le_bytes({high}) + le_int64(volume) + le_bytes({close}) + std::string(4, '\0') + le_bytes({low});
+  }
+  write_bytes(path, npy_bytes("{'descr': [('High', '<f8'), ('volume', '<i8'), ('close', '<f8'), ('', '|V4'), "
+                              "('low', '<f8')], 'fortran_order': False, 'shape': (2,), }",
+                              records));
+  const auto series = ipcfloor::load_series_columns(path);
+  REQUIRE_MESSAGE(series.has_value(), series.error().message);
+  CHECK(series->columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW | IPCFLOOR_COLUMN_VOLUME));
+  CHECK(series->close == std::vector<double>{10.5, 11.0});
+  CHECK(series->high == std::vector<double>{11.0, 12.0});
+  CHECK(series->low == std::vector<double>{9.0, 10.0});
+  CHECK(series->volume == std::vector<double>{100.0, 0.0});
+  const auto by_column = ipcfloor::load_series_columns(path, "LOW");
+  REQUIRE(by_column.has_value());
+  CHECK(by_column->close == std::vector<double>{9.0, 10.0});
+
+  write_bytes(path, npy_bytes("{'descr': [('close', '<f8'), ('high', '<f4')], 'fortran_order': False, "
+                              "'shape': (1,), }",
+                              le_bytes({10.0}) + std::string(4, '\0')));
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "field 'high'", "'<f4'"});
+  write_bytes(path, npy_bytes("{'descr': [('close', '<f8'), ('high', '<f8')], 'fortran_order': False, "
+                              "'shape': (2,), }",
+                              le_bytes({10.0, 11.0})));
+  check_error(ipcfloor::load_series_columns(path), ErrorCode::bad_data, {path, "truncated", "records"});
+
+  const std::string plain = dir.file("plain.npy");
+  REQUIRE(ipcfloor::save_series(plain, std::vector<double>{1.0, 2.0}).has_value());
+  const auto closes = ipcfloor::load_series_columns(plain);
+  REQUIRE(closes.has_value());
+  CHECK(closes->columns() == IPCFLOOR_COLUMN_CLOSE);
+  CHECK(closes->close == std::vector<double>{1.0, 2.0});
+}
+
 TEST_CASE("a headerless single column of closes is a series; numbers in several columns need a header") {
   const TempDir dir;
   const std::string path = dir.file("bare.csv");
@@ -513,32 +623,55 @@ TEST_CASE("a headerless single column of closes is a series; numbers in several 
   check_error(ipcfloor::load_series(path), ErrorCode::bad_data, {path, "line 1 holds 2 numbers", "header row"});
 }
 
+// The close a CsvBarStream took from one line, nullopt for a header or blank line (or an error).
+std::optional<double> close_of(const Expected<std::optional<ipcfloor::Bar>>& taken) {
+  if (!taken || !*taken) return std::nullopt;
+  return (*taken)->close;
+}
+
 TEST_CASE("a CSV read line by line follows the rule of a CSV file: header or none, --column, each bad line named") {
-  ipcfloor::CsvCloseStream bare({}, "standard input");
+  ipcfloor::CsvBarStream bare({}, "standard input");
   CHECK(bare.take("").value() == std::nullopt);
-  CHECK(bare.take("101.5").value() == std::optional<double>(101.5));
-  CHECK(bare.take(" 102 ").value() == std::optional<double>(102.0));
+  CHECK(close_of(bare.take("101.5")) == std::optional<double>(101.5));
+  CHECK(close_of(bare.take(" 102 ")) == std::optional<double>(102.0));
   const auto two_cells = bare.take("103,4");
   REQUIRE_FALSE(two_cells.has_value());
   CHECK_MESSAGE(two_cells.error().message.find("standard input: line 4 has 2 cells") != std::string::npos,
                 two_cells.error().message);
 
-  ipcfloor::CsvCloseStream header({}, "standard input");
+  ipcfloor::CsvBarStream header({}, "standard input");
   CHECK(header.take("\xEF\xBB\xBF" "date,Close").value() == std::nullopt);
-  CHECK(header.take("2024-01-02,99.5").value() == std::optional<double>(99.5));
+  CHECK(close_of(header.take("2024-01-02,99.5")) == std::optional<double>(99.5));
   const auto word = header.take("2024-01-03,abc");
   REQUIRE_FALSE(word.has_value());
   CHECK(word.error().code == ErrorCode::bad_data);
   CHECK_MESSAGE(word.error().message.find("line 3: the close cell 'abc' is not a number") != std::string::npos,
                 word.error().message);
 
-  ipcfloor::CsvCloseStream vendor("Adj Close", "standard input");
+  ipcfloor::CsvBarStream vendor("Adj Close", "standard input");
   CHECK(vendor.take("Date,Close,Adj Close").value() == std::nullopt);
-  CHECK(vendor.take("2024-01-02,10,9.5").value() == std::optional<double>(9.5));
-  ipcfloor::CsvCloseStream missing("PX_LAST", "standard input");
+  CHECK(close_of(vendor.take("2024-01-02,10,9.5")) == std::optional<double>(9.5));
+  ipcfloor::CsvBarStream missing("PX_LAST", "standard input");
   const auto absent = missing.take("date,close");
   REQUIRE_FALSE(absent.has_value());
   CHECK(absent.error().message.find("no 'PX_LAST' column") != std::string::npos);
+}
+
+TEST_CASE("a CSV read line by line keeps every OHLCV column and refuses a bar whose high is below its low") {
+  ipcfloor::CsvBarStream stream({}, "standard input");
+  CHECK(stream.take("\xEF\xBB\xBF\"date\",\"Close\",\"HIGH\",\"Low\"").value() == std::nullopt);
+  CHECK(stream.columns() == (IPCFLOOR_COLUMN_CLOSE | IPCFLOOR_COLUMN_HIGH | IPCFLOOR_COLUMN_LOW));
+  const auto bar = stream.take("2024-01-02,10.5,11,9.75");
+  REQUIRE_MESSAGE(bar.has_value(), bar.error().message);
+  REQUIRE(bar->has_value());
+  CHECK((*bar)->close == 10.5);
+  CHECK((*bar)->high == 11.0);
+  CHECK((*bar)->low == 9.75);
+  const auto crossed = stream.take("2024-01-03,10.5,9,9.75");
+  REQUIRE_FALSE(crossed.has_value());
+  CHECK_MESSAGE(crossed.error().message.find("standard input: line 3: its high 9 is below its low 9.75") !=
+                    std::string::npos,
+                crossed.error().message);
 }
 
 TEST_CASE("rejects a .npy whose header is not a well-formed dict") {

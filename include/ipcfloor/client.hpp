@@ -157,6 +157,11 @@ class IPCFLOOR_CXX_API Client {
   // Series `index`'s closes, zero-copy and read-only: index 0 is series(), any other its
   // preloaded bars; empty past the table.
   [[nodiscard]] std::span<const double> series_at(std::uint32_t index) const noexcept;
+  // Which columns series `index` has (IPCFLOOR_COLUMN_* bits, close always; 0 past the table),
+  // and column `column` (one of those bits) of it, zero-copy and read-only, as long as its closes;
+  // empty where the series lacks it. The ipcfloor_series_columns / ipcfloor_series_column contract.
+  [[nodiscard]] std::uint32_t series_columns(std::uint32_t index) const noexcept;
+  [[nodiscard]] std::span<const double> series_column(std::uint32_t index, std::uint32_t column) const noexcept;
 
   // One backtest. Throws ClientError when the engine refuses the combo (IPCFLOOR_E_WINDOW, ...) or the
   // lane fails (IPCFLOOR_E_ENGINE_GONE, _TIMEOUT, ...). No allocation on success.

@@ -245,6 +245,18 @@ IPCFLOOR_API const char *ipcfloor_series_key(const ipcfloor_client *c, uint32_t 
  * bars), any other index its preloaded bars. Past the table: 0 and *close NULL (a series holds at
  * least one bar). Read-only; valid until ipcfloor_detach. */
 IPCFLOOR_API size_t ipcfloor_series_at(const ipcfloor_client *c, uint32_t index, const double **close);
+/* Which columns series `index` has: IPCFLOOR_COLUMN_* bits, IPCFLOOR_COLUMN_CLOSE always, and
+ * IPCFLOOR_COLUMN_OPEN, _HIGH, _LOW, _VOLUME where its file had them (a CSV header's Open, High,
+ * Low, Volume; a structured .npy's fields of those names). 0 past the table. */
+IPCFLOOR_API uint32_t ipcfloor_series_columns(const ipcfloor_client *c, uint32_t index);
+/* Column `column` (one IPCFLOOR_COLUMN_* bit) of series `index`, zero-copy, as ipcfloor_series_at
+ * gives its closes: stores its first value in *values (when values is not NULL) and returns its
+ * bars, as many as the closes. 0 and *values NULL when the series lacks the column, when `column`
+ * is not exactly one of the bits, or past the table. Read-only (the segment is mapped read-only);
+ * valid until ipcfloor_detach. A series with columns besides close never grows: APPEND carries a
+ * close alone and is refused on it (IPCFLOOR_E_MISSING_COLUMN). */
+IPCFLOOR_API size_t ipcfloor_series_column(const ipcfloor_client *c, uint32_t index, uint32_t column,
+                                           const double **values);
 /* Where the engine runs, as it published at start: the cpu its serving thread is pinned to (-1
  * when it did not say), and the cpus nearest that one, nearest first (`serve --cpu auto` ranks
  * them by the measured floor matrix of `ipcfloor topology`, otherwise by what the kernel declares:

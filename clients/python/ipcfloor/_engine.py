@@ -53,6 +53,10 @@ class SweepResult(NamedTuple):
 Outputs = Union[SweepResult, Tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.intc]]]
 
 
+# The columns a series may have, in the order of the IPCFLOOR_COLUMN_* bits (close is bit 0).
+_COLUMNS = ("close", "open", "high", "low", "volume")
+
+
 def _read_only(buffer: _ipcfloor.SeriesBuffer) -> npt.NDArray[np.float64]:
     """A numpy view of a series buffer: zero-copy, read-only, holding the buffer (and so the
     mapping) alive. (The buffer has the buffer protocol, which numpy's stubs cannot name.)"""
@@ -101,13 +105,27 @@ class Engine(_ipcfloor.Client):
         --data file's name without its extension, or "default" for a generated series."""
         return list(self._series_names)
 
-    def series_at(self, series: _input.SeriesKey) -> npt.NDArray[np.float64]:
+    def series_columns(self, series: _input.SeriesKey) -> list[str]:
+        """The columns series `series` has, in the order close, open, high, low, volume: close
+        always, the others where its file had them (serve --data of an OHLCV CSV or a structured
+        .npy). Raises as series_at does."""
+        index = self._series_index("series_columns", series)
+        bits = self._series_columns(index)
+        if bits == 0:
+            raise NoSuchSeries(_ipcfloor.E_NO_SUCH_SERIES, self._no_such_series(index))
+        return [name for k, name in enumerate(_COLUMNS) if bits >> k & 1]
+
+    def series_at(self, series: _input.SeriesKey, column: str = "close") -> npt.NDArray[np.float64]:
         """Series `series` of the engine's table, an index or a name from series_names, as a
         read-only float64 numpy array, without a copy, of the bars a backtest on it runs on now:
         its preloaded closes, or, for a live engine's main series (index 0), every bar published so
-        far. Raises NoSuchSeries for an index past the table, InvalidArgument for a name the engine
-        does not hold."""
+        far. `column` picks another column of it (open, high, low or volume, as series_columns
+        lists them), read-only and as long as its closes. Raises NoSuchSeries for an index past the
+        table, InvalidArgument for a name the engine does not hold, a column name that is none of
+        those, or a column the series lacks."""
         index = self._series_index("series_at", series)
+        if column != "close":
+            return self._column_at(index, column)
         if index == 0 and self.live:
             return self.published_series  # it grows: a new view each time, never a cached one
         view = self._views.get(index)
@@ -116,6 +134,24 @@ class Engine(_ipcfloor.Client):
             if buffer is None:
                 raise NoSuchSeries(_ipcfloor.E_NO_SUCH_SERIES, self._no_such_series(index))
             view = self._views[index] = _read_only(buffer)
+        return view
+
+    def _column_at(self, index: int, column: str) -> npt.NDArray[np.float64]:
+        """series_at's view of a column besides close (cached: such a series never grows)."""
+        if not isinstance(column, str) or column.lower() not in _COLUMNS:
+            raise invalid(f"series_at: column is {column!r}: give one of {', '.join(_COLUMNS)}")
+        bit = 1 << _COLUMNS.index(column.lower())
+        if bit == 1:
+            return self.series_at(index)
+        key = (index + 1) * 32 + bit
+        view = self._views.get(key)
+        if view is None:
+            buffer = self._column_buffer(index, bit)
+            if buffer is None:
+                have = self.series_columns(index)  # raises NoSuchSeries past the table
+                raise invalid(f"series_at: series {index} ({self._series_names[index]}) of engine {self.engine} has no "
+                              f"{column.lower()} column: it has {', '.join(have)}")
+            view = self._views[key] = _read_only(buffer)
         return view
 
     @property

@@ -642,6 +642,28 @@ static PyObject *Client_series_buffer(Client *self, PyObject *arg) {
   return series_buffer(self->handle, data, n);
 }
 
+/* _column_buffer(index, column): column `column` (one IPCFLOOR_COLUMN_* bit) of series `index`
+ * in place, or None where the series lacks it (or past the table). */
+static PyObject *Client_column_buffer(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  uint32_t index = 0;
+  uint32_t column = 0;
+  if (nargs != 2 || !series_index(args[0], &index) || !series_index(args[1], &column))
+    return PyErr_Format(PyExc_TypeError, "_column_buffer takes two ints in [0, 2**32)");
+  if (!check_open(self)) return NULL;
+  const double *data = NULL;
+  const size_t n = ipcfloor_series_column(self->c, index, column, &data);
+  if (data == NULL) Py_RETURN_NONE;
+  return series_buffer(self->handle, data, n);
+}
+
+/* _series_columns(index): IPCFLOOR_COLUMN_* bits of series `index` (0 past the table). */
+static PyObject *Client_series_columns(Client *self, PyObject *arg) {
+  uint32_t index = 0;
+  if (!series_index(arg, &index)) return PyErr_Format(PyExc_TypeError, "_series_columns takes an int in [0, 2**32)");
+  if (!check_open(self)) return NULL;
+  return PyLong_FromUnsignedLong(ipcfloor_series_columns(self->c, index));
+}
+
 static PyObject *Client_published_buffer(Client *self, PyObject *unused) {
   (void)unused;
   if (!check_open(self)) return NULL;
@@ -741,6 +763,10 @@ static PyMethodDef Client_methods[] = {
      "close($self, /)\n--\n\nGives the lane back once no view holds it."},
     {"_series_buffer", (PyCFunction)Client_series_buffer, METH_O,
      "_series_buffer($self, index, /)\n--\n\nSeries `index` in place, or None."},
+    {"_column_buffer", (PyCFunction)(void (*)(void))Client_column_buffer, METH_FASTCALL,
+     "_column_buffer($self, index, column, /)\n--\n\nColumn `column` (an IPCFLOOR_COLUMN_* bit) of series `index` in place, or None."},
+    {"_series_columns", (PyCFunction)Client_series_columns, METH_O,
+     "_series_columns($self, index, /)\n--\n\nThe IPCFLOOR_COLUMN_* bits of series `index`."},
     {"_published_buffer", (PyCFunction)Client_published_buffer, METH_NOARGS,
      "_published_buffer($self, /)\n--\n\nThe bars published so far, in place."},
     {NULL, NULL, 0, NULL},
