@@ -32,6 +32,8 @@ Statistics, bar ranges and trade lists (docs/STATISTICS.md defines every figure)
     one = engine.stats([10, 40, 0, 0, 0, 0], strategy="sma_cross")     # a dict of the figures
     full = engine.trades([10, 40, 0, 0, 0, 0], strategy="sma_cross")   # TradeList(trades, equity, stats)
     result = engine.sweep(grid, progress=True)           # a tqdm bar where tqdm is installed
+    study = ipcfloor.search.optuna(engine, "sma_cross", {"fast": (2, 50), "slow": (10, 400)},
+                                   n_trials=500, metric="sharpe")      # Optuna, a generation per sweep
 
 Live mode (an engine started with `ipcfloor serve --live --capacity N`): one Engine appends
 closes, others subscribe combos and read one Signal per subscribed combo per new bar:
@@ -93,6 +95,7 @@ from ._errors import (BadPrice, BadRange, BadSegment, Busy, CapacityFull, Closed
                       VersionMismatch, WindowOutOfRange, status_name)
 from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
 from ._ipcfloor import Signal
+from . import search  # noqa: E402 - ipcfloor.search.optuna; Optuna itself is imported when a search runs
 
 __all__ = [
     "attach", "Engine", "SweepResult", "StrategyInfo", "TradeList", "STATS_FIGURES", "TRADE_DTYPE", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
