@@ -263,6 +263,14 @@ std::vector<double> generated(int bars, int seed = 3, const std::string& path_gi
   return close;
 }
 
+// Files removed however the test case ends (a FAIL throws past its last lines).
+struct RemovedAtEnd {
+  std::vector<std::string> paths;
+  ~RemovedAtEnd() {
+    for (const std::string& path : paths) std::remove(path.c_str());
+  }
+};
+
 template <class Call>
 ipcfloor::ClientError thrown_by(Call&& call) {
   try {
@@ -384,15 +392,7 @@ TEST_CASE("ipcfloor::Client on an engine of two series: the table, zero-copy bar
   const std::string b_key = "ipcfloor-cpptest-" + std::to_string(getpid()) + "-NQ";
   const std::string a_path = "/tmp/" + a_key + ".f64";
   const std::string b_path = "/tmp/" + b_key + ".f64";
-  // Removed however the test case ends (a FAIL throws past its last lines).
-  struct Remove {
-    const std::string& a;
-    const std::string& b;
-    ~Remove() {
-      std::remove(a.c_str());
-      std::remove(b.c_str());
-    }
-  } remove_files{a_path, b_path};
+  const RemovedAtEnd remove_files{{a_path, b_path}};
   const std::vector<double> a_close = generated(1200, 31, a_path, true);
   const std::vector<double> b_close = generated(1800, 32, b_path, true);
   const auto a_rows = reference_rows("--data " + a_path + " --grid 6:200:15");
@@ -500,14 +500,7 @@ TEST_CASE("ipcfloor::Client statistics, ranges and trade lists: stats and sweep 
   const std::string key = "ipcfloor-cpptest-stats-" + std::to_string(getpid());
   const std::string whole_path = "/tmp/" + key + ".f64";
   const std::string part_path = "/tmp/" + key + "-part.f64";
-  struct Remove {
-    const std::string& a;
-    const std::string& b;
-    ~Remove() {
-      std::remove(a.c_str());
-      std::remove(b.c_str());
-    }
-  } remove_files{whole_path, part_path};
+  const RemovedAtEnd remove_files{{whole_path, part_path}};
   const std::vector<double> close = generated(kAll, 41, whole_path, true);
   FILE* part = std::fopen(part_path.c_str(), "wb");
   REQUIRE(part != nullptr);
