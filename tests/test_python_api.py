@@ -142,7 +142,7 @@ def check_names(binary, engine, name):
     back = pickle.loads(pickle.dumps(server_error))
     check(str(back) == str(server_error) and back.name == "window_out_of_range", f"ServerError pickles: {back}")
 
-    want = {"backtest": "(params, series=0)", "echo": "(params, /)", "append": "(close, tick=0)",
+    want = {"backtest": "(params, series=0, bars=None, fee=None)", "echo": "(params, /)", "append": "(close, tick=0)",
             "subscribe": "(params, with_state=False)", "snapshot": "()", "poll_signal": "()", "wait_signal": "()",
             "close": "() -> 'None'"}
     for method, signature in want.items():

@@ -8,7 +8,8 @@ series: a GBM series and a copy of its bars [FROM, TO) saved as a file of its ow
   (the built-in hma on a grid, sma_cross on combos; the engine's defaults, and a fee and bars per
   year given as options); pandas.DataFrame takes the table as it is (where pandas is installed).
 - bars=slice(FROM, TO) on the whole series equals the sliced file as its own series, bit for bit,
-  with and without statistics; negative ends count from the end; a step, an end outside the
+  with and without statistics, in sweep and backtest (one combo or an array; fee= too);
+  series="all" with stats=True is a table per series; negative ends count from the end; a step, an end outside the
   series, fewer than 2 bars or a non-slice is InvalidArgument (a ValueError) naming it, and so are
   a fee or bars per year out of range.
 - A refused combo's row says why (status and reason; figures NaN, trades 0); stats() of one combo
@@ -131,6 +132,22 @@ def check_ranges(engine):
     plain, part = engine.sweep(grid, bars=slice(FROM, TO)), engine.sweep(grid, series=1)
     check(np.array_equal(plain.pnl.view(np.int64), part.pnl.view(np.int64)) and
           np.array_equal(plain.trades, part.trades), "sweep(bars=slice) without stats equals the sliced series")
+    for i, combo in enumerate(grid.tolist()):
+        one = engine.backtest(combo, bars=slice(FROM, TO))
+        check(bits(one[0]) == bits(float(part.pnl[i])) and one[1] == part.trades[i] and isinstance(one[1], int),
+              f"backtest({combo}, bars=slice) is the sliced series' answer: {one}, {part.pnl[i]!r}")
+    pnl, trades = engine.backtest(grid, bars=slice(FROM, TO), fee=0.25)
+    fee_part = engine.sweep(grid, series="part", fee=0.25)
+    check(np.array_equal(pnl.view(np.int64), fee_part.pnl.view(np.int64)) and np.array_equal(trades, fee_part.trades),
+          "backtest(grid, bars=, fee=) answers arrays, those of the sliced series at that fee")
+    expect(ipcfloor.WindowOutOfRange, "backtest(bars=) of a window past the range",
+           lambda: engine.backtest(TO - FROM + 1, bars=slice(FROM, TO)))
+    expect(ipcfloor.InvalidArgument, "backtest(bars=slice(0, 1))", lambda: engine.backtest(6, bars=slice(0, 1)))
+    every = engine.sweep(grid, series="all", stats=True)
+    check(list(every) == engine.series_names and
+          all(np.array_equal(every[key]["sharpe"].view(np.int64),
+                             engine.sweep(grid, series=key, stats=True)["sharpe"].view(np.int64)) for key in every),
+          "series='all' with stats=True: a table per series, each that series' own")
     tail = engine.sweep(grid, stats=True, bars=slice(-200, None))
     check(np.array_equal(tail["pnl"].view(np.int64),
                          engine.sweep(grid, stats=True, bars=slice(BARS - 200, BARS))["pnl"].view(np.int64)),

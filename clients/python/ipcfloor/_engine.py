@@ -474,6 +474,24 @@ class Engine(_ipcfloor.Client):
                                   f"{_ipcfloor.strerror(code)} (sweep() gives every combo's status)")
         return result.pnl, result.trades
 
+    def _backtest_options(self, params: object, series: object, bars: slice | None,
+                          fee: float | None) -> tuple[Any, Any]:
+        """backtest with bars= or fee=: one combo (pnl, trades), or an (n, 6) array's arrays, as
+        ipcfloor_backtest_request / ipcfloor_sweep_request answer them; a refused combo raises its
+        code's class with the engine's words."""
+        index = self._series_index("backtest", series)
+        request = _input.request("backtest", params)
+        combos = np.array([request], np.int64) if isinstance(request, tuple) else request
+        result = cast(SweepResult, self._sweep_one(combos, index, None, 0, (bars, fee, None)))
+        if result.refused:
+            row = int(np.flatnonzero(result.status)[0])
+            code = int(result.status[row])
+            why = self.last_error or _ipcfloor.strerror(code)
+            raise error_for(code, f"backtest: combo {combos[row].tolist()} was refused: {why}")
+        if isinstance(request, tuple):
+            return float(result.pnl[0]), int(result.trades[0])
+        return result.pnl, result.trades
+
     def _echo_slow(self, params: object) -> _input.Combo:
         return super().echo(_input.six("echo", params))
 

@@ -50,7 +50,8 @@ static PyObject *closed_error; /* ipcfloor.Closed: a call on a closed Engine */
 static PyTypeObject *signal_type;
 
 /* The slow paths' names, interned once. */
-static PyObject *s_backtest_slow, *s_echo_slow, *s_subscribe_slow, *s_append_slow;
+static PyObject *s_backtest_slow, *s_echo_slow, *s_subscribe_slow, *s_append_slow, *s_backtest_options;
+static PyObject *s_zero; /* the int 0: backtest's default series */
 
 /* ---- Errors ---------------------------------------------------------------------------- */
 
@@ -401,9 +402,15 @@ static PyObject *signal_of(const ipcfloor_signal *s) {
  * refuses (E_INVALID) before it does anything: Python's own share of a call, no transport. */
 static PyObject *backtest_or_floor(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                                    int floor) {
-  static const char *const names[] = {"params", "series"};
-  PyObject *given[2];
-  if (!bind_args(floor ? "_call_floor" : "backtest", names, 2, 1, args, nargs, kwnames, given)) return NULL;
+  static const char *const names[] = {"params", "series", "bars", "fee"};
+  PyObject *given[4];
+  if (!bind_args(floor ? "_call_floor" : "backtest", names, floor ? 2 : 4, 1, args, nargs, kwnames, given)) return NULL;
+  if (!floor && (given[2] != NULL || given[3] != NULL)) {
+    /* Options: Engine._backtest_options judges them and sends the request with them. */
+    PyObject *values[5] = {(PyObject *)self};
+    for (int i = 0; i < 4; ++i) values[i + 1] = given[i] != NULL ? given[i] : (i == 1 ? s_zero : Py_None);
+    return PyObject_VectorcallMethod(s_backtest_options, values, 5, NULL);
+  }
   int64_t params[6];
   uint32_t index = 0;
   if (!six_int64(given[0], params) || !series_index(given[1], &index)) {
@@ -874,8 +881,9 @@ static void Client_dealloc(Client *self) {
  * inspect.signature reads; stubtest holds ipcfloor/_ipcfloor.pyi to them. */
 static PyMethodDef Client_methods[] = {
     {"backtest", (PyCFunction)(void (*)(void))Client_backtest, METH_FASTCALL | METH_KEYWORDS,
-     "backtest($self, params, series=0)\n--\n\n"
-     "One combo through the lane -> (pnl, trades); a length L or six windows, or an (n, 6) array -> arrays."},
+     "backtest($self, params, series=0, bars=None, fee=None)\n--\n\n"
+     "One combo through the lane -> (pnl, trades); a length L or six windows, or an (n, 6) array -> arrays. "
+     "bars=slice(a, b) and fee= as Engine.sweep takes them."},
     {"_call_floor", (PyCFunction)(void (*)(void))Client_call_floor, METH_FASTCALL | METH_KEYWORDS,
      "_call_floor($self, params, series=0)\n--\n\n"
      "backtest's every step on a null handle the library refuses at once: Python's own share of a call."},
@@ -1190,7 +1198,10 @@ PyMODINIT_FUNC PyInit__ipcfloor(void) {
   s_echo_slow = PyUnicode_InternFromString("_echo_slow");
   s_subscribe_slow = PyUnicode_InternFromString("_subscribe_slow");
   s_append_slow = PyUnicode_InternFromString("_append_slow");
-  if (!s_backtest_slow || !s_echo_slow || !s_subscribe_slow || !s_append_slow) return NULL;
+  s_backtest_options = PyUnicode_InternFromString("_backtest_options");
+  s_zero = PyLong_FromLong(0);
+  if (!s_backtest_slow || !s_echo_slow || !s_subscribe_slow || !s_append_slow || !s_backtest_options || !s_zero)
+    return NULL;
   PyObject *module = PyModule_Create(&module_def);
   if (module == NULL) return NULL;
   if (PyModule_AddObjectRef(module, "Client", (PyObject *)&ClientType) < 0 ||
