@@ -201,7 +201,7 @@ def check_trades(engine):
     same = all(np.array_equal(ranged.trades[f].view(np.uint64 if ranged.trades[f].itemsize == 8 else np.uint32),
                               alone.trades[f].view(np.uint64 if alone.trades[f].itemsize == 8 else np.uint32))
                for f in ranged.trades.dtype.names)
-    check(same and len(ranged.trades) == len(alone.trades) and
+    check(same and ranged.trades.tobytes() == alone.trades.tobytes() and len(ranged.trades) == len(alone.trades) and
           np.array_equal(ranged.equity.view(np.int64), alone.equity.view(np.int64)) and len(ranged.equity) == TO - FROM,
           "trades(bars=slice) equals the sliced series' list and equity, bars counted from the range's start")
     sma = engine.trades([10, 40], strategy="sma_cross", fee=0.05)

@@ -324,7 +324,9 @@ class Engine(_ipcfloor.Client):
             trades = np.zeros(room, TRADE_DTYPE)
             count = self._trades_into(request, combo, trades, record, equity)
             if count <= room:
-                return TradeList(trades[:count].copy(), equity, _record_dict(record[0]))
+                kept = np.zeros(count, TRADE_DTYPE)  # its reserved bytes zero, as the C record's
+                kept[...] = trades[:count]
+                return TradeList(kept, equity, _record_dict(record[0]))
             room = count
 
     def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object, strategy: int,
