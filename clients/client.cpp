@@ -3,10 +3,13 @@
 
 #include "ipcfloor/client.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "clients/attached_engine.hpp"
@@ -158,6 +161,96 @@ std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out,
                                            output, series, strategy);
   if (refused < 0) fail(refused);
   return static_cast<std::size_t>(refused);
+}
+
+namespace {
+
+// Every field of the C struct from the Request (whose defaults are ipcfloor_request_init's).
+ipcfloor_request c_request(const Request& request) noexcept {
+  ipcfloor_request out{};
+  out.strategy = request.strategy;
+  out.series = request.series;
+  out.from_bar = request.from_bar;
+  out.to_bar = request.to_bar;
+  out.fee = request.fee;
+  out.bars_per_year = request.bars_per_year;
+  return out;
+}
+
+// The spans a sweep fills hold one entry per combo (an optional one may be empty).
+void check_sizes(const char* call, std::size_t combos, std::initializer_list<std::pair<const char*, std::size_t>> spans,
+                 bool optional_empty) {
+  for (const auto& [what, size] : spans) {
+    if (size == combos || (optional_empty && size == 0 && std::string_view(what) != "results")) continue;
+    throw ClientError(IPCFLOOR_E_INVALID, std::string(call) + ": " + std::to_string(size) + " " + what + " for " +
+                                              std::to_string(combos) + " combos; give one per combo");
+  }
+}
+
+}  // namespace
+
+Result Client::backtest(const Params& params, const Request& request) {
+  Result result;
+  if (const int code = impl_->engine->backtest(c_request(request), params.data(), result.pnl, result.trades);
+      code != IPCFLOOR_OK)
+    fail(code);
+  return result;
+}
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Result> out, const Request& request) {
+  check_sizes("sweep", params.size(), {{"results", out.size()}}, false);
+  SweepOutput output;
+  if (!out.empty()) {
+    output.pnl = &out[0].pnl;
+    output.trades = &out[0].trades;
+    output.status = &out[0].status;
+  }
+  output.pnl_stride = output.trades_stride = output.status_stride = sizeof(Result);
+  const int refused = impl_->engine->sweep(c_request(request), reinterpret_cast<const std::int64_t(*)[6]>(params.data()),
+                                           params.size(), output);
+  if (refused < 0) fail(refused);
+  return static_cast<std::size_t>(refused);
+}
+
+Stats Client::stats(const Params& params, const Request& request) {
+  Stats out{};
+  if (const int code = impl_->engine->stats(c_request(request), params.data(), out); code != IPCFLOOR_OK) fail(code);
+  return out;
+}
+
+std::size_t Client::sweep(std::span<const Params> params, std::span<Stats> out, const Request& request,
+                          std::span<int> status, std::span<Reason> reasons) {
+  check_sizes("sweep", params.size(), {{"results", out.size()}, {"statuses", status.size()}, {"reasons", reasons.size()}},
+              true);
+  static_assert(sizeof(Reason) == IPCFLOOR_REASON_BYTES, "a span of Reason is a C array of char[REASON_BYTES]");
+  SweepOutput output;
+  output.stats = out.data();
+  output.status = status.empty() ? nullptr : status.data();
+  output.reasons = reasons.empty() ? nullptr : reinterpret_cast<char(*)[IPCFLOOR_REASON_BYTES]>(reasons.data());
+  const int refused = impl_->engine->sweep(c_request(request), reinterpret_cast<const std::int64_t(*)[6]>(params.data()),
+                                           params.size(), output);
+  if (refused < 0) fail(refused);
+  return static_cast<std::size_t>(refused);
+}
+
+TradeList Client::trades(const Params& params, const Request& request) {
+  const ipcfloor_request c = c_request(request);
+  TradeList list;
+  list.equity.resize(impl_->engine->request_bars(c).size());
+  // Non-overlapping trades of at least one bar each fit one per bar; a strategy whose trades
+  // open and close on one bar may need more: asked again with room for them.
+  list.trades.resize(std::max<std::size_t>(16, list.equity.size()));
+  for (;;) {
+    std::size_t count = 0;
+    const int code = impl_->engine->trades(c, params.data(), list.trades.data(), list.trades.size(), count, &list.stats,
+                                           list.equity.empty() ? nullptr : list.equity.data());
+    if (code == IPCFLOOR_OK) {
+      list.trades.resize(count);
+      return list;
+    }
+    if (code != IPCFLOOR_E_RESOURCE || count <= list.trades.size()) fail(code);
+    list.trades.resize(count);
+  }
 }
 
 Params Client::echo(const Params& params) {

@@ -207,6 +207,8 @@ Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
   pool_config.cpus = worker_cpus_;
   pool_config.wait = config.wait;
   pool_config.workspace_bytes = server_->workspace_bytes();
+  // A TRADES page a worker computes holds what the serving thread's would: a lane's bulk region.
+  pool_config.trade_page_trades = header.lane_bulk_bytes / sizeof(ipcfloor_trade);
   pool_config.ns_per_tick = ns_per_tick_;
   pool_config.engine_word = &lanes_.lanes().keeper_word;
   pool_config.stall_worker_for_test = config.stall_worker_for_test;

@@ -113,8 +113,9 @@ def check_statuses():
     table = table[:table.index("\n\n")]
     wire = set(re.findall(r"^\| \d+ \| `(\w+)` \|", table, re.MULTILINE))
     named = {status.name.lower() for status in ipcfloor.Status}
-    check(wire - named == {"unknown_opcode", "reserved_bits_set", "engine_error", "bulk_out_of_range", "too_costly"},
-          f"PROTOCOL.md's statuses are Status names, but those that arrive as 'rejected': {sorted(wire - named)}")
+    check(wire - named == {"unknown_opcode", "reserved_bits_set", "engine_error", "bulk_out_of_range", "too_costly",
+                           "bad_option"},
+          f"PROTOCOL.md's statuses are Status names, but those that arrive as 'rejected' (and bad_option, as 'invalid'): {sorted(wire - named)}")
     check(ipcfloor.__version__ == ipcfloor.version() == extension.version() and
           re.fullmatch(r"\d+\.\d+\.\d+", ipcfloor.__version__), f"__version__ {ipcfloor.__version__}")
 
@@ -141,7 +142,7 @@ def check_names(binary, engine, name):
     back = pickle.loads(pickle.dumps(server_error))
     check(str(back) == str(server_error) and back.name == "window_out_of_range", f"ServerError pickles: {back}")
 
-    want = {"backtest": "(params, series=0)", "echo": "(params, /)", "append": "(close, tick=0)",
+    want = {"backtest": "(params, series=0, bars=None, fee=None)", "echo": "(params, /)", "append": "(close, tick=0)",
             "subscribe": "(params, with_state=False)", "snapshot": "()", "poll_signal": "()", "wait_signal": "()",
             "close": "() -> 'None'"}
     for method, signature in want.items():

@@ -3,7 +3,8 @@
 engine's name made unique), its Python block in the Python package's venv, which sees Debian's
 pandas and matplotlib; then the DataFrame it built must hold, row for row and bit for bit, what
 `ipcfloor sweep --inproc` prints on the same CSV and column, the plot must be a PNG, and the
-engine must stop cleanly on the README's SIGTERM.
+engine must stop cleanly on the README's SIGTERM. The README's block on statistics, bar ranges
+and trade lists runs as written against the same engine.
 
 Usage: VENV_PYTHON test_readme_research.py IPCFLOOR_BINARY
 """
@@ -34,6 +35,15 @@ def readme_blocks():
         raise SystemExit("README.md has no 'A research session, end to end'")
     blocks = re.findall(r"```(sh|python)\n(.*?)```", text[start:], re.S)
     return blocks[0][1], blocks[1][1]
+
+
+def readme_stats_block():
+    """The Python block of the README's paragraph on statistics, bar ranges and trade lists."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    start = text.find("Statistics, bar ranges and trade lists.")
+    if start < 0:
+        raise SystemExit("README.md has no 'Statistics, bar ranges and trade lists.'")
+    return re.findall(r"```python\n(.*?)```", text[start:], re.S)[0]
 
 
 def write_vendor_csv(path):
@@ -80,6 +90,12 @@ def main():
             check(f"['prices'] {BARS}" in done.stdout, f"it attached to the CSV's series: {done.stdout[:200]}")
             frame = [json.loads(line[len(FRAME_MARK):]) for line in done.stdout.splitlines()
                      if line.startswith(FRAME_MARK)]
+            # The statistics block on the same engine: it runs as written (its assert included).
+            stats_script = readme_stats_block().replace('"research"', repr(name))
+            stats_done = subprocess.run([sys.executable, "-c", stats_script], cwd=tmp, capture_output=True, text=True,
+                                        timeout=120)
+            check(stats_done.returncode == 0 and "sharpe" in stats_done.stdout,
+                  f"the README's statistics block exited {stats_done.returncode}:\n{stats_done.stdout}{stats_done.stderr}")
             png = os.path.join(tmp, "pnl_by_length.png")
             check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n",
                   "the plot pnl_by_length.png is a PNG")
@@ -108,7 +124,7 @@ def main():
                          got["pnl"] == float(row["pnl"]), f"L={row['L']}: the DataFrame's {got}, sweep's {row}"):
                 break
     return finish(f"readme_research: the README's CSV, engine, Python sweep, DataFrame and plot give "
-                  f"sweep --inproc's {len(want)} rows")
+                  f"sweep --inproc's {len(want)} rows; its statistics block runs")
 
 
 if __name__ == "__main__":

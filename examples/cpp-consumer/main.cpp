@@ -1,6 +1,8 @@
 // Attaches to a running ipcfloor engine, reads its series in place, then streams a grid of
 // lengths through it: one backtest per combo as they come, printed as `ipcfloor sweep --json`
-// prints them, and the same grid once more pipelined (sweep) to check both agree.
+// prints them, and the same grid once more pipelined (sweep) to check both agree. Then the
+// statistics of every combo on the second half of the series (a Request's bar range), and the
+// first combo's trade list there, whose pnl sums to its statistics' (on stderr).
 //
 //   cpp_consumer ENGINE_NAME L1,L2,...
 
@@ -29,6 +31,41 @@ std::vector<std::int64_t> parse_lengths(std::string_view text) {
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
   return lengths;
+}
+
+// The combos' statistics on the bars [n/2, n), and the first one's trade list there.
+int second_half(ipcfloor::Client& engine, const std::vector<ipcfloor::Params>& grid,
+                const std::vector<std::int64_t>& lengths) {
+  ipcfloor::Request half;
+  half.from_bar = engine.bars() / 2;
+  half.to_bar = engine.bars();
+  std::vector<ipcfloor::Stats> stats(grid.size());
+  std::vector<ipcfloor::Reason> reasons(grid.size());
+  engine.sweep(grid, stats, half, {}, reasons);
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const ipcfloor::Stats& s = stats[i];
+    if (reasons[i][0] != '\0') {
+      std::fprintf(stderr, "L=%lld on bars [%llu, %llu): refused: %s\n", static_cast<long long>(lengths[i]),
+                   static_cast<unsigned long long>(half.from_bar), static_cast<unsigned long long>(half.to_bar),
+                   reasons[i].data());
+      continue;
+    }
+    std::fprintf(stderr, "L=%lld on bars [%llu, %llu): pnl %.6g, %lld trades, win rate %.3g, max drawdown %.4g, "
+                 "sharpe %.4g\n", static_cast<long long>(lengths[i]), static_cast<unsigned long long>(half.from_bar),
+                 static_cast<unsigned long long>(half.to_bar), s.pnl, static_cast<long long>(s.trades), s.win_rate,
+                 s.max_drawdown, s.sharpe);
+  }
+  const ipcfloor::TradeList full = engine.trades(grid[0], half);
+  double summed = 0.0;
+  for (const ipcfloor::Trade& trade : full.trades) summed += trade.pnl;
+  if (std::memcmp(&summed, &full.stats.pnl, sizeof summed) != 0 || full.equity.size() != half.to_bar - half.from_bar) {
+    std::fprintf(stderr, "L=%lld: the trade list does not add up to its statistics\n",
+                 static_cast<long long>(lengths[0]));
+    return 1;
+  }
+  std::fprintf(stderr, "L=%lld: %zu trades summing to its pnl bit for bit, equity over %zu bars\n",
+               static_cast<long long>(lengths[0]), full.trades.size(), full.equity.size());
+  return 0;
 }
 
 }  // namespace
@@ -81,6 +118,7 @@ int main(int argc, char** argv) {
       }
     }
     std::fprintf(stderr, "%zu combos streamed, and the pipelined sweep agrees bit for bit\n", grid.size());
+    return second_half(engine, grid, lengths);
   } catch (const ipcfloor::ClientError& error) {
     std::fprintf(stderr, "%s (%s)\n", error.what(), ipcfloor_strerror(error.code()));
     return 1;

@@ -19,6 +19,15 @@
 //   const std::uint32_t sma = engine.strategy("sma_cross");       // IPCFLOOR_E_NO_SUCH_STRATEGY if absent
 //   ipcfloor::Result r = engine.backtest({10, 40, 0, 0, 0, 0}, 0, sma);  // unused parameters are 0
 //
+// Statistics (docs/STATISTICS.md), bar ranges, fees and trade lists: a Request names the strategy,
+// the series, the bars [from_bar, to_bar) of it, the fee and the bars per year (each default the
+// engine's):
+//
+//   ipcfloor::Request request{.strategy = sma, .from_bar = 1000, .to_bar = 5000, .fee = 0.05};
+//   ipcfloor::Stats s = engine.stats({10, 40, 0, 0, 0, 0}, request);     // s.sharpe, s.max_drawdown, ...
+//   engine.sweep(grid, stats, request, status, reasons);                 // one Stats per combo
+//   ipcfloor::TradeList full = engine.trades({10, 40, 0, 0, 0, 0}, request);  // trades, equity, stats
+//
 // Link ipcfloor::client (CMake: find_package(ipcfloor CONFIG)). The class owns one lane of the
 // engine; it is move-only and belongs to one thread at a time for requests. series() and the
 // metadata accessors never change after attach and may be read from any thread.
@@ -40,6 +49,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -97,6 +107,38 @@ struct Subscription {
 };
 
 
+// What one request runs on besides its combo (ipcfloor_request): the strategy and series by
+// index, the bars [from_bar, to_bar) of the series (at least 2; to_bar 0: the whole series, and
+// from_bar 0 with it), the fee in percentage points per round trip ([0, 100]; NaN: the engine's)
+// and the bars per year sharpe, sortino and calmar use (> 0; 0: the engine's). The defaults are
+// the engine's own.
+struct Request {
+  std::uint32_t strategy = 0;
+  std::uint32_t series = 0;
+  std::uint64_t from_bar = 0;
+  std::uint64_t to_bar = 0;
+  double fee = std::numeric_limits<double>::quiet_NaN();
+  double bars_per_year = 0.0;
+};
+
+// One backtest's statistics, computed by the engine from the trades its strategy reported (the C
+// struct: pnl, trades, wins, win_rate, profit_factor, expectancy, best_trade, worst_trade, avg_win,
+// avg_loss, avg_trade_bars, exposure, max_drawdown, max_drawdown_bars, sharpe, sortino, calmar,
+// bars; docs/STATISTICS.md defines each, NaN where a figure has nothing to measure).
+using Stats = ::ipcfloor_stats;
+// One closed trade: entry_bar, exit_bar (counted from the request's from_bar), entry_price,
+// exit_price, pnl (percentage points, net of fees), side (+1 long, -1 short).
+using Trade = ::ipcfloor_trade;
+// Why the engine refused one combo of a sweep, NUL-terminated ("" for a combo answered).
+using Reason = std::array<char, IPCFLOOR_REASON_BYTES>;
+
+// One combo in full: its closed trades in order (their pnl, summed in order, is stats.pnl), its
+// bar-by-bar marked-to-market equity over the bars it ran on, and its statistics.
+struct TradeList {
+  std::vector<Trade> trades;
+  std::vector<double> equity;
+  Stats stats{};
+};
 
 class IPCFLOOR_CXX_API ClientError : public std::runtime_error {
  public:
@@ -191,6 +233,31 @@ class IPCFLOOR_CXX_API Client {
   std::size_t sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series);
   // The same on strategy `strategy`; ClientError IPCFLOOR_E_NO_SUCH_STRATEGY (nothing sent) past the table.
   std::size_t sweep(std::span<const Params> params, std::span<Result> out, std::uint32_t series, std::uint32_t strategy);
+
+  // ---- Requests with options (a Request): the contracts of ipcfloor_backtest_request,
+  // ipcfloor_sweep_request, ipcfloor_backtest_stats, ipcfloor_sweep_stats and ipcfloor_trades. A
+  // strategy, series, range, fee or bars per year out of its range throws ClientError
+  // (IPCFLOOR_E_NO_SUCH_STRATEGY, _NO_SUCH_SERIES, _BAD_RANGE, _INVALID) before anything is sent.
+
+  // One backtest as `request` says. Throws as backtest(params) does.
+  [[nodiscard]] Result backtest(const Params& params, const Request& request);
+  // A sweep as `request` says; out[i] answers params[i] as sweep(params, out) does.
+  std::size_t sweep(std::span<const Params> params, std::span<Result> out, const Request& request);
+  // One combo's statistics. Throws ClientError when the engine refuses it (IPCFLOOR_E_WINDOW,
+  // _NO_TRADE_REPORT for a version-1 strategy, _MISSING_COLUMN, ...) or the lane fails. No
+  // allocation on success.
+  [[nodiscard]] Stats stats(const Params& params, const Request& request = {});
+  // params.size() combos with statistics, pipelined: out[i] answers params[i]; status[i] and
+  // reasons[i], where given (empty spans: not wanted), say whether and why the engine refused it
+  // (its figures NaN, trades 0). Every span given holds params.size() entries, else ClientError
+  // IPCFLOOR_E_INVALID. Returns how many combos were refused; throws ClientError when the lane
+  // fails. No allocation on success.
+  std::size_t sweep(std::span<const Params> params, std::span<Stats> out, const Request& request,
+                    std::span<int> status = {}, std::span<Reason> reasons = {});
+  // One combo in full (the engine sends the list a page at a time through the lane's bulk
+  // region). Allocates the lists. Throws as stats() does, and IPCFLOOR_E_RESOURCE when the engine
+  // runs with --bulk-bytes 0.
+  [[nodiscard]] TradeList trades(const Params& params, const Request& request = {});
 
   // The 48 bytes travel to the engine and back untouched: the transport alone.
   [[nodiscard]] Params echo(const Params& params);

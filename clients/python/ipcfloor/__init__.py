@@ -24,6 +24,17 @@ and sweep take series=, an index (0, the default, is the main series) or a name:
     pnl, trades = engine.backtest([3, 6, 2, 1, 2, 3], series="NQ")
     by_name = engine.sweep([6, 8, 11], series="all")    # {"ES": SweepResult, "NQ": SweepResult}
 
+Statistics, bar ranges and trade lists (docs/STATISTICS.md defines every figure):
+
+    table = engine.sweep(grid, stats=True)              # {"h": ..., "L": ..., "pnl": ..., "sharpe": ...}
+    frame = pandas.DataFrame(table)                      # one row per combo, as it is
+    part = engine.sweep(grid, stats=True, bars=slice(1000, 5000), fee=0.05, bars_per_year=252)
+    one = engine.stats([10, 40, 0, 0, 0, 0], strategy="sma_cross")     # a dict of the figures
+    full = engine.trades([10, 40, 0, 0, 0, 0], strategy="sma_cross")   # TradeList(trades, equity, stats)
+    result = engine.sweep(grid, progress=True)           # a tqdm bar where tqdm is installed
+    study = ipcfloor.search.optuna(engine, "sma_cross", {"fast": (2, 50), "slow": (10, 400)},
+                                   n_trials=500, metric="sharpe")      # Optuna, a generation per sweep
+
 Live mode (an engine started with `ipcfloor serve --live --capacity N`): one Engine appends
 closes, others subscribe combos and read one Signal per subscribed combo per new bar:
 
@@ -77,22 +88,23 @@ def _load_carried() -> None:
 _load_carried()
 
 from . import _ipcfloor  # noqa: E402 - after the libraries it needs
-from ._engine import Engine, StrategyInfo, SweepResult, attach
-from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error, Forked,
-                      InternalError, Interrupted, InvalidArgument, NoEngine, NoLiveStep, NoRoom, NoSuchSeries,
-                      NoSuchStrategy, NotLive, SignalsFull,
-                      NotTheWriter, PermissionDenied, Rejected, ResourceFailure, Status, SystemFailure, Timeout,
+from ._engine import STATS_FIGURES, TRADE_DTYPE, Engine, StrategyInfo, SweepResult, TradeList, attach
+from ._errors import (BadPrice, BadRange, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error,
+                      Forked, InternalError, Interrupted, InvalidArgument, MissingColumn, NoEngine, NoLiveStep, NoRoom,
+                      NoSuchSeries, NoSuchStrategy, NoTradeReport, NotLive, SignalsFull, NotTheWriter, PermissionDenied, Rejected, ResourceFailure, Status, SystemFailure, Timeout,
                       VersionMismatch, WindowOutOfRange, status_name)
 from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
 from ._ipcfloor import Signal
+from . import search  # noqa: E402 - ipcfloor.search.optuna; Optuna itself is imported when a search runs
 
 __all__ = [
-    "attach", "Engine", "SweepResult", "StrategyInfo", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
+    "attach", "Engine", "SweepResult", "StrategyInfo", "TradeList", "STATS_FIGURES", "TRADE_DTYPE", "Signal", "combo_from_length", "grid", "Grid", "version", "__version__", "Status",
     "status_name", "TIMEOUT_MIN", "TIMEOUT_MAX",
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull",
+    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull", "NoTradeReport",
+    "MissingColumn", "BadRange",
 ]
 
 # The package's version is the C library's it was built with ("MAJOR.MINOR.PATCH").

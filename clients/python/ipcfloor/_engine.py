@@ -11,9 +11,11 @@ poll_signal, wait_signal, close).
 
 from __future__ import annotations
 
+import importlib
+import math
 import os
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, Tuple, Union, cast, overload
+from typing import Any, Callable, Dict, Iterator, Literal, NamedTuple, Optional, Tuple, Union, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +23,7 @@ import numpy.typing as npt
 from . import _input, _ipcfloor
 from ._errors import NoSuchSeries, NoSuchStrategy, error_for, invalid
 
-__all__ = ["Engine", "SweepResult", "attach"]
+__all__ = ["Engine", "SweepResult", "TradeList", "STATS_FIGURES", "TRADE_DTYPE", "attach"]
 
 WaitMode = Literal["spin", "backoff", "block", "engine"]
 _WAIT_MODES = {None: _ipcfloor.WAIT_ENGINE, "engine": _ipcfloor.WAIT_ENGINE, "spin": _ipcfloor.WAIT_SPIN,
@@ -47,6 +49,50 @@ class SweepResult(NamedTuple):
     trades: npt.NDArray[np.int64]
     status: npt.NDArray[np.intc]
     refused: int
+
+
+# One combo's statistics as the C ABI lays them out (ipcfloor_stats: pnl, trades, then the figures
+# of docs/STATISTICS.md in its order), so a sweep writes straight into a record array of them.
+STATS_DTYPE = np.dtype([
+    ("pnl", np.float64), ("trades", np.int64), ("wins", np.int64), ("win_rate", np.float64),
+    ("profit_factor", np.float64), ("expectancy", np.float64), ("best_trade", np.float64),
+    ("worst_trade", np.float64), ("avg_win", np.float64), ("avg_loss", np.float64),
+    ("avg_trade_bars", np.float64), ("exposure", np.float64), ("max_drawdown", np.float64),
+    ("max_drawdown_bars", np.int64), ("sharpe", np.float64), ("sortino", np.float64), ("calmar", np.float64),
+    ("bars", np.uint64)])
+# The figures after pnl and trades, by their names in docs/STATISTICS.md (the CLI's columns).
+_STATS_NAMES: tuple[str, ...] = cast(Tuple[str, ...], STATS_DTYPE.names)
+STATS_FIGURES: tuple[str, ...] = _STATS_NAMES[2:]
+# One closed trade (ipcfloor_trade, 48 bytes; its reserved word left out of the fields): bars count
+# from the first bar the request ran on; side +1 long, -1 short; pnl in percentage points, net of fees.
+TRADE_DTYPE = np.dtype({"names": ["entry_bar", "exit_bar", "side", "entry_price", "exit_price", "pnl"],
+                        "formats": [np.uint64, np.uint64, np.int32, np.float64, np.float64, np.float64],
+                        "offsets": [0, 8, 40, 16, 24, 32], "itemsize": 48})
+if STATS_DTYPE.itemsize != _ipcfloor.STATS_BYTES or TRADE_DTYPE.itemsize != _ipcfloor.TRADE_BYTES:
+    raise ImportError(f"ipcfloor: the extension's records ({_ipcfloor.STATS_BYTES}, {_ipcfloor.TRADE_BYTES} bytes) are "
+                      f"not this package's ({STATS_DTYPE.itemsize}, {TRADE_DTYPE.itemsize}): rebuild the package")
+_REASON_DTYPE = np.dtype(f"S{_ipcfloor.REASON_BYTES}")
+# Combos per C call of a sweep with options or statistics: bounds the buffer of refusal reasons
+# (128 bytes a combo), and a progress bar moves once per call.
+_CHUNK = 65536
+# The most bars per year a request takes (docs/PROTOCOL.md, bad_option): one a second for 1000 years.
+_BARS_PER_YEAR_MAX = 31_622_400_000.0
+
+# A sweep's statistics: column name -> numpy array, one row per combo (pandas.DataFrame takes it as
+# it is): the strategy's parameters, pnl, trades, every figure, then status and reason.
+StatsTable = Dict[str, npt.NDArray[Any]]
+# (strategy, series, from_bar, to_bar, fee, bars_per_year), as the extension takes a request.
+_Request = Tuple[int, int, int, int, float, float]
+
+
+class TradeList(NamedTuple):
+    """One combo in full (Engine.trades): its closed trades (a TRADE_DTYPE record array), its
+    bar-by-bar marked-to-market equity over the bars it ran on (float64, docs/STATISTICS.md), and
+    its statistics (a dict as Engine.stats gives)."""
+
+    trades: npt.NDArray[np.void]
+    equity: npt.NDArray[np.float64]
+    stats: dict[str, float | int]
 
 
 # sweep's out=: a SweepResult or its three arrays.
@@ -200,53 +246,256 @@ class Engine(_ipcfloor.Client):
                              f"{fn}: engine {self.engine} serves no strategy {strategy!r}; it serves: "
                              f"{', '.join(name for name, _, _ in table)} (serve --strategy FILE.so loads one)")
 
-    @overload  # "all" is a str too: this variant comes first and wins
+    @overload  # "all" is a str too: these variants come first and win
     def sweep(self, params: _input.SweepParams, series: Literal["all"],  # type: ignore[misc]
-              out: None = None, strategy: str | int = 0) -> dict[str, SweepResult]:
+              out: None = None, strategy: str | int = 0, *, stats: Literal[True], bars: slice | None = None,
+              fee: float | None = None, bars_per_year: float | None = None,
+              progress: bool = False) -> dict[str, StatsTable]:
+        ...
+
+    @overload
+    def sweep(self, params: _input.SweepParams, series: Literal["all"],  # type: ignore[misc]
+              out: None = None, strategy: str | int = 0, *, stats: Literal[False] = False,
+              bars: slice | None = None, fee: float | None = None, bars_per_year: float | None = None,
+              progress: bool = False) -> dict[str, SweepResult]:
         ...
 
     @overload
     def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
-              out: Outputs | None = None, strategy: str | int = 0) -> SweepResult:
+              out: None = None, strategy: str | int = 0, *, stats: Literal[True], bars: slice | None = None,
+              fee: float | None = None, bars_per_year: float | None = None, progress: bool = False) -> StatsTable:
+        ...
+
+    @overload
+    def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
+              out: Outputs | None = None, strategy: str | int = 0, *, stats: Literal[False] = False,
+              bars: slice | None = None, fee: float | None = None, bars_per_year: float | None = None,
+              progress: bool = False) -> SweepResult:
         ...
 
     def sweep(self, params: _input.SweepParams, series: _input.SeriesKey = 0,
-              out: Outputs | None = None, strategy: str | int = 0) -> SweepResult | dict[str, SweepResult]:
-        """Every combo, pipelined through the ring in one C call (ipcfloor_sweep_on): params are
-        lengths (a sequence or 1-D array, as ipcfloor.grid takes them: sweep([6, 8, 11])) or an
-        (n, 6) array of windows (ipcfloor.grid builds one). On series `series`: an index (0, the
-        main series), a name, or "all", as `ipcfloor sweep --series all`: every series of the
-        engine, a dict {name: SweepResult} in the table's order. The answers go into pnl
-        float64[n], trades int64[n] and status int32[n] (0, or the code that refused the combo:
-        ipcfloor.Status, ipcfloor.status_name): new arrays, or the three of `out` (a SweepResult or
-        a tuple), filled in place. Returns SweepResult(pnl, trades, status, refused). A refused
-        combo does not stop the others; a failing lane raises, and so does a series the engine
-        does not hold. Ctrl-C stops it within a few tens of ms (KeyboardInterrupt); the Engine
-        stays usable. `strategy` (a name from strategies(), or its index; default the built-in
-        "hma") is the strategy the combos run on: another strategy's combos are an (n, 6) array
-        whose first len(params) columns are its parameters and the rest 0."""
+              out: Outputs | None = None, strategy: str | int = 0, *, stats: bool = False,
+              bars: slice | None = None, fee: float | None = None, bars_per_year: float | None = None,
+              progress: bool = False) -> SweepResult | StatsTable | dict[str, SweepResult] | dict[str, StatsTable]:
+        """Every combo, pipelined through the ring (ipcfloor_sweep_on, or ipcfloor_sweep_request /
+        ipcfloor_sweep_stats with options): params are lengths (a sequence or 1-D array, as
+        ipcfloor.grid takes them: sweep([6, 8, 11])) or an (n, 6) array of windows (ipcfloor.grid
+        builds one). On series `series`: an index (0, the main series), a name, or "all", as
+        `ipcfloor sweep --series all`: every series of the engine, a dict {name: answer} in the
+        table's order. `strategy` (a name from strategies(), or its index; default the built-in
+        "hma") is the strategy the combos run on: another strategy's combos are an (n, k) array of
+        its k parameters (strategies() names them), or (n, 6) with the rest 0.
+
+        Without stats the answers go into pnl float64[n], trades int64[n] and status int32[n] (0,
+        or the code that refused the combo: ipcfloor.Status, ipcfloor.status_name): new arrays, or
+        the three of `out` (a SweepResult or a tuple), filled in place. Returns SweepResult(pnl,
+        trades, status, refused).
+
+        stats=True: returns a dict of numpy arrays, one row per combo, that pandas.DataFrame takes
+        as it is: the strategy's parameters by name, pnl, trades, every figure of
+        docs/STATISTICS.md by its name (STATS_FIGURES), status, and reason (the engine's or the
+        strategy's words for a refused combo, "" for the others; its figures NaN, trades 0).
+
+        Options (the engine's own when not given): bars=slice(a, b), the bars [a, b) of the series
+        (negative ends count from its end; no step; at least 2 bars); fee, percentage points per
+        round trip in [0, 100]; bars_per_year, for sharpe, sortino and calmar, in (0, 3.16e10].
+        A bad one raises InvalidArgument (a ValueError) before anything is sent.
+
+        progress=True shows a tqdm bar on stderr where tqdm is installed (none otherwise).
+        A refused combo does not stop the others; a failing lane raises, and so does a series the
+        engine does not hold. Ctrl-C stops it within a few tens of ms (KeyboardInterrupt); the
+        Engine stays usable."""
         chosen = self._strategy_index("sweep", strategy)
-        if chosen != 0 and np.ndim(np.asarray(params, dtype=object)) != 2:
-            raise invalid(f"sweep: lengths build combos of the built-in strategy; give strategy {strategy!r} an (n, 6) "
-                          f"array of its parameters (strategies() names them)")
+        combos = self._strategy_combos("sweep", params, chosen, strategy)
+        options = (bars, fee, bars_per_year)
         if isinstance(series, str) and series == "all":
-            combos = _input.sweep_combos("sweep", params)
             if out is not None:
                 raise invalid("sweep: out= fills one series' arrays; with series='all' every series gets arrays of "
                               "its own")
-            return {name: self._sweep_one(combos, index, None, chosen)
+            return {name: self._sweep_one(combos, index, None, chosen, options, stats, progress, name)  # type: ignore
                     for index, name in enumerate(self._series_names)}
+        if stats and out is not None:
+            raise invalid("sweep: out= takes pnl, trades and status arrays; stats=True returns a table of its own")
         index = self._series_index("sweep", series)
-        return self._sweep_one(_input.sweep_combos("sweep", params), index, out, chosen)
+        return self._sweep_one(combos, index, out, chosen, options, stats, progress)
 
-    def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object, strategy: int = 0) -> SweepResult:
+    def stats(self, params: _input.Windows, series: _input.SeriesKey = 0, strategy: str | int = 0, *,
+              bars: slice | None = None, fee: float | None = None,
+              bars_per_year: float | None = None) -> dict[str, float | int]:
+        """One combo's statistics (ipcfloor_sweep_stats of one): a dict of pnl, trades and every
+        figure of docs/STATISTICS.md by its name (STATS_FIGURES; the counts as int). params: a
+        length or six windows for the built-in strategy; another strategy's k parameters (or six,
+        the rest 0). series, strategy, bars, fee and bars_per_year as sweep takes them. A refused
+        combo raises its code's class with the reason (WindowOutOfRange, MissingColumn,
+        NoTradeReport, ...)."""
+        chosen = self._strategy_index("stats", strategy)
+        combo = self._one_combo("stats", params, chosen)
+        index = self._series_index("stats", series)
+        request = self._request("stats", chosen, index, bars, fee, bars_per_year)
+        records, status = np.zeros(1, STATS_DTYPE), np.zeros(1, np.intc)
+        reasons = np.zeros(1, _REASON_DTYPE)
+        if self._sweep_stats_into(request, np.array([combo], np.int64), records, status, reasons):
+            code = int(status[0])
+            why = reasons[0].decode("utf-8", "replace") or _ipcfloor.strerror(code)
+            raise error_for(code, f"stats: combo {list(combo)} on strategy {self._strategies()[chosen][0]!r}: {why}")
+        return _record_dict(records[0])
+
+    def trades(self, params: _input.Windows, series: _input.SeriesKey = 0, strategy: str | int = 0, *,
+               bars: slice | None = None, fee: float | None = None, bars_per_year: float | None = None) -> TradeList:
+        """One combo in full (ipcfloor_trades): TradeList(trades, equity, stats). trades is a
+        record array of TRADE_DTYPE (entry_bar, exit_bar, side, entry_price, exit_price, pnl), bars
+        counted from the first bar it ran on (bars=slice(a, b): bar a is 0); their pnl, summed in
+        order, is the combo's pnl. equity is the bar-by-bar marked-to-market equity over those
+        bars; stats the dict stats() gives. Arguments as stats takes them. The engine sends the
+        list a page at a time through the lane's bulk region (ResourceFailure when it runs with
+        --bulk-bytes 0)."""
+        chosen = self._strategy_index("trades", strategy)
+        combo = self._one_combo("trades", params, chosen)
+        index = self._series_index("trades", series)
+        request = self._request("trades", chosen, index, bars, fee, bars_per_year)
+        equity = np.zeros(self._request_bars(request), np.float64)
+        record = np.zeros(1, STATS_DTYPE)
+        room = max(16, len(equity))  # non-overlapping trades of at least one bar each fit
+        while True:
+            trades = np.zeros(room, TRADE_DTYPE)
+            count = self._trades_into(request, combo, trades, record, equity)
+            if count <= room:
+                kept = np.zeros(count, TRADE_DTYPE)  # its reserved bytes zero, as the C record's
+                kept[...] = trades[:count]
+                return TradeList(kept, equity, _record_dict(record[0]))
+            room = count
+
+    def _sweep_one(self, combos: npt.NDArray[np.int64], index: int, out: object, strategy: int,
+                   options: tuple[slice | None, float | None, float | None] = (None, None, None),
+                   stats: bool = False, progress: bool = False,
+                   label: str | None = None) -> SweepResult | StatsTable:
         n = combos.shape[0]
+        plain = options == (None, None, None) and not stats
+        if plain and not progress:
+            if out is None:
+                pnl, trades, status = np.empty(n, np.float64), np.empty(n, np.int64), np.empty(n, np.intc)
+            else:
+                pnl, trades, status = self._outputs(out, n)
+            refused = self._sweep_into(combos, index, pnl, trades, status, strategy)
+            return SweepResult(pnl, trades, status, refused)
+        request = self._request("sweep", strategy, index, *options)
+        status = np.empty(n, np.intc)
+        if stats:
+            records = np.empty(n, STATS_DTYPE)
+            reasons: list[tuple[int, str]] = []
+            for lo, hi, why in self._chunks(n, progress, label):
+                if self._sweep_stats_into(request, combos[lo:hi], records[lo:hi], status[lo:hi], why):
+                    reasons += [(lo + int(i), why[i].decode("utf-8", "replace")) for i in np.flatnonzero(status[lo:hi])]
+            return self._stats_table(strategy, combos, records, status, reasons)
         if out is None:
-            pnl, trades, status = np.empty(n, np.float64), np.empty(n, np.int64), np.empty(n, np.intc)
+            pnl, trades = np.empty(n, np.float64), np.empty(n, np.int64)
         else:
             pnl, trades, status = self._outputs(out, n)
-        refused = self._sweep_into(combos, index, pnl, trades, status, strategy)
+        refused = 0
+        for lo, hi, why in self._chunks(n, progress, label):
+            refused += (self._sweep_into(combos[lo:hi], index, pnl[lo:hi], trades[lo:hi], status[lo:hi], strategy)
+                        if plain else
+                        self._sweep_request_into(request, combos[lo:hi], pnl[lo:hi], trades[lo:hi], status[lo:hi], why))
         return SweepResult(pnl, trades, status, refused)
+
+    def _chunks(self, n: int, progress: bool, label: str | None) -> Iterator[tuple[int, int, npt.NDArray[np.bytes_]]]:
+        """The sweep's combos in C calls of at most _CHUNK (about a hundredth of them each with a
+        progress bar), each with a buffer for its refusal reasons; the bar moves after each call."""
+        step = _CHUNK if not progress else max(1, min(_CHUNK, max(4 * self.ring_capacity, -(-n // 100))))
+        why = np.zeros(min(step, max(n, 1)), _REASON_DTYPE)
+        bar = _progress_bar(n, label) if progress else None
+        try:
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                yield lo, hi, why[:hi - lo]
+                if bar is not None:
+                    bar(hi - lo)
+        finally:
+            if bar is not None:
+                bar(-1)
+
+    def _stats_table(self, strategy: int, combos: npt.NDArray[np.int64], records: npt.NDArray[np.void],
+                     status: npt.NDArray[np.intc], reasons: list[tuple[int, str]]) -> StatsTable:
+        table: StatsTable = {}
+        for k, name in enumerate(self._strategies()[strategy][1]):
+            # A parameter named like a column keeps its value under param_<name>.
+            table[name if name not in _STATS_NAMES and name not in ("status", "reason") else f"param_{name}"] = \
+                np.ascontiguousarray(combos[:, k])
+        for name in _STATS_NAMES:
+            table[name] = np.ascontiguousarray(records[name])
+        table["status"] = status
+        reason = np.zeros(len(status), np.str_)
+        if reasons:
+            rows, words = zip(*reasons)
+            reason = reason.astype(np.array(words).dtype)
+            reason[list(rows)] = words
+        table["reason"] = reason
+        return table
+
+    # ---- Requests' arguments ----------------------------------------------------------------
+
+    def _strategy_combos(self, fn: str, params: object, chosen: int, strategy: object) -> npt.NDArray[np.int64]:
+        """A sweep's combos: for the built-in strategy lengths or (n, 6) windows; for another one an
+        (n, k) array of its k parameters (padded with 0 to six) or (n, 6)."""
+        if chosen == 0:
+            return _input.sweep_combos(fn, params)
+        array = _input.int64_array(fn, "params", params)
+        k = len(self._strategies()[chosen][1])
+        if array.ndim == 2 and array.shape[1] in (k, 6):
+            return _padded(array)
+        raise invalid(f"{fn}: params has shape {array.shape}: give strategy {strategy!r} an (n, {k}) array of its "
+                      f"parameters {list(self._strategies()[chosen][1])} (or (n, 6), the rest 0)")
+
+    def _one_combo(self, fn: str, params: object, chosen: int) -> _input.Combo:
+        """One combo: a length or six windows for the built-in strategy; another's k parameters or six."""
+        if chosen == 0:
+            combo = _input.request(fn, params)
+            if isinstance(combo, tuple):
+                return combo
+            raise invalid(f"{fn}: params has shape {combo.shape}: give one combo (a length or six windows)")
+        names = self._strategies()[chosen][1]
+        array = _input.int64_array(fn, "params", params)
+        if array.ndim == 1 and array.shape[0] in (len(names), 6):
+            h, length, s, p3, p2, p = (int(v) for v in _padded(array[np.newaxis, :])[0].tolist())
+            return h, length, s, p3, p2, p
+        raise invalid(f"{fn}: params has shape {array.shape}: give the strategy's {len(names)} parameters "
+                      f"{list(names)} (or six, the rest 0)")
+
+    def _request(self, fn: str, strategy: int, series: int, bars: slice | None, fee: float | None,
+                 bars_per_year: float | None) -> _Request:
+        """The request tuple the extension takes, every option judged here first."""
+        from_bar, to_bar = self._bar_range(fn, series, bars)
+        fee_value = math.nan if fee is None else _number(fn, "fee", fee, 0.0, 100.0, "percentage points per round "
+                                                                                        "trip, in [0, 100]")
+        year = 0.0 if bars_per_year is None else _number(fn, "bars_per_year", bars_per_year, 0.0, _BARS_PER_YEAR_MAX,
+                                                         "in (0, 31622400000]", open_low=True)
+        return strategy, series, from_bar, to_bar, fee_value, year
+
+    def _bar_range(self, fn: str, series: int, bars: object) -> tuple[int, int]:
+        """bars=slice(a, b) as [from_bar, to_bar) of series `series`; None: the whole series (0, 0)."""
+        if bars is None:
+            return 0, 0
+        n = len(self.series_at(series))
+        if not isinstance(bars, slice):
+            raise invalid(f"{fn}: bars is {bars!r}: give a slice of the series' bars, bars=slice(a, b) (the series "
+                          f"holds {n})")
+        if bars.step is not None and not (_input.is_int(bars.step) and int(bars.step) == 1):
+            raise invalid(f"{fn}: bars={bars!r} has a step: a range is every bar from a to b, slice(a, b)")
+        ends = []
+        for what, end, default in (("start", bars.start, 0), ("stop", bars.stop, n)):
+            if end is None:
+                ends.append(default)
+                continue
+            if not _input.is_int(end):
+                raise invalid(f"{fn}: bars={bars!r}: its {what} is {end!r}: give whole bar numbers")
+            value = int(end) + n if int(end) < 0 else int(end)
+            if not 0 <= value <= n:
+                raise invalid(f"{fn}: bars={bars!r}: its {what} {int(end)} is outside series {series}'s {n} bars")
+            ends.append(value)
+        if ends[1] - ends[0] < 2:
+            raise invalid(f"{fn}: bars={bars!r} holds {max(0, ends[1] - ends[0])} bar(s) of series {series}'s {n}: a "
+                          f"range holds at least 2")
+        return ends[0], ends[1]
 
     # ---- The slow paths: every form the extension does not take at once -----------------------
 
@@ -255,12 +504,30 @@ class Engine(_ipcfloor.Client):
         request = _input.request("backtest", params)
         if isinstance(request, tuple):
             return super().backtest(request, index)
-        result = self._sweep_one(request, index, None)
+        result = cast(SweepResult, self._sweep_one(request, index, None, 0))
         if result.refused:
             row = int(np.flatnonzero(result.status)[0])
             code = int(result.status[row])
             raise error_for(code, f"backtest: combo {row} {request[row].tolist()} of {len(request)} was refused: "
                                   f"{_ipcfloor.strerror(code)} (sweep() gives every combo's status)")
+        return result.pnl, result.trades
+
+    def _backtest_options(self, params: object, series: object, bars: slice | None,
+                          fee: float | None) -> tuple[Any, Any]:
+        """backtest with bars= or fee=: one combo (pnl, trades), or an (n, 6) array's arrays, as
+        ipcfloor_backtest_request / ipcfloor_sweep_request answer them; a refused combo raises its
+        code's class with the engine's words."""
+        index = self._series_index("backtest", series)
+        request = _input.request("backtest", params)
+        combos = np.array([request], np.int64) if isinstance(request, tuple) else request
+        result = cast(SweepResult, self._sweep_one(combos, index, None, 0, (bars, fee, None)))
+        if result.refused:
+            row = int(np.flatnonzero(result.status)[0])
+            code = int(result.status[row])
+            why = self.last_error or _ipcfloor.strerror(code)
+            raise error_for(code, f"backtest: combo {combos[row].tolist()} was refused: {why}")
+        if isinstance(request, tuple):
+            return float(result.pnl[0]), int(result.trades[0])
         return result.pnl, result.trades
 
     def _echo_slow(self, params: object) -> _input.Combo:
@@ -340,6 +607,46 @@ def attach(name: str, timeout: float = 5.0, wait: WaitMode | None = None) -> Eng
     return engine
 
 
-for _class in (Engine, SweepResult):
+def _padded(array: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """(n, k) parameters as (n, 6) C-contiguous int64, the rest 0."""
+    if array.shape[1] == 6:
+        return np.ascontiguousarray(array, np.int64)
+    combos = np.zeros((array.shape[0], 6), np.int64)
+    combos[:, :array.shape[1]] = array
+    return combos
+
+
+def _number(fn: str, arg: str, value: object, low: float, high: float, what: str, open_low: bool = False) -> float:
+    """A float option in [low, high] ((low, high] with open_low); else InvalidArgument saying so."""
+    number = float(value) if isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, bool) else math.nan
+    if not (math.isfinite(number) and (low < number if open_low else low <= number) and number <= high):
+        raise invalid(f"{fn}: {arg} is {value!r}: {arg} is {what}")
+    return number
+
+
+def _record_dict(record: np.void) -> dict[str, float | int]:
+    """A stats record as {name: value}: the counts as int, the rest as float."""
+    return {name: (int(record[name]) if STATS_DTYPE.fields[name][0].kind in "iu" else float(record[name]))  # type: ignore
+            for name in _STATS_NAMES}
+
+
+def _progress_bar(total: int, label: str | None) -> Optional[Callable[[int], None]]:
+    """A tqdm bar on stderr as a function: f(k) moves it by k, f(-1) closes it; None without tqdm."""
+    try:
+        tqdm: Any = importlib.import_module("tqdm").tqdm  # untyped: imported by name
+    except ImportError:
+        return None
+    bar = tqdm(total=total, desc=label or "sweep", unit="combo")
+
+    def move(k: int) -> None:
+        if k < 0:
+            bar.close()
+        else:
+            bar.update(k)
+    return move
+
+
+for _class in (Engine, SweepResult, TradeList):
     _class.__module__ = "ipcfloor"
 

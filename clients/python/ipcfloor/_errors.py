@@ -21,7 +21,8 @@ __all__ = [
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries", "Forked", "Interrupted", "Status", "status_name", "error_for", "invalid",
+    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull", "NoTradeReport",
+    "MissingColumn", "BadRange", "Status", "status_name", "error_for", "invalid",
 ]
 
 
@@ -58,6 +59,9 @@ class Status(enum.IntEnum):
     NO_SUCH_STRATEGY = _ipcfloor.E_NO_SUCH_STRATEGY
     NO_LIVE_STEP = _ipcfloor.E_NO_LIVE_STEP
     SIGNALS_FULL = _ipcfloor.E_SIGNALS_FULL
+    NO_TRADE_REPORT = _ipcfloor.E_NO_TRADE_REPORT
+    MISSING_COLUMN = _ipcfloor.E_MISSING_COLUMN
+    BAD_RANGE = _ipcfloor.E_BAD_RANGE
 
 
 _NAMES = {int(status): status.name.lower() for status in Status}
@@ -212,6 +216,21 @@ class SignalsFull(Error):
     signals waiting there first."""
 
 
+class NoTradeReport(Error):
+    """Statistics or a trade list asked of a strategy built against version 1 of the strategy ABI:
+    it reports no trades (its backtests still work)."""
+
+
+class MissingColumn(Error):
+    """The strategy needs a column (open, high, low, volume) the series does not have; the
+    sentence names it."""
+
+
+class BadRange(Error, ValueError):
+    """A bar range outside the series, or of fewer than 2 bars; the sentence gives the series'
+    bars."""
+
+
 _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_INVALID: InvalidArgument,
     _ipcfloor.E_NO_ENGINE: NoEngine,
@@ -239,6 +258,9 @@ _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_NO_SUCH_STRATEGY: NoSuchStrategy,
     _ipcfloor.E_NO_LIVE_STEP: NoLiveStep,
     _ipcfloor.E_SIGNALS_FULL: SignalsFull,
+    _ipcfloor.E_NO_TRADE_REPORT: NoTradeReport,
+    _ipcfloor.E_MISSING_COLUMN: MissingColumn,
+    _ipcfloor.E_BAD_RANGE: BadRange,
 }
 
 for _class in (Status, Error, Closed, *_BY_CODE.values()):

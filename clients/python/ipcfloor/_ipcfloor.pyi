@@ -10,6 +10,8 @@ from _typeshed import structseq
 from ._input import Grid
 
 _Combo = tuple[int, int, int, int, int, int]
+# (strategy, series, from_bar, to_bar, fee, bars_per_year): an ipcfloor_request.
+_Request = tuple[int, int, int, int, float, float]
 _Client = TypeVar("_Client", bound=Client)
 
 OK: Final[int]
@@ -39,6 +41,12 @@ E_INTERRUPTED: Final[int]
 E_NO_SUCH_STRATEGY: Final[int]
 E_NO_LIVE_STEP: Final[int]
 E_SIGNALS_FULL: Final[int]
+E_NO_TRADE_REPORT: Final[int]
+E_MISSING_COLUMN: Final[int]
+E_BAD_RANGE: Final[int]
+REASON_BYTES: Final[int]
+STATS_BYTES: Final[int]
+TRADE_BYTES: Final[int]
 NO_SIGNAL: Final[int]
 SIGNAL_GAP: Final[int]
 SIGNAL_SNAPSHOT: Final[int]
@@ -132,15 +140,26 @@ class Client:
     # One combo -> (pnl, trades); rows of combos -> arrays. An array whose shape its type does not
     # say (npt.NDArray) may be either: Any.
     @overload
-    def backtest(self, params: _One, series: _Series = 0) -> tuple[float, int]: ...
+    def backtest(self, params: _One, series: _Series = 0, bars: slice | None = None,
+                 fee: float | None = None) -> tuple[float, int]: ...
     @overload
-    def backtest(self, params: _Many, series: _Series = 0) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]: ...
+    def backtest(self, params: _Many, series: _Series = 0, bars: slice | None = None,
+                 fee: float | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]: ...
     @overload
-    def backtest(self, params: npt.NDArray[np.integer[Any] | np.floating[Any]], series: _Series = 0) -> tuple[Any, Any]: ...
+    def backtest(self, params: npt.NDArray[np.integer[Any] | np.floating[Any]], series: _Series = 0,
+                 bars: slice | None = None, fee: float | None = None) -> tuple[Any, Any]: ...
     def _call_floor(self, params: _Combo, series: int = 0) -> tuple[float, int]: ...
     def echo(self, params: Sequence[float] | npt.NDArray[np.integer[Any] | np.floating[Any]], /) -> _Combo: ...
     def _sweep_into(self, combos: npt.NDArray[np.int64], series: int, pnl: npt.NDArray[np.float64],
                     trades: npt.NDArray[np.int64], status: npt.NDArray[np.intc], strategy: int = 0, /) -> int: ...
+    def _sweep_request_into(self, request: _Request, combos: npt.NDArray[np.int64], pnl: npt.NDArray[np.float64],
+                            trades: npt.NDArray[np.int64], status: npt.NDArray[np.intc],
+                            reasons: npt.NDArray[np.bytes_], /) -> int: ...
+    def _sweep_stats_into(self, request: _Request, combos: npt.NDArray[np.int64], stats: npt.NDArray[np.void],
+                          status: npt.NDArray[np.intc], reasons: npt.NDArray[np.bytes_], /) -> int: ...
+    def _trades_into(self, request: _Request, params: _Combo, trades: npt.NDArray[np.void],
+                     stats: npt.NDArray[np.void], equity: npt.NDArray[np.float64], /) -> int: ...
+    def _request_bars(self, request: _Request, /) -> int: ...
     def _strategies(self) -> list[tuple[str, tuple[str, ...], bool]]: ...
     def append(self, close: float, tick: int = 0) -> int: ...
     @overload

@@ -41,7 +41,7 @@
 #include <ipcfloor/ipcfloor.h>
 
 /* The failure codes run from -1 to -kCodes; error_classes[-code] is the class of each. */
-enum { kCodes = 26 };
+enum { kCodes = 29 };
 /* How often a waiting call runs Python's signal handlers: Ctrl-C is seen within about this. */
 static const int64_t kSignalCheckNs = 20 * 1000 * 1000;
 static PyObject *error_classes[kCodes + 1];
@@ -50,7 +50,8 @@ static PyObject *closed_error; /* ipcfloor.Closed: a call on a closed Engine */
 static PyTypeObject *signal_type;
 
 /* The slow paths' names, interned once. */
-static PyObject *s_backtest_slow, *s_echo_slow, *s_subscribe_slow, *s_append_slow;
+static PyObject *s_backtest_slow, *s_echo_slow, *s_subscribe_slow, *s_append_slow, *s_backtest_options;
+static PyObject *s_zero; /* the int 0: backtest's default series */
 
 /* ---- Errors ---------------------------------------------------------------------------- */
 
@@ -401,9 +402,15 @@ static PyObject *signal_of(const ipcfloor_signal *s) {
  * refuses (E_INVALID) before it does anything: Python's own share of a call, no transport. */
 static PyObject *backtest_or_floor(Client *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                                    int floor) {
-  static const char *const names[] = {"params", "series"};
-  PyObject *given[2];
-  if (!bind_args(floor ? "_call_floor" : "backtest", names, 2, 1, args, nargs, kwnames, given)) return NULL;
+  static const char *const names[] = {"params", "series", "bars", "fee"};
+  PyObject *given[4];
+  if (!bind_args(floor ? "_call_floor" : "backtest", names, floor ? 2 : 4, 1, args, nargs, kwnames, given)) return NULL;
+  if (!floor && (given[2] != NULL || given[3] != NULL)) {
+    /* Options: Engine._backtest_options judges them and sends the request with them. */
+    PyObject *values[5] = {(PyObject *)self};
+    for (int i = 0; i < 4; ++i) values[i + 1] = given[i] != NULL ? given[i] : (i == 1 ? s_zero : Py_None);
+    return PyObject_VectorcallMethod(s_backtest_options, values, 5, NULL);
+  }
   int64_t params[6];
   uint32_t index = 0;
   if (!six_int64(given[0], params) || !series_index(given[1], &index)) {
@@ -510,6 +517,165 @@ static PyObject *Client_sweep_into(Client *self, PyObject *const *args, Py_ssize
   }
   for (int i = 0; i < held; ++i) PyBuffer_Release(&views[i]);
   return result;
+}
+
+/* ---- Requests with options: a range of bars, a fee, bars per year; statistics; trade lists -- */
+
+/* The request tuple Engine builds (strategy, series, from_bar, to_bar, fee, bars_per_year), every
+ * value judged there first: 1 with *request filled, else 0 with TypeError. */
+static int request_of(PyObject *tuple, ipcfloor_request *request) {
+  ipcfloor_request_init(request);
+  unsigned long strategy = 0, series = 0;
+  unsigned long long from_bar = 0, to_bar = 0;
+  double fee = 0.0, bars_per_year = 0.0;
+  if (!PyTuple_Check(tuple) ||
+      !PyArg_ParseTuple(tuple, "kkKKdd", &strategy, &series, &from_bar, &to_bar, &fee, &bars_per_year) ||
+      strategy > UINT32_MAX || series > UINT32_MAX) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError,
+                    "request: (strategy, series, from_bar, to_bar, fee, bars_per_year), uint32 indices and uint64 bars");
+    return 0;
+  }
+  request->strategy = (uint32_t)strategy;
+  request->series = (uint32_t)series;
+  request->from_bar = (uint64_t)from_bar;
+  request->to_bar = (uint64_t)to_bar;
+  request->fee = fee;
+  request->bars_per_year = bars_per_year;
+  return 1;
+}
+
+/* Writable C-contiguous buffer `obj` of exactly `bytes` bytes, whatever its item format (a numpy
+ * record array laid out as a C struct, or fixed-size byte strings): 1 and `view` held; else 0
+ * with TypeError. Engine makes these arrays with the dtypes the STATS_BYTES, TRADE_BYTES and
+ * REASON_BYTES constants pin. */
+static int raw_buffer(PyObject *obj, const char *what, Py_ssize_t bytes, Py_buffer *view) {
+  if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: not a C-contiguous writable buffer", what);
+    return 0;
+  }
+  if (view->len != bytes) {
+    PyErr_Format(PyExc_TypeError, "%s: want %zd bytes, got %zd", what, bytes, view->len);
+    PyBuffer_Release(view);
+    return 0;
+  }
+  return 1;
+}
+
+/* _sweep_request_into(request, combos, pnl, trades, status, reasons) and
+ * _sweep_stats_into(request, combos, stats, status, reasons) -> refused: ipcfloor_sweep_request /
+ * ipcfloor_sweep_stats over arrays Engine.sweep made: combos (n, 6) int64, pnl float64[n] and
+ * trades int64[n] or stats (n records of ipcfloor_stats), status int32[n], reasons n byte strings
+ * of IPCFLOOR_REASON_BYTES. One C call for the whole grid; no Python object per row. */
+static PyObject *sweep_request(Client *self, PyObject *const *args, Py_ssize_t nargs, int with_stats) {
+  const char *method = with_stats ? "_sweep_stats_into" : "_sweep_request_into";
+  ipcfloor_request request;
+  if (nargs != (with_stats ? 5 : 6))
+    return PyErr_Format(PyExc_TypeError, "%s takes %d arguments", method, with_stats ? 5 : 6);
+  if (!request_of(args[0], &request)) return NULL;
+  Py_buffer combos, status, reasons, outputs[2];
+  if (!typed_buffer(args[1], "combos", 0, 2, 8, 'i', &combos)) return NULL;
+  const Py_ssize_t n = combos.shape[0];
+  int held = 0; /* outputs held */
+  PyObject *result = NULL;
+  const int outs = with_stats ? 1 : 2;
+  int ok = combos.shape[1] == 6;
+  if (!ok) PyErr_Format(PyExc_TypeError, "%s: combos (n, 6), got (n, %zd)", method, combos.shape[1]);
+  if (ok && with_stats) ok = raw_buffer(args[2], "stats", n * (Py_ssize_t)sizeof(ipcfloor_stats), &outputs[held]);
+  if (ok && !with_stats) ok = typed_buffer(args[2], "pnl", 1, 1, 8, 'f', &outputs[held]);
+  held += ok;
+  if (ok && !with_stats) held += ok = typed_buffer(args[3], "trades", 1, 1, 8, 'i', &outputs[held]);
+  if (ok && !with_stats && (outputs[0].shape[0] != n || outputs[1].shape[0] != n)) {
+    PyErr_Format(PyExc_TypeError, "%s: pnl and trades of n = %zd", method, n);
+    ok = 0;
+  }
+  int have_status = 0, have_reasons = 0;
+  if (ok) have_status = ok = typed_buffer(args[2 + outs], "status", 1, 1, 4, 'i', &status);
+  if (ok && status.shape[0] != n) {
+    PyErr_Format(PyExc_TypeError, "%s: status of n = %zd", method, n);
+    ok = 0;
+  }
+  if (ok) have_reasons = ok = raw_buffer(args[3 + outs], "reasons", n * IPCFLOOR_REASON_BYTES, &reasons);
+  Call call;
+  if (ok && call_begin(self, &call)) {
+    const int64_t(*params)[6] = (const int64_t(*)[6])combos.buf;
+    char(*why)[IPCFLOOR_REASON_BYTES] = (char(*)[IPCFLOOR_REASON_BYTES])reasons.buf;
+    call_wait(&call);
+    const int refused =
+        with_stats ? ipcfloor_sweep_stats(call.c, &request, params, (size_t)n, (ipcfloor_stats *)outputs[0].buf,
+                                          (int *)status.buf, why)
+                   : ipcfloor_sweep_request(call.c, &request, params, (size_t)n, (double *)outputs[0].buf,
+                                            (int64_t *)outputs[1].buf, (int *)status.buf, why);
+    call_resume(&call);
+    if (refused < 0) {
+      call_fail(self, &call, refused);
+    } else {
+      call_end(self, &call);
+      result = PyLong_FromLong(refused);
+    }
+  }
+  PyBuffer_Release(&combos);
+  for (int i = 0; i < held; ++i) PyBuffer_Release(&outputs[i]);
+  if (have_status) PyBuffer_Release(&status);
+  if (have_reasons) PyBuffer_Release(&reasons);
+  return result;
+}
+
+static PyObject *Client_sweep_request_into(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  return sweep_request(self, args, nargs, 0);
+}
+
+static PyObject *Client_sweep_stats_into(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  return sweep_request(self, args, nargs, 1);
+}
+
+/* _trades_into(request, params, trades, stats, equity) -> count: ipcfloor_trades for one combo
+ * (params: six exact ints) into trades (capacity records of ipcfloor_trade; the buffer's bytes
+ * say how many), stats (one ipcfloor_stats record) and equity (float64[ipcfloor_trades_bars]).
+ * A count above the capacity is returned, not raised (IPCFLOOR_E_RESOURCE): call again with room
+ * for it. Every other failure raises. */
+static PyObject *Client_trades_into(Client *self, PyObject *const *args, Py_ssize_t nargs) {
+  ipcfloor_request request;
+  int64_t params[6];
+  if (nargs != 5 || !six_int64(args[1], params))
+    return PyErr_Format(PyExc_TypeError, "_trades_into(request, params: six ints, trades, stats, equity)");
+  if (!request_of(args[0], &request) || !check_open(self)) return NULL;
+  const uint64_t bars = ipcfloor_trades_bars(self->c, &request);
+  Py_buffer trades, stats, equity;
+  if (PyObject_GetBuffer(args[2], &trades, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+  const size_t capacity = (size_t)trades.len / sizeof(ipcfloor_trade);
+  PyObject *result = NULL;
+  if (raw_buffer(args[3], "stats", (Py_ssize_t)sizeof(ipcfloor_stats), &stats)) {
+    if (raw_buffer(args[4], "equity", (Py_ssize_t)(bars * sizeof(double)), &equity)) {
+      Call call;
+      if (call_begin(self, &call)) {
+        size_t count = 0;
+        call_wait(&call);
+        const int code = ipcfloor_trades(call.c, &request, params, (ipcfloor_trade *)trades.buf, capacity, &count,
+                                         (ipcfloor_stats *)stats.buf, bars != 0 ? (double *)equity.buf : NULL);
+        call_resume(&call);
+        if (code == IPCFLOOR_OK || (code == IPCFLOOR_E_RESOURCE && count > capacity)) {
+          call_end(self, &call);
+          result = PyLong_FromSize_t(count);
+        } else {
+          call_fail(self, &call, code);
+        }
+      }
+      PyBuffer_Release(&equity);
+    }
+    PyBuffer_Release(&stats);
+  }
+  PyBuffer_Release(&trades);
+  return result;
+}
+
+/* _request_bars(request) -> the bars the request runs on (ipcfloor_trades_bars), 0 when the
+ * engine holds no such series or range. */
+static PyObject *Client_request_bars(Client *self, PyObject *arg) {
+  ipcfloor_request request;
+  if (!request_of(arg, &request) || !check_open(self)) return NULL;
+  return PyLong_FromUnsignedLongLong(ipcfloor_trades_bars(self->c, &request));
 }
 
 /* ---- Live mode --------------------------------------------------------------------------- */
@@ -737,8 +903,9 @@ static void Client_dealloc(Client *self) {
  * inspect.signature reads; stubtest holds ipcfloor/_ipcfloor.pyi to them. */
 static PyMethodDef Client_methods[] = {
     {"backtest", (PyCFunction)(void (*)(void))Client_backtest, METH_FASTCALL | METH_KEYWORDS,
-     "backtest($self, params, series=0)\n--\n\n"
-     "One combo through the lane -> (pnl, trades); a length L or six windows, or an (n, 6) array -> arrays."},
+     "backtest($self, params, series=0, bars=None, fee=None)\n--\n\n"
+     "One combo through the lane -> (pnl, trades); a length L or six windows, or an (n, 6) array -> arrays. "
+     "bars=slice(a, b) and fee= as Engine.sweep takes them."},
     {"_call_floor", (PyCFunction)(void (*)(void))Client_call_floor, METH_FASTCALL | METH_KEYWORDS,
      "_call_floor($self, params, series=0)\n--\n\n"
      "backtest's every step on a null handle the library refuses at once: Python's own share of a call."},
@@ -749,6 +916,17 @@ static PyMethodDef Client_methods[] = {
     {"_sweep_into", (PyCFunction)(void (*)(void))Client_sweep_into, METH_FASTCALL,
      "_sweep_into($self, combos, series, pnl, trades, status, strategy=0, /)\n--\n\n"
      "ipcfloor_sweep_with into the arrays -> the number of refused combos."},
+    {"_sweep_request_into", (PyCFunction)(void (*)(void))Client_sweep_request_into, METH_FASTCALL,
+     "_sweep_request_into($self, request, combos, pnl, trades, status, reasons, /)\n--\n\n"
+     "ipcfloor_sweep_request into the arrays -> the number of refused combos."},
+    {"_sweep_stats_into", (PyCFunction)(void (*)(void))Client_sweep_stats_into, METH_FASTCALL,
+     "_sweep_stats_into($self, request, combos, stats, status, reasons, /)\n--\n\n"
+     "ipcfloor_sweep_stats into the arrays -> the number of refused combos."},
+    {"_trades_into", (PyCFunction)(void (*)(void))Client_trades_into, METH_FASTCALL,
+     "_trades_into($self, request, params, trades, stats, equity, /)\n--\n\n"
+     "ipcfloor_trades into the arrays -> the combo's trade count (call again when it exceeds the room)."},
+    {"_request_bars", (PyCFunction)Client_request_bars, METH_O,
+     "_request_bars($self, request, /)\n--\n\nThe bars a request runs on (ipcfloor_trades_bars); 0: none."},
     {"append", (PyCFunction)(void (*)(void))Client_append, METH_FASTCALL | METH_KEYWORDS,
      "append($self, close, tick=0)\n--\n\nOne close appended to a live series -> the bars it holds now."},
     {"subscribe", (PyCFunction)(void (*)(void))Client_subscribe, METH_FASTCALL | METH_KEYWORDS,
@@ -1010,7 +1188,11 @@ static const struct {
     CONSTANT(E_NO_SUCH_STRATEGY),
     CONSTANT(E_NO_LIVE_STEP),
     CONSTANT(E_SIGNALS_FULL),
+    CONSTANT(E_NO_TRADE_REPORT),
+    CONSTANT(E_MISSING_COLUMN),
+    CONSTANT(E_BAD_RANGE),
     CONSTANT(NO_SIGNAL),
+    CONSTANT(REASON_BYTES),
     CONSTANT(SIGNAL_GAP),
     CONSTANT(SIGNAL_SNAPSHOT),
     CONSTANT(WAIT_ENGINE),
@@ -1019,7 +1201,14 @@ static const struct {
     CONSTANT(WAIT_BLOCK),
 };
 #undef CONSTANT
-_Static_assert(-IPCFLOOR_E_SIGNALS_FULL == kCodes, "kCodes is the last code of ipcfloor.h");
+_Static_assert(-IPCFLOOR_E_BAD_RANGE == kCodes, "kCodes is the last code of ipcfloor.h");
+/* The record layouts Engine's numpy dtypes (ipcfloor/_engine.py) mirror, field by field. */
+_Static_assert(sizeof(ipcfloor_stats) == 144 && offsetof(ipcfloor_stats, max_drawdown_bars) == 104 &&
+                   offsetof(ipcfloor_stats, bars) == 136,
+               "ipcfloor_stats: eighteen 8-byte fields, in ipcfloor.h's order");
+_Static_assert(sizeof(ipcfloor_trade) == 48 && offsetof(ipcfloor_trade, pnl) == 32 &&
+                   offsetof(ipcfloor_trade, side) == 40,
+               "ipcfloor_trade: entry_bar, exit_bar, entry_price, exit_price, pnl, side, reserved");
 
 PyMODINIT_FUNC PyInit__ipcfloor(void) {
   if (ipcfloor_version() / 10000 != IPCFLOOR_VERSION_MAJOR) {
@@ -1035,7 +1224,10 @@ PyMODINIT_FUNC PyInit__ipcfloor(void) {
   s_echo_slow = PyUnicode_InternFromString("_echo_slow");
   s_subscribe_slow = PyUnicode_InternFromString("_subscribe_slow");
   s_append_slow = PyUnicode_InternFromString("_append_slow");
-  if (!s_backtest_slow || !s_echo_slow || !s_subscribe_slow || !s_append_slow) return NULL;
+  s_backtest_options = PyUnicode_InternFromString("_backtest_options");
+  s_zero = PyLong_FromLong(0);
+  if (!s_backtest_slow || !s_echo_slow || !s_subscribe_slow || !s_append_slow || !s_backtest_options || !s_zero)
+    return NULL;
   PyObject *module = PyModule_Create(&module_def);
   if (module == NULL) return NULL;
   if (PyModule_AddObjectRef(module, "Client", (PyObject *)&ClientType) < 0 ||
@@ -1049,5 +1241,10 @@ PyMODINIT_FUNC PyInit__ipcfloor(void) {
       Py_DECREF(module);
       return NULL;
     }
+  if (PyModule_AddIntConstant(module, "STATS_BYTES", (long)sizeof(ipcfloor_stats)) < 0 ||
+      PyModule_AddIntConstant(module, "TRADE_BYTES", (long)sizeof(ipcfloor_trade)) < 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
   return module;
 }
