@@ -243,6 +243,30 @@ TEST_CASE("serve --metrics with a port alone listens on loopback, and an address
   CHECK_MESSAGE(contains(unbound.err(), "--metrics 192.0.2.1:9464: cannot listen on 192.0.2.1 port 9464"), unbound.err());
 }
 
+TEST_CASE("a floor matrix of valid JSON with wrong types: --topology FILE exits 3 naming the file and the field, and "
+          "the same file as the default matrix is ignored with a warning") {
+  const TempDir dir;
+  const std::string matrix = dir.file("topology.json");
+  {
+    std::ofstream out(matrix);
+    out << R"({"suite": "topology", "pairs": [{"client_cpu": "0", "server_cpu": 1, "samples": 5, "p50_interp": 90.5}]})";
+  }
+  const std::string cpu = std::to_string(allowed_cpus().back());
+  // Before: SIGABRT (rc 134) from an uncaught nlohmann::json::type_error, at every start.
+  const Ran given = run({"serve", "--name", unique_name("matrix"), "--cpu", cpu, "--topology", matrix, "--bars", "1000",
+                         "--wait", "block", "--hugepages", "off", "--quiet"},
+                        {}, {}, std::chrono::seconds(20));
+  CHECK(given.code == 3);
+  CHECK_MESSAGE(contains(given.err, matrix), given.err);
+  CHECK_MESSAGE(contains(given.err, "pairs[0].client_cpu is a string, not an integer"), given.err);
+  Served served({"--name", unique_name("matrix"), "--cpu", cpu, "--bars", "1000", "--wait", "block", "--hugepages",
+                 "off"},
+                {"IPCFLOOR_TOPOLOGY=" + matrix});
+  REQUIRE_MESSAGE(served.ready(), served.err());
+  CHECK_MESSAGE(contains(served.err(), "ignoring the saved floor matrix"), served.err());
+  CHECK_MESSAGE(contains(served.err(), "pairs[0].client_cpu is a string"), served.err());
+}
+
 TEST_CASE("serve on a name in use refuses it (exit 4) without first warning about the cpu the other engine holds") {
   const std::string name = unique_name("taken");
   const std::string cpu = std::to_string(allowed_cpus().back());

@@ -184,6 +184,45 @@ TEST_CASE("gen -o refuses a directory other users may write without the sticky b
   CHECK_FALSE(std::filesystem::is_symlink(sticky / "series.csv"));
 }
 
+TEST_CASE("topology --save refuses a folder another user owns or may write without the sticky bit, and writes "
+          "through no link planted at a name it would use") {
+  // Before: the matrix was written into both folders, through PATH.<pid>.tmp, a name anyone could
+  // plant a link at first (then the save failed: "cannot create").
+  const auto save = [](const std::string& target, const std::function<void()>& plant = {}) {
+    auto spawned = std::make_unique<Spawned>(std::vector<std::string>{IPCFLOOR_BINARY, "topology", "--save", "--json"},
+                                             [&] {
+                                               ::setenv("IPCFLOOR_TOPOLOGY", target.c_str(), 1);
+                                               if (plant) plant();
+                                             });
+    const auto status = spawned->wait_exit(std::chrono::seconds(60));
+    return std::make_pair(status, spawned->stderr_text());
+  };
+  const TempDir open_dir(0777);
+  const auto [open_status, open_error] = save(open_dir / "topology.json");
+  CHECK_MESSAGE((open_status && WIFEXITED(*open_status) && WEXITSTATUS(*open_status) == 4), exit_text(open_status));
+  CHECK_MESSAGE(contains(open_error, open_dir.path()), open_error);
+  CHECK_MESSAGE(contains(open_error, "sticky"), open_error);
+  CHECK_FALSE(std::filesystem::exists(open_dir / "topology.json"));
+
+  const TempDir theirs(0755);
+  REQUIRE(::chown(theirs.path().c_str(), 65534, 65534) == 0);
+  const auto [their_status, their_error] = save(theirs / "topology.json");
+  CHECK_MESSAGE((their_status && WIFEXITED(*their_status) && WEXITSTATUS(*their_status) == 4), exit_text(their_status));
+  CHECK_MESSAGE(contains(their_error, "65534"), their_error);
+  CHECK_FALSE(std::filesystem::exists(theirs / "topology.json"));
+
+  const TempDir sticky(01777);
+  const std::string victim = sticky / "victim";
+  write_text(victim, "keep\n");
+  const std::string target = sticky / "topology.json";
+  const auto [sticky_status, sticky_error] = save(target, [&] {
+    if (::symlink(victim.c_str(), fmt::format("{}.{}.tmp", target, ::getpid()).c_str()) != 0) ::_exit(Spawned::kHookFailed);
+  });
+  CHECK_MESSAGE((sticky_status && WIFEXITED(*sticky_status) && WEXITSTATUS(*sticky_status) == 0), sticky_error);
+  CHECK(read_file(victim) == "keep\n");
+  CHECK(contains(read_file(target), "\"suite\": \"topology\""));
+}
+
 TEST_CASE("two engines given one pid file: the first to stop leaves the file of the one still running") {
   const TempDir dir(0700);
   const std::string pidfile = dir / "engine.pid";
