@@ -254,12 +254,21 @@ std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSer
 
 // Every --strategy, loaded and checked (include/ipcfloor/strategy.h); the first refusal ends serve
 // with exit 6, naming the file and the reason.
+// While they load, SIGINT and SIGTERM end serve at once (their default action): a self-check runs
+// the researcher's code, nothing is served or made yet, and the keeper that takes the signals
+// later does not exist. No thread starts meanwhile.
 Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOptions& options) {
   auto catalog = std::make_shared<StrategyCatalog>();
+  if (options.strategies.empty()) return catalog;
+  unblock_stop_signals();
   for (const std::string& path : options.strategies) {
     auto loaded = catalog->load(path);
-    if (!loaded) return std::unexpected(loaded.error());
+    if (!loaded) {
+      block_stop_signals();
+      return std::unexpected(loaded.error());
+    }
   }
+  block_stop_signals();
   return catalog;
 }
 

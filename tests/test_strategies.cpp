@@ -10,12 +10,19 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +41,13 @@ namespace fs = std::filesystem;
 
 std::string module(const std::string& name) { return std::string(IPCFLOOR_STRATEGY_DIR) + "/" + name + ".so"; }
 
+// The engine under test: IPCFLOOR_BINARY, or $IPCFLOOR_TEST_BINARY (another build, such as the one
+// before a fix, to see a test fail).
+std::string binary() {
+  const char* other = std::getenv("IPCFLOOR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : IPCFLOOR_BINARY;
+}
+
 struct Ran {
   int code = -1;
   std::string output;
@@ -41,7 +55,7 @@ struct Ran {
 
 // `ipcfloor serve` with `args`, its stdout and stderr together; it must end by itself (a refusal).
 Ran serve(const std::vector<std::string>& args) {
-  std::string command = std::string(IPCFLOOR_BINARY) + " serve --name " + unique_segment_name("strategy") +
+  std::string command = binary() + " serve --name " + unique_segment_name("strategy") +
                         " --bars 1000 --wait backoff --workers 0";
   for (const std::string& a : args) command += " '" + a + "'";
   command += " 2>&1 </dev/null";
@@ -52,6 +66,64 @@ Ran serve(const std::vector<std::string>& args) {
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) ran.output += buffer;
   const int status = ::pclose(pipe);
   if (WIFEXITED(status)) ran.code = WEXITSTATUS(status);
+  return ran;
+}
+
+// `ipcfloor serve` with `args` (and `env`: NAME=value), bounded: SIGKILLed after `limit` (code -1),
+// or sent SIGTERM after `term_after` when given. Its stderr, and how long it ran after the SIGTERM.
+struct Bounded {
+  int code = -1;  // exit code; -1 killed by a signal or past the limit
+  int signal = 0;
+  std::string output;
+  double after_term_s = -1;
+};
+Bounded serve_bounded(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                      std::chrono::milliseconds limit = std::chrono::seconds(10),
+                      std::optional<std::chrono::milliseconds> term_after = std::nullopt) {
+  std::vector<std::string> argv{binary(), "serve", "--name", unique_segment_name("strategy"), "--bars", "1000",
+                                "--wait", "backoff", "--workers", "0", "--quiet"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  char path[] = "/tmp/ipcfloor-strategy-err-XXXXXX";
+  const int err = ::mkstemp(path);
+  REQUIRE(err >= 0);
+  ::unlink(path);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(err, STDERR_FILENO);
+    ::dup2(err, STDOUT_FILENO);
+    for (const std::string& entry : env) ::putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> raw;
+    for (std::string& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> termed;
+  int status = 0;
+  Bounded ran;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (term_after && !termed && now - started >= *term_after) {
+      ::kill(pid, SIGTERM);
+      termed = now;
+    }
+    if (now - started > limit) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      status = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (termed) ran.after_term_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *termed).count();
+  if (status != -1 && WIFEXITED(status)) ran.code = WEXITSTATUS(status);
+  if (status != -1 && WIFSIGNALED(status)) ran.signal = WTERMSIG(status);
+  char buffer[4096];
+  ::lseek(err, 0, SEEK_SET);
+  for (ssize_t got; (got = ::read(err, buffer, sizeof buffer)) > 0;) ran.output.append(buffer, static_cast<std::size_t>(got));
+  ::close(err);
   return ran;
 }
 
@@ -139,6 +211,103 @@ TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming t
   }
 }
 
+TEST_CASE("a FIFO at a --strategy path, also through another user's link in a sticky folder, is refused at once "
+          "without opening it") {
+  Folder folder;
+  const std::string fifo = folder.path + "/strategy.so";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Before: serve blocked in open(2) on the FIFO, past SIGTERM, until the test killed it.
+  const Bounded direct = serve_bounded({"--strategy", fifo}, {}, std::chrono::seconds(5));
+  CAPTURE(direct.output);
+  CHECK(direct.code == kExitStrategy);
+  CHECK(direct.output.find(fifo) != std::string::npos);
+  CHECK(direct.output.find("a FIFO") != std::string::npos);
+
+  const std::string sticky = folder.path + "/shared";
+  fs::create_directory(sticky);
+  fs::permissions(sticky, fs::perms::all | fs::perms::sticky_bit);
+  const std::string link = sticky + "/their.so";
+  REQUIRE(::symlink(fifo.c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  const Bounded linked = serve_bounded({"--strategy", link}, {}, std::chrono::seconds(5));
+  CAPTURE(linked.output);
+  CHECK(linked.code == kExitStrategy);
+  CHECK(linked.output.find("the link " + link + " belongs to uid 65534") != std::string::npos);
+}
+
+TEST_CASE("another user's link to a root-owned strategy is refused, naming the link and its owner") {
+  Folder folder;
+  const std::string sticky = folder.path + "/shared";
+  fs::create_directory(sticky);
+  fs::permissions(sticky, fs::perms::all | fs::perms::sticky_bit);
+  const std::string link = sticky + "/strategy.so";
+  REQUIRE(::symlink(module("probe").c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  // Before: the link was resolved first and only its target checked: the engine served it.
+  const Bounded ran = serve_bounded({"--strategy", link}, {}, std::chrono::seconds(10));
+  CAPTURE(ran.output);
+  CHECK(ran.code == kExitStrategy);
+  CHECK(ran.output.find("the link " + link + " belongs to uid 65534") != std::string::npos);
+  CHECK(ran.output.find("ready {") == std::string::npos);
+  // The user's own link to the same file loads.
+  const std::string own = folder.path + "/own.so";
+  REQUIRE(::symlink(module("probe").c_str(), own.c_str()) == 0);
+  StrategyCatalog catalog;
+  auto loaded = catalog.load(own);
+  CHECK_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error().message));
+}
+
+TEST_CASE("a file that does not export the entry is refused before dlopen runs any of its constructors") {
+  Folder folder;
+  const std::string marker = folder.path + "/constructor-ran";
+  // Before: dlopen ran the file's constructor (the marker appeared), then the entry was found missing.
+  const Bounded ran = serve_bounded({"--strategy", module("probe_constructor_no_entry")},
+                                    {"IPCFLOOR_PROBE_MARKER=" + marker}, std::chrono::seconds(10));
+  CAPTURE(ran.output);
+  CHECK(ran.code == kExitStrategy);
+  CHECK(ran.output.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));
+  for (const char* library : {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"}) {
+    if (!fs::exists(library)) continue;
+    CAPTURE(library);
+    StrategyCatalog catalog;
+    auto refused = catalog.load(library);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+    break;
+  }
+}
+
+TEST_CASE("a parameter whose accepted cost grows without limit is refused, though INT64_MIN and INT64_MAX are") {
+  // probe_liar_bounds refuses exactly INT64_MIN and INT64_MAX, accepts 2^62 and -5, and its cost
+  // grows with the step's magnitude. Before: the self-check probed only the two extremes and loaded it.
+  StrategyCatalog catalog;
+  auto refused = catalog.load(module("probe_liar_bounds"));
+  REQUIRE_FALSE(refused.has_value());
+  CAPTURE(refused.error().message);
+  CHECK(refused.error().code == ErrorCode::strategy);
+  CHECK(refused.error().message.find("every parameter must be bounded") != std::string::npos);
+  CHECK(refused.error().message.find("parameter 0 (step) = 4611686018427387904") != std::string::npos);
+  CHECK(refused.error().message.find("more than at 2147483648") != std::string::npos);
+  // The sound strategies keep loading: their windows stop at the series' length.
+  for (const char* name : {"probe", "sma_cross", "donchian"}) {
+    CAPTURE(name);
+    auto loaded = catalog.load(module(name));
+    CHECK_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error().message));
+  }
+}
+
+TEST_CASE("serve stays stoppable while a strategy loads: SIGTERM during a slow self-check ends it at once") {
+  // probe_spin_long's run() takes 1.5 s and the self-check runs it twice or more. Before: SIGTERM
+  // waited blocked for the keeper, which comes after the load (seconds).
+  const Bounded ran = serve_bounded({"--strategy", module("probe_spin_long")}, {}, std::chrono::seconds(20),
+                                    std::chrono::milliseconds(400));
+  CAPTURE(ran.output);
+  CHECK(ran.signal == SIGTERM);
+  CHECK(ran.after_term_s >= 0);
+  CHECK(ran.after_term_s < 1.0);
+}
+
 TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and the catalog goes on") {
   StrategyCatalog catalog;
   CHECK_FALSE(catalog.load(module("probe_bad_abi")).has_value());
@@ -166,7 +335,7 @@ TEST_CASE("the benchmark's strategy grid spreads the first two params from half 
 
 TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN pnl or negative trades, and "
           "refusals named by the strategy") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "5000", "--workers", "0", "--strategy", module("probe")});
   REQUIRE(engine.up());
   auto client = ShmClient::connect(engine.name(), backoff_client());
@@ -247,7 +416,7 @@ TEST_CASE("two clients sweeping two strategies at once each get the in-process s
 }
 
 TEST_CASE("SUBSCRIBE to a strategy without a live step is refused; one with a step streams its batch run bar by bar") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "1000", "--live", "--capacity", "1200", "--workers", "0",
                       "--strategy", module("probe_nolive"), "--strategy", module("sma_cross")});
   REQUIRE(engine.up());
