@@ -66,6 +66,7 @@ void ShmServer::scan_lanes() noexcept {
   if (let_go != 0 && live_) live_->lanes_left(let_go);
   if (lanes_.active() == before) return;
   // Which process holds each lane: the keeper recorded it before it activated the lane.
+  for (std::uint64_t& lanes : client_lanes_) lanes = 0;
   for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
     const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
     const std::int32_t pid = segment_.lane_status(i).owner_pid;
@@ -77,7 +78,32 @@ void ShmServer::scan_lanes() noexcept {
         break;
       }
     }
+    client_lanes_[client_of_[i]] |= std::uint64_t{1} << i;
   }
+}
+
+void ShmServer::start_turns() noexcept {
+  ++turns_round_;
+  for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
+    const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
+    if (client_of_[i] != i) continue;
+    turns_left_[i] = client_lanes_[i];
+    turn_at_[i] = last_heavy_[i];
+    turns_of_round_[i] = turns_round_;
+  }
+}
+
+std::uint32_t ShmServer::take_turn(std::uint32_t slot) noexcept {
+  const std::uint32_t client = client_of_[slot];
+  const std::uint64_t left = turns_of_round_[client] == turns_round_ ? turns_left_[client] : 0;
+  if (left == 0) return slot;  // a client the round began without (a scan since): in its own place
+  // The first lane left after the one visited last, wrapping.
+  const std::uint32_t after = turn_at_[client] + 1;
+  const std::uint64_t above = after >= 64 ? 0 : left & (~std::uint64_t{0} << after);
+  const auto lane = static_cast<std::uint32_t>(std::countr_zero(above != 0 ? above : left));
+  turns_left_[client] = left & ~(std::uint64_t{1} << lane);
+  turn_at_[client] = lane;
+  return lane;
 }
 
 ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept {
@@ -90,6 +116,7 @@ ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request,
   // Its client's heavy start of this round is used, or no worker is free: asked again later.
   if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle())) return Plan::wait;
   heavy_clients_ |= client;
+  last_heavy_[client_of_[index]] = index;
   round_start_ = next_other_client(index);
   return workers_.any() ? Plan::worker : Plan::here;
 }
@@ -309,11 +336,13 @@ std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
   std::size_t served = 0;
   heavy_clients_ = 0;
   const std::uint32_t start = round_start_ >= lanes_.count() ? 0 : round_start_;
-  // The served lanes from `start` up, then those below it: each visited once.
+  // The served lanes from `start` up, then those below it: each place visited once, by its
+  // client's lane in turn.
   const std::uint64_t from_start = lanes_.active() & (~std::uint64_t{0} << start);
+  start_turns();
   for (const std::uint64_t part : {from_start, lanes_.active() & ~from_start}) {
     for (std::uint64_t pending = part; pending != 0; pending &= pending - 1) {
-      const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+      const auto i = take_turn(static_cast<std::uint32_t>(std::countr_zero(pending)));
       if (!lanes_.served(i)) continue;  // let go of during this round
       served += serve_call(i);
       if (lanes_.served(i)) served += serve_ring(i);

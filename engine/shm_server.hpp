@@ -18,7 +18,9 @@
 // a client gets at most one heavy request started per round, whatever number of lanes it holds,
 // and the next round starts at the first lane of another client, so a client that floods the
 // engine from any number of lanes delays another client's request by at most one combo per
-// worker (the combos already running). With no workers (`serve
+// worker (the combos already running). Within a client's share its lanes take turns: a round
+// visits the client's lanes from the one after the lane its last heavy start went to, so no lane
+// of an active client waits longer than one turn of each of its other lanes. With no workers (`serve
 // --workers 0`) heavy requests run on this thread, one per client per round, and between two of
 // them the loop serves every lane's exchange line and looks for new lanes.
 //
@@ -102,6 +104,10 @@ class ShmServer {
   [[nodiscard]] Plan plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept;
   // The lane the round after a heavy start on lane `index` begins at (see the fairness rule above).
   [[nodiscard]] std::uint32_t next_other_client(std::uint32_t index) const noexcept;
+  // The lane a round visits in the place of lane `slot`: its client's next lane in turn (see the
+  // fairness rule above). Call once per slot of the round, after start_turns().
+  void start_turns() noexcept;
+  [[nodiscard]] std::uint32_t take_turn(std::uint32_t slot) noexcept;
   // Starts a request planned for a worker or the workers' shares; its answer comes through finish().
   void start_elsewhere(Plan plan, const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept;
   // Answers a request here, into `response`.
@@ -132,6 +138,12 @@ class ShmServer {
   // The client each lane belongs to: the lowest lane held by the same process. A heavy start is
   // rationed per client.
   std::uint32_t client_of_[kMaxLanes] = {};
+  std::uint64_t client_lanes_[kMaxLanes] = {};  // by client (its lowest lane): the lanes it holds
+  std::uint32_t last_heavy_[kMaxLanes] = {};    // by client: the lane its last heavy start went to
+  std::uint64_t turns_left_[kMaxLanes] = {};    // by client: its lanes this round has not visited
+  std::uint32_t turn_at_[kMaxLanes] = {};       // by client: the lane this round visited last
+  std::uint64_t turns_of_round_[kMaxLanes] = {};  // by client: the round its turns_left_ is of
+  std::uint64_t turns_round_ = 0;                  // rounds begun (start_turns)
   std::uint64_t heavy_clients_ = 0;  // clients (by client_of_ lane) with a heavy start this round
   std::uint32_t round_start_ = 0;    // the lane a round starts at: next_other_client of the last heavy start
   bool between_ = false;             // in between_heavy_frames (it does not nest)
