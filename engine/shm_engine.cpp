@@ -218,8 +218,9 @@ void ShmEngine::watch_workers() noexcept {
   const std::uint32_t stalled = pool_->health(TscClock::now());
   if (stalled > workers_stalled_)
     events_.note({EngineEvent::Kind::warning, 0, 0, 0, 0,
-          fmt::format("{} of {} workers are stuck on a job far past its cost's limit; their jobs were answered "
-                      "engine_error and they get no more work until they return",
+          fmt::format("{} of {} workers have held a job far past its cost's limit (the host does not run them): "
+                      "their backtests are computed elsewhere (on another worker, else the serving thread), a live "
+                      "bar's share waits for its worker, and they get no more work until they run again",
                       stalled, pool_->size())});
   workers_stalled_ = stalled;
   DataHeader& header = segment_.header();

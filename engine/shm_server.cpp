@@ -113,12 +113,15 @@ ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request,
   }
   if (verdict.route != Verdict::Route::backtest || !verdict.heavy) return Plan::here;
   const std::uint64_t client = std::uint64_t{1} << client_of_[index];
-  // Its client's heavy start of this round is used, or no worker is free: asked again later.
-  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle())) return Plan::wait;
+  // Its client's heavy start of this round is used, or no worker is free: asked again later. When
+  // every worker is stalled (the host does not run them), it is computed here, as a job taken back
+  // from one is: waiting would wait for the host.
+  const bool stalled = workers_.all_stalled();
+  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle() && !stalled)) return Plan::wait;
   heavy_clients_ |= client;
   last_heavy_[client_of_[index]] = index;
   round_start_ = next_other_client(index);
-  return workers_.any() ? Plan::worker : Plan::here;
+  return workers_.any() && !stalled ? Plan::worker : Plan::here;
 }
 
 std::uint32_t ShmServer::next_other_client(std::uint32_t index) const noexcept {

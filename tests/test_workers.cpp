@@ -993,9 +993,49 @@ TEST_CASE("while a live bar's share is at a stalled worker, other lanes are serv
   CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
 }
 
+TEST_CASE("with the only worker stalled on a live bar's share, another lane's dear BACKTEST is computed at once, "
+          "not after the worker") {
+  const std::vector<double> series = series_of(4'000, 7);
+  auto engine = live_engine(series, 3'000, 1, 1, /*stall_worker=*/0);
+  auto writer = ShmClient::connect(engine->name(), patient_client(std::chrono::seconds(60)));
+  auto reader = ShmClient::connect(engine->name(), patient_client());
+  auto other = ShmClient::connect(engine->name(), patient_client(std::chrono::seconds(5)));
+  REQUIRE(writer.has_value());
+  REQUIRE(reader.has_value());
+  REQUIRE(other.has_value());
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(combo_from_length(20), answer) == CallStatus::ok);
+  ResponseSlot appended{};
+  CallStatus append_status = CallStatus::ok;
+  std::thread appending([&] { append_status = writer->append(series[3'000], 3'000, appended); });
+  const DataHeader& header = reader->segment().header();
+  const double limit_ms = static_cast<double>(stall_limit_ns(0)) / 1e6;
+  const auto waiting_by = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(limit_ms) + 10'000);
+  while (header.live_bar_waiting.load() != 1 && Clock::now() < waiting_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(header.live_bar_waiting.load() == 1);
+  // Before: the BACKTEST waited for the only worker, stopped for as long as the share was: a timeout here.
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = combo_from_length(30);
+  const auto asked = Clock::now();
+  REQUIRE(other->call(request, answer) == CallStatus::ok);
+  const double waited_ms = ms_since(asked);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(waited_ms < 1000.0);
+  const auto expected = run_sweep(builtin(), std::span<const double>(series).first(3'000), std::vector<Combo>{request.params},
+                                  kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  CHECK(answer.pnl == (*expected)[0].pnl);
+  engine->release_stalled_worker();
+  appending.join();
+  CHECK(append_status == CallStatus::ok);
+  CHECK(appended.status == static_cast<std::uint16_t>(Status::ok));
+}
+
 TEST_CASE("a worker the host does not run (its thread stopped from outside, as a busy host leaves it) is not a "
           "fault: its BACKTEST is computed elsewhere and answered right, and the worker serves again once it runs") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("starved"),
+  EngineChild engine(binary_under_test(), unique_segment_name("starved"),
                      {"--wait", "backoff", "--bars", "20000", "--workers", "1"});
   REQUIRE(engine.up());
   const pid_t worker = find_thread(engine.pid(), "ipcf-worker");
@@ -1029,6 +1069,18 @@ TEST_CASE("a worker the host does not run (its thread stopped from outside, as a
   CHECK(answer.trades == (*expected)[0].trades);
   const DataHeader& header = client->segment().header();
   CHECK(header.jobs_reclaimed.load() == 1);
+  // The next dear BACKTEST does not wait for the stopped worker either (before: it waited for the
+  // worker to run again, here forever: a timeout). It is computed at once, by the serving thread.
+  auto impatient = ShmClient::connect(engine.name(), patient_client(std::chrono::seconds(5)));
+  REQUIRE(impatient.has_value());
+  const auto next_start = Clock::now();
+  REQUIRE(impatient->call(request, answer) == CallStatus::ok);
+  const double next_ms = ms_since(next_start);
+  MESSAGE("the next dear BACKTEST, with the worker still stopped: answered after " << next_ms << " ms");
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(answer.pnl == (*expected)[0].pnl);
+  CHECK(next_ms < 1000.0);
+  CHECK(header.jobs_reclaimed.load() == 1);  // nothing more was handed to it
 
   REQUIRE(::ptrace(PTRACE_DETACH, worker, nullptr, nullptr) == 0);  // the host runs it again
   for (int i = 0; i < 3; ++i) {
