@@ -150,7 +150,17 @@ Status ShmServer::answer(std::uint32_t index, const RequestSlot& request, const 
                          ResponseSlot& response) noexcept {
   if (verdict.route == Verdict::Route::live) return live_->serve(index, request, response);
   const ServedLane& lane = lanes_[index];
-  return answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  if (verdict.route != Verdict::Route::backtest)
+    return answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  // relaxed: published by the release store of `since` (ServingWatch).
+  watch_.cost.store(verdict.cost, std::memory_order_relaxed);
+  watch_.strategy.store(verdict.strategy->index(), std::memory_order_relaxed);
+  // release: publishes cost and strategy; pairs with the acquire load in ShmEngine::watch_serving.
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
+  const Status status = answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  // relaxed: the keeper only compares it with zero; a late clear shows one heartbeat's age at most.
+  watch_.since.store(0, std::memory_order_relaxed);
+  return status;
 }
 
 std::size_t ShmServer::serve_call(std::uint32_t index) noexcept {
@@ -299,7 +309,12 @@ bool ShmServer::take_back(const WorkerJob& job) noexcept {
   // No other worker is free: the combo is computed here, as without workers (one combo, bounded
   // by --max-frame-cost), so a busy host never turns a valid request into an error.
   WorkerDone done;
+  // relaxed, release: as in answer().
+  watch_.cost.store(job.cost, std::memory_order_relaxed);
+  watch_.strategy.store(job.strategy != nullptr ? job.strategy->index() : 0, std::memory_order_relaxed);
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
   job.runner->run(job, workspace_, done);
+  watch_.since.store(0, std::memory_order_relaxed);  // relaxed: as in answer()
   done.ticket = job.ticket;
   finish(done);
   return true;

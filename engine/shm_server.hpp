@@ -50,6 +50,26 @@
 
 namespace ipcfloor {
 
+// What the keeper watches of the serving thread: the BACKTEST it is computing itself now (its
+// TSC start, cost and strategy), so that a request that holds it far past what its cost allows
+// shows as degraded. One line of its own: written twice per inline BACKTEST, read once a heartbeat.
+struct alignas(kRingLineBytes) ServingWatch {
+  // release: publishes cost and strategy; pairs with the acquire load in ShmEngine::watch_serving.
+  std::atomic<std::uint64_t> since{0};  // TSC when it began; 0: none in progress
+  std::atomic<std::uint64_t> cost{0};
+  std::atomic<std::uint32_t> strategy{0};
+};
+
+// How long the serving thread may be inside one BACKTEST before it counts as stuck: 250 ms plus
+// 2 ns per work unit (a request it computes itself costs under --inline-cost, a millisecond or
+// two), ten times that in a sanitizer build (kStallLimitScale). A fault limit for `status`, never
+// a verdict on a request.
+[[nodiscard]] constexpr std::uint64_t serving_stall_limit_ns(std::uint64_t cost) noexcept {
+  constexpr std::uint64_t kBase = 250'000'000ULL * kStallLimitScale;
+  constexpr std::uint64_t kCap = ~std::uint64_t{0} / 4;
+  return cost >= kCap / 2 ? kCap : kBase + 2 * kStallLimitScale * cost;
+}
+
 struct ShmServerConfig {
   WaitMode mode = WaitMode::spin;
   std::uint64_t max_frame_cost = 0;  // a BACKTEST costing more is refused too_costly (0: unbounded)
@@ -84,6 +104,8 @@ class ShmServer {
   // True when some lane has a request, a worker has an answer, or the keeper changed a lane.
   // Serving thread only.
   [[nodiscard]] bool has_work() noexcept;
+  // The request the serving thread computes itself now, for the keeper.
+  [[nodiscard]] const ServingWatch& watch() const noexcept { return watch_; }
 
  private:
   // Where one request goes, as admission and the loop's rationing decide.
@@ -148,6 +170,7 @@ class ShmServer {
   std::uint32_t round_start_ = 0;    // the lane a round starts at: next_other_client of the last heavy start
   bool between_ = false;             // in between_heavy_frames (it does not nest)
   std::uint32_t passes_since_scan_ = 0;
+  ServingWatch watch_;
 };
 
 }  // namespace ipcfloor

@@ -18,6 +18,7 @@
 #include "common/unique_fd.hpp"
 #include "kernel/gbm.hpp"
 #include "kernel/strategy_file_checks.hpp"
+#include "kernel/strategy_timing.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -130,7 +131,7 @@ StrategyCatalog::~StrategyCatalog() {
 
 Expected<const Strategy*> StrategyCatalog::add(const ipcfloor_strategy& table, const std::string& origin) {
   if (auto ok = check_strategy(table, origin); !ok) return std::unexpected(ok.error());
-  auto added = set_.add(table);
+  auto added = set_.add(table, time_strategy(table));
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
   return added;

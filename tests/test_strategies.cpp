@@ -360,8 +360,103 @@ TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN
   CHECK(answer.trades == static_cast<std::int64_t>(close.size()) / 20);
 }
 
+TEST_CASE("a strategy whose run() far outlasts what its cost() says is timed at load and runs at a worker only: other "
+          "clients' ECHOs are not held behind it, status shows it, and --workers 0 refuses it") {
+  // probe_spin's run() takes 40 ms while its cost says 2 units a bar: 2,000 units on 1,000 bars, far
+  // under --inline-cost. Before: the serving thread computed it, and every other client waited.
+  EngineChild engine(binary(), unique_segment_name("spin"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "1", "--strategy", module("probe_spin")});
+  REQUIRE(engine.up());
+  auto sweeper = ShmClient::connect(engine.name(), backoff_client());
+  auto other = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(sweeper.has_value());
+  REQUIRE(other.has_value());
+  const DataHeader& header = other->segment().header();
+  CHECK(header.strategies_at_workers.load() == 2u);  // strategy 1, and not the built-in
+  CHECK(header.strategy_slowdown[1] > 1000u);
+  std::atomic<bool> done{false};
+  std::thread sweeping([&] {
+    ResponseSlot answer{};
+    for (int i = 0; i < 12; ++i) CHECK(backtest(*sweeper, 1, params(10), answer) == Status::ok);
+    done.store(true);
+  });
+  std::vector<double> echo_ms;
+  RequestSlot echo{};
+  echo.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  ResponseSlot echoed{};
+  while (!done.load() && echo_ms.size() < 2000) {
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(other->call(echo, echoed) == CallStatus::ok);
+    echo_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  sweeping.join();
+  REQUIRE(echo_ms.size() >= 10);
+  std::sort(echo_ms.begin(), echo_ms.end());
+  const double p50 = echo_ms[echo_ms.size() / 2];
+  MESSAGE("ECHO p50 " << p50 << " ms, max " << echo_ms.back() << " ms over " << echo_ms.size()
+                      << " calls while 40 ms BACKTESTs of probe_spin ran; slowdown at load "
+                      << header.strategy_slowdown[1] << "x");
+  CHECK(p50 < 15.0);  // before: about 40 ms, one spin of the strategy
+  const std::string text = [&] {
+    std::string out;
+    FILE* pipe = ::popen((binary() + " status --name " + engine.name() + " 2>&1").c_str(), "r");
+    char buffer[512];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+    if (pipe != nullptr) ::pclose(pipe);
+    return out;
+  }();
+  CHECK_MESSAGE(text.find("probe_spin (step); streams signals; runs at a worker only") != std::string::npos, text);
+  const Bounded refused = serve_bounded({"--strategy", module("probe_spin")}, {}, std::chrono::seconds(20));
+  CAPTURE(refused.output);
+  CHECK(refused.code == kExitStrategy);
+  CHECK(refused.output.find("runs at a worker only, and --workers 0 leaves none") != std::string::npos);
+}
+
+TEST_CASE("a serving thread held inside one BACKTEST far past its cost's limit shows as degraded in status and the "
+          "metrics, and no longer once it is out") {
+  // probe_spin_step's run() takes 1.5 s for step 99 (2,000 units: the serving thread's to compute),
+  // and no time for the example the load timed. Before: status said "health ok" throughout.
+  EngineChild engine(binary(), unique_segment_name("stuck"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "1", "--heartbeat-ms", "10", "--strategy",
+                      module("probe_spin_step")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const DataHeader& header = client->segment().header();
+  CHECK(header.strategies_at_workers.load() == 0u);
+  std::thread stuck([&] {
+    ResponseSlot answer{};
+    CHECK(backtest(*client, 1, params(99), answer) == Status::ok);
+  });
+  bool seen = false;
+  for (int i = 0; i < 150 && !seen; ++i) {
+    seen = header.serving_stuck_ns.load() > 0;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(seen);
+  CHECK(header.serving_stuck_strategy.load() == 1u);
+  std::string metrics;
+  FILE* pipe = ::popen((binary() + " status --prometheus --name " + engine.name() + " 2>&1").c_str(), "r");
+  char buffer[512];
+  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) metrics += buffer;
+  if (pipe != nullptr) ::pclose(pipe);
+  const std::string gauge = "state=\"serving_thread_stuck_ms\"} ";
+  const auto at = metrics.find(gauge);
+  CHECK_MESSAGE((at != std::string::npos && std::stol(metrics.substr(at + gauge.size())) > 0), metrics);
+  CHECK_MESSAGE(metrics.find("ipcfloor_serving_thread_stalls_total{") != std::string::npos, metrics);
+  stuck.join();
+  bool cleared = false;
+  for (int i = 0; i < 100 && !cleared; ++i) {
+    cleared = header.serving_stuck_ns.load() == 0;
+    if (!cleared) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(cleared);
+  CHECK(header.serving_stalls.load() == 1u);
+}
+
 TEST_CASE("two clients sweeping two strategies at once each get the in-process sweep's answers bit for bit") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "20000", "--workers", "1", "--strategy", module("sma_cross"),
                       "--strategy", module("donchian")});
   REQUIRE(engine.up());
