@@ -7,7 +7,9 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -165,7 +167,21 @@ class Raw {
     REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
     return raw;
   }
-  Raw(Raw&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  // From the loopback address `source` (127.0.0.2, ...): a peer of another address.
+  static Raw to_tcp_from(std::uint16_t port, const char* source) {
+    Raw raw(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    REQUIRE(inet_pton(AF_INET, source, &from.sin_addr) == 1);
+    REQUIRE(bind(raw.fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    return raw;
+  }
+  Raw(Raw&& other) noexcept : fd_(std::exchange(other.fd_, -1)), pending_(std::move(other.pending_)) {}
   ~Raw() {
     if (fd_ >= 0) close(fd_);
   }
@@ -1388,6 +1404,48 @@ TEST_CASE("one TCP address holds at most max_per_peer connections: a newcomer pa
   CHECK(owner.echo_params(Combo{5, 5, 5, 5, 5, 5}).has_value());
   CHECK(first.echo_params(Combo{6, 6, 6, 6, 6, 6}).has_value());
   CHECK(second.echo_params(Combo{7, 7, 7, 7, 7, 7}).has_value());
+}
+
+TEST_CASE("connections that are never idle from two TCP addresses cannot lock a third address out: the last slots "
+          "are kept for peers that hold none") {
+  SocketServerOptions options;
+  options.max_connections = 20;  // 16 for peers that are not the owner (4 kept for it), 4 of those for new peers
+  LocalServer local(options);
+  // Two addresses connect eight times each and keep every connection busy with requests. Before:
+  // they held all 16 slots, none idle, and a newcomer from a third address was refused.
+  std::vector<Raw> busy;
+  for (const char* source : {"127.0.0.2", "127.0.0.3"})
+    for (int i = 0; i < 8; ++i) busy.push_back(Raw::to_tcp_from(local.server().tcp_port(), source));
+  std::atomic<bool> stop{false};
+  std::atomic<int> kept{0};
+  std::thread hammer([&] {
+    const auto frame = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+    std::vector<bool> open(busy.size(), true);
+    while (!stop.load()) {
+      int alive = 0;
+      for (std::size_t i = 0; i < busy.size(); ++i) {
+        if (!open[i]) continue;
+        const auto reply = busy[i].send_all(frame) ? busy[i].read_frame(2000ms) : std::nullopt;
+        open[i] = reply.has_value() && !as_error(reply).has_value();
+        alive += open[i] ? 1 : 0;
+      }
+      kept.store(alive);
+    }
+  });
+  REQUIRE(eventually([&] { return kept.load() > 0 && local.server().stats().connections_accepted >= 12; }));
+  std::this_thread::sleep_for(200ms);
+  int served = 0;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto client = local.client(Via::tcp, 2000ms);  // from 127.0.0.1
+    if (client.echo_params(Combo{attempt, 1, 1, 1, 1, 1}).has_value()) ++served;
+  }
+  stop.store(true);
+  hammer.join();
+  MESSAGE("the two busy addresses kept " << kept.load() << " connections; a third address was served " << served
+                                         << " times of 10");
+  CHECK(served == 10);
+  CHECK(kept.load() <= 12);  // the two addresses share 12 of the 16 slots
+  CHECK(local.rejected(SocketError::too_many_connections) > 0);
 }
 
 TEST_CASE("a frame trickling one byte every 70 ms is dropped as stalled by the floor rate, long before the frame "
