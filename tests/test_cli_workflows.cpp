@@ -18,6 +18,7 @@
 
 #include "bench/engine_child.hpp"
 #include "common/affinity.hpp"
+#include "shm/segment.hpp"
 #include "tests/cli_harness.hpp"
 
 using namespace ipcfloor;
@@ -126,6 +127,40 @@ TEST_CASE("feed --data on a live engine appends after the bars the engine holds,
   CHECK(bad.code == 3);
   CHECK_MESSAGE(contains(bad.err, "standard input: line 3: the close cell 'abc' is not a number"), bad.err);
   CHECK_MESSAGE(contains(bad.err, "2 bars appended before it; the series now holds 1014 bars"), bad.err);
+}
+
+TEST_CASE("a paced feed stops at once on SIGINT or SIGTERM during its pause, and appends nothing after the signal") {
+  const TempDir dir;
+  const std::string preloaded = dir.file("pre.f64"), longer = dir.file("longer.f64");
+  REQUIRE(run({"gen", "--bars", "1000", "--seed", "3", "-o", preloaded}).code == 0);
+  REQUIRE(run({"gen", "--bars", "1100", "--seed", "3", "-o", longer}).code == 0);
+  const std::string name = unique_name("paced");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--data", preloaded, "--live"});
+  REQUIRE(engine.up());
+  AttachOptions observer;
+  observer.role = HandoffRole::observer;
+  auto segment = Attachment::attach(name, observer);
+  REQUIRE(segment.has_value());
+  const auto published = [&] { return segment->header().bars_published.load(); };
+  for (const int signal : {SIGINT, SIGTERM}) {
+    CAPTURE(signal);
+    const std::uint64_t before = published();
+    const int null = ::open("/dev/null", O_RDONLY);
+    Background feed({"feed", "--name", name, "--data", longer, "--rate", "1"}, null);  // a bar, then a second
+    ::close(null);
+    for (int i = 0; i < 500 && published() == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(published() > before);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // well inside the pause
+    const std::uint64_t at_signal = published();
+    const auto sent = std::chrono::steady_clock::now();
+    CHECK(feed.finish(signal) == 128 + signal);
+    const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past where the pause would have ended
+    // Before: feed slept out its pause (some 900 ms) and appended one more bar.
+    CHECK(published() == at_signal);
+    CHECK(took_ms < 400.0);
+    CHECK_MESSAGE(contains(feed.out(), "(interrupted)"), feed.out());
+  }
 }
 
 TEST_CASE("CSV follows one rule: --column picks a vendor's column, and a headerless single column is a series for "
