@@ -132,7 +132,8 @@ Expected<UniqueFd> open_strategy_file(const std::string& path, const std::string
       push_front_components(todo, to);
       if (to.front() == '/') {
         dir.reset(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-        where = "/";
+        where.clear();  // not `= "/"`: GCC 12 sees a false -Wrestrict overlap in that assignment
+        where.push_back('/');
       }
       continue;
     }

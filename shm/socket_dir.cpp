@@ -32,18 +32,20 @@ Expected<void> check_ancestors(const std::string& dir) {
     struct stat info {};
     if (::fstat(opened.get(), &info) != 0)
       return fail(ErrorCode::io, "cannot inspect {}, above the socket directory {}: {}", folder, dir, std::strerror(errno));
-    const uid_t me = ::geteuid();
-    if (info.st_uid != me && info.st_uid != 0)
-      return fail(ErrorCode::permission,
-                  "the socket directory {} is inside {}, which belongs to uid {}: that user could swap the socket "
-                  "directory for another one; use a directory whose every folder above belongs to uid {} or root",
-                  dir, folder, info.st_uid, me);
-    if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (info.st_mode & S_ISVTX) == 0)
-      return fail(ErrorCode::permission,
-                  "the socket directory {} is inside {} (mode {:04o}), which other users may write without the sticky "
-                  "bit: they could swap the socket directory for another one; use a directory under folders only you "
-                  "(or root) can write",
-                  dir, folder, info.st_mode & 07777);
+    switch (directory_trust(info)) {
+      case DirectoryTrust::trusted: break;
+      case DirectoryTrust::other_owner:
+        return fail(ErrorCode::permission,
+                    "the socket directory {} is inside {}, which belongs to uid {}: that user could swap the socket "
+                    "directory for another one; use a directory whose every folder above belongs to uid {} or root",
+                    dir, folder, info.st_uid, ::geteuid());
+      case DirectoryTrust::others_write:
+        return fail(ErrorCode::permission,
+                    "the socket directory {} is inside {} (mode {:04o}), which other users may write without the "
+                    "sticky bit: they could swap the socket directory for another one; use a directory under folders "
+                    "only you (or root) can write",
+                    dir, folder, info.st_mode & 07777);
+    }
   }
   return {};
 }

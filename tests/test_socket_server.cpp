@@ -158,22 +158,17 @@ class Raw {
     REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
     return raw;
   }
-  static Raw to_tcp(std::uint16_t port) {
-    Raw raw(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    return raw;
-  }
-  // From the loopback address `source` (127.0.0.2, ...): a peer of another address.
+  static Raw to_tcp(std::uint16_t port) { return to_tcp_from(port, nullptr); }
+  // From the loopback address `source` (127.0.0.2, ...; null: the kernel's choice): a peer of
+  // another address.
   static Raw to_tcp_from(std::uint16_t port, const char* source) {
     Raw raw(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    REQUIRE(inet_pton(AF_INET, source, &from.sin_addr) == 1);
-    REQUIRE(bind(raw.fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      REQUIRE(inet_pton(AF_INET, source, &from.sin_addr) == 1);
+      REQUIRE(bind(raw.fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
