@@ -61,10 +61,12 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, const StrategySet& st
 
 void ShmServer::scan_lanes() noexcept {
   passes_since_scan_ = 0;
-  const std::uint64_t before = lanes_.active();
   const std::uint64_t let_go = lanes_.scan();
   if (let_go != 0 && live_) live_->lanes_left(let_go);
-  if (lanes_.active() == before) return;
+  // Against the lanes the client tables were made for: a lane quarantined between two scans
+  // leaves the served set without a scan.
+  if (lanes_.active() == clients_of_) return;
+  clients_of_ = lanes_.active();
   // Which process holds each lane: the keeper recorded it before it activated the lane.
   for (std::uint64_t& lanes : client_lanes_) lanes = 0;
   for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
@@ -87,7 +89,7 @@ void ShmServer::start_turns() noexcept {
   for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
     const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
     if (client_of_[i] != i) continue;
-    turns_left_[i] = client_lanes_[i];
+    turns_left_[i] = client_lanes_[i] & lanes_.active();
     turn_at_[i] = last_heavy_[i];
     turns_of_round_[i] = turns_round_;
   }

@@ -160,6 +160,7 @@ class ShmServer {
   // The client each lane belongs to: the lowest lane held by the same process. A heavy start is
   // rationed per client.
   std::uint32_t client_of_[kMaxLanes] = {};
+  std::uint64_t clients_of_ = 0;                // the served lanes client_of_ and client_lanes_ describe
   std::uint64_t client_lanes_[kMaxLanes] = {};  // by client (its lowest lane): the lanes it holds
   std::uint32_t last_heavy_[kMaxLanes] = {};    // by client: the lane its last heavy start went to
   std::uint64_t turns_left_[kMaxLanes] = {};    // by client: its lanes this round has not visited
