@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <latch>
 #include <limits>
 #include <cmath>
 #include <cstdio>
@@ -1707,6 +1708,9 @@ TEST_CASE("the memory cap under eight threads growing and shrinking at once neve
   std::atomic<std::uint64_t> peak{0};
   std::atomic<std::uint64_t> refusals{0};
   std::atomic<std::uint64_t> failed_shrinks{0};
+  // A holder gives its last bytes back only once every holder is done: on a loaded host the
+  // threads may well run one after another, and the cap must still see them together.
+  std::latch finished(8);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
@@ -1731,6 +1735,7 @@ TEST_CASE("the memory cap under eight threads growing and shrinking at once neve
         while (now > seen && !peak.compare_exchange_weak(seen, now)) {
         }
       }
+      finished.arrive_and_wait();
       admitted.fetch_sub(held);
       if (cap.resize(held, 0, kMemoryForRequest)) failed_shrinks.fetch_add(1);
     });
