@@ -1,6 +1,7 @@
 #include "app/live_commands.hpp"
 
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,6 +36,20 @@ std::atomic<int> g_interrupt_signal{0};
 void on_interrupt(int signal_number) {  // seq_cst: a signal handler's flags
   g_interrupt_signal.store(signal_number);
   g_interrupted.store(true);
+}
+
+// Waits until `due` unless SIGINT or SIGTERM comes first (false then). The handler's interruption
+// ends a sleep at once; a signal that lands just before a sleep begins is seen within one slice.
+bool pause_until(std::chrono::steady_clock::time_point due) {
+  constexpr auto kSlice = std::chrono::milliseconds(20);
+  while (!g_interrupted.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= due) return true;
+    const auto nap = std::chrono::duration_cast<std::chrono::nanoseconds>(std::min<std::chrono::steady_clock::duration>(due - now, kSlice));
+    const timespec pause{static_cast<time_t>(nap.count() / 1'000'000'000), static_cast<long>(nap.count() % 1'000'000'000)};
+    ::nanosleep(&pause, nullptr);  // EINTR when the handler ran: the loop looks at the flag
+  }
+  return false;
 }
 
 // The exit code of a command a signal stopped: 128 + its number, as a shell reports it.
@@ -232,10 +247,10 @@ int run_feed_command(const FeedOptions& options) {
       return exit_code_for(close.error().code);
     }
     if (!*close) break;
-    if (options.rate > 0) {
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                std::chrono::duration<double>(static_cast<double>(appended) / options.rate)));
-    }
+    if (options.rate > 0 &&
+        !pause_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(static_cast<double>(appended) / options.rate))))
+      break;  // a signal came during the pause: nothing more is appended
     ResponseSlot answer{};
     const CallStatus status = client->append(**close, monotonic_ns(), answer);
     if (status != CallStatus::ok) return engine_failure("feed", *client, status);

@@ -1,12 +1,14 @@
 #include "app/serve_command.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -252,14 +254,23 @@ std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSer
 
 // Every --strategy, loaded and checked (include/ipcfloor/strategy.h); the first refusal ends serve
 // with exit 6, naming the file and the reason.
+// While they load, SIGINT and SIGTERM end serve at once (their default action): a self-check runs
+// the researcher's code, nothing is served or made yet, and the keeper that takes the signals
+// later does not exist. No thread starts meanwhile.
 Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOptions& options) {
   auto catalog = std::make_shared<StrategyCatalog>();
+  if (options.strategies.empty()) return catalog;
   const auto check_close = strategy_check_series();
   if (!check_close) return std::unexpected(check_close.error());
+  unblock_stop_signals();
   for (const std::string& path : options.strategies) {
     auto loaded = catalog->load(path, *check_close);
-    if (!loaded) return std::unexpected(loaded.error());
+    if (!loaded) {
+      block_stop_signals();
+      return std::unexpected(loaded.error());
+    }
   }
+  block_stop_signals();
   return catalog;
 }
 
@@ -425,12 +436,44 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
   return facts;
 }
 
+// The descriptors the engine may need at once for its clients, which the metrics port must never
+// take: per lane its lease, its lane object and the one that replaces it; the keeper's 64
+// connections that hold no lane and its spare; the socket server's connections; and 64 for the
+// segment, listeners, signalfd, log and the rest.
+int engine_descriptors(const ServeOptions& options) {
+  const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
+  const std::size_t lanes = options.shm ? options.lanes : 0;
+  return static_cast<int>(3 * lanes + 64 + 1 + (sockets ? options.max_connections : 0) + 64);
+}
+
+// Descriptors this process has open now.
+std::size_t open_descriptors() {
+  std::error_code ec;
+  std::size_t count = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++count;
+  return count;
+}
+
 // `--metrics`: the exposition over HTTP on housekeeping threads, off the serving cpu. Null when
-// not asked for.
+// not asked for. Its connections fit in what RLIMIT_NOFILE leaves beside the engine's own.
 Expected<std::unique_ptr<MetricsServer>> start_metrics(const ServeOptions& options, int serving_cpu) {
   if (options.metrics.empty()) return std::unique_ptr<MetricsServer>();
   MetricsConfig config{options.metrics, options.name, options.socket_dir, allowed_cpus()};
   if (config.cpus.size() > 1) std::erase(config.cpus, serving_cpu);
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  config.limits.descriptor_reserve = engine_descriptors(options);
+  // The port's own: its listener, the gate's eventfd and the workers' scrapes (an observer each).
+  constexpr std::size_t kPortOwn = 8;
+  const std::size_t room = MetricsGate::connections_within(files.rlim_cur, config.limits.descriptor_reserve,
+                                                           open_descriptors() + kPortOwn, config.limits.max_connections);
+  if (room < config.limits.workers)
+    return fail(ErrorCode::resource, "--metrics {}: RLIMIT_NOFILE {} leaves no room for the metrics port beside the {} "
+                "descriptors the engine keeps for its clients; raise it (ulimit -n, or LimitNOFILE= in the unit)",
+                options.metrics, files.rlim_cur, config.limits.descriptor_reserve);
+  config.limits.max_connections = room;
   return MetricsServer::start(config);
 }
 

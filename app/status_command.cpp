@@ -216,8 +216,12 @@ nlohmann::json strategy_table_json(const Attachment& segment) {
     for (std::uint32_t k = 0; k < entry.param_count; ++k) params.push_back(std::string(entry.param_names[k]));
     nlohmann::json example = nlohmann::json::array();
     for (std::uint32_t k = 0; k < entry.param_count; ++k) example.push_back(entry.example[k]);
+    const DataHeader& h = segment.header();
+    // relaxed: written once at start, for people.
+    const bool at_workers = i < 32 && ((h.strategies_at_workers.load(std::memory_order_relaxed) >> i) & 1U) != 0;
     nlohmann::json item{{"index", i}, {"name", std::string(entry.name)}, {"params", params}, {"example", example},
-                        {"live", entry.live != 0}};
+                        {"live", entry.live != 0}, {"workers_only", at_workers},
+                        {"slowdown_at_load", i < kMaxStrategies ? h.strategy_slowdown[i] : 0U}};
     if (entry.live != 0)
       item["values"] = nlohmann::json::array({std::string(entry.value_names[0]), std::string(entry.value_names[1])});
     table.push_back(std::move(item));
@@ -238,7 +242,9 @@ nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
       {"live_bar_waiting_on_stalled_worker", h.live_bar_waiting.load(std::memory_order_relaxed)},
       {"lanes_quarantined", quarantined},
       {"not_locked_in_ram", h.locked == 0 ? 1 : 0},
+      {"serving_thread_stuck_ms", h.serving_stuck_ns.load(std::memory_order_relaxed) / 1'000'000},
       {"jobs_taken_back_total", h.jobs_reclaimed.load(std::memory_order_relaxed)},
+      {"serving_thread_stalls_total", h.serving_stalls.load(std::memory_order_relaxed)},
   };
 }
 
@@ -427,10 +433,13 @@ std::string prometheus_exposition(std::string_view engine, const nlohmann::json*
   // on one needs no absent() rule.
   out.family("ipcfloor_degraded", "gauge", "a degraded state the engine is in now (the count of what it concerns)");
   for (const auto& [state, value] : s["degraded"].items())
-    if (state != "jobs_taken_back_total")
+    if (!state.ends_with("_total"))
       out.sample("ipcfloor_degraded", value.get<std::uint64_t>(), fmt::format("state=\"{}\"", state));
   scalar("ipcfloor_jobs_taken_back_total", "counter", "jobs taken back from stalled workers and computed elsewhere",
          s["degraded"]["jobs_taken_back_total"].get<std::uint64_t>());
+  scalar("ipcfloor_serving_thread_stalls_total", "counter",
+         "BACKTESTs that held the serving thread past the limit their cost allows",
+         s["degraded"]["serving_thread_stalls_total"].get<std::uint64_t>());
   per_lane(out, s["lanes"], "ipcfloor_requests_total", "counter", "requests answered, per lane", "requests");
   per_lane(out, s["lanes"], "ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane",
            "bad_frames");
@@ -502,9 +511,13 @@ void print_engine_text(const nlohmann::json& s) {
 // The strategies, every degraded state and where the serving thread runs.
 void print_health_text(const nlohmann::json& s) {
   for (const auto& strategy : s["strategies"])
-    fmt::print("strategy  {} {} ({}){}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
+    fmt::print("strategy  {} {} ({}){}{}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
                fmt::join(strategy["params"].get<std::vector<std::string>>(), ", "),
-               strategy["live"].get<bool>() ? "; streams signals" : "");
+               strategy["live"].get<bool>() ? "; streams signals" : "",
+               strategy["workers_only"].get<bool>()
+                   ? fmt::format("; runs at a worker only (at load its run() took {}x the built-in's time per work "
+                                 "unit)", strategy["slowdown_at_load"].get<std::uint32_t>())
+                   : std::string());
   std::string degraded;
   const auto& d = s["degraded"];
   if (d["workers_stalled"].get<std::uint64_t>() != 0)
@@ -515,6 +528,9 @@ void print_health_text(const nlohmann::json& s) {
   if (d["lanes_quarantined"].get<std::uint64_t>() != 0)
     degraded += fmt::format("; {} lane(s) quarantined", d["lanes_quarantined"].get<std::uint64_t>());
   if (d["not_locked_in_ram"].get<std::uint64_t>() != 0) degraded += "; the data is not locked in RAM";
+  if (d["serving_thread_stuck_ms"].get<std::uint64_t>() != 0)
+    degraded += fmt::format("; the serving thread has been inside one BACKTEST for {} ms, past what its cost allows "
+                            "(every client waits)", d["serving_thread_stuck_ms"].get<std::uint64_t>());
   fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
              degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
   const auto& placement = s["placement"];

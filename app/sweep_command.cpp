@@ -266,10 +266,12 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
     while (!rows.runnable(from)) ++from;
     return from;
   };
+  Combo asked{};  // the request's combo: its payload must outlive the request's packing
   const auto request = [&](std::size_t) {
     const std::size_t at = next_runnable(requested);
     requested = at + 1;
-    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index), payload_of(rows.plan->combo(at))};
+    asked = rows.plan->combo(at);
+    return SweepRequest{Opcode::backtest, request_flags(series_index, strategy.index), payload_of(asked)};
   };
   const auto take = [&](std::size_t, const ResponseSlot& answer) {
     const std::size_t at = next_runnable(emitted);

@@ -62,7 +62,9 @@ Verdict Admission::admit_backtest(const RequestSlot& request) const noexcept {
       verdict.route = Verdict::Route::backtest;
       verdict.strategy = strategy;
       verdict.close = series_[series];
-      verdict.heavy = verdict.cost >= config_.inline_cost;
+      // A strategy timed at load far slower than its cost says is never computed on the serving
+      // thread (kernel/strategy_timing.hpp): where it runs, not whether or what.
+      verdict.heavy = verdict.cost >= config_.inline_cost || strategy->workers_only();
     }
   }
   return verdict;

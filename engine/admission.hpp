@@ -33,7 +33,8 @@ struct Verdict {
   const Strategy* strategy = nullptr;
   std::span<const double> close;
   std::uint64_t cost = 0;
-  bool heavy = false;  // a BACKTEST that costs at least the inline bound: for a worker
+  bool heavy = false;  // a BACKTEST that costs at least the inline bound, or of a strategy that runs
+                       // at a worker only: for a worker
   // window_out_of_range: 1 + the parameter the strategy refused (Strategy::refusal), and the bars
   // it was judged against; the answer carries both (extra[0], extra[1]) for the client's message.
   std::uint32_t refused_param = 0;

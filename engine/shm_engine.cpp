@@ -83,6 +83,32 @@ std::vector<StrategyEntry> strategy_entries(const StrategySet& strategies) {
   return entries;
 }
 
+// A strategy timed at load far slower than its cost says runs at a worker only: without workers
+// it would have nowhere to run but the serving thread.
+Expected<void> check_workers_for(const StrategySet& strategies, const ShmEngineConfig& config) {
+  if (!config.worker_cpus.empty()) return {};
+  for (const Strategy& strategy : strategies.all())
+    if (strategy.workers_only())
+      return fail(ErrorCode::strategy,
+                  "strategy {}: at load its run() took {:.0f} times the built-in's time per work unit its cost() "
+                  "counts, so it runs at a worker only, and --workers 0 leaves none: give it workers, or fix its "
+                  "cost()", strategy.name(), strategy.timing().slowdown);
+  return {};
+}
+
+// Which strategies run at a worker only, and how much slower per unit than the built-in each one
+// measured at load: for status.
+void record_strategy_timing(DataHeader& header, const StrategySet& strategies) {
+  std::uint32_t at_workers = 0;
+  for (const Strategy& strategy : strategies.all()) {
+    if (strategy.workers_only()) at_workers |= std::uint32_t{1} << strategy.index();
+    header.strategy_slowdown[strategy.index()] =
+        static_cast<std::uint32_t>(std::min(strategy.timing().slowdown + 0.5, 4e9));
+  }
+  // relaxed: for people; written before any client can have attached.
+  header.strategies_at_workers.store(at_workers, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu)
@@ -96,6 +122,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // exists: the segment's objects, the kernel workspaces and, live, the subscription book.
   if (!config.strategies) config.strategies = std::make_shared<const StrategyCatalog>();
   const StrategySet& strategies = config.strategies->set();
+  if (auto placed = check_workers_for(strategies, config); !placed) return std::unexpected(placed.error());
   std::vector<MemoryNeed> needs = live_book_needs(config);
   needs.push_back(workspace_need(config, strategies));
   if (auto fits = Segment::check_memory(config.segment, needs); !fits) return std::unexpected(fits.error());
@@ -140,6 +167,7 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   auto server = ShmServer::make(e.segment_, e.lanes_.lanes(), strategies, e.telemetry_, server_config);
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
+  record_strategy_timing(e.segment_.header(), strategies);
   if (auto workers = e.start_workers(config); !workers) return std::unexpected(workers.error());
 
   // The serving thread pins itself before its first poll; setup results come back through
@@ -218,8 +246,9 @@ void ShmEngine::watch_workers() noexcept {
   const std::uint32_t stalled = pool_->health(TscClock::now());
   if (stalled > workers_stalled_)
     events_.note({EngineEvent::Kind::warning, 0, 0, 0, 0,
-          fmt::format("{} of {} workers are stuck on a job far past its cost's limit; their jobs were answered "
-                      "engine_error and they get no more work until they return",
+          fmt::format("{} of {} workers have held a job far past its cost's limit (the host does not run them): "
+                      "their backtests are computed elsewhere (on another worker, else the serving thread), a live "
+                      "bar's share waits for its worker, and they get no more work until they run again",
                       stalled, pool_->size())});
   workers_stalled_ = stalled;
   DataHeader& header = segment_.header();
@@ -270,7 +299,35 @@ void ShmEngine::service() noexcept {
     segment_.header().heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
     next_beat_ = now + std::chrono::nanoseconds(segment_.header().heartbeat_interval_ns);
     watch_workers();
+    watch_serving();
   }
+}
+
+void ShmEngine::watch_serving() noexcept {
+  const ServingWatch& watch = server_->watch();
+  // acquire: pairs with the serving thread's release store of `since` (ShmServer::answer).
+  const std::uint64_t since = watch.since.load(std::memory_order_acquire);
+  const std::uint64_t now = TscClock::now();
+  // relaxed: published by the acquire load above.
+  const std::uint64_t cost = watch.cost.load(std::memory_order_relaxed);
+  const std::uint32_t strategy = watch.strategy.load(std::memory_order_relaxed);
+  const double in_ns = since != 0 && now > since ? static_cast<double>(now - since) * ns_per_tick_ : 0.0;
+  const bool stuck = in_ns > static_cast<double>(serving_stall_limit_ns(cost));
+  DataHeader& header = segment_.header();
+  // relaxed (all): for people.
+  if (stuck && since != serving_stuck_since_) {
+    serving_stuck_since_ = since;
+    relaxed_increment(header.serving_stalls);
+    const Strategy* held = strategies_->set().at(strategy);
+    events_.note({EngineEvent::Kind::warning, 0, 0, 0, 0,
+                  fmt::format("the serving thread has been inside one BACKTEST of strategy {} for {:.0f} ms, past "
+                              "the {:.0f} ms its cost of {} units allows: every client waits meanwhile (a strategy "
+                              "whose cost() understates its run() holds the engine)",
+                              held != nullptr ? held->name() : std::string_view("?"), in_ns / 1e6,
+                              static_cast<double>(serving_stall_limit_ns(cost)) / 1e6, cost)});
+  }
+  header.serving_stuck_strategy.store(stuck ? strategy : 0, std::memory_order_relaxed);
+  header.serving_stuck_ns.store(stuck ? static_cast<std::uint64_t>(in_ns) : 0, std::memory_order_relaxed);
 }
 
 void ShmEngine::stop() noexcept {

@@ -136,6 +136,9 @@ class ShmEngine {
   [[nodiscard]] Expected<void> start_workers(const ShmEngineConfig& config);
   // Once a heartbeat: stalled workers are reported and counted in the header.
   void watch_workers() noexcept;
+  // Once a heartbeat: a serving thread inside one BACKTEST past serving_stall_limit_ns is reported
+  // and shown in the header (degraded).
+  void watch_serving() noexcept;
 
   Segment segment_;
   WaitMode wait_;
@@ -149,6 +152,7 @@ class ShmEngine {
   std::unique_ptr<WorkerPool> pool_;
   std::vector<int> worker_cpus_;
   std::uint32_t workers_stalled_ = 0;  // at the last watch_workers; keeper thread only
+  std::uint64_t serving_stuck_since_ = 0;  // the stuck request last reported; keeper thread only
   std::atomic<bool> stop_{false};
   std::thread serving_;
   std::chrono::steady_clock::time_point next_beat_{};

@@ -61,11 +61,14 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, const StrategySet& st
 
 void ShmServer::scan_lanes() noexcept {
   passes_since_scan_ = 0;
-  const std::uint64_t before = lanes_.active();
   const std::uint64_t let_go = lanes_.scan();
   if (let_go != 0 && live_) live_->lanes_left(let_go);
-  if (lanes_.active() == before) return;
+  // Against the lanes the client tables were made for: a lane quarantined between two scans
+  // leaves the served set without a scan.
+  if (lanes_.active() == clients_of_) return;
+  clients_of_ = lanes_.active();
   // Which process holds each lane: the keeper recorded it before it activated the lane.
+  for (std::uint64_t& lanes : client_lanes_) lanes = 0;
   for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
     const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
     const std::int32_t pid = segment_.lane_status(i).owner_pid;
@@ -77,7 +80,32 @@ void ShmServer::scan_lanes() noexcept {
         break;
       }
     }
+    client_lanes_[client_of_[i]] |= std::uint64_t{1} << i;
   }
+}
+
+void ShmServer::start_turns() noexcept {
+  ++turns_round_;
+  for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
+    const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
+    if (client_of_[i] != i) continue;
+    turns_left_[i] = client_lanes_[i] & lanes_.active();
+    turn_at_[i] = last_heavy_[i];
+    turns_of_round_[i] = turns_round_;
+  }
+}
+
+std::uint32_t ShmServer::take_turn(std::uint32_t slot) noexcept {
+  const std::uint32_t client = client_of_[slot];
+  const std::uint64_t left = turns_of_round_[client] == turns_round_ ? turns_left_[client] : 0;
+  if (left == 0) return slot;  // a client the round began without (a scan since): in its own place
+  // The first lane left after the one visited last, wrapping.
+  const std::uint32_t after = turn_at_[client] + 1;
+  const std::uint64_t above = after >= 64 ? 0 : left & (~std::uint64_t{0} << after);
+  const auto lane = static_cast<std::uint32_t>(std::countr_zero(above != 0 ? above : left));
+  turns_left_[client] = left & ~(std::uint64_t{1} << lane);
+  turn_at_[client] = lane;
+  return lane;
 }
 
 ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept {
@@ -87,11 +115,15 @@ ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request,
   }
   if (verdict.route != Verdict::Route::backtest || !verdict.heavy) return Plan::here;
   const std::uint64_t client = std::uint64_t{1} << client_of_[index];
-  // Its client's heavy start of this round is used, or no worker is free: asked again later.
-  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle())) return Plan::wait;
+  // Its client's heavy start of this round is used, or no worker is free: asked again later. When
+  // every worker is stalled (the host does not run them), it is computed here, as a job taken back
+  // from one is: waiting would wait for the host.
+  const bool stalled = workers_.all_stalled();
+  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle() && !stalled)) return Plan::wait;
   heavy_clients_ |= client;
+  last_heavy_[client_of_[index]] = index;
   round_start_ = next_other_client(index);
-  return workers_.any() ? Plan::worker : Plan::here;
+  return workers_.any() && !stalled ? Plan::worker : Plan::here;
 }
 
 std::uint32_t ShmServer::next_other_client(std::uint32_t index) const noexcept {
@@ -120,7 +152,17 @@ Status ShmServer::answer(std::uint32_t index, const RequestSlot& request, const 
                          ResponseSlot& response) noexcept {
   if (verdict.route == Verdict::Route::live) return live_->serve(index, request, response);
   const ServedLane& lane = lanes_[index];
-  return answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  if (verdict.route != Verdict::Route::backtest)
+    return answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  // relaxed: published by the release store of `since` (ServingWatch).
+  watch_.cost.store(verdict.cost, std::memory_order_relaxed);
+  watch_.strategy.store(verdict.strategy->index(), std::memory_order_relaxed);
+  // release: publishes cost and strategy; pairs with the acquire load in ShmEngine::watch_serving.
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
+  const Status status = answer_here(verdict, request, fee_, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response);
+  // relaxed: the keeper only compares it with zero; a late clear shows one heartbeat's age at most.
+  watch_.since.store(0, std::memory_order_relaxed);
+  return status;
 }
 
 std::size_t ShmServer::serve_call(std::uint32_t index) noexcept {
@@ -269,7 +311,12 @@ bool ShmServer::take_back(const WorkerJob& job) noexcept {
   // No other worker is free: the combo is computed here, as without workers (one combo, bounded
   // by --max-frame-cost), so a busy host never turns a valid request into an error.
   WorkerDone done;
+  // relaxed, release: as in answer().
+  watch_.cost.store(job.cost, std::memory_order_relaxed);
+  watch_.strategy.store(job.strategy != nullptr ? job.strategy->index() : 0, std::memory_order_relaxed);
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
   job.runner->run(job, workspace_, done);
+  watch_.since.store(0, std::memory_order_relaxed);  // relaxed: as in answer()
   done.ticket = job.ticket;
   finish(done);
   return true;
@@ -309,11 +356,13 @@ std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
   std::size_t served = 0;
   heavy_clients_ = 0;
   const std::uint32_t start = round_start_ >= lanes_.count() ? 0 : round_start_;
-  // The served lanes from `start` up, then those below it: each visited once.
+  // The served lanes from `start` up, then those below it: each place visited once, by its
+  // client's lane in turn.
   const std::uint64_t from_start = lanes_.active() & (~std::uint64_t{0} << start);
+  start_turns();
   for (const std::uint64_t part : {from_start, lanes_.active() & ~from_start}) {
     for (std::uint64_t pending = part; pending != 0; pending &= pending - 1) {
-      const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+      const auto i = take_turn(static_cast<std::uint32_t>(std::countr_zero(pending)));
       if (!lanes_.served(i)) continue;  // let go of during this round
       served += serve_call(i);
       if (lanes_.served(i)) served += serve_ring(i);

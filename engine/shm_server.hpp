@@ -18,7 +18,9 @@
 // a client gets at most one heavy request started per round, whatever number of lanes it holds,
 // and the next round starts at the first lane of another client, so a client that floods the
 // engine from any number of lanes delays another client's request by at most one combo per
-// worker (the combos already running). With no workers (`serve
+// worker (the combos already running). Within a client's share its lanes take turns: a round
+// visits the client's lanes from the one after the lane its last heavy start went to, so no lane
+// of an active client waits longer than one turn of each of its other lanes. With no workers (`serve
 // --workers 0`) heavy requests run on this thread, one per client per round, and between two of
 // them the loop serves every lane's exchange line and looks for new lanes.
 //
@@ -47,6 +49,26 @@
 #include "shm/wait_strategy.hpp"
 
 namespace ipcfloor {
+
+// What the keeper watches of the serving thread: the BACKTEST it is computing itself now (its
+// TSC start, cost and strategy), so that a request that holds it far past what its cost allows
+// shows as degraded. One line of its own: written twice per inline BACKTEST, read once a heartbeat.
+struct alignas(kRingLineBytes) ServingWatch {
+  // release: publishes cost and strategy; pairs with the acquire load in ShmEngine::watch_serving.
+  std::atomic<std::uint64_t> since{0};  // TSC when it began; 0: none in progress
+  std::atomic<std::uint64_t> cost{0};
+  std::atomic<std::uint32_t> strategy{0};
+};
+
+// How long the serving thread may be inside one BACKTEST before it counts as stuck: 250 ms plus
+// 2 ns per work unit (a request it computes itself costs under --inline-cost, a millisecond or
+// two), ten times that in a sanitizer build (kStallLimitScale). A fault limit for `status`, never
+// a verdict on a request.
+[[nodiscard]] constexpr std::uint64_t serving_stall_limit_ns(std::uint64_t cost) noexcept {
+  constexpr std::uint64_t kBase = 250'000'000ULL * kStallLimitScale;
+  constexpr std::uint64_t kCap = ~std::uint64_t{0} / 4;
+  return cost >= kCap / 2 ? kCap : kBase + 2 * kStallLimitScale * cost;
+}
 
 struct ShmServerConfig {
   WaitMode mode = WaitMode::spin;
@@ -82,6 +104,8 @@ class ShmServer {
   // True when some lane has a request, a worker has an answer, or the keeper changed a lane.
   // Serving thread only.
   [[nodiscard]] bool has_work() noexcept;
+  // The request the serving thread computes itself now, for the keeper.
+  [[nodiscard]] const ServingWatch& watch() const noexcept { return watch_; }
 
  private:
   // Where one request goes, as admission and the loop's rationing decide.
@@ -102,6 +126,10 @@ class ShmServer {
   [[nodiscard]] Plan plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept;
   // The lane the round after a heavy start on lane `index` begins at (see the fairness rule above).
   [[nodiscard]] std::uint32_t next_other_client(std::uint32_t index) const noexcept;
+  // The lane a round visits in the place of lane `slot`: its client's next lane in turn (see the
+  // fairness rule above). Call once per slot of the round, after start_turns().
+  void start_turns() noexcept;
+  [[nodiscard]] std::uint32_t take_turn(std::uint32_t slot) noexcept;
   // Starts a request planned for a worker or the workers' shares; its answer comes through finish().
   void start_elsewhere(Plan plan, const JobTicket& ticket, const RequestSlot& request, const Verdict& verdict) noexcept;
   // Answers a request here, into `response`.
@@ -132,10 +160,18 @@ class ShmServer {
   // The client each lane belongs to: the lowest lane held by the same process. A heavy start is
   // rationed per client.
   std::uint32_t client_of_[kMaxLanes] = {};
+  std::uint64_t clients_of_ = 0;                // the served lanes client_of_ and client_lanes_ describe
+  std::uint64_t client_lanes_[kMaxLanes] = {};  // by client (its lowest lane): the lanes it holds
+  std::uint32_t last_heavy_[kMaxLanes] = {};    // by client: the lane its last heavy start went to
+  std::uint64_t turns_left_[kMaxLanes] = {};    // by client: its lanes this round has not visited
+  std::uint32_t turn_at_[kMaxLanes] = {};       // by client: the lane this round visited last
+  std::uint64_t turns_of_round_[kMaxLanes] = {};  // by client: the round its turns_left_ is of
+  std::uint64_t turns_round_ = 0;                  // rounds begun (start_turns)
   std::uint64_t heavy_clients_ = 0;  // clients (by client_of_ lane) with a heavy start this round
   std::uint32_t round_start_ = 0;    // the lane a round starts at: next_other_client of the last heavy start
   bool between_ = false;             // in between_heavy_frames (it does not nest)
   std::uint32_t passes_since_scan_ = 0;
+  ServingWatch watch_;
 };
 
 }  // namespace ipcfloor

@@ -210,6 +210,15 @@ struct alignas(kRingLineBytes) DataHeader {
   std::atomic<std::uint64_t> inline_cost;    // a BACKTEST cheaper than this is computed by the serving thread
   std::atomic<std::uint64_t> max_bar_cost;   // live: bound on one bar's work over every subscription
   std::uint16_t worker_cpus[kMaxWorkerCpus];  // the first `workers` entries: each worker's cpu
+  // --- serving line: the keeper writes at start which strategies run at a worker only (timed at
+  // load far slower per work unit than their cost says) and every heartbeat whether the serving
+  // thread has been inside one request past its limit; relaxed, for people (status, metrics).
+  // Appended after every field above, so a client of this layout that predates them reads 0 ---
+  alignas(kRingLineBytes) std::atomic<std::uint32_t> strategies_at_workers;  // bit i: strategy i
+  std::atomic<std::uint32_t> serving_stuck_strategy;  // the strategy of the request it is stuck in
+  std::atomic<std::uint64_t> serving_stuck_ns;        // 0, or how long the serving thread has been in it
+  std::atomic<std::uint64_t> serving_stalls;          // requests that held it past the limit, since start
+  std::uint32_t strategy_slowdown[kMaxStrategies];    // run()'s time per unit at load over the built-in's, rounded
 };
 
 // One lane as the engine reports it. Only the engine writes it; `status` reads it.
@@ -309,6 +318,9 @@ static_assert(offsetof(DataHeader, bars_published) - offsetof(DataHeader, reques
                   offsetof(DataHeader, bars_published) % kRingLineBytes == 0,
               "the published bar count has a 128-byte line of its own, apart from the counters");
 static_assert(kLaneSlotsOffset % alignof(RequestSlot) == 0, "slots start on a cache line");
+static_assert(offsetof(DataHeader, strategies_at_workers) % kRingLineBytes == 0 &&
+                  offsetof(DataHeader, strategies_at_workers) > offsetof(DataHeader, worker_cpus),
+              "the serving line comes after every earlier field, on a line of its own");
 
 // The placement block's cpus nearest the serving thread, nearest first; the count is bounded by
 // the array whatever the header says (attach refuses a larger one). Allocates.

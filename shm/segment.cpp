@@ -446,6 +446,9 @@ Expected<void> Segment::remove_stale(std::string_view name, std::string_view soc
 
 Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptions& options) {
   if (auto named = check_name(name); !named) return std::unexpected(std::move(named.error()));
+  // A directory another user could swap for another (one holding an engine of the same name) is
+  // refused before anything is asked of it.
+  if (auto safe = check_socket_dir_if_present(options.socket_dir); !safe) return std::unexpected(std::move(safe.error()));
   Attachment attachment;
   SegmentFacts& facts = attachment.facts_;
   facts.name = std::string(name);

@@ -173,6 +173,11 @@ std::string describe_refused_connection(const SocketFault& fault) {
     return fmt::format("this peer (its address, or its uid) already holds the maximum of {} connections one peer "
                        "may; use one of them, or try again when one has closed",
                        fault.expected);
+  if (fault.field == kKeptForNewPeers)
+    return fmt::format("this peer (its address, or its uid) already holds connections, and the peers that do share "
+                       "at most {}: the server keeps its last {} slots for peers that hold none; use one of this "
+                       "peer's connections, or try again when one has closed",
+                       fault.expected, fault.limit);
   if (fault.field == kClosedForNewcomer)
     return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
                        "server serves a maximum of {} connections; connect again when you have a request",

@@ -197,18 +197,24 @@ void ConnectionLimit::release() noexcept {
   open_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool PeerLimit::claim(const std::string& key) {
+PeerLimit::Claim PeerLimit::claim(const std::string& key) {
   const std::lock_guard lock(mutex_);
-  std::size_t& held = held_[key];
-  if (held >= max_) return false;
-  ++held;
-  return true;
+  const auto found = held_.find(key);
+  const std::size_t held = found == held_.end() ? 0 : found->second;
+  if (held >= max_) return Claim::peer_at_max;
+  // A peer with one connection may still take a kept slot: a client that reconnects before the
+  // server has seen its last connection close is a new peer all the same.
+  if (held > 1 && total_ >= shared_) return Claim::kept_for_new_peers;
+  ++held_[key];
+  ++total_;
+  return Claim::taken;
 }
 
 void PeerLimit::release(const std::string& key) noexcept {
   const std::lock_guard lock(mutex_);
   const auto found = held_.find(key);
   if (found == held_.end()) return;
+  --total_;
   if (--found->second == 0) held_.erase(found);
 }
 

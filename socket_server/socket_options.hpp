@@ -34,6 +34,12 @@ inline constexpr std::uint64_t kMaxSweepChunkCost = std::uint64_t{1} << 40;
 inline constexpr std::uint64_t kDefaultMinFrameRate = 64 * 1024;
 inline constexpr std::uint64_t kMaxMinFrameRate = std::uint64_t{1} << 30;
 
+// Of the slots peers not proven to be the owner may take (max_connections - owner_reserve), the
+// last kNewPeerReserve (at most a quarter of them) are kept for peers that hold no connection:
+// the peers that hold some share the rest, so that a few addresses whose connections are never
+// idle cannot lock a new peer out.
+inline constexpr std::size_t kNewPeerReserve = 4;
+
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket
   std::optional<TcpEndpoint> tcp;   // unset: no TCP listener

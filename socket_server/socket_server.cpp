@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <expected>
+#include <limits>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -66,7 +67,12 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
 
   std::unique_ptr<SocketServer> server(new SocketServer());
   server->budget_ = std::make_unique<socket_detail::SharedBudget>(options.max_loaded_bytes);
-  server->peers_ = std::make_unique<socket_detail::PeerLimit>(options.max_per_peer);
+  // Of the slots peers that are not the owner may take, the last few are kept for peers that hold
+  // none (socket_listener.hpp, PeerLimit).
+  const std::size_t others = options.max_connections - std::min(options.owner_reserve, options.max_connections - 1);
+  const std::size_t kept = std::min<std::size_t>(kNewPeerReserve, others / 4);
+  server->peers_ = std::make_unique<socket_detail::PeerLimit>(
+      options.max_per_peer, kept == 0 ? std::numeric_limits<std::size_t>::max() : others - kept);
   server->options_ = options;
   if (!server->options_.strategies) server->options_.strategies = std::make_shared<const StrategyCatalog>();
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

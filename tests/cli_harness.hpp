@@ -57,6 +57,7 @@ struct Spawn {
   std::string stdin_path{};
   std::optional<rlim_t> address_space{};
   std::optional<rlim_t> memlock{};
+  std::optional<rlim_t> open_files{};
   std::chrono::seconds limit{60};
 };
 
@@ -82,11 +83,22 @@ inline void prepare_child(const Spawn& spawn, int in, int out, int err) {
     const rlimit limit{*spawn.memlock, *spawn.memlock};
     ::setrlimit(RLIMIT_MEMLOCK, &limit);
   }
+  if (spawn.open_files) {
+    const rlimit limit{*spawn.open_files, *spawn.open_files};
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+// The binary under test: IPCFLOOR_BINARY, or $IPCFLOOR_TEST_BINARY (to run a test against another
+// build, such as the one before a fix, and see it fail).
+inline std::string binary_under_test() {
+  const char* other = std::getenv("IPCFLOOR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : IPCFLOOR_BINARY;
 }
 
 // Forks the binary with spawn.args after `first` (the subcommand, when the caller fixes one).
 inline pid_t start_child(const Spawn& spawn, int in, int out, int err, const std::vector<std::string>& first = {}) {
-  std::vector<std::string> argv{IPCFLOOR_BINARY};
+  std::vector<std::string> argv{binary_under_test()};
   argv.insert(argv.end(), first.begin(), first.end());
   argv.insert(argv.end(), spawn.args.begin(), spawn.args.end());
   const pid_t pid = ::fork();
@@ -159,11 +171,9 @@ class Served {
  public:
   explicit Served(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                   std::optional<rlim_t> memlock = std::nullopt)
-      : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    spawn.env = env;
-    spawn.memlock = memlock;
+      : Served(Spawn{.args = args, .env = env, .memlock = memlock}) {}
+  // `serve` with spawn.args, its environment and limits (spawn.input and spawn.limit are unused).
+  explicit Served(const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) {
     const int in = ::open("/dev/null", O_RDONLY);
     pid_ = start_child(spawn, in, out_, err_, {"serve"});
     ::close(in);
