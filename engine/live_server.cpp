@@ -19,14 +19,20 @@ WorkerDone appended(const JobTicket& ticket, double close, std::uint64_t bars) n
   return answer;
 }
 
+// True when stepping `book` on a new bar is dear enough for the workers.
+bool dear(const WorkerDispatch& workers, const LiveBook& book, std::uint64_t inline_cost) noexcept {
+  return workers.any() && book.total() != 0 && book.cost_per_bar() >= inline_cost;
+}
+
 }  // namespace
 
-LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost,
-                       WaitMode mode) noexcept
+LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, JournalDispatch& journal,
+                       std::uint64_t inline_cost, WaitMode mode) noexcept
     : segment_(segment),
       header_(segment.header()),
       lanes_(lanes),
       admission_(admission),
+      journal_(journal),
       room_(segment.series_room()),
       // The preloaded bars and those a journal replayed at start.
       published_(segment.header().bars_published.load(std::memory_order_relaxed)),
@@ -35,8 +41,9 @@ LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admissi
       fee_(segment.header().fee) {}
 
 Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, ServingLanes& lanes, Admission& admission,
-                                                       LiveBookLimits limits, std::uint64_t inline_cost, WaitMode mode) {
-  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, inline_cost, mode));
+                                                       JournalDispatch& journal, LiveBookLimits limits,
+                                                       std::uint64_t inline_cost, WaitMode mode) {
+  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, journal, inline_cost, mode));
   limits.lanes = segment.lane_count();
   limits.capacity_bars = segment.series_room().size();
   limits.fee = segment.header().fee;
@@ -54,7 +61,7 @@ Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request)
   if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
   if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return Status::bad_price;
   // The bars in flight at the journal come first: they are published once durable.
-  const std::uint64_t in_flight = journal_ != nullptr ? journal_->in_flight() : 0;
+  const std::uint64_t in_flight = journal_.in_flight();
   if (published_ + in_flight >= room_.size()) return Status::capacity_full;
   return Status::ok;
 }
@@ -63,12 +70,12 @@ LiveServer::Route LiveServer::route(std::uint32_t index, const RequestSlot& requ
                                     const WorkerDispatch& workers) const noexcept {
   if (bar_.active) return Route::wait;
   if (request.opcode != static_cast<std::uint16_t>(Opcode::append)) return Route::here;
-  const bool journaled = journal_ != nullptr && journal_->any();
+  const bool journaled = journal_.any();
   // A refusal being rewound changes what comes after the bars published: judged once it is back.
-  if (journaled && journal_->blocked()) return Route::wait;
+  if (journaled && journal_.blocked()) return Route::wait;
   if (check_append(index, request) != Status::ok) return Route::here;  // refused here, at once
   if (journaled) return Route::journal;
-  return dear(workers) ? Route::fan_out : Route::here;
+  return dear(workers, *book_, inline_cost_) ? Route::fan_out : Route::here;
 }
 
 void LiveServer::take_bar(double close) noexcept {
@@ -83,13 +90,13 @@ void LiveServer::take_bar(double close) noexcept {
 void LiveServer::journal_append(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket) noexcept {
   const LiveAppend bar = LiveAppend::from_params(request.params);
   writer_lane_ = static_cast<int>(index);
-  journal_->submit(ticket, published_ + journal_->in_flight(), bar.close, bar.tick);
+  journal_.submit(ticket, published_ + journal_.in_flight(), bar.close, bar.tick);
 }
 
 bool LiveServer::apply_journaled(const JournalDispatch::Pending& pending, WorkerDispatch& workers,
                                  WorkerDone& answer) noexcept {
   take_bar(pending.close);
-  if (dear(workers)) {
+  if (dear(workers, *book_, inline_cost_)) {
     fan_out(pending.close, pending.tick, pending.ticket, workers);
     return false;
   }
@@ -130,7 +137,7 @@ Status LiveServer::append(std::uint32_t index, const RequestSlot& request, Respo
   const Status checked = check_append(index, request);
   if (checked != Status::ok) return answer_status(response, request, checked);
   // A journaled engine routes every admitted APPEND to its journal (route()): never here.
-  if (journal_ != nullptr && journal_->any()) return answer_status(response, request, Status::engine_error);
+  if (journal_.any()) return answer_status(response, request, Status::engine_error);
   const LiveAppend bar = LiveAppend::from_params(request.params);
   writer_lane_ = static_cast<int>(index);
   take_bar(bar.close);

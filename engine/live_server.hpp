@@ -35,13 +35,12 @@ namespace ipcfloor {
 
 class LiveServer final : public JobRunner {
  public:
-  // Setup: the book for every lane (allocates). The parts given must outlive the server.
+  // Setup: the book for every lane (allocates). The parts given must outlive the server; APPENDs
+  // go through `journal` once it has a writer (JournalDispatch::any()).
   [[nodiscard]] static Expected<std::unique_ptr<LiveServer>> make(Segment& segment, ServingLanes& lanes,
-                                                                   Admission& admission, LiveBookLimits limits,
-                                                                   std::uint64_t inline_cost, WaitMode mode);
-
-  // Setup: APPENDs go through `journal` (it outlives the server).
-  void attach_journal(JournalDispatch* journal) noexcept { journal_ = journal; }
+                                                                   Admission& admission, JournalDispatch& journal,
+                                                                   LiveBookLimits limits, std::uint64_t inline_cost,
+                                                                   WaitMode mode);
 
   // True while a bar is out at the workers: live requests wait (they stay in their line or ring).
   [[nodiscard]] bool bar_out() const noexcept { return bar_.active; }
@@ -77,7 +76,8 @@ class LiveServer final : public JobRunner {
   void run(const WorkerJob& job, KernelWorkspace& workspace, WorkerDone& done) const noexcept override;
 
  private:
-  LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost, WaitMode mode) noexcept;
+  LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, JournalDispatch& journal,
+             std::uint64_t inline_cost, WaitMode mode) noexcept;
   // Why an APPEND from lane `index` is refused, or ok. A pure function of the request and state
   // (the bars published and those in flight at the journal).
   [[nodiscard]] Status check_append(std::uint32_t index, const RequestSlot& request) const noexcept;
@@ -85,10 +85,6 @@ class LiveServer final : public JobRunner {
   void take_bar(double close) noexcept;
   // Hands the book's shares of the bar just taken to the workers; its answer goes to `ticket`.
   void fan_out(double close, std::uint64_t tick, const JobTicket& ticket, WorkerDispatch& workers) noexcept;
-  // True when stepping the book on a new bar is dear enough for the workers.
-  [[nodiscard]] bool dear(const WorkerDispatch& workers) const noexcept {
-    return workers.any() && book_->total() != 0 && book_->cost_per_bar() >= inline_cost_;
-  }
   Status append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
   Status subscribe(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
   Status snapshot(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept;
@@ -106,7 +102,7 @@ class LiveServer final : public JobRunner {
   ServingLanes& lanes_;
   Admission& admission_;
   std::unique_ptr<LiveBook> book_;
-  JournalDispatch* journal_ = nullptr;  // null: no journal
+  JournalDispatch& journal_;  // APPENDs go through it when it has a writer
   std::span<double> room_;          // the main series' whole room: where bars are appended
   std::uint64_t published_ = 0;     // mirrors header_.bars_published; only this thread writes it
   int writer_lane_ = -1;            // the lane whose client appends; -1 until one does

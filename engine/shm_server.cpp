@@ -43,7 +43,8 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLan
   if (config.live) {
     LiveBookLimits limits = *config.live;
     limits.max_catch_up_cost = config.max_frame_cost;
-    auto live = LiveServer::make(segment, server->lanes_, server->admission_, limits, config.inline_cost, config.mode);
+    auto live = LiveServer::make(segment, server->lanes_, server->admission_, server->journal_, limits,
+                                 config.inline_cost, config.mode);
     if (!live) return std::unexpected(std::move(live.error()));
     server->live_ = std::move(*live);
   }
@@ -316,8 +317,7 @@ void ShmServer::finish(const WorkerDone& done) noexcept {
 }
 
 void ShmServer::attach_journal(JournalWriter* writer) {
-  journal_ = JournalDispatch(writer);
-  if (live_) live_->attach_journal(&journal_);
+  journal_ = JournalDispatch(writer);  // in place: the live server holds a reference to it
 }
 
 std::size_t ShmServer::collect_from_journal() noexcept {
