@@ -140,6 +140,7 @@ void make_quick(BenchOptions& options) {
   options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
   options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
   options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
+  options.hygiene.append_requests = std::min<std::size_t>(options.hygiene.append_requests, 2'000);
   options.hygiene.socket_requests = std::min<std::size_t>(options.hygiene.socket_requests, 5'000);
   options.hygiene.memory_touch_bytes = std::min<std::size_t>(options.hygiene.memory_touch_bytes, 16 << 20);
   options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);

@@ -294,8 +294,11 @@ int run_feed_command(const FeedOptions& options) {
     if (!loaded) return report_error("feed", loaded.error());
     closes = std::move(*loaded);
   }
-  const ShmClientOptions client_options = live_options(options.socket_dir, std::chrono::milliseconds(2000));
-  auto client = connect_live(options.name, options.socket_dir, std::chrono::milliseconds(2000));
+  // An APPEND waits for its journal record to be durable: on a busy disk an fdatasync can take
+  // seconds, and a live engine that is slow to sync is not a failure (a dead one is seen at once).
+  constexpr auto kAppendPatience = std::chrono::seconds(30);
+  const ShmClientOptions client_options = live_options(options.socket_dir, kAppendPatience);
+  auto client = connect_live(options.name, options.socket_dir, kAppendPatience);
   if (!client) return report_error("feed", client.error());
   Reconnect reconnect(options.name, client_options, reconnect_policy(options.reconnect, options.reconnect_limit_s));
   FeedState state;
