@@ -313,6 +313,48 @@ TEST_CASE("the journal is made owner-only in its own directory; a link at its na
   CHECK(contains(ran.err, "symbolic link"));
 }
 
+TEST_CASE("journal inspect shows a journal while its engine runs; compact is refused then, and once it stopped folds "
+          "the journal into a new data file that an engine preloads whole, replaying nothing") {
+  const TempDir dir;
+  const std::vector<double> close = gbm(1'300, 81);
+  const std::string data = dir.file("base.f64");
+  write_f64(data, std::span(close).first(1'000));
+  const std::string name = unique_name("compact");
+  const std::string journal = dir.file("j");
+  {
+    Served engine(journaled_engine(name, data, journal, 2'000, {"--fsync", "none"}));
+    REQUIRE_MESSAGE(engine.ready(), engine.err());
+    auto writer = ShmClient::connect(name, backoff_client());
+    REQUIRE(writer.has_value());
+    for (std::size_t i = 1'000; i < close.size(); ++i) {
+      ResponseSlot answer{};
+      REQUIRE(writer->append(close[i], i, answer) == CallStatus::ok);
+    }
+    const Ran inspect = run({"journal", "inspect", journal, "--json"});
+    REQUIRE_MESSAGE(inspect.code == 0, inspect.err);
+    const auto shown = nlohmann::json::parse(inspect.out);
+    CHECK(shown["bars"] == 300);
+    CHECK(shown["first_bar"] == 1'000);
+    CHECK(shown["series_bars"] == 1'300);
+    CHECK(shown["continues"]["series"] == "base");
+    CHECK(shown["engine_starts"] == 1);
+    const Ran busy = run({"journal", "compact", journal, "--data", data, "-o", dir.file("whole.f64")});
+    CHECK(busy.code == 4);
+    CHECK(contains(busy.err, "in use"));
+  }
+  const Ran other = run({"journal", "compact", journal, "--bars", "1000", "-o", dir.file("whole.f64")});
+  CHECK(other.code == 3);
+  CHECK(contains(other.err, "continues series 'base'"));
+  const Ran compact = run({"journal", "compact", journal, "--data", data, "-o", dir.file("whole.f64")});
+  REQUIRE_MESSAGE(compact.code == 0, compact.err);
+  Served again(journaled_engine(name, dir.file("whole.f64"), journal, 2'000));
+  REQUIRE_MESSAGE(again.ready(), again.err());
+  CHECK(again.ready_fields()["bars"] == 1'300);
+  const Observed seen = observe(name);
+  CHECK(same_series(seen.series, close));
+  CHECK(seen.replayed == 0);
+}
+
 TEST_CASE("a write the file system refuses is cut back off the journal and answered full, and so is every record "
           "behind it; once there is room the journal takes the next bar where it left off") {
   const TempDir dir;
