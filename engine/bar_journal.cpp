@@ -427,20 +427,27 @@ Expected<BarJournal> BarJournal::open(const Options& options) {
   }
   if (auto budget = check_disk_budget(fd, journal.path_, options.room - held.closes.size()); !budget)
     return std::unexpected(budget.error());
-  JournalRecord start{0, static_cast<std::uint16_t>(JournalRecordKind::start), 0,
-                      options.base.bars + held.closes.size(), static_cast<std::uint64_t>(::getpid()), realtime_ns()};
-  start.crc = record_crc(start);
-  if (const int err = write_fully(fd, std::as_bytes(std::span(&start, 1))); err != 0 || ::fdatasync(fd) != 0) {
-    (void)::ftruncate(fd, static_cast<off_t>(held.good_bytes));
-    return fail(ErrorCode::io, "journal {}: cannot record this start: {}", journal.path_, os_reason(err != 0 ? err : errno));
-  }
-  ++held.start_records;
-  held.last_start_pid = ::getpid();
-  held.last_start_unix_ns = start.tick;
-  journal.bytes_ = held.good_bytes + kJournalRecordBytes;
+  journal.bytes_ = held.good_bytes;
   journal.next_bar_ = options.base.bars + held.closes.size();
-  held.good_bytes = journal.bytes_;
   return journal;
+}
+
+Expected<void> BarJournal::record_start() {
+  JournalRecord start{0, static_cast<std::uint16_t>(JournalRecordKind::start), 0, next_bar_,
+                      static_cast<std::uint64_t>(::getpid()), realtime_ns()};
+  start.crc = record_crc(start);
+  const int fd = file_.get();
+  if (const int err = write_fully(fd, std::as_bytes(std::span(&start, 1))); err != 0 || ::fdatasync(fd) != 0) {
+    const int why = err != 0 ? err : errno;
+    (void)::ftruncate(fd, static_cast<off_t>(bytes_));
+    return fail(ErrorCode::io, "journal {}: cannot record this start: {}", path_, os_reason(why));
+  }
+  ++contents_.start_records;
+  contents_.last_start_pid = ::getpid();
+  contents_.last_start_unix_ns = start.tick;
+  bytes_ += kJournalRecordBytes;
+  contents_.good_bytes = bytes_;
+  return {};
 }
 
 }  // namespace ipcfloor

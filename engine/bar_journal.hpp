@@ -142,9 +142,8 @@ class BarJournal {
 
   // Opens DIR/bars.journal (made for `base` when missing), takes its lock, reads it, refuses it
   // unless it continues `base` and its bars fit `room`, cuts a torn last record off (reported in
-  // notes()), checks that DIR's file system has room for every bar `room` still allows (resource
-  // otherwise, naming the bytes needed and free), and records this start (a start record,
-  // fdatasync'ed). Errors: the directory's (open_journal_dir), permission (a link, a file of
+  // notes()), and checks that DIR's file system has room for every bar `room` still allows
+  // (resource otherwise, naming the bytes needed and free). Errors: the directory's (open_journal_dir), permission (a link, a file of
   // another user, or one others may read or write), invalid_argument (not a regular file),
   // busy (another engine holds it), bad_data (read_journal's, journal_mismatch's, too many bars),
   // resource, io.
@@ -155,6 +154,10 @@ class BarJournal {
   BarJournal(const BarJournal&) = delete;
   BarJournal& operator=(const BarJournal&) = delete;
   ~BarJournal() = default;  // closes the file, and with it the lock
+
+  // Records that an engine starts on the journal (a start record, fdatasync'ed): once it serves
+  // it, so that a start that failed is not counted. io when it cannot be written.
+  [[nodiscard]] Expected<void> record_start();
 
   // The file, open for writing at its end (the writer thread's from now on).
   [[nodiscard]] int fd() const noexcept { return file_.get(); }

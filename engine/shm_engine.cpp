@@ -103,7 +103,7 @@ SegmentConfig::JournalFacts journal_facts(const BarJournal& journal, const Journ
   facts.records = journal.contents().closes.size();
   facts.bytes = journal.bytes();
   facts.torn_bytes = journal.contents().torn_bytes;
-  facts.starts = journal.contents().start_records;
+  facts.starts = journal.contents().start_records + 1;  // this start, recorded once it serves
   return facts;
 }
 
@@ -280,6 +280,7 @@ Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
 
 Expected<void> ShmEngine::start_journal(BarJournal journal, const ShmEngineConfig& config) {
   journal.forget_closes();  // they are in the segment now
+  if (auto recorded = journal.record_start(); !recorded) return std::unexpected(recorded.error());
   journal_path_ = journal.path();
   JournalWriterConfig writer;
   writer.sync = config.journal->sync;
