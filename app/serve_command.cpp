@@ -234,6 +234,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   config.max_frame_time = options.max_frame_time;
   config.inline_cost = options.inline_cost;
   config.max_bar_cost = options.max_bar_cost;
+  if (!options.journal_dir.empty()) config.journal = ShmEngineConfig::Journal{options.journal_dir, options.fsync};
   return config;
 }
 
@@ -354,6 +355,11 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
           "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
           header.capacity_bars, header.capacity_bars - header.n_bars, header.signal_capacity,
           options.subscriptions_per_lane, segment.name(), segment.name());
+    if (!shm->journal_path().empty())
+      log(LogLevel::info, "serve: journal {}: replayed {} bars in {:.1f} ms (engine start {} on it); every APPEND is "
+          "written there before it is answered (--fsync {})", shm->journal_path(), header.journal_replayed,
+          static_cast<double>(shm->journal_replay_time().count()) / 1000.0, header.journal_starts,
+          to_string(options.fsync));
     for (const Strategy& strategy : shm->strategies().all())
       if (strategy.index() != 0)
         log(LogLevel::info, "serve: strategy {} {} ({} parameters: {}{}) from {}", strategy.index(), strategy.name(),
@@ -404,13 +410,14 @@ void log_host_checks(const ServeOptions& options, const ServePlan& plan) {
 }
 
 // The `ready {...}` line's facts: the same keys whatever serves, null where a key does not apply
-// (no segment with --no-shm, no sockets without --socket/--tcp, no capacity unless live).
+// (no segment with --no-shm, no sockets without --socket/--tcp, no capacity or published bars
+// unless live, no journal without --journal).
 nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, const EngineHost& host,
                            const MetricsServer* metrics) {
   nlohmann::json facts{{"pid", getpid()},   {"engine", nullptr},  {"socket", nullptr},   {"lanes", nullptr},
                        {"wait", nullptr},   {"cpu", nullptr},     {"workers", nullptr},  {"worker_cpus", nullptr},
                        {"bars", nullptr},   {"checksum", nullptr}, {"capacity", nullptr}, {"sockets", nullptr},
-                       {"metrics", nullptr}, {"strategies", nullptr}};
+                       {"metrics", nullptr}, {"strategies", nullptr}, {"published", nullptr}, {"journal", nullptr}};
   if (plan.series) {
     facts["bars"] = plan.series->close.size();
     facts["checksum"] = fmt::format("{:016x}", plan.series->checksum);
@@ -423,7 +430,12 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
     facts["cpu"] = plan.cpu;
     facts["workers"] = shm->worker_cpus().size();
     facts["worker_cpus"] = shm->worker_cpus();
-    if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
+    if (options.live) {
+      facts["capacity"] = shm->segment().header().capacity_bars;
+      // relaxed: nothing appends before the ready line's clients attach; the preloaded and replayed bars.
+      facts["published"] = shm->segment().header().bars_published.load(std::memory_order_relaxed);
+    }
+    if (!shm->journal_path().empty()) facts["journal"] = shm->journal_path();
   }
   if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
   if (metrics != nullptr) facts["metrics"] = metrics->url();
@@ -553,6 +565,16 @@ CLI::Validator unix_socket_path() {
       "a path of 1..107 bytes");
 }
 
+// --fsync every|interval:MS|none, as engine/bar_journal.hpp parses it.
+CLI::Validator fsync_policy() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto parsed = parse_fsync_policy(text);
+        return parsed ? std::string() : parsed.error().message;
+      },
+      "every|interval:MS|none");
+}
+
 // The engine itself: its name, series, geometry, serving thread and memory.
 void add_engine_options(CLI::App& serve, ServeCli& cli) {
   ServeOptions& o = cli.options;
@@ -668,6 +690,15 @@ void add_live_options(CLI::App& serve, ServeCli& cli) {
       ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
       ->capture_default_str()
       ->each(given);
+  serve.add_option("--journal", o.journal_dir,
+                   "live: write every appended bar to DIR/bars.journal before it is answered, and replay it at "
+                   "start, so a restarted engine loses nothing (made mode 0700/0600 when missing)")
+      ->check(file_path());
+  serve.add_option("--fsync", cli.fsync,
+                   "live --journal: when an APPEND's record counts as written, and so when it is answered: every "
+                   "(after fdatasync; the default), interval:MS (after write(2), fdatasync every MS, 1..60000) or "
+                   "none (after write(2))")
+      ->check(fsync_policy());
 }
 
 // The socket baseline served beside (or instead of) the segment.
@@ -738,6 +769,8 @@ std::string conflicting_options(const ServeCli& cli) {
   if (cli.no_shm && cli.data.size() > 1)
     return "several --data series need the segment: the socket server holds one (drop --no-shm)";
   if (!o.live && cli.live_options_given) return "--capacity, --signal-capacity and --subscriptions need --live";
+  if (!o.live && !o.journal_dir.empty()) return "--journal keeps appended bars: it needs --live";
+  if (o.journal_dir.empty() && !cli.fsync.empty()) return "--fsync says how --journal writes: it needs --journal DIR";
   if (cli.owner_reserve_given && o.owner_reserve >= o.max_connections)
     return fmt::format("--owner-reserve {} must be below --max-connections {} (TCP peers need a slot too)",
                        o.owner_reserve, o.max_connections);
@@ -771,6 +804,8 @@ int run_serve_command(ServeCli& cli) {
   options.socket_series = options.shm || !cli.data.empty() || cli.gbm_given;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
+  // The spelling was checked by its validator; this cannot fail.
+  if (!cli.fsync.empty()) options.fsync = parse_fsync_policy(cli.fsync).value_or(JournalSync{});
   if (cli.workers >= 0) options.workers = static_cast<std::uint32_t>(cli.workers);
   if (!cli.worker_cpus.empty()) {
     options.worker_cpus = parse_cpu_list(cli.worker_cpus);

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/bar_journal.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "data/series_source.hpp"
@@ -61,6 +62,10 @@ struct ServeOptions {
   std::vector<std::string> more_data;
   std::uint32_t signal_capacity = kDefaultSignalCapacity;
   std::uint32_t subscriptions_per_lane = 256;
+  // --journal DIR (live): every APPEND is written to DIR/bars.journal before it is answered, and
+  // replayed at the next start; --fsync says when a record counts as written. Empty: no journal.
+  std::string journal_dir;
+  JournalSync fsync;
   bool quiet = false;  // only errors and warnings on stderr
   std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
   // --strategy FILE.so, repeatable: strategies loaded (and checked) before the ready line, served
@@ -113,6 +118,7 @@ struct ServeCli {
   bool no_shm = false;
   bool gbm_given = false;            // --bars, --seed, ... appeared
   bool live_options_given = false;   // --capacity, --signal-capacity or --subscriptions appeared
+  std::string fsync;                 // --fsync every|interval:MS|none; empty: not given (every)
   bool owner_reserve_given = false;  // --owner-reserve appeared
 };
 

@@ -229,6 +229,34 @@ nlohmann::json strategy_table_json(const Attachment& segment) {
   return table;
 }
 
+// The journal (serve --journal): where it is, how it writes, what it holds and did.
+nlohmann::json journal_json(const DataHeader& h) {
+  // relaxed (all): figures for people; the writer thread stores them one by one.
+  const auto state = h.journal_state.load(std::memory_order_relaxed);
+  if (state == 0) return nlohmann::json{{"enabled", false}};
+  const char* path_end = static_cast<const char*>(std::memchr(h.journal_path, '\0', sizeof h.journal_path));
+  const std::uint64_t fsynced = h.journal_last_fsync_unix_ns.load(std::memory_order_relaxed);
+  const std::uint64_t wall = unix_ns();
+  const std::string fsync = h.journal_fsync == 0   ? std::string("every")
+                            : h.journal_fsync == 1 ? fmt::format("interval:{}", h.journal_interval_ms)
+                                                   : std::string("none");
+  return nlohmann::json{
+      {"enabled", true},
+      {"path", std::string(h.journal_path, path_end ? path_end : h.journal_path + sizeof h.journal_path)},
+      {"state", state == 1 ? "ok" : state == 2 ? "disk_full" : "failed"},
+      {"fsync", fsync},
+      {"records", h.journal_records.load(std::memory_order_relaxed)},
+      {"bytes", h.journal_bytes.load(std::memory_order_relaxed)},
+      {"last_fsync_unix_ns", fsynced},
+      {"last_fsync_age_s", fsynced == 0 || wall < fsynced ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(static_cast<double>(wall - fsynced) / 1e9)},
+      {"appends_refused", h.journal_refused.load(std::memory_order_relaxed)},
+      {"replayed_at_start", h.journal_replayed},
+      {"torn_bytes_dropped_at_start", h.journal_torn_bytes},
+      {"engine_starts", h.journal_starts},
+  };
+}
+
 // Every degraded state the engine can be in, each with its count (0: not degraded so).
 nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
   std::uint64_t quarantined = 0;
@@ -243,6 +271,8 @@ nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
       {"lanes_quarantined", quarantined},
       {"not_locked_in_ram", h.locked == 0 ? 1 : 0},
       {"serving_thread_stuck_ms", h.serving_stuck_ns.load(std::memory_order_relaxed) / 1'000'000},
+      {"journal_disk_full", h.journal_state.load(std::memory_order_relaxed) == 2 ? 1 : 0},
+      {"journal_failed", h.journal_state.load(std::memory_order_relaxed) == 3 ? 1 : 0},
       {"jobs_taken_back_total", h.jobs_reclaimed.load(std::memory_order_relaxed)},
       {"serving_thread_stalls_total", h.serving_stalls.load(std::memory_order_relaxed)},
   };
@@ -269,6 +299,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"owner_pid", lane.owner_pid},
         {"owner_uid", lane.owner_uid},
         {"owner_alive", owner_alive(lane)},
+        {"reattaches", lane.reattaches},
         {"claims", lane.generation.load(std::memory_order_relaxed)},
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
@@ -318,6 +349,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
                 {"signal_capacity", h.signal_capacity},
                 {"signals_sent", h.signals_sent.load(std::memory_order_relaxed)},
                 {"signals_dropped", h.signals_dropped.load(std::memory_order_relaxed)}}},
+      {"journal", journal_json(h)},
       {"counters", {{"requests", h.requests.load(std::memory_order_relaxed)},
                     {"bad_frames", h.bad_frames.load(std::memory_order_relaxed)},
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
@@ -440,6 +472,23 @@ std::string prometheus_exposition(std::string_view engine, const nlohmann::json*
   scalar("ipcfloor_serving_thread_stalls_total", "counter",
          "BACKTESTs that held the serving thread past the limit their cost allows",
          s["degraded"]["serving_thread_stalls_total"].get<std::uint64_t>());
+  const auto& journal = s["journal"];
+  const bool journaled = journal["enabled"].get<bool>();
+  const auto journal_value = [&](const char* field) { return journaled ? journal[field].get<std::uint64_t>() : 0; };
+  scalar("ipcfloor_journal_records", "gauge", "bars in the engine's journal (serve --journal; 0 without one)",
+         journal_value("records"));
+  scalar("ipcfloor_journal_bytes", "gauge", "size of the engine's journal", journal_value("bytes"));
+  scalar("ipcfloor_journal_last_fsync_timestamp_seconds", "gauge",
+         "wall clock of the journal's last fdatasync (0: none yet)",
+         fmt::format("{:.3f}", static_cast<double>(journal_value("last_fsync_unix_ns")) / 1e9));
+  scalar("ipcfloor_journal_appends_refused_total", "counter",
+         "APPENDs answered journal_full or journal_failed: their bars were not added", journal_value("appends_refused"));
+  scalar("ipcfloor_journal_replayed_bars", "gauge", "bars replayed from the journal when this engine started",
+         journal_value("replayed_at_start"));
+  scalar("ipcfloor_engine_starts_total", "counter", "engine starts the journal records, this one included",
+         journal_value("engine_starts"));
+  per_lane(out, s["lanes"], "ipcfloor_lane_reattaches", "gauge",
+           "times the lane's client re-attached after an engine it used went away (its own word)", "reattaches");
   per_lane(out, s["lanes"], "ipcfloor_requests_total", "counter", "requests answered, per lane", "requests");
   per_lane(out, s["lanes"], "ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane",
            "bad_frames");
@@ -498,6 +547,20 @@ void print_engine_text(const nlohmann::json& s) {
              s["bulk_bytes_per_lane"].get<std::uint64_t>(),
              s["max_frame_cost"].get<std::uint64_t>() == 0 ? std::string("anything")
                                                            : fmt::format("{:.3g}", s["max_frame_cost"].get<double>()));
+  if (const auto& j = s["journal"]; j["enabled"].get<bool>()) {
+    const auto& age = j["last_fsync_age_s"];
+    fmt::print("journal   {}: {} bars, {} bytes, fsync {}, last fsync {}; {} appends refused\n",
+               j["path"].get<std::string>(), j["records"].get<std::uint64_t>(), j["bytes"].get<std::uint64_t>(),
+               j["fsync"].get<std::string>(), age.is_null() ? std::string("none yet")
+                                                             : fmt::format("{:.1f} s ago", age.get<double>()),
+               j["appends_refused"].get<std::uint64_t>());
+    fmt::print("          this start (engine start {} on it) replayed {} bars{}\n",
+               j["engine_starts"].get<std::uint64_t>(), j["replayed_at_start"].get<std::uint64_t>(),
+               j["torn_bytes_dropped_at_start"].get<std::uint64_t>() == 0
+                   ? std::string()
+                   : fmt::format(" and dropped a torn last record ({} bytes)",
+                                 j["torn_bytes_dropped_at_start"].get<std::uint64_t>()));
+  }
   const auto& w = s["workers"];
   const auto worker_count = w["count"].get<std::uint32_t>();
   if (worker_count == 0)
@@ -531,6 +594,10 @@ void print_health_text(const nlohmann::json& s) {
   if (d["serving_thread_stuck_ms"].get<std::uint64_t>() != 0)
     degraded += fmt::format("; the serving thread has been inside one BACKTEST for {} ms, past what its cost allows "
                             "(every client waits)", d["serving_thread_stuck_ms"].get<std::uint64_t>());
+  if (d["journal_disk_full"].get<std::uint64_t>() != 0)
+    degraded += "; the journal's disk is full: APPENDs are refused journal_full until it has room";
+  if (d["journal_failed"].get<std::uint64_t>() != 0)
+    degraded += "; the journal failed (a write or fdatasync): APPENDs are refused journal_failed; restart the engine";
   fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
              degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
   const auto& placement = s["placement"];
@@ -558,6 +625,10 @@ void print_lanes_text(const nlohmann::json& s) {
                any ? "<=" + ns_text(service["p50_at_most_ns"].get<std::uint64_t>()) : "-",
                any ? "<=" + ns_text(service["p99_at_most_ns"].get<std::uint64_t>()) : "-");
   }
+  for (const auto& lane : s["lanes"])
+    if (lane["reattaches"].get<std::uint64_t>() != 0)
+      fmt::print("lane {}: its client re-attached {} time(s) after an engine it used went away\n",
+                 lane["lane"].get<unsigned>(), lane["reattaches"].get<std::uint64_t>());
   for (const auto& lane : s["lanes"])
     if (lane["owner_pid"].get<int>() != 0 && !lane["owner_alive"].get<bool>()) {
       fmt::print("(pid): the process that took the lane has exited; one that inherited its connection (a fork's "

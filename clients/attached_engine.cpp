@@ -61,6 +61,7 @@ int code_for(CallStatus status) noexcept {
     case CallStatus::out_of_order: return IPCFLOOR_E_CORRUPT;
     case CallStatus::too_large: return IPCFLOOR_E_INVALID;
     case CallStatus::interrupted: return IPCFLOOR_E_INTERRUPTED;
+    case CallStatus::engine_restarted: return IPCFLOOR_E_ENGINE_RESTARTED;
     case CallStatus::empty: break;
   }
   return IPCFLOOR_E_INTERNAL;
@@ -79,11 +80,13 @@ int code_for(std::uint16_t status) noexcept {
     case Status::no_such_strategy: return IPCFLOOR_E_NO_SUCH_STRATEGY;
     case Status::no_live_step: return IPCFLOOR_E_NO_LIVE_STEP;
     case Status::signals_full: return IPCFLOOR_E_SIGNALS_FULL;
+    case Status::journal_full: return IPCFLOOR_E_JOURNAL_FULL;
+    case Status::journal_failed: return IPCFLOOR_E_JOURNAL_FAILED;
     default: return IPCFLOOR_E_REJECTED;
   }
 }
 
-void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
+void copy_signal(const SignalSlot& slot, std::uint64_t missed, ipcfloor_signal& out) noexcept {
   out.bar = slot.bar;
   out.subscription = slot.subscription;
   out.dropped = slot.dropped;
@@ -95,6 +98,27 @@ void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
   out.cross = slot.cross;
   out.position = slot.position;
   out.flags = slot.flags;
+  out.missed = static_cast<std::uint32_t>(std::min<std::uint64_t>(missed, UINT32_MAX));
+}
+
+// The reconnect options of `options`, checked. Empty message: valid.
+ReconnectPolicy reconnect_policy(std::string_view name, const ipcfloor_options& options, std::string& message) {
+  ReconnectPolicy policy;
+  if (options.reconnect != 0 && options.reconnect != 1) {
+    message = fmt::format("attach {}: reconnect is {}: give 1 (re-attach by itself) or 0 (the default)", name,
+                          options.reconnect);
+    return policy;
+  }
+  const std::int64_t limit = options.reconnect_limit_ns;
+  if (limit != 0 && (limit < kMinReconnectLimit.count() || limit > IPCFLOOR_RECONNECT_LIMIT_MAX_NS)) {
+    message = fmt::format("attach {}: reconnect_limit_ns {} is outside its range: 0 (the default, 30 s) or {} ns (1 "
+                          "ms) to {} ns (IPCFLOOR_RECONNECT_LIMIT_MAX_NS, one day)", name, limit,
+                          kMinReconnectLimit.count(), IPCFLOOR_RECONNECT_LIMIT_MAX_NS);
+    return policy;
+  }
+  policy.enabled = options.reconnect == 1;
+  if (limit != 0) policy.limit = std::chrono::nanoseconds(limit);
+  return policy;
 }
 
 // Writes a sentence into a fixed buffer, cut to fit; formats in place, so it never allocates.
@@ -132,21 +156,34 @@ std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, co
                             "BLOCK (3)", name, options.wait);
       return nullptr;
   }
+  const ReconnectPolicy policy = reconnect_policy(name, options, message);
+  if (!message.empty()) {
+    code = IPCFLOOR_E_INVALID;
+    return nullptr;
+  }
   auto client = ShmClient::connect(name, client_options);
   if (!client) {
     code = code_for(client.error().code);
     message = client.error().message;
     return nullptr;
   }
-  std::unique_ptr<AttachedEngine> engine(new AttachedEngine(std::move(*client)));
+  std::unique_ptr<AttachedEngine> engine(
+      new AttachedEngine(std::move(*client), Reconnect(std::string(name), client_options, policy)));
   engine->timeout_ = client_options.timeout;
   code = IPCFLOOR_OK;
   return engine;
 }
 
-AttachedEngine::AttachedEngine(ShmClient client)
-    : client_(std::move(client)), forks_at_attach_(forks_now()), attached_by_(static_cast<std::int32_t>(getpid())) {
-  // Copied once: the header lives in memory the engine (or any attacher) could rewrite later.
+AttachedEngine::AttachedEngine(ShmClient client, Reconnect reconnect)
+    : client_(std::move(client)),
+      reconnect_(std::move(reconnect)),
+      forks_at_attach_(forks_now()),
+      attached_by_(static_cast<std::int32_t>(getpid())) {
+  take_metadata();
+}
+
+void AttachedEngine::take_metadata() {
+  // Copied once per engine: the header lives in memory the engine (or any attacher) could rewrite later.
   const auto& header = client_.segment().header();
   fee_ = header.fee;
   checksum_ = header.series_checksum;
@@ -261,7 +298,34 @@ int AttachedEngine::wait_mode() const noexcept {
   return IPCFLOOR_WAIT_ENGINE;
 }
 
+int AttachedEngine::engine_went_away() noexcept {
+  CallStatus recovered = CallStatus::engine_gone;
+  try {
+    recovered = reconnect_.recover(client_, interrupt_);
+    if (recovered == CallStatus::engine_restarted) {
+      take_metadata();
+      client_.set_interrupt(interrupt_);
+    }
+  } catch (const std::bad_alloc&) {
+    write_message_to(message_, "engine {} went away, and re-attaching ran out of memory", engine_name());
+    return IPCFLOOR_E_ENGINE_GONE;
+  }
+  switch (recovered) {
+    case CallStatus::engine_restarted:
+      write_message_to(message_, "{}; the call in flight was not answered and is not retried (an append may or may "
+                       "not have been journaled: ipcfloor_bars gives the engine's bars now)", reconnect_.note());
+      return IPCFLOOR_E_ENGINE_RESTARTED;
+    case CallStatus::interrupted:
+      write_message_to(message_, "{}", reconnect_.note());
+      return IPCFLOOR_E_INTERRUPTED;
+    default:
+      write_message_to(message_, "{}", reconnect_.note());
+      return IPCFLOOR_E_ENGINE_GONE;
+  }
+}
+
 int AttachedEngine::lane_failure(CallStatus status) noexcept {
+  if (status == CallStatus::engine_gone && reconnect_.enabled()) return engine_went_away();
   try {
     const std::string text = client_.describe(status);
     const std::size_t n = std::min(text.size(), sizeof message_ - 1);
@@ -478,6 +542,15 @@ int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, i
   if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response, strategy);
   ++subscriptions_;
   id = static_cast<std::uint32_t>(response.extra[0]);
+  try {
+    Combo combo;
+    std::memcpy(&combo, params, sizeof combo);
+    reconnect_.subscribed(combo, strategy, response);
+  } catch (const std::bad_alloc&) {
+    write_message_to(message_, "subscribed combo {} on lane {}, but out of memory to remember it for a re-attach", id,
+                     client_.lane());
+    return IPCFLOOR_E_RESOURCE;
+  }
   if (state != nullptr) {
     constexpr double kNotCarried = std::numeric_limits<double>::quiet_NaN();
     *state = ipcfloor_signal{};
@@ -518,7 +591,11 @@ int AttachedEngine::poll_signal(ipcfloor_signal& out) noexcept {
   if (!client_.live()) return not_live("read signals");
   SignalSlot slot;
   switch (const CallStatus got = client_.poll_signal(slot)) {
-    case CallStatus::ok: copy_signal(slot, out); return IPCFLOOR_OK;
+    case CallStatus::ok: {
+      const std::uint64_t missed = reconnect_.on_signal(slot);
+      copy_signal(slot, missed, out);
+      return IPCFLOOR_OK;
+    }
     case CallStatus::empty: return IPCFLOOR_NO_SIGNAL;
     default: return lane_failure(got);
   }
@@ -528,9 +605,16 @@ int AttachedEngine::wait_signal(ipcfloor_signal& out) noexcept {
   if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (!client_.live()) return not_live("wait for signals");
   SignalSlot slot;
-  const CallStatus got = client_.wait_signal(slot);
+  CallStatus got = client_.wait_signal(slot);
+  if (got == CallStatus::engine_gone && reconnect_.enabled()) {
+    // Not a request in flight: the wait goes on with the engine that came back, whose snapshot
+    // frames are the next signals.
+    if (const int code = engine_went_away(); code != IPCFLOOR_E_ENGINE_RESTARTED) return code;
+    got = client_.wait_signal(slot);
+  }
   if (got == CallStatus::ok) {
-    copy_signal(slot, out);
+    const std::uint64_t missed = reconnect_.on_signal(slot);
+    copy_signal(slot, missed, out);
     return IPCFLOOR_OK;
   }
   if (got == CallStatus::timeout) {

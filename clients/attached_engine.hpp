@@ -13,8 +13,13 @@
 // (index 0 is the main one, the one live mode appends to). backtest and sweep take the index of
 // the series to run on; an index past the table is IPCFLOOR_E_NO_SUCH_SERIES without a request.
 //
+// Reconnect (ipcfloor_options.reconnect): a request that finds the engine gone re-attaches
+// (clients/reconnect.hpp) and returns IPCFLOOR_E_ENGINE_RESTARTED; the metadata is then the new
+// engine's, and the old engine's series stays mapped until detach, so pointers into it stay valid.
+//
 // Threads: requests (backtest, sweep, echo, and live: append, subscribe, snapshot, reading
-// signals) from one thread at a time; the accessors from any.
+// signals) from one thread at a time; the accessors from any (but across a re-attach, which
+// changes them: read them from the requests' thread then).
 // Memory: attach allocates; requests never allocate on success (a lane failure formats its
 // message through ShmClient::describe, which does), never throw and never abort. poll_signal
 // makes no system call.
@@ -29,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "clients/reconnect.hpp"
 #include "clients/shm_client.hpp"
 #include "ipcfloor/ipcfloor.h"
 
@@ -93,7 +99,12 @@ class AttachedEngine {
 
   // The ipcfloor_set_interrupt contract: every wait, and a sweep between answers, asks `check`;
   // a call it stops returns IPCFLOOR_E_INTERRUPTED.
-  void set_interrupt(const InterruptCheck& check) noexcept { client_.set_interrupt(check); }
+  void set_interrupt(const InterruptCheck& check) noexcept {
+    interrupt_ = check;
+    client_.set_interrupt(check);
+  }
+  // Engines this client re-attached to (reconnect).
+  [[nodiscard]] std::uint64_t restarts() const noexcept { return reconnect_.restarts(); }
 
   [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
   // The series table, copied at attach: how many series (1..kMaxSeries), series `index`'s
@@ -145,7 +156,12 @@ class AttachedEngine {
   [[nodiscard]] const char* last_error() const noexcept { return message_; }
 
  private:
-  explicit AttachedEngine(ShmClient client);
+  AttachedEngine(ShmClient client, Reconnect reconnect);
+  // Copies what it hands out from the attached engine's header: at attach, and after a re-attach.
+  void take_metadata();
+  // A lane failure once the engine is gone: re-attaches when reconnect is on (restarted, or why
+  // not). The code and its sentence.
+  [[nodiscard]] int engine_went_away() noexcept;
 
   // Reads and discards answers a failed call left in flight, so the next answer is this call's.
   [[nodiscard]] int drain() noexcept;
@@ -173,6 +189,8 @@ class AttachedEngine {
   [[nodiscard]] int refuse_if_forked() noexcept;
 
   ShmClient client_;
+  Reconnect reconnect_;
+  InterruptCheck interrupt_;           // kept for the client that replaces this one after a re-attach
   std::uint64_t forks_at_attach_ = 0;  // this process's fork count when it attached
   std::int32_t attached_by_ = 0;       // the pid that attached
   double fee_ = 0.0;

@@ -39,6 +39,9 @@ struct ShmClientOptions {
   std::optional<WaitMode> wait;
   // Where the engine's socket lives: by default the user's private directory (shm/socket_dir.hpp).
   std::string socket_dir = default_socket_dir();
+  // Told to the engine for its status: how many times this client re-attached after an engine it
+  // used went away (set by clients/reconnect.hpp; 0 for a first attach).
+  std::uint32_t reattaches = 0;
 };
 
 enum class CallStatus : std::uint8_t {
@@ -52,6 +55,10 @@ enum class CallStatus : std::uint8_t {
   empty,        // poll only: nothing has arrived yet
   too_large,    // echo_bulk only: the payload does not fit half of the lane's bulk region
   interrupted,  // the interrupt check (set_interrupt) asked the wait to stop; answers may be owed
+  // The engine went away while the call was in flight and the client re-attached to the one that
+  // came back (clients/reconnect.hpp). The call was not answered and is not retried: an APPEND
+  // may or may not have been journaled. Never returned by ShmClient itself.
+  engine_restarted,
 };
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
@@ -167,6 +174,14 @@ class ShmClient {
   // Closes this process's copy of the lease without handing the lane back: a forked child's
   // exit from its parent's lane (Attachment::abandon). Only the destructor may follow.
   void abandon() noexcept { attachment_.abandon(); }
+  // A client whose engine is gone gives up its lane (its connection is closed, its lane object
+  // unmapped) and hands back the engine's data, mapped: views of the series taken from it stay
+  // valid as long as the returned Attachment lives. Only the destructor or an assignment may
+  // follow. Slow path.
+  [[nodiscard]] Attachment retire() && noexcept {
+    attachment_.drop_lane();
+    return std::move(attachment_);
+  }
 
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }

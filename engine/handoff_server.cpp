@@ -218,7 +218,7 @@ void HandoffServer::handle_request(Connection& connection, const HandoffRequest&
     reply(connection, HandoffStatus::stopping, fmt::format("engine {} is stopping", segment_->name()));
     return;
   }
-  const LaneKeeper::Grant grant = lanes_->claim(connection.pid, connection.uid);
+  const LaneKeeper::Grant grant = lanes_->claim(connection.pid, connection.uid, request.reattaches);
   if (grant.status != HandoffStatus::ok) {
     reply(connection, grant.status, grant.message);
     return;

@@ -7,22 +7,43 @@
 #include "engine/dispatch.hpp"
 
 namespace ipcfloor {
+namespace {
 
-LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost,
-                       WaitMode mode) noexcept
+// The answer of an APPEND whose bar is in and stepped: its close, and the bars the series holds.
+WorkerDone appended(const JobTicket& ticket, double close, std::uint64_t bars) noexcept {
+  WorkerDone answer;
+  answer.ticket = ticket;
+  answer.status = static_cast<std::uint16_t>(Status::ok);
+  answer.pnl = close;
+  answer.trades = static_cast<std::int64_t>(bars);
+  return answer;
+}
+
+// True when stepping `book` on a new bar is dear enough for the workers.
+bool dear(const WorkerDispatch& workers, const LiveBook& book, std::uint64_t inline_cost) noexcept {
+  return workers.any() && book.total() != 0 && book.cost_per_bar() >= inline_cost;
+}
+
+}  // namespace
+
+LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, JournalDispatch& journal,
+                       std::uint64_t inline_cost, WaitMode mode) noexcept
     : segment_(segment),
       header_(segment.header()),
       lanes_(lanes),
       admission_(admission),
+      journal_(journal),
       room_(segment.series_room()),
-      published_(segment.series().size()),
+      // The preloaded bars and those a journal replayed at start.
+      published_(segment.header().bars_published.load(std::memory_order_relaxed)),
       inline_cost_(inline_cost),
       mode_(mode),
       fee_(segment.header().fee) {}
 
 Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, ServingLanes& lanes, Admission& admission,
-                                                       LiveBookLimits limits, std::uint64_t inline_cost, WaitMode mode) {
-  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, inline_cost, mode));
+                                                       JournalDispatch& journal, LiveBookLimits limits,
+                                                       std::uint64_t inline_cost, WaitMode mode) {
+  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, journal, inline_cost, mode));
   limits.lanes = segment.lane_count();
   limits.capacity_bars = segment.series_room().size();
   limits.fee = segment.header().fee;
@@ -39,25 +60,49 @@ Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request)
   // One writer: the first lane that appends keeps the series until its client leaves.
   if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
   if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return Status::bad_price;
-  if (published_ >= room_.size()) return Status::capacity_full;
+  // The bars in flight at the journal come first: they are published once durable.
+  const std::uint64_t in_flight = journal_.in_flight();
+  if (published_ + in_flight >= room_.size()) return Status::capacity_full;
   return Status::ok;
 }
 
-bool LiveServer::fans_out(std::uint32_t index, const RequestSlot& request, const WorkerDispatch& workers) const noexcept {
-  return request.opcode == static_cast<std::uint16_t>(Opcode::append) && workers.any() && book_->total() != 0 &&
-         book_->cost_per_bar() >= inline_cost_ && check_append(index, request) == Status::ok;
+LiveServer::Route LiveServer::route(std::uint32_t index, const RequestSlot& request,
+                                    const WorkerDispatch& workers) const noexcept {
+  if (bar_.active) return Route::wait;
+  if (request.opcode != static_cast<std::uint16_t>(Opcode::append)) return Route::here;
+  const bool journaled = journal_.any();
+  // A refusal being rewound changes what comes after the bars published: judged once it is back.
+  if (journaled && journal_.blocked()) return Route::wait;
+  if (check_append(index, request) != Status::ok) return Route::here;  // refused here, at once
+  if (journaled) return Route::journal;
+  return dear(workers, *book_, inline_cost_) ? Route::fan_out : Route::here;
 }
 
-double LiveServer::take_bar(std::uint32_t index, const RequestSlot& request) noexcept {
-  const LiveAppend bar = LiveAppend::from_params(request.params);
-  writer_lane_ = static_cast<int>(index);
-  room_[published_] = bar.close;
+void LiveServer::take_bar(double close) noexcept {
+  room_[published_] = close;
   ++published_;
   // release: the bar is written before the count that covers it; pairs with the acquire load in
   // Attachment::published_series.
   header_.bars_published.store(published_, std::memory_order_release);
   admission_.set_main_series(std::span<const double>(room_.data(), published_));
-  return bar.close;
+}
+
+void LiveServer::journal_append(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket) noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  journal_.submit(ticket, published_ + journal_.in_flight(), bar.close, bar.tick);
+}
+
+bool LiveServer::apply_journaled(const JournalDispatch::Pending& pending, WorkerDispatch& workers,
+                                 WorkerDone& answer) noexcept {
+  take_bar(pending.close);
+  if (dear(workers, *book_, inline_cost_)) {
+    fan_out(pending.close, pending.tick, pending.ticket, workers);
+    return false;
+  }
+  publish_bar(pending.tick, /*evaluate=*/true);
+  answer = appended(pending.ticket, pending.close, published_);
+  return true;
 }
 
 Status LiveServer::serve(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
@@ -91,19 +136,30 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
 Status LiveServer::append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   const Status checked = check_append(index, request);
   if (checked != Status::ok) return answer_status(response, request, checked);
-  const double close = take_bar(index, request);
-  publish_bar(LiveAppend::from_params(request.params).tick, /*evaluate=*/true);
+  // A journaled engine routes every admitted APPEND to its journal (route()): never here.
+  if (journal_.any()) return answer_status(response, request, Status::engine_error);
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  take_bar(bar.close);
+  publish_bar(bar.tick, /*evaluate=*/true);
   answer_status(response, request, Status::ok);
-  response.pnl = close;
+  response.pnl = bar.close;
   response.trades = static_cast<std::int64_t>(published_);
   return Status::ok;
 }
 
 void LiveServer::start_bar(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket,
                            WorkerDispatch& workers) noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  take_bar(bar.close);
+  fan_out(bar.close, bar.tick, ticket, workers);
+}
+
+void LiveServer::fan_out(double close, std::uint64_t tick, const JobTicket& ticket, WorkerDispatch& workers) noexcept {
   BarOut& bar = bar_;
-  bar.close = take_bar(index, request);
-  bar.tick = LiveAppend::from_params(request.params).tick;
+  bar.close = close;
+  bar.tick = tick;
   bar.answer = ticket;
   bar.total = book_->total();
   // As many shares as the work is worth (each at least --inline-cost units) and workers there are.
@@ -154,11 +210,7 @@ bool LiveServer::finish_share(const WorkerDone& done, WorkerDone& answer) noexce
     book_->clear_lane(static_cast<std::uint32_t>(std::countr_zero(pending)));
   bar.clear_after = 0;
   publish_bar(bar.tick, /*evaluate=*/false);
-  answer = WorkerDone{};
-  answer.ticket = bar.answer;
-  answer.status = static_cast<std::uint16_t>(Status::ok);
-  answer.pnl = bar.close;
-  answer.trades = static_cast<std::int64_t>(published_);
+  answer = appended(bar.answer, bar.close, published_);
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
+#include "common/checksum.hpp"
 #include "common/placement.hpp"
 #include "common/topology.hpp"
 #include "common/tsc_clock.hpp"
@@ -60,6 +62,49 @@ MemoryNeed workspace_need(const ShmEngineConfig& config, const StrategySet& stra
                       count == 1 ? "" : "s", longest),
           count * strategies.workspace_bytes(longest),
           count > 1 ? fmt::format("{} or --workers {}", length, count - 1) : length};
+}
+
+// What replaying a journal allocates before its bars are copied into the segment: 8 bytes per bar
+// it may hold (bounded by the room --capacity leaves and by its file's records). Nothing without
+// a journal, or while none exists yet.
+std::vector<MemoryNeed> journal_needs(const ShmEngineConfig& config) {
+  std::vector<MemoryNeed> needs;
+  if (!config.journal || !config.segment.live) return needs;
+  struct stat info {};
+  const std::string path = config.journal->dir + "/" + kJournalFileName;
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < static_cast<off_t>(kJournalHeaderBytes))
+    return needs;
+  const std::uint64_t records = (static_cast<std::uint64_t>(info.st_size) - kJournalHeaderBytes) / kJournalRecordBytes;
+  const std::uint64_t room = config.segment.capacity_bars > config.segment.series.size()
+                                 ? config.segment.capacity_bars - config.segment.series.size()
+                                 : 0;
+  needs.push_back({fmt::format("the journal's bars, read before they are replayed ({})", path),
+                   std::min(records, room) * sizeof(double), fmt::format("--journal {}", config.journal->dir)});
+  return needs;
+}
+
+// Opens the journal for the main series the segment will hold, and reads its bars. Setup path.
+Expected<BarJournal> open_journal(const ShmEngineConfig& config) {
+  const SegmentConfig& segment = config.segment;
+  BarJournal::Options options;
+  options.dir = config.journal->dir;
+  options.base = {segment.series.size(), fnv1a64(std::as_bytes(segment.series)), segment.series_key,
+                  segment.series_name};
+  options.room = segment.capacity_bars > segment.series.size() ? segment.capacity_bars - segment.series.size() : 0;
+  return BarJournal::open(options);
+}
+
+// The journal's facts for the segment header's journal line.
+SegmentConfig::JournalFacts journal_facts(const BarJournal& journal, const JournalSync& sync) {
+  SegmentConfig::JournalFacts facts;
+  facts.path = journal.path();
+  facts.fsync = static_cast<std::uint32_t>(sync.policy);
+  facts.interval_ms = static_cast<std::uint64_t>(sync.interval.count());
+  facts.records = journal.contents().closes.size();
+  facts.bytes = journal.bytes();
+  facts.torn_bytes = journal.contents().torn_bytes;
+  facts.starts = journal.contents().start_records + 1;  // this start, recorded once it serves
+  return facts;
 }
 
 // The strategy table clients read from the segment header: each strategy's name, parameter
@@ -123,8 +168,11 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   if (!config.strategies) config.strategies = std::make_shared<const StrategyCatalog>();
   const StrategySet& strategies = config.strategies->set();
   if (auto placed = check_workers_for(strategies, config); !placed) return std::unexpected(placed.error());
+  if (config.journal && !config.segment.live)
+    return fail(ErrorCode::invalid_argument, "a journal holds appended bars: it needs a live engine (--live)");
   std::vector<MemoryNeed> needs = live_book_needs(config);
   needs.push_back(workspace_need(config, strategies));
+  for (MemoryNeed& need : journal_needs(config)) needs.push_back(std::move(need));
   if (auto fits = Segment::check_memory(config.segment, needs); !fits) return std::unexpected(fits.error());
   double rate = 0.0;
   std::uint64_t max_cost = config.max_frame_cost;
@@ -138,6 +186,18 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   config.segment.serving_cpu = config.cpu;
   config.segment.near_cpus = config.near_cpus.empty() ? near_cpus(read_topology(""), nullptr, config.cpu) : config.near_cpus;
   config.segment.max_frame_cost = max_cost;
+  // The journal first: its bars go into the segment after the preloaded ones, published with them.
+  std::optional<BarJournal> journal;
+  const auto read_start = std::chrono::steady_clock::now();
+  if (config.journal) {
+    auto opened = open_journal(config);
+    if (!opened) return std::unexpected(opened.error());
+    journal.emplace(std::move(*opened));
+    config.segment.replayed = journal->contents().closes;
+    config.segment.journal = journal_facts(*journal, config.journal->sync);
+  }
+  const auto replay_time =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - read_start);
   auto segment = Segment::create(config.segment);
   if (!segment) return std::unexpected(segment.error());
   std::unique_ptr<ShmEngine> engine(new ShmEngine(std::move(*segment), config.wait, config.cpu));
@@ -169,6 +229,11 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   e.server_ = std::move(*server);
   record_strategy_timing(e.segment_.header(), strategies);
   if (auto workers = e.start_workers(config); !workers) return std::unexpected(workers.error());
+  if (journal) {
+    for (const std::string& note : journal->notes()) e.warnings_.push_back(note);
+    e.replay_time_ = replay_time;
+    if (auto started = e.start_journal(std::move(*journal), config); !started) return std::unexpected(started.error());
+  }
 
   // The serving thread pins itself before its first poll; setup results come back through
   // these, published by the release store of `started`.
@@ -238,6 +303,23 @@ Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
   if (!pool) return std::unexpected(pool.error());
   pool_ = std::move(*pool);
   server_->attach_workers(pool_.get());
+  return {};
+}
+
+Expected<void> ShmEngine::start_journal(BarJournal journal, const ShmEngineConfig& config) {
+  journal.forget_closes();  // they are in the segment now
+  if (auto recorded = journal.record_start(); !recorded) return std::unexpected(recorded.error());
+  journal_path_ = journal.path();
+  JournalWriterConfig writer;
+  writer.sync = config.journal->sync;
+  writer.wait = config.wait;
+  writer.engine_word = &lanes_.lanes().keeper_word;
+  for (const int cpu : allowed_cpus())
+    if (cpu != config.cpu) writer.cpus.push_back(cpu);  // never on the serving core
+  auto started = JournalWriter::start(std::move(journal), writer, segment_.header());
+  if (!started) return std::unexpected(started.error());
+  journal_ = std::move(*started);
+  server_->attach_journal(journal_.get());
   return {};
 }
 
@@ -338,6 +420,10 @@ void ShmEngine::stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag; join() orders the rest
   if (wait_ == WaitMode::block) wake_serving_thread(lanes_.lanes().keeper_word);
   if (serving_.joinable()) serving_.join();
+  // After the serving thread: nothing hands the journal a record any more; what it was handed is
+  // written and synced (an APPEND in flight now is never answered, but its bar is replayed at the
+  // next start, as after a crash).
+  if (journal_) journal_->stop();
   // After the serving thread: nothing hands out work any more; each worker ends its combo.
   if (pool_) pool_->stop();
 }

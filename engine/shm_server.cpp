@@ -34,13 +34,17 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLan
   const std::uint64_t workspace = strategies.workspace_bytes(longest_series(segment, config.live.has_value()));
   std::unique_ptr<ShmServer> server(new ShmServer(segment, lanes, strategies, telemetry, config, workspace));
   std::span<const double> series[kMaxSeries];
-  series[0] = segment.series();
+  // The main series as published: live, the preloaded bars and any a journal replayed at start.
+  series[0] = config.live ? std::span<const double>(segment.series_room().data(),
+                                                    segment.header().bars_published.load(std::memory_order_relaxed))
+                          : segment.series();
   for (std::uint32_t i = 1; i < segment.series_count(); ++i) series[i] = segment.series_at(i);
   server->admission_.set_series(std::span(series, segment.series_count()));
   if (config.live) {
     LiveBookLimits limits = *config.live;
     limits.max_catch_up_cost = config.max_frame_cost;
-    auto live = LiveServer::make(segment, server->lanes_, server->admission_, limits, config.inline_cost, config.mode);
+    auto live = LiveServer::make(segment, server->lanes_, server->admission_, server->journal_, limits,
+                                 config.inline_cost, config.mode);
     if (!live) return std::unexpected(std::move(live.error()));
     server->live_ = std::move(*live);
   }
@@ -110,8 +114,13 @@ std::uint32_t ShmServer::take_turn(std::uint32_t slot) noexcept {
 
 ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept {
   if (verdict.route == Verdict::Route::live) {
-    if (live_->bar_out()) return Plan::wait;  // stays where it is until the bar is back
-    return live_->fans_out(index, request, workers_) ? Plan::fan_out : Plan::here;
+    switch (live_->route(index, request, workers_)) {
+      case LiveServer::Route::wait: return Plan::wait;  // stays where it is until the bar is back
+      case LiveServer::Route::fan_out: return Plan::fan_out;
+      case LiveServer::Route::journal: return Plan::journal;
+      case LiveServer::Route::here: break;
+    }
+    return Plan::here;
   }
   if (verdict.route != Verdict::Route::backtest || !verdict.heavy) return Plan::here;
   const std::uint64_t client = std::uint64_t{1} << client_of_[index];
@@ -143,6 +152,8 @@ void ShmServer::start_elsewhere(Plan plan, const JobTicket& ticket, const Reques
                                 const Verdict& verdict) noexcept {
   if (plan == Plan::fan_out) {
     live_->start_bar(ticket.lane, request, ticket, workers_);
+  } else if (plan == Plan::journal) {
+    live_->journal_append(ticket.lane, request, ticket);
   } else {
     workers_.hand_backtest(ticket, request, verdict, fee_);
   }
@@ -352,6 +363,33 @@ void ShmServer::finish(const WorkerDone& done) noexcept {
   counters_.request(ticket.lane, static_cast<Status>(done.status), ticket.seq);
 }
 
+void ShmServer::attach_journal(JournalWriter* writer) {
+  journal_ = JournalDispatch(writer);  // in place: the live server holds a reference to it
+}
+
+std::size_t ShmServer::collect_from_journal() noexcept {
+  std::size_t got = 0;
+  JournalOutcome outcome = JournalOutcome::pending;
+  JournalDispatch::Pending pending;
+  // One bar at a time: while one is out at the workers, the next durable one waits for it.
+  while (!live_->bar_out() && journal_.next(outcome, pending)) {
+    ++got;
+    WorkerDone answer;
+    if (outcome == JournalOutcome::durable) {
+      if (!live_->apply_journaled(pending, workers_, answer)) continue;  // answered once its shares are back
+    } else {
+      // Never published: the APPEND is answered with why, and the bar is not in the series.
+      answer.ticket = pending.ticket;
+      answer.status = static_cast<std::uint16_t>(outcome == JournalOutcome::full ? Status::journal_full
+                                                                                  : Status::journal_failed);
+      answer.pnl = pending.close;
+      answer.trades = static_cast<std::int64_t>(segment_.header().bars_published.load(std::memory_order_relaxed));
+    }
+    finish(answer);
+  }
+  return got;
+}
+
 std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
   std::size_t served = 0;
   heavy_clients_ = 0;
@@ -376,6 +414,7 @@ std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
 std::size_t ShmServer::poll_once() noexcept {
   if (lanes_.lanes_changed() || ++passes_since_scan_ >= kPassesPerScan) scan_lanes();
   std::size_t served = workers_.any() ? collect_from_workers() : 0;
+  if (journal_.any()) served += collect_from_journal();
   // A bar's shares go before any new heavy request, so an APPEND waits for at most one combo.
   if (live_ && live_->bar_out()) live_->hand_shares(workers_);
   // Rounds while heavy work was started and workers are still free, so that clients with more
@@ -390,7 +429,9 @@ std::size_t ShmServer::poll_once() noexcept {
   return served;
 }
 
-bool ShmServer::has_work() noexcept { return lanes_.have_requests() || workers_.answers_ready(); }
+bool ShmServer::has_work() noexcept {
+  return lanes_.have_requests() || workers_.answers_ready() || journal_.ready();
+}
 
 void ShmServer::run(const std::atomic<bool>& stop) noexcept {
   std::uint32_t idle = 0;
@@ -408,7 +449,7 @@ void ShmServer::run(const std::atomic<bool>& stop) noexcept {
     // A backoff engine keeps polling while workers compute (a nap would leave a worker idle until
     // it ended), yielding between passes so that it never keeps a thread of a small host off its
     // cpu. A block-mode engine sleeps; a worker's answer wakes it.
-    if (mode_ == WaitMode::backoff && workers_.busy()) {
+    if (mode_ == WaitMode::backoff && (workers_.busy() || journal_.in_flight() != 0)) {
       detail::yield_thread();
       continue;
     }

@@ -11,6 +11,7 @@
 //   AnswerWindow     ring answers kept in request order                  (answer_window.hpp)
 //   WorkerDispatch   handing jobs to workers, collecting, taking back    (worker_dispatch.hpp)
 //   LiveServer       APPEND, SUBSCRIBE, SNAPSHOT and the signals         (live_server.hpp)
+//   JournalDispatch  APPENDs to the journal's writer and back            (journal_dispatch.hpp)
 //   ServingCounters  requests, bad frames, service times, telemetry      (serving_counters.hpp)
 //
 // Order and fairness: a lane's ring answers are published in the order of its requests, each
@@ -36,6 +37,7 @@
 #include "engine/admission.hpp"
 #include "engine/answer_window.hpp"
 #include "engine/engine_lanes.hpp"
+#include "engine/journal_dispatch.hpp"
 #include "engine/live_book.hpp"
 #include "engine/live_server.hpp"
 #include "engine/serving_counters.hpp"
@@ -94,6 +96,9 @@ class ShmServer {
   [[nodiscard]] std::uint64_t workspace_bytes() const noexcept { return workspace_.bytes(); }
   // Setup path, before run(): the workers heavy requests go to (null: none).
   void attach_workers(WorkerPool* pool) noexcept { workers_ = WorkerDispatch(pool); }
+  // Setup path, before run(), live only: APPENDs go through the journal's writer first (null:
+  // none). Allocates.
+  void attach_journal(JournalWriter* writer);
 
   // Serves until `stop` turns true (checked between frames and passes, or at least every
   // kIdleSleepBound while idle in backoff/block mode). Serving thread only.
@@ -109,7 +114,7 @@ class ShmServer {
 
  private:
   // Where one request goes, as admission and the loop's rationing decide.
-  enum class Plan : std::uint8_t { wait, here, worker, fan_out };
+  enum class Plan : std::uint8_t { wait, here, worker, fan_out, journal };
 
   ShmServer(Segment& segment, EngineLanes& lanes, const StrategySet& strategies, TelemetryQueue& telemetry,
             const ShmServerConfig& config, std::uint64_t workspace_bytes);
@@ -142,8 +147,11 @@ class ShmServer {
   std::size_t collect_from_workers() noexcept;
   // A job taken back from a stalled worker: to another idle worker, else computed here.
   bool take_back(const WorkerJob& job) noexcept;
-  // An answer from a worker (or a job taken back) into its lane; stale ones dropped.
+  // An answer from a worker (or a job taken back, or the journal) into its lane; stale ones dropped.
   void finish(const WorkerDone& done) noexcept;
+  // APPENDs back from the journal, in order: durable ones applied and answered, refused ones
+  // answered with the failure. Stops while a bar is out at the workers.
+  std::size_t collect_from_journal() noexcept;
 
   Segment& segment_;
   WaitMode mode_;
@@ -153,6 +161,7 @@ class ShmServer {
   Admission admission_;
   AnswerWindow window_;
   WorkerDispatch workers_{nullptr};
+  JournalDispatch journal_{nullptr};
   std::unique_ptr<LiveServer> live_;  // null unless live
   KernelWorkspace workspace_;
   EngineLanes& shared_;

@@ -63,6 +63,9 @@ enum class Status : std::uint16_t {
   no_such_strategy = 14,  // a BACKTEST or SUBSCRIBE naming a strategy index the engine does not hold
   no_live_step = 15,      // a SUBSCRIBE to a strategy that has no per-bar step (no live part)
   signals_full = 16,      // a SNAPSHOT whose frames do not fit the lane's signal ring now: drain it first
+  // 17-39: reserved. 40 on: the journal (serve --journal).
+  journal_full = 40,    // an APPEND whose record the journal's disk had no room for: its bar was not added
+  journal_failed = 41,  // an APPEND whose record could not be written or synced: its bar was not added
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -84,6 +87,8 @@ enum class Status : std::uint16_t {
     case Status::no_such_strategy: return "no_such_strategy";
     case Status::no_live_step: return "no_live_step";
     case Status::signals_full: return "signals_full";
+    case Status::journal_full: return "journal_full";
+    case Status::journal_failed: return "journal_failed";
   }
   return "unknown";
 }
@@ -222,6 +227,9 @@ static_assert(std::is_trivially_copyable_v<LiveAppend>, "LiveAppend travels by m
 // Flags of a SignalSlot.
 inline constexpr std::uint16_t kSignalGap = 1;       // frames of this lane were dropped before this one
 inline constexpr std::uint16_t kSignalSnapshot = 2;  // the answer to a SNAPSHOT, not a new bar
+// Never sent by the engine: a client that re-attached after its engine went away sets it on the
+// first frame of each subscription it reads from the new engine (clients/reconnect.hpp).
+inline constexpr std::uint16_t kSignalRestart = 4;
 
 // Engine -> subscriber, one per subscribed combo per new bar, through the lane's signal ring.
 // The state after bar `bar` (0-based over the whole series), as the subscription's strategy's

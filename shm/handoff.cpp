@@ -292,12 +292,14 @@ ErrorCode error_code_for(HandoffStatus status) noexcept {
 // One request and its reply on a fresh connection. A refusal comes back as a Handoff whose
 // reply says so; errors are for a connection that failed or ended without a well-formed reply.
 Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole role,
-                           std::chrono::steady_clock::time_point deadline, const std::string& path) {
+                           std::chrono::steady_clock::time_point deadline, const std::string& path,
+                           std::uint32_t reattaches) {
   Handoff handoff;
   handoff.connection = std::move(connection);
   handoff.engine_pid = engine_pid;
   const int fd = handoff.connection.get();
-  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion, 0};
+  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion,
+                                reattaches};
   auto sent = send_handoff(fd, std::as_bytes(std::span(&request, 1)), {});
   // An engine that refuses at accept (out of descriptors) answers and closes before it reads: the
   // send then fails, but its answer is waiting and says why.
@@ -328,7 +330,7 @@ Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole ro
 }  // namespace
 
 Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
-                                  std::chrono::steady_clock::time_point deadline) {
+                                  std::chrono::steady_clock::time_point deadline, std::uint32_t reattaches) {
   auto busy_pause = kBusyFirstRetry;
   std::string why_retry;  // why the last attempt is being retried: the engine was busy
   const auto still_busy = [&](pid_t engine_pid, int attempts) {
@@ -340,7 +342,7 @@ Expected<Handoff> request_handoff(const std::string& path, std::string_view name
     pid_t engine_pid = 0;
     auto connection = connect_engine(path, name, engine_pid);
     if (!connection) return std::unexpected(std::move(connection.error()));
-    auto handoff = ask_once(std::move(*connection), engine_pid, role, deadline, path);
+    auto handoff = ask_once(std::move(*connection), engine_pid, role, deadline, path, reattaches);
     if (!handoff) {
       // A busy engine that keeps this try waiting past the deadline is still a busy engine.
       if (handoff.error().code == ErrorCode::timeout && !why_retry.empty()) return still_busy(engine_pid, attempt);

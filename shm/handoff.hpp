@@ -69,7 +69,9 @@ struct HandoffRequest {
   std::uint16_t version;
   std::uint16_t role;            // HandoffRole
   std::uint32_t layout_version;  // the segment layout the client understands
-  std::uint32_t reserved;        // 0
+  // How many times this client re-attached after an engine it used went away (0 for a first
+  // attach): the client's own word, recorded in its lane's status for people, never trusted.
+  std::uint32_t reattaches;
 };
 
 struct HandoffReply {
@@ -197,8 +199,10 @@ struct Handoff {
 // Errors: peer_gone (nobody listens, the engine is stopping, or it died during the handshake),
 // busy (every lane is held by a live client; or the engine stayed busy until the deadline),
 // permission, version_mismatch, protocol (a malformed reply), timeout, io.
+// `reattaches` goes in the request (HandoffRequest::reattaches).
 [[nodiscard]] Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
-                                                std::chrono::steady_clock::time_point deadline);
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::uint32_t reattaches = 0);
 
 // A lane client's end of its hand-off connection: the lease on its lane, which the engine
 // reclaims the moment the connection ends. Move-only; the destructor releases.

@@ -58,6 +58,10 @@ Expected<void> validate_config(const SegmentConfig& config) {
   if (config.bulk_bytes > kMaxBulkBytes)
     return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
                 config.bulk_bytes, kMaxBulkBytes);
+  if (!config.replayed.empty() && (!config.live || config.series.size() + config.replayed.size() > std::max(config.series.size(), config.capacity_bars)))
+    return fail(ErrorCode::invalid_argument, "{} replayed bars after the {} preloaded need a live series with room for "
+                "them (--live --capacity {} or more)", config.replayed.size(), config.series.size(),
+                config.series.size() + config.replayed.size());
   return prepare_socket_dir(config.socket_dir);
 }
 
@@ -138,6 +142,23 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   return object;
 }
 
+// The journal line's facts of this start (the journal's writer keeps the rest up to date).
+void write_journal_facts(DataHeader& header, const SegmentConfig::JournalFacts& journal, std::size_t replayed) noexcept {
+  if (journal.path.empty()) return;
+  // relaxed: published to attachers by the release store of `state` in publish_data.
+  header.journal_state.store(1, std::memory_order_relaxed);
+  header.journal_records.store(journal.records, std::memory_order_relaxed);
+  header.journal_bytes.store(journal.bytes, std::memory_order_relaxed);
+  header.journal_fsync = journal.fsync;
+  header.journal_interval_ms = journal.interval_ms;
+  header.journal_replayed = replayed;
+  header.journal_torn_bytes = journal.torn_bytes;
+  header.journal_starts = journal.starts;
+  const std::size_t length = std::min(journal.path.size(), kJournalPathBytes - 1);
+  std::memcpy(header.journal_path, journal.path.data(), length);
+  header.journal_path[length] = '\0';
+}
+
 // Step 4, the header and the lane table, then the series and its checksum. Nobody else can
 // see the object yet.
 void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry& g, const SegmentConfig& config,
@@ -167,7 +188,7 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->live = config.live ? 1U : 0U;
   header->signal_capacity = config.signal_capacity;
   // relaxed: published to attachers by the release store of `state` in publish_data.
-  header->bars_published.store(config.series.size(), std::memory_order_relaxed);
+  header->bars_published.store(config.series.size() + config.replayed.size(), std::memory_order_relaxed);
   header->max_frame_cost = config.max_frame_cost;
   header->fee = config.fee;
   header->series_first = config.series.front();
@@ -186,6 +207,8 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
   std::memcpy(series, config.series.data(), preloaded_bytes);
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
+  std::memcpy(series + preloaded_bytes, config.replayed.data(), config.replayed.size() * sizeof(double));
+  write_journal_facts(*header, config.journal, config.replayed.size());
   // The series table: the main series, then the others after its room.
   header->series_count = static_cast<std::uint32_t>(1 + config.more_series.size());
   const auto enter = [&](SeriesEntry& entry, std::size_t offset, std::span<const double> close, std::string_view key) {
@@ -455,7 +478,7 @@ Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptio
   facts.socket_path = handoff_socket_path(options.socket_dir, name);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.timeout);
-  auto handoff = request_handoff(facts.socket_path, name, options.role, deadline);
+  auto handoff = request_handoff(facts.socket_path, name, options.role, deadline, options.reattaches);
   if (!handoff) return std::unexpected(std::move(handoff.error()));
   attachment.engine_pid_ = handoff->engine_pid;
   attachment.engine_start_ticks_ = process_start_ticks(handoff->engine_pid);

@@ -98,6 +98,21 @@ struct SegmentConfig {
   bool live = false;
   std::size_t capacity_bars = 0;
   std::uint32_t signal_capacity = 0;
+  // Live mode: bars an earlier engine appended (its journal's, replayed), written after the
+  // preloaded ones and published with them. The checksum and the series table cover the
+  // preloaded bars only. They must fit the room (capacity_bars).
+  std::span<const double> replayed;
+  // The journal, recorded in the header's journal line for `status` (path empty: none).
+  struct JournalFacts {
+    std::string path;
+    std::uint32_t fsync = 0;  // 0 every, 1 interval, 2 none
+    std::uint64_t interval_ms = 0;
+    std::uint64_t records = 0;     // bar records it holds
+    std::uint64_t bytes = 0;       // its size
+    std::uint64_t torn_bytes = 0;  // a torn last record dropped at this start
+    std::uint64_t starts = 0;      // engine starts it records, this one included
+  };
+  JournalFacts journal;
   // Where the socket DIR/NAME lives (shm/socket_dir.hpp: by default the user's private
   // directory; create() makes it when missing and refuses one another user could write).
   // Attachers must be given the same directory. The name is held per directory: two engines may
@@ -243,6 +258,8 @@ struct AttachOptions {
   // Bound on the whole attach, including waiting for a lane that is being freed or for a busy
   // engine to take the hand-off.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);
+  // Told to the engine for its status: how many times this client re-attached (HandoffRequest).
+  std::uint32_t reattaches = 0;
 };
 
 // A client's or an observer's side. Move-only; its destructor hands the lane back.
@@ -326,6 +343,13 @@ class Attachment {
   // Closes this process's copy of the connection without telling the engine: a forked child's
   // way out of its parent's lane (Lease::abandon). The mappings stay until destruction.
   void abandon() noexcept { lease_.abandon(); }
+  // Closes the connection without a notice (its engine is gone) and unmaps the lane object,
+  // keeping only the data object mapped: what a client keeps of an engine that went away, so that
+  // views of its series stay valid. lane() may not be called after. Idempotent.
+  void drop_lane() noexcept {
+    lease_.abandon();
+    lane_.reset();
+  }
 
  private:
   Attachment() = default;

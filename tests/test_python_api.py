@@ -151,8 +151,9 @@ def check_names(binary, engine, name):
             got = f"no signature: {failure}"
         check(got == signature, f"inspect.signature(engine.{method}) is {signature}: {got}")
     for function, signature in ((extension.combo_from_length, "(length, /)"), (extension.strerror, "(code, /)"),
-                                (extension.attach, "(cls, name, wait, timeout_ns, /)"),
-                                (ipcfloor.attach, "(name: 'str', timeout: 'float' = 5.0, wait: 'WaitMode | None' = None) -> 'Engine'")):
+                                (extension.attach, "(cls, name, wait, timeout_ns, reconnect, reconnect_limit_ns, /)"),
+                                (ipcfloor.attach, "(name: 'str', timeout: 'float' = 5.0, wait: 'WaitMode | None' = None, "
+                                                  "reconnect: 'bool' = False, reconnect_limit: 'float' = 30.0) -> 'Engine'")):
         try:
             got = str(inspect.signature(function))
         except (TypeError, ValueError) as failure:

@@ -76,6 +76,14 @@ enum class Wait : std::int32_t {
 struct ClientOptions {
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);  // bound on any one wait
   Wait wait = Wait::engine;
+  // Re-attach by itself when the engine goes away (ipcfloor_options.reconnect): the request in
+  // flight throws ClientError IPCFLOOR_E_ENGINE_RESTARTED (never retried), the client attaches to
+  // the engine that comes back, renews its subscriptions and asks for a snapshot; wait_signal
+  // waits across it, and the first Signal of each subscription after it carries
+  // IPCFLOOR_SIGNAL_RESTART and `missed`. false: IPCFLOOR_E_ENGINE_GONE.
+  bool reconnect = false;
+  // How long one outage may last before the client gives up: 1 ms to one day; 0: 30 s.
+  std::chrono::nanoseconds reconnect_limit{0};
 };
 
 struct Result {
@@ -86,7 +94,8 @@ struct Result {
 
 // One subscribed combo's state after one bar, as its strategy's batch run has it after that bar:
 // the C struct of ipcfloor/ipcfloor.h (bar, subscription, dropped, value[2], pnl, trades, tick,
-// cross, position, flags with IPCFLOOR_SIGNAL_GAP and IPCFLOOR_SIGNAL_SNAPSHOT).
+// cross, position, flags with IPCFLOOR_SIGNAL_GAP, IPCFLOOR_SIGNAL_SNAPSHOT and
+// IPCFLOOR_SIGNAL_RESTART, missed).
 using Signal = ::ipcfloor_signal;
 
 // What subscribe answers: the combo's id on this client, and its state after the bars so far
@@ -139,6 +148,8 @@ class IPCFLOOR_CXX_API Client {
   [[nodiscard]] std::span<const double> published_series() const noexcept;
   // Signals this lane lost to a full signal ring since the engine started. Any thread.
   [[nodiscard]] std::uint64_t signals_dropped() const noexcept;
+  // Engines this client re-attached to (ClientOptions::reconnect). The requests' thread.
+  [[nodiscard]] std::uint64_t restarts() const noexcept;
 
   // Where the engine runs (ipcfloor_serving_cpu, ipcfloor_near_cpus): its serving thread's cpu
   // (-1: not said) and the cpus nearest it, nearest first. Any thread.

@@ -33,6 +33,13 @@ closes, others subscribe combos and read one Signal per subscribed combo per new
     signal = reader.wait_signal()                        # waits up to the timeout (Timeout)
     bars = reader.published_series                       # numpy, zero-copy: the bars so far
 
+An Engine attached with reconnect=True outlives a restart of its engine (a crash, a deploy): the
+call in flight raises EngineRestarted (never retried), the Engine re-attaches by itself and
+renews its subscriptions, and the first Signal of each one afterwards has restart True and
+`missed`, the bars it did not see as they happened:
+
+    reader = ipcfloor.attach("ipcfloor", reconnect=True, reconnect_limit=30.0)
+
 The per-call methods are a compiled extension over the C ABI (libipcfloor.so, shipped inside
 the package); every call that waits on the engine lets other Python threads run meanwhile, and
 sees Ctrl-C within a few tens of ms (KeyboardInterrupt; the Engine stays usable). Timeouts are
@@ -78,9 +85,9 @@ _load_carried()
 
 from . import _ipcfloor  # noqa: E402 - after the libraries it needs
 from ._engine import Engine, StrategyInfo, SweepResult, attach
-from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error, Forked,
-                      InternalError, Interrupted, InvalidArgument, NoEngine, NoLiveStep, NoRoom, NoSuchSeries,
-                      NoSuchStrategy, NotLive, SignalsFull,
+from ._errors import (BadPrice, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung,
+                      EngineRestarted, Error, Forked, InternalError, Interrupted, InvalidArgument, JournalFailed,
+                      JournalFull, NoEngine, NoLiveStep, NoRoom, NoSuchSeries, NoSuchStrategy, NotLive, SignalsFull,
                       NotTheWriter, PermissionDenied, Rejected, ResourceFailure, Status, SystemFailure, Timeout,
                       VersionMismatch, WindowOutOfRange, status_name)
 from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
@@ -92,7 +99,8 @@ __all__ = [
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull",
+    "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull", "EngineRestarted",
+    "JournalFull", "JournalFailed",
 ]
 
 # The package's version is the C library's it was built with ("MAJOR.MINOR.PATCH").

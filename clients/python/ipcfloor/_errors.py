@@ -21,7 +21,8 @@ __all__ = [
     "Error", "InvalidArgument", "NoEngine", "Busy", "PermissionDenied", "VersionMismatch", "BadSegment",
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
-    "NoSuchSeries", "Forked", "Interrupted", "Status", "status_name", "error_for", "invalid",
+    "NoSuchSeries", "Forked", "Interrupted", "EngineRestarted", "JournalFull", "JournalFailed", "Status",
+    "status_name", "error_for", "invalid",
 ]
 
 
@@ -58,6 +59,9 @@ class Status(enum.IntEnum):
     NO_SUCH_STRATEGY = _ipcfloor.E_NO_SUCH_STRATEGY
     NO_LIVE_STEP = _ipcfloor.E_NO_LIVE_STEP
     SIGNALS_FULL = _ipcfloor.E_SIGNALS_FULL
+    ENGINE_RESTARTED = _ipcfloor.E_ENGINE_RESTARTED
+    JOURNAL_FULL = _ipcfloor.E_JOURNAL_FULL
+    JOURNAL_FAILED = _ipcfloor.E_JOURNAL_FAILED
 
 
 _NAMES = {int(status): status.name.lower() for status in Status}
@@ -212,6 +216,23 @@ class SignalsFull(Error):
     signals waiting there first."""
 
 
+class EngineRestarted(Error):
+    """attach(reconnect=True): the engine went away while this call was in flight, and the Engine
+    re-attached to the one that came back (its subscriptions renewed, a snapshot asked for). The
+    call was not answered and is not retried: an append may or may not have been journaled
+    (Engine.bars says). The Engine stays usable."""
+
+
+class JournalFull(Error):
+    """append: the engine's journal (serve --journal) had no room on its disk for the bar, so the
+    bar was not added; the append succeeds again once the disk has room."""
+
+
+class JournalFailed(Error):
+    """append: the engine's journal could not write the bar's record, so the bar was not added
+    (`ipcfloor status` says why)."""
+
+
 _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_INVALID: InvalidArgument,
     _ipcfloor.E_NO_ENGINE: NoEngine,
@@ -239,6 +260,9 @@ _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_NO_SUCH_STRATEGY: NoSuchStrategy,
     _ipcfloor.E_NO_LIVE_STEP: NoLiveStep,
     _ipcfloor.E_SIGNALS_FULL: SignalsFull,
+    _ipcfloor.E_ENGINE_RESTARTED: EngineRestarted,
+    _ipcfloor.E_JOURNAL_FULL: JournalFull,
+    _ipcfloor.E_JOURNAL_FAILED: JournalFailed,
 }
 
 for _class in (Status, Error, Closed, *_BY_CODE.values()):
