@@ -160,6 +160,9 @@ CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& o) {
   feed->add_option("--rate", o.rate, "bars per second (0: as fast as the engine takes them)")
       ->check(in_range(0.0, 1e9))
       ->capture_default_str();
+  feed->add_flag("--pace-to-subscribers", o.pace_to_subscribers,
+                 "never outrun a subscriber: each bar waits until every subscription's signal fits its subscriber's "
+                 "signal ring, so a replay loses no signal (a subscriber that stops reading stops the feed)");
   feed->add_flag("--quiet", o.quiet, "print nothing but errors");
   o.socket_dir = socket_dir_default();
   add_socket_dir_option(*feed, o.socket_dir);
@@ -197,6 +200,48 @@ Expected<std::optional<double>> next_close(const std::vector<double>& closes, st
   }
 }
 
+// A paced bar's pauses while its subscribers drain: doubling from the first to the last, so a
+// subscriber a moment behind costs the feed microseconds and one that stopped costs no cpu.
+constexpr std::chrono::microseconds kPaceFirstPause{20};
+constexpr std::chrono::microseconds kPaceLastPause{1000};
+constexpr std::chrono::seconds kPaceNoteEvery{5};
+
+// One bar's APPEND. Paced (--pace-to-subscribers), it is asked again while the engine answers
+// subscribers_behind, until the engine takes it, refuses it otherwise, or Ctrl-C; a note on
+// stderr every kPaceNoteEvery names the lane that holds the replay back. `waited` adds the time
+// spent waiting for subscribers.
+CallStatus append_bar(ShmClient& client, const FeedOptions& options, double close, ResponseSlot& answer,
+                      std::chrono::steady_clock::duration& waited) {
+  const std::uint16_t flags = options.pace_to_subscribers ? kAppendPaced : 0;
+  auto pause = kPaceFirstPause;
+  std::optional<std::chrono::steady_clock::time_point> since;
+  auto next_note = std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    const CallStatus status = client.append(close, monotonic_ns(), answer, flags);
+    if (status != CallStatus::ok || answer.status != static_cast<std::uint16_t>(Status::subscribers_behind) ||
+        g_interrupted.load()) {
+      if (since) waited += std::chrono::steady_clock::now() - *since;
+      return status;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!since) {
+      since = now;
+      next_note = now + kPaceNoteEvery;
+    } else if (now >= next_note && !options.quiet) {
+      const auto lane = static_cast<std::uint32_t>(answer.extra[0]);
+      const int holder = lane < client.segment().lane_count() ? client.segment().lane_status(lane).owner_pid : 0;
+      fmt::print(stderr, "ipcfloor feed: bar {} has waited {:.0f} s for lane {}'s subscriber (pid {}): {} of its "
+                 "signals are unread and its {} subscriptions need room for one each; a paced feed never outruns its "
+                 "subscribers (Ctrl-C stops it)\n",
+                 answer.trades, std::chrono::duration<double>(now - *since).count(), lane, holder,
+                 answer.extra[1], answer.extra[2]);
+      next_note = now + kPaceNoteEvery;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kPaceLastPause);
+  }
+}
+
 }  // namespace
 
 int run_feed_command(const FeedOptions& options) {
@@ -222,6 +267,7 @@ int run_feed_command(const FeedOptions& options) {
   catch_interrupts();
   const std::uint64_t limit = options.count.value_or(~std::uint64_t{0});
   const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration waited{};  // paced: waiting for subscribers
   std::uint64_t appended = 0;
   std::uint64_t bars_now = client->segment().published_series().size();
   while (appended < limit && !g_interrupted.load()) {
@@ -237,9 +283,10 @@ int run_feed_command(const FeedOptions& options) {
                                                 std::chrono::duration<double>(static_cast<double>(appended) / options.rate)));
     }
     ResponseSlot answer{};
-    const CallStatus status = client->append(**close, monotonic_ns(), answer);
+    const CallStatus status = append_bar(*client, options, **close, answer, waited);
     if (status != CallStatus::ok) return engine_failure("feed", *client, status);
     const auto judged = static_cast<Status>(answer.status);
+    if (judged == Status::subscribers_behind) break;  // Ctrl-C while the bar waited: not appended
     if (judged != Status::ok) {
       const std::string where = stdin_rows ? fmt::format("standard input line {}", stdin_rows->line())
                                            : fmt::format("bar {} of {}", index, options.data);
@@ -252,8 +299,12 @@ int run_feed_command(const FeedOptions& options) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!options.quiet)
-    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars{}\n", appended, seconds,
+    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars{}{}\n", appended, seconds,
                seconds > 0 ? static_cast<double>(appended) / seconds : 0.0, bars_now,
+               options.pace_to_subscribers
+                   ? fmt::format("; paced to its subscribers, it waited {:.3f} s for them",
+                                 std::chrono::duration<double>(waited).count())
+                   : std::string(),
                g_interrupted.load() ? " (interrupted)" : "");
   return g_interrupted.load() ? interrupted_exit() : 0;
 }

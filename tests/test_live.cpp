@@ -296,6 +296,49 @@ TEST_CASE("a SNAPSHOT that its lane's full signal ring has no room for is answer
   CHECK(snapshots == 2);
 }
 
+TEST_CASE("a paced APPEND is taken only while every subscription's signal fits its ring: otherwise it is answered "
+          "subscribers_behind naming the lane, with nothing appended or dropped; an unpaced one drops instead") {
+  const std::string name = unique_name("paced");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
+                                             "--capacity", "1100", "--signal-capacity", "8"});
+  REQUIRE(engine.up());
+  auto clients = connect_clients(name, 2);
+  ShmClient* writer = &clients[0];
+  ShmClient* reader = &clients[1];
+  ResponseSlot answer{};
+  for (const std::int64_t length : {6, 9}) {
+    REQUIRE(reader->subscribe(combo_from_length(length), answer) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  const auto series = writer->segment().published_series();
+  // Two subscriptions, eight slots: four paced bars fit, the fifth does not.
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(writer->append(series[static_cast<std::size_t>(i)], 0, answer, kAppendPaced) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  REQUIRE(writer->append(series[4], 0, answer, kAppendPaced) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::subscribers_behind);
+  CHECK(answer.extra[0] == reader->lane());
+  CHECK(answer.extra[1] == 8);  // its unread signals
+  CHECK(answer.extra[2] == 2);  // its subscriptions
+  CHECK(writer->segment().published_series().size() == 1004);  // nothing appended
+  CHECK(reader->signals_dropped() == 0);
+  // Drained by one bar's worth, the same paced APPEND is taken.
+  SignalSlot signal{};
+  REQUIRE(reader->poll_signal(signal) == CallStatus::ok);
+  REQUIRE(reader->poll_signal(signal) == CallStatus::ok);
+  REQUIRE(writer->append(series[4], 0, answer, kAppendPaced) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::ok);
+  CHECK(answer.trades == 1005);
+  // Unpaced, the engine never waits for anyone: the bar is taken and the full ring drops.
+  REQUIRE(writer->append(series[5], 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::ok);
+  CHECK(reader->signals_dropped() == 2);
+  // A paced APPEND with any other flag bit is refused as such.
+  REQUIRE(writer->append(series[6], 0, answer, kAppendPaced | 0x0100) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::reserved_bits_set);
+}
+
 TEST_CASE("a subscriber that writes an impossible position on its signal ring is quarantined alone; the writer and "
           "other subscribers go on") {
   const std::string name = unique_name("hostile");
