@@ -1,4 +1,5 @@
 #include "app/cli_common.hpp"
+#include "common/peer_policy.hpp"
 
 #include <sched.h>
 
@@ -163,6 +164,24 @@ CLI::Validator engine_name() {
                            kMaxSegmentNameBytes);
       },
       "an engine name");
+}
+
+CLI::Validator known_user() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto uid = resolve_user(text, "user");
+        return uid ? std::string() : uid.error().message;
+      },
+      "a user name or uid this host knows");
+}
+
+CLI::Validator known_group() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto gid = resolve_group(text, "group");
+        return gid ? std::string() : gid.error().message;
+      },
+      "a group name or gid this host knows");
 }
 
 CLI::Validator strategy_name() {

@@ -32,6 +32,10 @@ struct DoctorOptions {
   std::string socket_dir;           // --socket-dir; the CLI fills in default_socket_dir()
   std::string name = "ipcfloor";    // --name: the engine name whose place in socket_dir is checked
   double sample_seconds = 0.25;  // how long to watch /proc/stat for a busy sibling and steal time
+  // The systemd unit engines run under, whose user's memory-lock limit is checked
+  // (app/doctor_unit.hpp). Empty: the installed ipcfloor@.service when doctor runs as root (a
+  // service's limit is the unit's, not root's), none otherwise.
+  std::string unit;
 };
 
 // Runs every check. Never fails: a check that cannot read its source says so as a warning.

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/peer_policy.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "kernel/series_source.hpp"
@@ -87,6 +88,9 @@ struct ServeOptions {
   std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: what all connections hold (series, frames, replies)
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
+  // --allow-uid and --allow-group: who besides this user may attach to the segment and use the
+  // Unix socket (both sockets 0666 then; each peer admitted by SO_PEERCRED).
+  PeerPolicy peers;
 };
 
 // The most combos one lane may subscribe in live mode (--subscriptions). Each lane's history
@@ -114,6 +118,8 @@ struct ServeCli {
   bool gbm_given = false;            // --bars, --seed, ... appeared
   bool live_options_given = false;   // --capacity, --signal-capacity or --subscriptions appeared
   bool owner_reserve_given = false;  // --owner-reserve appeared
+  std::vector<std::string> allow_uids;    // --allow-uid USER, repeatable: names or numbers
+  std::vector<std::string> allow_groups;  // --allow-group GROUP, repeatable
 };
 
 // Adds the `serve` subcommand, bound to `cli`.

@@ -102,11 +102,8 @@ void HandoffServer::accept_connections() noexcept {
       connection.pid = peer->pid;
       connection.uid = peer->uid;
     }
-    if (!peer || peer->uid != ::geteuid()) {
-      reply(connection, HandoffStatus::refused,
-            fmt::format("engine {} serves uid {} only", segment_->name(), ::geteuid()));
-      events_->note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
-                     fmt::format("refused a connection from uid {} (pid {})", connection.uid, connection.pid)});
+    if (!peer || !segment_->peers().admits(connection.fd.get(), *peer)) {
+      refuse_peer(connection);
       continue;  // closed with `connection`
     }
     make_room();
@@ -119,6 +116,20 @@ void HandoffServer::accept_connections() noexcept {
     } catch (...) {
       // No memory to track it: closing it tells the client.
     }
+  }
+}
+
+void HandoffServer::refuse_peer(Connection& connection) noexcept {
+  try {
+    const std::string peer = connection.pid == 0 ? std::string("a peer whose credentials cannot be read")
+                                                 : fmt::format("uid {} (pid {})", connection.uid, connection.pid);
+    // At most kHandoffMessageBytes reach the client: who may connect comes first.
+    reply(connection, HandoffStatus::refused,
+          fmt::format("engine {} serves {}; uid {} is not allowed (serve --allow-uid, --allow-group)", segment_->name(),
+                      segment_->peers().describe(), user_text(connection.uid)));
+    events_->note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0, fmt::format("refused a connection from {}", peer)});
+  } catch (...) {
+    // No memory for the sentence: the connection still closes, which tells the peer.
   }
 }
 

@@ -217,7 +217,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   std::atomic<std::uint32_t> state;  // LaneState
   std::int32_t owner_pid;            // from SO_PEERCRED when the lane was handed over; 0 if free
   std::uint32_t owner_uid;
-  std::uint32_t reserved;
+  // 1 when the lane's current object is locked in RAM (mlock; a lane object never uses huge
+  // pages). Written by the keeper each time it makes the object.
+  std::atomic<std::uint32_t> object_locked;
   std::atomic<std::uint64_t> generation;       // lane objects handed out so far
   std::atomic<std::uint64_t> claimed_unix_ns;  // when the current owner got it
   // The serving thread's counters for this lane, on their own line: it writes them per request.

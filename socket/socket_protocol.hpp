@@ -167,6 +167,9 @@ inline constexpr std::uint32_t kClosedForNewcomer = 1;
 inline constexpr std::uint32_t kClosedUnserved = 2;
 // ... refused: its peer (TCP address, or uid) already holds the most one peer may (expected).
 inline constexpr std::uint32_t kPeerAtLimit = 3;
+// SocketFault::field for permission_denied: besides its own uid (expected) the server admits the
+// users and groups of an allow list (serve --allow-uid, --allow-group); actual is the peer's uid.
+inline constexpr std::uint32_t kAllowListAdmits = 1;
 // SocketFault::field for stalled: the frame arrived slower than the server's floor rate (index:
 // the floor in bytes a second, limit: ms since its first byte).
 inline constexpr std::uint32_t kBelowFrameRate = 1;

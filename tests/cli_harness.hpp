@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -58,6 +59,10 @@ struct Spawn {
   std::optional<rlim_t> address_space{};
   std::optional<rlim_t> memlock{};
   std::chrono::seconds limit{60};
+  // Run as this user (root only): its groups, gid and uid are set before exec.
+  std::optional<uid_t> uid{};
+  gid_t gid = 0;
+  std::vector<gid_t> groups{};
 };
 
 // In the child, before exec: stdin, the environment and the limits.
@@ -81,6 +86,11 @@ inline void prepare_child(const Spawn& spawn, int in, int out, int err) {
   if (spawn.memlock) {
     const rlimit limit{*spawn.memlock, *spawn.memlock};
     ::setrlimit(RLIMIT_MEMLOCK, &limit);
+  }
+  if (spawn.uid) {
+    if (::setgroups(spawn.groups.size(), spawn.groups.data()) != 0 || ::setgid(spawn.gid) != 0 ||
+        ::setuid(*spawn.uid) != 0)
+      ::_exit(126);
   }
 }
 
@@ -159,11 +169,9 @@ class Served {
  public:
   explicit Served(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                   std::optional<rlim_t> memlock = std::nullopt)
-      : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    spawn.env = env;
-    spawn.memlock = memlock;
+      : Served(Spawn{.args = args, .env = env, .memlock = memlock}) {}
+  // `spawn.args` follow `serve`; its environment, limits and user apply.
+  explicit Served(const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) {
     const int in = ::open("/dev/null", O_RDONLY);
     pid_ = start_child(spawn, in, out_, err_, {"serve"});
     ::close(in);
@@ -220,11 +228,9 @@ class Served {
 // the exit code (-1 when the signal itself ended it, or it ran 10 s more). Killed if left running.
 class Background {
  public:
-  Background(const std::vector<std::string>& args, int in) : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    pid_ = start_child(spawn, in, out_, err_);
-  }
+  Background(const std::vector<std::string>& args, int in) : Background(in, Spawn{.args = args}) {}
+  // `spawn.args` whole; its environment, limits and user apply.
+  Background(int in, const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) { pid_ = start_child(spawn, in, out_, err_); }
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
   ~Background() {
