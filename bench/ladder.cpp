@@ -158,6 +158,40 @@ nlohmann::json ratios_json(const nlohmann::json& results) {
 
 }  // namespace
 
+// The physical floor claims to be a lower bound, so a rung measured below it by more than the
+// floor's own round-to-round spread says the floor missed how this host moves a line, and every
+// ratio to the floor is then suspect.
+nlohmann::json check_floor(const nlohmann::json& results) {
+  nlohmann::json check{{"checked", false}, {"trustworthy", true}, {"below", nlohmann::json::array()}};
+  const auto floor = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor"; });
+  if (floor == results.end()) return check;
+  std::vector<double> rounds = (*floor)["round_p50"].get<std::vector<double>>();
+  if (rounds.empty()) return check;
+  std::sort(rounds.begin(), rounds.end());
+  const double median = rounds[rounds.size() / 2];
+  const double spread = median > 0 ? (rounds.back() - rounds.front()) / median : 0.0;
+  const double p50 = (*floor)["p50_interp"].get<double>();
+  check = {{"checked", true}, {"trustworthy", true}, {"floor_p50", p50}, {"round_spread", spread},
+           {"below", nlohmann::json::array()}};
+  for (const auto& r : results) {
+    if (r["name"] == "physical-floor") continue;
+    const double ratio = r["p50_interp"].get<double>() / p50;
+    if (ratio < 1.0 - spread) check["below"].push_back({{"name", r["name"]}, {"ratio", ratio}});
+  }
+  check["trustworthy"] = check["below"].empty();
+  if (!check["below"].empty()) {
+    std::string names;
+    for (const auto& b : check["below"])
+      names += fmt::format("{}{} ({:.2f}x)", names.empty() ? "" : ", ", b["name"].get<std::string>(), b["ratio"].get<double>());
+    check["note"] = fmt::format(
+        "ratios to the floor are not trustworthy in this run: {} fell below the physical floor (p50~ {:.1f} ns) by more "
+        "than the floor's own round-to-round spread ({:.0f}%), so the floor is not the lower bound it claims to be "
+        "between these cpus",
+        names, p50, 100.0 * spread);
+  }
+  return check;
+}
+
 Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   auto chosen = chosen_transports(options);
   if (!chosen) return std::unexpected(chosen.error());
@@ -202,6 +236,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       {"skipped", skipped},
       {"ratios", ratios_json(results)},
       {"round_ratios", round_ratios_json(rungs)},
+      {"floor_check", check_floor(results)},
   };
 }
 
@@ -234,6 +269,13 @@ void print_ladder(const nlohmann::json& report) {
     std::string values;
     for (const auto& v : per_round) values += fmt::format("{}{:.2f}", values.empty() ? "" : " ", v.get<double>());
     fmt::print("  {} p50~ by round: {}\n", name, values);
+  }
+  if (const auto check = report.value("floor_check", nlohmann::json::object()); check.value("checked", false)) {
+    if (check["trustworthy"].get<bool>())
+      fmt::print("  floor check: no rung below the physical floor by more than its round-to-round spread ({:.0f}%)\n",
+                 100.0 * check["round_spread"].get<double>());
+    else
+      fmt::print("  WARNING: {}\n", check["note"].get<std::string>());
   }
 }
 
