@@ -200,6 +200,11 @@ Expected<std::optional<double>> next_close(const std::vector<double>& closes, st
   }
 }
 
+// signals: each wait for a signal (between them it checks the drop counter and --idle-exit-s), and
+// each SUBSCRIBE, which replays the bars so far (within the engine's cost bound per frame).
+constexpr std::chrono::milliseconds kSignalWait{200};
+constexpr std::chrono::seconds kSubscribeTimeout{60};
+
 // A paced bar's pauses while its subscribers drain: doubling from the first to the last, so a
 // subscriber a moment behind costs the feed microseconds and one that stopped costs no cpu.
 constexpr std::chrono::microseconds kPaceFirstPause{20};
@@ -496,8 +501,8 @@ int run_signals_command(const SignalsOptions& options) {
     if (!read) return report_error("signals", read.error());
     input = std::move(*read);
   }
-  // Short waits: the loop looks at the lane's drop counter and the idle limit between them.
-  auto client = connect_live(options.name, options.socket_dir, std::chrono::milliseconds(200));
+  // The attach and the subscriptions wait long; the signal loop waits short (kSignalWait).
+  auto client = connect_live(options.name, options.socket_dir, kSubscribeTimeout);
   if (!client) return report_error("signals", client.error());
   const Attachment& segment = client->segment();
   const std::optional<std::uint32_t> strategy =
@@ -506,7 +511,10 @@ int run_signals_command(const SignalsOptions& options) {
   const StrategyEntry& entry = segment.strategy_at(*strategy);
   auto combos = combos_to_subscribe(options, input, entry, *strategy);
   if (!combos) return report_error("signals", combos.error());
+  // A SUBSCRIBE replays the bars published so far, which on a long series takes longer than a
+  // signal wait: a stopped engine is still told by its heartbeat (engine_hung), not by this bound.
   if (const int code = subscribe_all(options, *client, *combos, *strategy); code >= 0) return code;
+  client->set_timeout(kSignalWait);
   catch_interrupts();
   std::vector<std::optional<SignalSlot>> latest(combos->size());  // each combo's state as last heard
   if (const int code = print_signals(options, *client, entry, *combos, latest); code >= 0) return code;

@@ -170,6 +170,10 @@ class ShmClient {
   // Closes this process's copy of the lease without handing the lane back: a forked child's
   // exit from its parent's lane (Attachment::abandon). Only the destructor may follow.
   void abandon() noexcept { attachment_.abandon(); }
+  // How long each wait may take from now on (ShmClientOptions::timeout at connect): a caller
+  // whose calls differ in cost (a SUBSCRIBE that replays a long series, then short signal waits)
+  // sets it per phase. The client's thread.
+  void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
 
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }
