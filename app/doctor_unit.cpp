@@ -90,7 +90,7 @@ std::optional<std::string> default_limit() {
   return limit;
 }
 
-std::string bytes_text(std::uint64_t bytes) {
+std::string size_text(std::uint64_t bytes) {
   if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30));
   if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
   return fmt::format("{} KiB", (bytes + 1023) / 1024);
@@ -153,7 +153,7 @@ HostCheck check_unit_memlock(const std::string& path, std::uint64_t locked_bytes
   const std::string who = fmt::format("{} runs engines as uid {}", path, user_text(*uid));
   if (*uid == 0 || unit->ipc_lock_capability) {
     check.finding = fmt::format("{}{}: nothing limits what they lock (CAP_IPC_LOCK); the engine locks the {} it needs",
-                                who, *uid == 0 ? "" : " with AmbientCapabilities=CAP_IPC_LOCK", bytes_text(locked_bytes));
+                                who, *uid == 0 ? "" : " with AmbientCapabilities=CAP_IPC_LOCK", size_text(locked_bytes));
     return check;
   }
   const std::optional<std::string> written = unit->limit ? unit->limit : default_limit();
@@ -162,7 +162,7 @@ HostCheck check_unit_memlock(const std::string& path, std::uint64_t locked_bytes
     check.level = CheckLevel::warn;
     check.finding = fmt::format("{} and sets no LimitMEMLOCK: the engines get systemd's DefaultLimitMEMLOCK (systemctl "
                                 "show -p DefaultLimitMEMLOCK), not the {} the engine locks, and run unlocked",
-                                who, bytes_text(locked_bytes));
+                                who, size_text(locked_bytes));
     check.fix = fix;
     return check;
   }
@@ -174,15 +174,15 @@ HostCheck check_unit_memlock(const std::string& path, std::uint64_t locked_bytes
     check.fix = fix;
   } else if (!limit) {
     check.finding = fmt::format("{} with {}=infinity: the engine locks the {} it needs", who, source,
-                                bytes_text(locked_bytes));
+                                size_text(locked_bytes));
   } else if (*limit >= locked_bytes) {
     check.finding = fmt::format("{} with {}={} ({}), which covers the {} the engine locks", who, source, *written,
-                                bytes_text(*limit), bytes_text(locked_bytes));
+                                size_text(*limit), size_text(locked_bytes));
   } else {
     check.level = CheckLevel::warn;
     check.finding = fmt::format("{} with {}={} ({}), less than the {} the engine locks: it runs unlocked (pages may "
                                 "be swapped out and fault back in on the request path)",
-                                who, source, *written, bytes_text(*limit), bytes_text(locked_bytes));
+                                who, source, *written, size_text(*limit), size_text(locked_bytes));
     check.fix = fix;
   }
   return check;
