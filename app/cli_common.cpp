@@ -166,22 +166,24 @@ CLI::Validator engine_name() {
       "an engine name");
 }
 
+namespace {
+
+// A validator's verdict: empty when `checked` holds a value, else its error.
+template <class T>
+std::string error_of(const Expected<T>& checked) {
+  return checked ? std::string() : checked.error().message;
+}
+
+}  // namespace
+
 CLI::Validator known_user() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        auto uid = resolve_user(text, "user");
-        return uid ? std::string() : uid.error().message;
-      },
-      "a user name or uid this host knows");
+  return CLI::Validator([](std::string& text) { return error_of(resolve_user(text, "user")); },
+                        "a user name or uid this host knows");
 }
 
 CLI::Validator known_group() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        auto gid = resolve_group(text, "group");
-        return gid ? std::string() : gid.error().message;
-      },
-      "a group name or gid this host knows");
+  return CLI::Validator([](std::string& text) { return error_of(resolve_group(text, "group")); },
+                        "a group name or gid this host knows");
 }
 
 CLI::Validator strategy_name() {

@@ -12,16 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/host_check.hpp"
+
 namespace ipcfloor {
 
-enum class CheckLevel : std::uint8_t { ok, warn, fail };
-
-struct HostCheck {
-  std::string name;     // short, stable: "huge_pages", "memlock", "isolation", ...
-  CheckLevel level;
-  std::string finding;  // what was found, with the numbers
-  std::string fix;      // the command or setting that fixes it (empty when ok)
-};
 
 struct DoctorOptions {
   int cpu = -1;                  // the serving cpu to check (-1: the one serve would pick)

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "app/doctor.hpp"
+#include "app/host_check.hpp"
 
 namespace ipcfloor {
 

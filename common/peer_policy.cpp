@@ -100,32 +100,34 @@ std::string group_text(gid_t gid) {
   return name.empty() ? fmt::format("gid {}", gid) : fmt::format("{} (gid {})", name, gid);
 }
 
-Expected<uid_t> resolve_user(std::string_view entry, std::string_view what) {
+namespace {
+
+// An id by number, else by name through `by_name` (getpwnam_r or getgrnam_r) and `id_of`.
+// `kind`: "uid" and "user", or "gid" and "group", for the error; `database`: getent's.
+template <class Entry, class ByName, class IdOf>
+Expected<std::uint32_t> resolve_id(std::string_view entry, std::string_view what, ByName by_name, IdOf id_of,
+                                   std::string_view id_word, std::string_view name_word, std::string_view database) {
   std::uint32_t id = 0;
-  if (parse_id(entry, id)) return static_cast<uid_t>(id);
-  passwd found{};
+  if (parse_id(entry, id)) return id;
+  Entry found{};
   std::vector<char> buffer;
   const std::string name(entry);
-  const auto by_name = [&name](passwd* e, char* b, std::size_t n, passwd** f) {
-    return ::getpwnam_r(name.c_str(), e, b, n, f);
-  };
-  if (!entry.empty() && look_up(by_name, found, buffer)) return found.pw_uid;
-  return fail(ErrorCode::invalid_argument, "{} '{}' is neither a uid (a whole number) nor a user this host knows "
-              "(getent passwd {})", what, entry, entry);
+  const auto lookup = [&](Entry* e, char* b, std::size_t n, Entry** f) { return by_name(name.c_str(), e, b, n, f); };
+  if (!entry.empty() && look_up(lookup, found, buffer)) return static_cast<std::uint32_t>(id_of(found));
+  return fail(ErrorCode::invalid_argument, "{} '{}' is neither a {} (a whole number) nor a {} this host knows "
+              "(getent {} {})", what, entry, id_word, name_word, database, entry);
+}
+
+}  // namespace
+
+Expected<uid_t> resolve_user(std::string_view entry, std::string_view what) {
+  return resolve_id<passwd>(entry, what, ::getpwnam_r, [](const passwd& p) { return p.pw_uid; }, "uid", "user",
+                            "passwd");
 }
 
 Expected<gid_t> resolve_group(std::string_view entry, std::string_view what) {
-  std::uint32_t id = 0;
-  if (parse_id(entry, id)) return static_cast<gid_t>(id);
-  group found{};
-  std::vector<char> buffer;
-  const std::string name(entry);
-  const auto by_name = [&name](group* e, char* b, std::size_t n, group** f) {
-    return ::getgrnam_r(name.c_str(), e, b, n, f);
-  };
-  if (!entry.empty() && look_up(by_name, found, buffer)) return found.gr_gid;
-  return fail(ErrorCode::invalid_argument, "{} '{}' is neither a gid (a whole number) nor a group this host knows "
-              "(getent group {})", what, entry, entry);
+  return resolve_id<group>(entry, what, ::getgrnam_r, [](const group& g) { return g.gr_gid; }, "gid", "group",
+                           "group");
 }
 
 Expected<PeerPolicy> PeerPolicy::make(std::span<const std::string> users, std::span<const std::string> groups) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -265,6 +266,20 @@ class Background {
   int out_, err_;
   pid_t pid_ = -1;
 };
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// The check named `name` of `doctor --json`'s output; null when there is none.
+inline nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
+  const auto report = nlohmann::json::parse(json_text, nullptr, false);
+  if (report.is_discarded()) return nullptr;
+  for (const auto& check : report["checks"])
+    if (check["check"] == name) return check;
+  return nullptr;
+}
 
 // A fresh directory under /tmp, removed with everything in it at the end of the scope.
 struct TempDir {

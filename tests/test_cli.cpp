@@ -36,14 +36,6 @@ using namespace ipcfloor::cli_test;
 namespace {
 
 // The doctor check named `name` in `doctor --json` output (null when absent).
-nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
-  const auto report = nlohmann::json::parse(json_text, nullptr, false);
-  if (report.is_discarded()) return nullptr;
-  for (const auto& check : report["checks"])
-    if (check["check"] == name) return check;
-  return nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("--version names the version, the commit, the build and the kernel path this CPU runs") {

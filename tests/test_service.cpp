@@ -29,19 +29,6 @@ using namespace ipcfloor::cli_test;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
-  const auto report = nlohmann::json::parse(json_text, nullptr, false);
-  if (report.is_discarded()) return nullptr;
-  for (const auto& check : report["checks"])
-    if (check["check"] == name) return check;
-  return nullptr;
-}
-
 // The signal lines `signals` prints (without --json): "bar N [params] ...".
 std::vector<std::string> signal_lines(const std::string& out) {
   std::vector<std::string> signals;
