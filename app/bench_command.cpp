@@ -446,6 +446,13 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     if (!options.hgrm_dir.empty() && !write_hgrm_files(options.hgrm_dir, suite->name, *report)) return 1;
     combined["suites"][suite->name] = *report;
   }
+  // The ladder's floor check reaches every verdict of the run measured against the floor.
+  if (const auto& suites_run = combined["suites"]; suites_run.contains("ladder") && !options.json) {
+    const auto check = suites_run["ladder"].value("floor_check", nlohmann::json::object());
+    if (check.value("checked", false) && !check["trustworthy"].get<bool>() && chosen.size() > 1)
+      fmt::print("\nWARNING: {}; the verdicts above that are measured against the floor (live's goal, the ratios) "
+                 "are not trustworthy either.\n", check["note"].get<std::string>());
+  }
   if (options.json) fmt::print("{}\n", combined.dump(2));
   if (!options.gbench_file.empty() && !write_gbench_report(options.gbench_file, combined)) return 1;
   if (all) return write_combined_report(options, combined) ? 0 : 1;

@@ -199,6 +199,9 @@ CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& o) {
   feed->add_option("--rate", o.rate, "bars per second (0: as fast as the engine takes them)")
       ->check(in_range(0.0, 1e9))
       ->capture_default_str();
+  feed->add_flag("--pace-to-subscribers", o.pace_to_subscribers,
+                 "never outrun a subscriber: each bar waits until every subscription's signal fits its subscriber's "
+                 "signal ring, so a replay loses no signal (a subscriber that stops reading stops the feed)");
   feed->add_flag("--quiet", o.quiet, "print nothing but errors");
   add_reconnect_options(*feed, o.reconnect, o.reconnect_limit_s,
                         "when the engine goes away, attach again to the engine that comes back and go on from the bar "
@@ -242,6 +245,53 @@ Expected<std::optional<double>> next_close(const std::vector<double>& closes, st
                   in->line() + 1, kMaxCloseLine);
     auto bar = in->take(line);
     if (!bar || *bar) return bar;
+  }
+}
+
+// signals: each wait for a signal (between them it checks the drop counter and --idle-exit-s), and
+// each SUBSCRIBE, which replays the bars so far (within the engine's cost bound per frame).
+constexpr std::chrono::milliseconds kSignalWait{200};
+constexpr std::chrono::seconds kSubscribeTimeout{60};
+
+// A paced bar's pauses while its subscribers drain: doubling from the first to the last, so a
+// subscriber a moment behind costs the feed microseconds and one that stopped costs no cpu.
+constexpr std::chrono::microseconds kPaceFirstPause{20};
+constexpr std::chrono::microseconds kPaceLastPause{1000};
+constexpr std::chrono::seconds kPaceNoteEvery{5};
+
+// One bar's APPEND. Paced (--pace-to-subscribers), it is asked again while the engine answers
+// subscribers_behind, until the engine takes it, refuses it otherwise, or Ctrl-C; a note on
+// stderr every kPaceNoteEvery names the lane that holds the replay back. `waited` adds the time
+// spent waiting for subscribers.
+CallStatus append_bar(ShmClient& client, const FeedOptions& options, double close, ResponseSlot& answer,
+                      std::chrono::steady_clock::duration& waited) {
+  const std::uint16_t flags = options.pace_to_subscribers ? kAppendPaced : 0;
+  auto pause = kPaceFirstPause;
+  std::optional<std::chrono::steady_clock::time_point> since;
+  auto next_note = std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    const CallStatus status = client.append(close, monotonic_ns(), answer, flags);
+    if (status != CallStatus::ok || answer.status != static_cast<std::uint16_t>(Status::subscribers_behind) ||
+        g_interrupted.load()) {
+      if (since) waited += std::chrono::steady_clock::now() - *since;
+      return status;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!since) {
+      since = now;
+      next_note = now + kPaceNoteEvery;
+    } else if (now >= next_note && !options.quiet) {
+      const auto lane = static_cast<std::uint32_t>(answer.extra[0]);
+      const int holder = lane < client.segment().lane_count() ? client.segment().lane_status(lane).owner_pid : 0;
+      fmt::print(stderr, "ipcfloor feed: bar {} has waited {:.0f} s for lane {}'s subscriber (pid {}): {} of its "
+                 "signals are unread and its {} subscriptions need room for one each; a paced feed never outruns its "
+                 "subscribers (Ctrl-C stops it)\n",
+                 answer.trades, std::chrono::duration<double>(now - *since).count(), lane, holder,
+                 answer.extra[1], answer.extra[2]);
+      next_note = now + kPaceNoteEvery;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kPaceLastPause);
   }
 }
 
@@ -332,6 +382,7 @@ int run_feed_command(const FeedOptions& options) {
   catch_interrupts();
   const std::uint64_t limit = options.count.value_or(~std::uint64_t{0});
   const auto began = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration waited{};  // paced: waiting for subscribers
   std::uint64_t sent = 0;  // appends answered ok, for the pace and --count
   while (state.appended < limit && !g_interrupted.load()) {
     const std::size_t index = state.next;
@@ -352,7 +403,7 @@ int run_feed_command(const FeedOptions& options) {
                                  std::chrono::duration<double>(static_cast<double>(sent) / options.rate))))
       break;  // a signal came during the pause: nothing more is appended
     ResponseSlot answer{};
-    const CallStatus status = client->append(close, monotonic_ns(), answer);
+    const CallStatus status = append_bar(*client, options, close, answer, waited);
     if (status == CallStatus::engine_gone && reconnect.enabled()) {
       if (const int code = resume_feed(options, reconnect, *client, closes, stdin_rows.has_value(), close, state);
           code >= 0)
@@ -361,6 +412,7 @@ int run_feed_command(const FeedOptions& options) {
     }
     if (status != CallStatus::ok) return engine_failure("feed", *client, status);
     const auto judged = static_cast<Status>(answer.status);
+    if (judged == Status::subscribers_behind) break;  // Ctrl-C while the bar waited: not appended
     if (judged != Status::ok) {
       const std::string where = stdin_rows ? fmt::format("standard input line {}", stdin_rows->line())
                                            : fmt::format("bar {} of {}", index, options.data);
@@ -374,9 +426,13 @@ int run_feed_command(const FeedOptions& options) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (!options.quiet)
-    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars{}{}\n", state.appended,
+    fmt::print("appended {} bars in {:.3f} s ({:.0f} bars/s); the series now holds {} bars{}{}{}\n", state.appended,
                seconds, seconds > 0 ? static_cast<double>(state.appended) / seconds : 0.0, state.bars_now,
                reconnect.restarts() == 0 ? "" : fmt::format("; the engine restarted {} times", reconnect.restarts()),
+               options.pace_to_subscribers
+                   ? fmt::format("; paced to its subscribers, it waited {:.3f} s for them",
+                                 std::chrono::duration<double>(waited).count())
+                   : std::string(),
                g_interrupted.load() ? " (interrupted)" : "");
   return g_interrupted.load() ? interrupted_exit() : 0;
 }
@@ -526,6 +582,7 @@ int engine_away(const SignalsOptions& options, ShmClient& client, Reconnect& rec
     fmt::print(stderr, "ipcfloor signals: {}\n", reconnect.note());
     return kExitEngineGone;
   }
+  client.set_timeout(kSignalWait);  // the re-attach waited kSubscribeTimeout for its subscriptions
   if (!options.json) fmt::print(stderr, "ipcfloor signals: {}\n", reconnect.note());
   return -1;
 }
@@ -596,8 +653,8 @@ int run_signals_command(const SignalsOptions& options) {
     if (!read) return report_error("signals", read.error());
     input = std::move(*read);
   }
-  // Short waits: the loop looks at the lane's drop counter and the idle limit between them.
-  auto client = connect_live(options.name, options.socket_dir, std::chrono::milliseconds(200));
+  // The attach and the subscriptions wait long; the signal loop waits short (kSignalWait).
+  auto client = connect_live(options.name, options.socket_dir, kSubscribeTimeout);
   if (!client) return report_error("signals", client.error());
   const Attachment& segment = client->segment();
   const std::optional<std::uint32_t> strategy =
@@ -606,9 +663,14 @@ int run_signals_command(const SignalsOptions& options) {
   const StrategyEntry& entry = segment.strategy_at(*strategy);
   auto combos = combos_to_subscribe(options, input, entry, *strategy);
   if (!combos) return report_error("signals", combos.error());
-  Reconnect reconnect(options.name, live_options(options.socket_dir, std::chrono::milliseconds(200)),
+  // A re-attach renews every subscription (each replays the bars so far): it waits as long as the
+  // first ones did, and engine_away sets the signal loop's short wait again after it.
+  Reconnect reconnect(options.name, live_options(options.socket_dir, kSubscribeTimeout),
                       reconnect_policy(options.reconnect, options.reconnect_limit_s));
+  // A SUBSCRIBE replays the bars published so far, which on a long series takes longer than a
+  // signal wait: a stopped engine is still told by its heartbeat (engine_hung), not by this bound.
   if (const int code = subscribe_all(options, *client, *combos, *strategy, reconnect); code >= 0) return code;
+  client->set_timeout(kSignalWait);
   catch_interrupts();
   std::vector<std::optional<SignalSlot>> latest(combos->size());  // each combo's state as last heard
   if (const int code = print_signals(options, *client, entry, *combos, latest, reconnect); code >= 0) return code;

@@ -23,6 +23,9 @@ struct FeedOptions {
   std::optional<std::size_t> from;
   std::optional<std::size_t> count;  // --count N: append at most N bars
   double rate = 0.0;    // --rate HZ: pace the bars (replay); 0: as fast as the engine takes them
+  // --pace-to-subscribers: every APPEND is paced (kAppendPaced): a bar waits until each
+  // subscription's signal fits its subscriber's ring, so a replay loses no signal.
+  bool pace_to_subscribers = false;
   bool quiet = false;
   std::string socket_dir;
   bool reconnect = false;           // --reconnect: re-attach when the engine goes away, and go on

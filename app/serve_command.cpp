@@ -119,6 +119,7 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   socket.threads = options.socket_threads;
   socket.sweep_threads = options.sweep_threads;
   socket.any_uid = options.socket_any_uid;
+  socket.peers = options.peers;
   socket.log = !options.quiet;
   if (options.socket_cpu) {
     socket.cpus = {*options.socket_cpu};
@@ -219,6 +220,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
   segment.socket_dir = options.socket_dir;
+  segment.peers = options.peers;
   segment.live = options.live;
   segment.capacity_bars = !options.live            ? 0
                           : options.capacity_bars == 0 ? plan.series->close.size() + kDefaultLiveRoom
@@ -342,9 +344,16 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
     for (const std::string& warning : shm->warnings()) log(LogLevel::warn, "serve: {}", warning);
     const Segment& segment = shm->segment();
     const DataHeader& header = segment.header();
-    log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}, {}), {} lanes x {} slots", segment.name(),
-        segment.socket_path(), segment.size(), backing_name(segment.backing()),
-        segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
+    std::uint32_t lanes_locked = 0;
+    for (std::uint32_t i = 0; i < segment.lane_count(); ++i)
+      // relaxed: the keeper wrote it before the engine served.
+      lanes_locked += segment.lane_status(i).object_locked.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+    log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}), {} lanes x {} slots; {}", segment.name(),
+        segment.socket_path(), segment.size(), backing_name(segment.backing()), header.lane_count,
+        header.ring_capacity, memory_lock_text(segment.locked(), segment.backing(), lanes_locked, segment.lane_count()));
+    if (segment.peers().admits_others())
+      log(LogLevel::info, "serve: engine {} admits {} (socket mode 0666, each connection checked by SO_PEERCRED); "
+          "their clients set {}={}", segment.name(), segment.peers().describe(), kEngineUidVariable, ::geteuid());
     log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", plan.series->name,
         plan.series->close.size(), header.series_checksum, options.fee);
     for (std::uint32_t i = 1; i < segment.series_count(); ++i)
@@ -583,6 +592,19 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
       ->capture_default_str();
   o.socket_dir = socket_dir_default();
   add_socket_dir_option(serve, o.socket_dir);
+  serve.add_option("--allow-uid", cli.allow_uids,
+                   "let this user's clients attach too (a name or a uid; repeatable): the engine's socket becomes "
+                   "0666 and each connection is admitted by its SO_PEERCRED; clients set IPCFLOOR_ENGINE_UID to the "
+                   "engine's user")
+      ->type_name("USER")
+      ->check(known_user())
+      ->allow_extra_args(false);
+  serve.add_option("--allow-group", cli.allow_groups,
+                   "let the members of this group attach too (a name or a gid; repeatable; supplementary groups "
+                   "count): as --allow-uid")
+      ->type_name("GROUP")
+      ->check(known_group())
+      ->allow_extra_args(false);
   serve.add_option("--data", cli.data,
                    "close series: .csv with a close column, .f64 or .npy, or '-' for standard input (.npy or CSV); "
                    "repeat it to preload several (named after their files; a BACKTEST names one by index, the "
@@ -814,6 +836,11 @@ int run_serve_command(ServeCli& cli) {
   }
   options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
   options.max_loaded_bytes = cli.max_loaded_mb << 20;
+  if (cli.options.socket_any_uid && !(cli.allow_uids.empty() && cli.allow_groups.empty()))
+    return usage_error("serve", "--socket-any-uid already lets every user in: drop --allow-uid and --allow-group");
+  auto peers = PeerPolicy::make(cli.allow_uids, cli.allow_groups);
+  if (!peers) return usage_error("serve", peers.error().message);
+  options.peers = std::move(*peers);
   auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
   log_configure(level.value_or(LogLevel::info));
   const int code = run_serve(options);

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/peer_policy.hpp"
 #include "engine/bar_journal.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
@@ -92,6 +93,9 @@ struct ServeOptions {
   std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: what all connections hold (series, frames, replies)
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
+  // --allow-uid and --allow-group: who besides this user may attach to the segment and use the
+  // Unix socket (both sockets 0666 then; each peer admitted by SO_PEERCRED).
+  PeerPolicy peers;
 };
 
 // The most combos one lane may subscribe in live mode (--subscriptions). Each lane's history
@@ -120,6 +124,8 @@ struct ServeCli {
   bool live_options_given = false;   // --capacity, --signal-capacity or --subscriptions appeared
   std::string fsync;                 // --fsync every|interval:MS|none; empty: not given (every)
   bool owner_reserve_given = false;  // --owner-reserve appeared
+  std::vector<std::string> allow_uids;    // --allow-uid USER, repeatable: names or numbers
+  std::vector<std::string> allow_groups;  // --allow-group GROUP, repeatable
 };
 
 // Adds the `serve` subcommand, bound to `cli`.

@@ -257,6 +257,15 @@ nlohmann::json journal_json(const DataHeader& h) {
   };
 }
 
+// How many of the engine's lane objects are locked in RAM (LaneStatus::object_locked).
+std::uint32_t lane_objects_locked(const Attachment& segment) {
+  std::uint32_t locked = 0;
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i)
+    // relaxed: a report for people.
+    locked += segment.lane_status(i).object_locked.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+  return locked;
+}
+
 // Every degraded state the engine can be in, each with its count (0: not degraded so).
 nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
   std::uint64_t quarantined = 0;
@@ -273,6 +282,7 @@ nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
       {"serving_thread_stuck_ms", h.serving_stuck_ns.load(std::memory_order_relaxed) / 1'000'000},
       {"journal_disk_full", h.journal_state.load(std::memory_order_relaxed) == 2 ? 1 : 0},
       {"journal_failed", h.journal_state.load(std::memory_order_relaxed) == 3 ? 1 : 0},
+      {"lane_objects_not_locked", segment.lane_count() - lane_objects_locked(segment)},
       {"jobs_taken_back_total", h.jobs_reclaimed.load(std::memory_order_relaxed)},
       {"serving_thread_stalls_total", h.serving_stalls.load(std::memory_order_relaxed)},
   };
@@ -304,6 +314,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
         {"ring_fill", lane.ring_fill.load(std::memory_order_relaxed)},
+        {"locked", lane.object_locked.load(std::memory_order_relaxed) != 0},
         {"service_ns", histogram_json(counts, sum_ns)},
     });
   }
@@ -321,6 +332,9 @@ nlohmann::json describe_segment(const Attachment& segment) {
       {"data_bytes", h.data_bytes},
       {"backing", backing_name(static_cast<Backing>(h.backing))},
       {"locked", h.locked != 0},
+      {"lane_objects_locked", lane_objects_locked(segment)},
+      {"memory_locked", memory_lock_text(h.locked != 0, static_cast<Backing>(h.backing), lane_objects_locked(segment),
+                                         segment.lane_count())},
       {"wait_mode", to_string(static_cast<WaitMode>(h.wait_mode))},
       {"lane_count", segment.lane_count()},
       {"ring_capacity", segment.ring_capacity()},
@@ -370,14 +384,17 @@ constexpr int kLastPowerNs = 33;
 static_assert(service_bucket_upper_ns(1 + 4 * (kLastPowerNs - kFirstPowerNs) - 1) == std::uint64_t{1} << kLastPowerNs,
               "the last bound ends a bucket of the segment's histogram");
 
-// The engine serves while it holds its connection and its heartbeat is younger than three
-// intervals (the rule clients apply), and never less than a second: a keeper thread a loaded
-// host delays for a moment is not down.
-bool engine_up(const nlohmann::json& status) {
+// The engine's health as `status` read it: the rule every reader applies (judge_engine_health).
+EngineHealth health_of(const nlohmann::json& status) {
   const auto& engine = status["engine"];
-  const double limit_ms = std::max(3.0 * engine["heartbeat_interval_ms"].get<double>(), 1000.0);
-  return engine["alive"].get<bool>() && engine["heartbeat_age_ms"].get<double>() <= limit_ms;
+  EngineHealth health;
+  health.process_alive = engine["alive"].get<bool>();
+  health.heartbeat_age_ns = static_cast<std::uint64_t>(engine["heartbeat_age_ms"].get<double>() * 1e6);
+  health.limit_ns = heartbeat_limit_ns(static_cast<std::uint64_t>(engine["heartbeat_interval_ms"].get<double>() * 1e6));
+  return health;
 }
+
+bool engine_up(const nlohmann::json& status) { return health_of(status).up(); }
 
 class Exposition {
  public:
@@ -428,6 +445,22 @@ void per_lane(Exposition& out, const nlohmann::json& lanes, std::string_view nam
 }
 
 }  // namespace
+
+std::optional<std::string> why_not_up(const nlohmann::json& status) {
+  const EngineHealth health = health_of(status);
+  if (health.up()) return std::nullopt;
+  const auto& engine = status["engine"];
+  const std::string name = status["name"].get<std::string>();
+  const int pid = engine["pid"].get<int>();
+  if (!health.process_alive)
+    return fmt::format("engine {} is not up (ipcfloor_up 0): its process (pid {}) has exited since it answered; its "
+                       "socket and segment are left for the next `ipcfloor serve --name {}`", name, pid, name);
+  return fmt::format("engine {} is not up (ipcfloor_up 0): its process (pid {}) runs, but its heartbeat is {:.1f} s "
+                     "old, past the {:.1f} s an engine that serves keeps it within (3 heartbeats of {:.0f} ms, at least "
+                     "1 s): it is stopped (SIGSTOP, a debugger) or starved of cpu time",
+                     name, pid, static_cast<double>(health.heartbeat_age_ns) / 1e9,
+                     static_cast<double>(health.limit_ns) / 1e9, engine["heartbeat_interval_ms"].get<double>());
+}
 
 std::string prometheus_exposition(std::string_view engine, const nlohmann::json* status) {
   Exposition out(engine);
@@ -521,9 +554,10 @@ int run_status_watch(const StatusOptions& options, const Attachment& segment) {
 // The text form's first lines: the engine, its series, live mode, lanes and workers.
 void print_engine_text(const nlohmann::json& s) {
   const auto& e = s["engine"];
-  fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {}, {})\n", s["name"].get<std::string>(),
+  fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {})\n", s["name"].get<std::string>(),
              s["socket"].get<std::string>(), s["layout_version"].get<unsigned>(), s["data_bytes"].get<std::uint64_t>(),
-             s["backing"].get<std::string>(), s["locked"].get<bool>() ? "locked" : "not locked");
+             s["backing"].get<std::string>());
+  fmt::print("memory    {}\n", s["memory_locked"].get<std::string>());
   fmt::print("          pid {} {}, up {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
              e["alive"].get<bool>() ? "alive" : "GONE", duration_text(e["uptime_s"].get<double>()),
              e["heartbeat_age_ms"].get<double>(), e["heartbeat_interval_ms"].get<double>(),
@@ -598,6 +632,8 @@ void print_health_text(const nlohmann::json& s) {
     degraded += "; the journal's disk is full: APPENDs are refused journal_full until it has room";
   if (d["journal_failed"].get<std::uint64_t>() != 0)
     degraded += "; the journal failed (a write or fdatasync): APPENDs are refused journal_failed; restart the engine";
+  if (const auto unlocked = d["lane_objects_not_locked"].get<std::uint64_t>(); unlocked != 0)
+    degraded += fmt::format("; {} lane object(s) not locked in RAM", unlocked);
   fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
              degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
   const auto& placement = s["placement"];
@@ -647,28 +683,37 @@ int run_status(const StatusOptions& options) {
   auto segment = Attachment::attach(options.name, attach);
   if (!segment) {
     // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
+    // Every path that says up 0 exits non-zero and says why on stderr.
     if (options.prometheus) fmt::print("{}", prometheus_exposition(options.name, nullptr));
-    return report_error("status", segment.error());
+    Error error = std::move(segment.error());
+    if (!options.name_given)
+      error.message += fmt::format(" (no --name: status looked for the default name '{}')", options.name);
+    return report_error("status", error);
   }
   if (options.watch) return run_status_watch(options, *segment);
   const nlohmann::json s = describe_segment(*segment);
   if (options.json) {
     fmt::print("{}\n", s.dump(2));
-    return 0;
-  }
-  if (options.prometheus) {
+  } else if (options.prometheus) {
     fmt::print("{}", prometheus_exposition(options.name, &s));
-    return 0;
+  } else {
+    print_engine_text(s);
+    print_health_text(s);
+    print_lanes_text(s);
   }
-  print_engine_text(s);
-  print_health_text(s);
-  print_lanes_text(s);
+  // What was read is printed either way (the figures of a stopped engine help to find out why);
+  // the exit code and stderr say that the engine does not serve.
+  std::fflush(stdout);
+  if (const auto down = why_not_up(s)) return report_error("status", Error{ErrorCode::peer_gone, *down});
   return 0;
 }
 
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options) {
   auto* status = app.add_subcommand("status", "Show what a live engine holds and does: engine, series, lanes, counters");
-  status->add_option("--name", options.name, "engine name")->check(engine_name())->capture_default_str();
+  status->add_option("--name", options.name, "engine name")
+      ->check(engine_name())
+      ->capture_default_str()
+      ->each([&options](const std::string&) { options.name_given = true; });
   options.socket_dir = socket_dir_default();
   add_socket_dir_option(*status, options.socket_dir);
   auto* json = status->add_flag("--json", options.json, "print JSON (with a timestamp, schema version and histograms)");

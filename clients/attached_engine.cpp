@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include <pthread.h>
@@ -82,6 +83,7 @@ int code_for(std::uint16_t status) noexcept {
     case Status::signals_full: return IPCFLOOR_E_SIGNALS_FULL;
     case Status::journal_full: return IPCFLOOR_E_JOURNAL_FULL;
     case Status::journal_failed: return IPCFLOOR_E_JOURNAL_FAILED;
+    case Status::subscribers_behind: return IPCFLOOR_E_SUBSCRIBERS_BEHIND;
     default: return IPCFLOOR_E_REJECTED;
   }
 }
@@ -451,9 +453,19 @@ int AttachedEngine::not_live(const char* call) noexcept {
   return IPCFLOOR_E_NOT_LIVE;
 }
 
-int AttachedEngine::append_refused(double close, std::uint16_t status) noexcept {
+int AttachedEngine::append_refused(double close, const ResponseSlot& answer) noexcept {
+  const std::uint16_t status = answer.status;
   const int code = code_for(status);
   switch (static_cast<Status>(status)) {
+    case Status::subscribers_behind:
+      write_message_to(message_,
+                       "engine {} (pid {}) did not take close {} within the client's timeout ({} ms): lane {}'s "
+                       "subscriber has {} signals unread and its {} subscriptions need room for one each (a paced "
+                       "append never outruns a subscriber); nothing was appended: call again once it reads",
+                       engine_name(), engine_pid_, close,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count(), answer.extra[0],
+                       answer.extra[1], answer.extra[2]);
+      break;
     case Status::capacity_full:
       write_message_to(message_,
                        "engine {} (pid {}) refused to append close {} on lane {}: the series is full at its {} bars "
@@ -520,12 +532,22 @@ int AttachedEngine::subscription_refused(const std::int64_t params[6], const Res
   return code_for(status);
 }
 
-int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept {
+int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars, bool paced) noexcept {
   if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   ResponseSlot response{};
-  if (const CallStatus got = client_.append(close, tick, response); got != CallStatus::ok) return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return append_refused(close, response.status);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const CallStatus got = client_.append(close, tick, response, paced ? kAppendPaced : std::uint16_t{0});
+    if (got != CallStatus::ok) return lane_failure(got);
+    if (response.status != static_cast<std::uint16_t>(Status::subscribers_behind)) break;
+    if (client_.interrupt_due()) return lane_failure(CallStatus::interrupted);
+    if (std::chrono::steady_clock::now() >= deadline) return append_refused(close, response);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return append_refused(close, response);
   bars = static_cast<std::uint64_t>(response.trades);
   return IPCFLOOR_OK;
 }

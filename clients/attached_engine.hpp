@@ -90,7 +90,9 @@ class AttachedEngine {
   // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
   // contracts. `state` may be null. snapshot returns the subscriptions (>= 0) or a code.
   // poll_signal returns IPCFLOOR_NO_SIGNAL, without touching the last error, when none is there.
-  [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept;
+  // `paced`: the ipcfloor_append_paced contract (asked again, pausing 20 us doubling to 1 ms,
+  // while the engine answers subscribers_behind, until the client's timeout).
+  [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars, bool paced = false) noexcept;
   [[nodiscard]] int subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state,
                               std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int snapshot() noexcept;
@@ -177,7 +179,7 @@ class AttachedEngine {
   template <std::size_t N>
   void describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
                         std::uint32_t strategy) const noexcept;
-  [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
+  [[nodiscard]] int append_refused(double close, const ResponseSlot& answer) noexcept;
   // The message for a live call on an engine that is not live; returns IPCFLOOR_E_NOT_LIVE.
   [[nodiscard]] int not_live(const char* call) noexcept;
   // Reads and discards answers a failed ring request left in flight (the live calls use the

@@ -89,6 +89,7 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_ENGINE_RESTARTED: return "engine restarted: the call was not answered, not retried";
     case IPCFLOOR_E_JOURNAL_FULL: return "journal full: the bar was not added";
     case IPCFLOOR_E_JOURNAL_FAILED: return "journal failed: the bar was not added";
+    case IPCFLOOR_E_SUBSCRIBERS_BEHIND: return "a subscriber's signal ring has no room for this bar: nothing appended";
     case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
@@ -284,6 +285,14 @@ int ipcfloor_append(ipcfloor_client* c, double close, uint64_t tick, uint64_t* b
   if (c == nullptr) return IPCFLOOR_E_INVALID;
   uint64_t now = 0;
   const int code = c->engine->append(close, tick, now);
+  if (code == IPCFLOOR_OK && bars != nullptr) *bars = now;
+  return code;
+}
+
+int ipcfloor_append_paced(ipcfloor_client* c, double close, uint64_t tick, uint64_t* bars) {
+  if (c == nullptr) return IPCFLOOR_E_INVALID;
+  uint64_t now = 0;
+  const int code = c->engine->append(close, tick, now, /*paced=*/true);
   if (code == IPCFLOOR_OK && bars != nullptr) *bars = now;
   return code;
 }

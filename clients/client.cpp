@@ -163,6 +163,12 @@ std::uint64_t Client::append(double close, std::uint64_t tick) {
   return bars;
 }
 
+std::uint64_t Client::append_paced(double close, std::uint64_t tick) {
+  std::uint64_t bars = 0;
+  if (const int code = impl_->engine->append(close, tick, bars, /*paced=*/true); code != IPCFLOOR_OK) fail(code);
+  return bars;
+}
+
 Subscription Client::subscribe(const Params& params) { return subscribe(params, 0); }
 
 Subscription Client::subscribe(const Params& params, std::uint32_t strategy) {

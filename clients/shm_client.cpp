@@ -81,9 +81,9 @@ CallStatus ShmClient::call(const RequestSlot& request, ResponseSlot& response) n
   return got;
 }
 
-CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response) noexcept {
+CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response, std::uint16_t flags) noexcept {
   const LiveAppend bar{close, tick, {}};
-  const CallStatus got = call(Opcode::append, 0, payload_of(bar));
+  const CallStatus got = call(Opcode::append, flags, payload_of(bar));
   if (got == CallStatus::ok) copy_slot_payload(response, answer());
   return got;
 }

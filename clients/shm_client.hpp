@@ -131,8 +131,11 @@ class ShmClient {
   // Appends one close to the series (the engine's one writer is the first lane that appends).
   // `tick` is any clock reading the subscribers share; every signal of this bar carries it. ok
   // means answered: response.status says ok (response.trades is then the bar count),
-  // capacity_full, bad_price, not_the_writer or not_live. Hot path like call().
-  [[nodiscard]] CallStatus append(double close, std::uint64_t tick, ResponseSlot& response) noexcept;
+  // capacity_full, bad_price, not_the_writer or not_live. `flags` kAppendPaced (shm/frames.hpp):
+  // taken only when every subscription's signal fits its ring now, else subscribers_behind with
+  // nothing appended (extra[0] the lane behind, extra[1] its unread signals). Hot path like call().
+  [[nodiscard]] CallStatus append(double close, std::uint64_t tick, ResponseSlot& response,
+                                  std::uint16_t flags = 0) noexcept;
   // Subscribes `combo` on this lane: from now on every new bar brings one SignalSlot for it.
   // On status ok: response.extra[0] is its id, extra[1] the bars so far, pnl/trades/extra[2]
   // its state after them (extra[2] the position). Other statuses: window_out_of_range,
@@ -182,6 +185,10 @@ class ShmClient {
     attachment_.drop_lane();
     return std::move(attachment_);
   }
+  // How long each wait may take from now on (ShmClientOptions::timeout at connect): a caller
+  // whose calls differ in cost (a SUBSCRIBE that replays a long series, then short signal waits)
+  // sets it per phase. The client's thread.
+  void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
 
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }

@@ -108,10 +108,9 @@ void HandoffServer::accept_connections() noexcept {
       connection.pid = peer->pid;
       connection.uid = peer->uid;
     }
-    if (!peer || peer->uid != ::geteuid()) {
-      reply(connection, HandoffStatus::refused,
-            fmt::format("engine {} serves uid {} only", segment_->name(), ::geteuid()));
-      refused_uid_.add(connection.pid, connection.uid);
+    if (!peer || !segment_->peers().admits(connection.fd.get(), *peer)) {
+      refuse_peer(connection);
+      refused_uid_.add(connection.pid, connection.uid);  // logged at most once a second (flush_notes)
       continue;  // closed with `connection`
     }
     make_room();
@@ -124,6 +123,17 @@ void HandoffServer::accept_connections() noexcept {
     } catch (...) {
       // No memory to track it: closing it tells the client.
     }
+  }
+}
+
+void HandoffServer::refuse_peer(Connection& connection) noexcept {
+  try {
+    // At most kHandoffMessageBytes reach the client: who may connect comes first.
+    reply(connection, HandoffStatus::refused,
+          fmt::format("engine {} serves {}; uid {} is not allowed (serve --allow-uid, --allow-group)", segment_->name(),
+                      segment_->peers().describe(), user_text(connection.uid)));
+  } catch (...) {
+    // No memory for the sentence: the connection still closes, which tells the peer.
   }
 }
 
@@ -281,7 +291,7 @@ void HandoffServer::flush_notes() noexcept {
     events_->note({EngineEvent::Kind::refused, 0, 0, refused_uid_.pid, 0,
                    fmt::format("refused a connection from uid {} (pid {}){}", refused_uid_.uid, refused_uid_.pid,
                                refused_uid_.count > 1
-                                   ? fmt::format(", and {} more of other uids since the last note", refused_uid_.count - 1)
+                                   ? fmt::format(", and {} more the engine does not admit since the last note", refused_uid_.count - 1)
                                    : std::string())});
   if (dropped_silent_.count != 0)
     events_->note({EngineEvent::Kind::refused, 0, 0, dropped_silent_.pid, 0,

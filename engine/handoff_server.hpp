@@ -1,6 +1,7 @@
 #pragma once
-// The engine's Unix socket, served by the keeper thread: it accepts connections, admits only the
-// engine's own uid (SO_PEERCRED), answers each hand-off request (an observer gets the read-only
+// The engine's Unix socket, served by the keeper thread: it accepts connections, admits the
+// engine's own uid and the users and groups its PeerPolicy allows (SO_PEERCRED, SO_PEERGROUPS;
+// Segment::peers), refusing anyone else with a reply that says who may connect, answers each hand-off request (an observer gets the read-only
 // data; a lane's client gets the data and its lane object from the LaneKeeper) and then holds a
 // lane's connection as that client's lease: the moment the connection ends, the lane drains.
 //
@@ -65,6 +66,9 @@ class HandoffServer {
   HandoffServer(Segment& segment, LaneKeeper& lanes, KeeperEvents& events) noexcept
       : segment_(&segment), lanes_(&lanes), events_(&events) {}
   void accept_connections() noexcept;
+  // Answers a peer the policy does not admit `refused`, naming who may connect (the caller counts
+  // it for the note flush_notes writes at most once a second).
+  void refuse_peer(Connection& connection) noexcept;
   // accept4 failed with EMFILE/ENFILE: accepts the waiting peer on the reserve descriptor, tells
   // it why and closes it. False when nobody was waiting (nothing to say) or there is no reserve
   // (said once a second); the keeper then stops trying until its next service().
@@ -111,7 +115,7 @@ class HandoffServer {
       uid = u;
     }
   };
-  NoteCount refused_uid_;       // of another uid
+  NoteCount refused_uid_;       // of a uid the engine does not admit (serve --allow-uid, --allow-group)
   NoteCount dropped_silent_;    // no request within kHandoffPatience
   NoteCount closed_observers_;  // idle after their reply
   std::chrono::steady_clock::time_point next_note_{};

@@ -19,6 +19,8 @@ Expected<void> LaneKeeper::make_objects(std::vector<std::string>& warnings) {
     }
     lanes_.lanes[i].view = object->view();
     lanes_.lanes[i].generation = object->generation();
+    // relaxed: a report for people (status).
+    segment_.lane_status(i).object_locked.store(object->locked() ? 1 : 0, std::memory_order_relaxed);
     objects_[i].emplace(std::move(*object));
   }
   if (unlocked_lanes > 0)
@@ -83,6 +85,8 @@ bool LaneKeeper::prepare(std::uint32_t lane) noexcept {
   EngineLane& shared = lanes_.lanes[lane];
   shared.view = object->view();
   shared.generation = object->generation();
+  // relaxed: a report for people (status).
+  segment_.lane_status(lane).object_locked.store(object->locked() ? 1 : 0, std::memory_order_relaxed);
   objects_[lane].emplace(std::move(*object));
   segment_.lane_status(lane).owner_pid = 0;
   segment_.lane_status(lane).owner_uid = 0;

@@ -55,7 +55,8 @@ Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, Serving
 
 Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request) const noexcept {
   const LiveAppend bar = LiveAppend::from_params(request.params);
-  if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
+  if ((request.flags & ~kAppendPaced) != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 ||
+      bar.unused[3] != 0)
     return Status::reserved_bits_set;
   // One writer: the first lane that appends keeps the series until its client leaves.
   if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
@@ -63,7 +64,23 @@ Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request)
   // The bars in flight at the journal come first: they are published once durable.
   const std::uint64_t in_flight = journal_.in_flight();
   if (published_ + in_flight >= room_.size()) return Status::capacity_full;
+  // A paced APPEND needs room for its own bar's signals and for those of the bars ahead of it at
+  // the journal, which are pushed once they are durable.
+  if ((request.flags & kAppendPaced) != 0 && lane_behind(in_flight + 1) >= 0) return Status::subscribers_behind;
   return Status::ok;
+}
+
+int LiveServer::lane_behind(std::uint64_t bars) const noexcept {
+  for (std::uint32_t lane = 0; lane < lanes_.count(); ++lane) {
+    const std::uint64_t wanted = static_cast<std::uint64_t>(book_->count(lane)) * bars;
+    if (wanted == 0 || !lanes_[lane].signals || !lanes_.served(lane)) continue;
+    const RingProducer<SignalSlot>& ring = *lanes_[lane].signals;
+    // A ring whose consumer position is impossible is the client's own doing: its next signal
+    // quarantines the lane, which then holds nobody back.
+    if (ring.corrupt()) continue;
+    if (ring.capacity() - ring.size_approx() < wanted) return static_cast<int>(lane);
+  }
+  return -1;
 }
 
 LiveServer::Route LiveServer::route(std::uint32_t index, const RequestSlot& request,
@@ -135,6 +152,16 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
 
 Status LiveServer::append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   const Status checked = check_append(index, request);
+  if (checked == Status::subscribers_behind) {
+    // Which lane holds the replay back, and how far: for the writer's note.
+    answer_status(response, request, checked);
+    const auto lane = static_cast<std::uint32_t>(lane_behind(journal_.in_flight() + 1));
+    response.extra[0] = lane;
+    response.extra[1] = static_cast<std::int64_t>(lanes_[lane].signals->size_approx());
+    response.extra[2] = book_->count(lane);
+    response.trades = static_cast<std::int64_t>(published_);
+    return checked;
+  }
   if (checked != Status::ok) return answer_status(response, request, checked);
   // A journaled engine routes every admitted APPEND to its journal (route()): never here.
   if (journal_.any()) return answer_status(response, request, Status::engine_error);

@@ -1,6 +1,7 @@
 #pragma once
 // Live mode on the serving thread (serve --live): APPEND, SUBSCRIBE and SNAPSHOT, and the
-// signals each new bar sends to every subscriber. An APPEND adds a bar to the main series and
+// signals each new bar sends to every subscriber. A paced APPEND (kAppendPaced) is taken only when
+// every subscription's signal fits its ring, else answered subscribers_behind with nothing done. An APPEND adds a bar to the main series and
 // steps every subscription (each on its strategy's per-bar step) on it: on the serving thread
 // when the work is cheap, else at the workers in shares of the book, one bar out at a time
 // (live requests wait meanwhile) and answered when the last share is back.
@@ -81,6 +82,9 @@ class LiveServer final : public JobRunner {
   // Why an APPEND from lane `index` is refused, or ok. A pure function of the request and state
   // (the bars published and those in flight at the journal).
   [[nodiscard]] Status check_append(std::uint32_t index, const RequestSlot& request) const noexcept;
+  // The first served lane whose signal ring lacks room for `bars` signals of each of its
+  // subscriptions now, or -1: what holds a paced APPEND (kAppendPaced) back.
+  [[nodiscard]] int lane_behind(std::uint64_t bars) const noexcept;
   // Adds an admitted bar to the series and publishes the count.
   void take_bar(double close) noexcept;
   // Hands the book's shares of the bar just taken to the workers; its answer goes to `ticket`.

@@ -32,6 +32,13 @@ inline constexpr unsigned kStrategyIndexShift = 8;
   return static_cast<std::uint16_t>((series_index & kSeriesIndexMask) | ((strategy_index & 0xFFU) << kStrategyIndexShift));
 }
 
+// RequestSlot::flags of an APPEND: paced. The bar is taken only when every subscription's signal
+// fits its lane's signal ring now; otherwise nothing is appended and the answer is
+// subscribers_behind, naming the lane that is behind, so the writer asks again once it has
+// drained (`feed --pace-to-subscribers`): a replay that loses no signal. Unpaced APPENDs never
+// wait for anyone, and a full ring drops its signal.
+inline constexpr std::uint16_t kAppendPaced = 0x0001;
+
 // What a request asks for. Values are wire values: never renumber, only append.
 enum class Opcode : std::uint16_t {
   backtest = 1,   // run one combo, answer pnl and trades
@@ -63,9 +70,10 @@ enum class Status : std::uint16_t {
   no_such_strategy = 14,  // a BACKTEST or SUBSCRIBE naming a strategy index the engine does not hold
   no_live_step = 15,      // a SUBSCRIBE to a strategy that has no per-bar step (no live part)
   signals_full = 16,      // a SNAPSHOT whose frames do not fit the lane's signal ring now: drain it first
-  // 17-39: reserved. 40 on: the journal (serve --journal).
+  // 17-39: reserved. 40-41: the journal (serve --journal). 42-59: kept free for other statuses.
   journal_full = 40,    // an APPEND whose record the journal's disk had no room for: its bar was not added
   journal_failed = 41,  // an APPEND whose record could not be written or synced: its bar was not added
+  subscribers_behind = 60,  // a paced APPEND (kAppendPaced) whose signals do not all fit now: not appended, ask again
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -89,6 +97,7 @@ enum class Status : std::uint16_t {
     case Status::signals_full: return "signals_full";
     case Status::journal_full: return "journal_full";
     case Status::journal_failed: return "journal_failed";
+    case Status::subscribers_behind: return "subscribers_behind";
   }
   return "unknown";
 }

@@ -248,6 +248,9 @@ struct alignas(kRingLineBytes) LaneStatus {
   // How many times its client re-attached after an engine it used went away (the client says so
   // in its hand-off request; 0 for a first attach).
   std::uint32_t reattaches;
+  // 1 when the lane's current object is locked in RAM (mlock; a lane object never uses huge
+  // pages). Written by the keeper each time it makes the object.
+  std::atomic<std::uint32_t> object_locked;
   std::atomic<std::uint64_t> generation;       // lane objects handed out so far
   std::atomic<std::uint64_t> claimed_unix_ns;  // when the current owner got it
   // The serving thread's counters for this lane, on their own line: it writes them per request.

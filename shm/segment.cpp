@@ -18,10 +18,6 @@
 namespace ipcfloor {
 namespace {
 
-// A heartbeat older than this many intervals: an observer that cannot see the engine's pid
-// counts it gone.
-constexpr std::uint64_t kStaleHeartbeats = 3;
-
 Expected<void> check_name(std::string_view name) {
   if (!valid_segment_name(name))
     return fail(ErrorCode::invalid_argument,
@@ -346,6 +342,17 @@ std::string_view backing_name(Backing backing) noexcept {
   return "unknown";
 }
 
+std::string memory_lock_text(bool data_locked, Backing backing, std::uint32_t lanes_locked, std::uint32_t lanes) {
+  const std::string data = !data_locked                          ? "the data is NOT locked in RAM"
+                           : backing == Backing::memfd_huge_2m ? "the data is locked in RAM (huge pages)"
+                                                               : "the data is locked in RAM (mlock)";
+  if (lanes_locked >= lanes) return fmt::format("{}; all {} lane objects are locked in RAM (mlock)", data, lanes);
+  if (lanes_locked == 0)
+    return fmt::format("{}; none of the {} lane objects is locked in RAM (mlock failed, or --mlock off)", data, lanes);
+  return fmt::format("{}; {} of the {} lane objects are locked in RAM (mlock), {} are NOT (mlock failed)", data,
+                     lanes_locked, lanes, lanes - lanes_locked);
+}
+
 static_assert(kMaxSegmentNameBytes < kHandoffNameBytes, "a hand-off reply names any engine whole");
 
 bool valid_segment_name(std::string_view name) noexcept {
@@ -410,7 +417,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto published = publish_data(segment.data_); !published) return std::unexpected(std::move(published.error()));
 
   // Step 6, the socket, last: whoever can connect finds everything above complete.
-  auto listener = HandoffListener::open(facts.socket_path);
+  segment.peers_ = config.peers;
+  auto listener = HandoffListener::open(facts.socket_path, config.peers.socket_mode());
   if (!listener) return std::unexpected(std::move(listener.error()));
   segment.listener_ = std::move(*listener);
   return segment;
@@ -532,8 +540,7 @@ bool Attachment::engine_hung_up() const noexcept {
   const DataHeader& h = header();
   // relaxed: a timestamp; only its age matters, nothing is published through it.
   const std::uint64_t beat = h.heartbeat_ns.load(std::memory_order_relaxed);
-  const std::uint64_t now = monotonic_ns();
-  return now > beat && now - beat > kStaleHeartbeats * h.heartbeat_interval_ns;
+  return !judge_engine_health(true, beat, monotonic_ns(), h.heartbeat_interval_ns).heartbeat_fresh();
 }
 
 }  // namespace ipcfloor

@@ -47,6 +47,7 @@
 
 #include "common/checksum.hpp"
 #include "common/error.hpp"
+#include "common/peer_policy.hpp"
 #include "common/unique_fd.hpp"
 #include "shm/handoff.hpp"
 #include "shm/layout.hpp"
@@ -59,6 +60,12 @@ namespace ipcfloor {
 
 // "none", "memfd_4k", "memfd_huge_2m", "unknown": stable names for reports and JSON.
 [[nodiscard]] std::string_view backing_name(Backing backing) noexcept;
+
+// What is locked in RAM and what is not, in one sentence for the log and `status`: the data
+// object (huge pages count as locked: they are never swapped out) and how many of the lane
+// objects. Allocates.
+[[nodiscard]] std::string memory_lock_text(bool data_locked, Backing backing, std::uint32_t lanes_locked,
+                                           std::uint32_t lanes);
 
 // True for a name create/attach accept: 1..200 of [A-Za-z0-9._-], and not "." or "..".
 [[nodiscard]] bool valid_segment_name(std::string_view name) noexcept;
@@ -118,6 +125,9 @@ struct SegmentConfig {
   // Attachers must be given the same directory. The name is held per directory: two engines may
   // serve one name from two directories.
   std::string socket_dir = default_socket_dir();
+  // Who besides the engine's own user may attach (serve --allow-uid, --allow-group): the socket is
+  // 0666 when anyone is, and the hand-off admits each connection by it (common/peer_policy.hpp).
+  PeerPolicy peers;
 };
 
 // What both sides know about one segment: its name and socket, and the geometry and sizes its
@@ -152,6 +162,8 @@ class LaneObject {
   [[nodiscard]] std::span<std::byte> bulk() const noexcept { return {view_.bulk, view_.bulk_bytes}; }
   // The fallbacks taken when the object was made (an mlock that RLIMIT_MEMLOCK refused).
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return object_.warnings(); }
+  // Whether its pages are locked in RAM (the mlock succeeded).
+  [[nodiscard]] bool locked() const noexcept { return object_.locked(); }
 
  private:
   friend class Segment;
@@ -234,6 +246,8 @@ class Segment {
   [[nodiscard]] int listen_fd() const noexcept { return listener_.fd(); }
   [[nodiscard]] const std::string& name() const noexcept { return facts_.name; }
   [[nodiscard]] const std::string& socket_path() const noexcept { return facts_.socket_path; }
+  // Who may attach: SegmentConfig::peers.
+  [[nodiscard]] const PeerPolicy& peers() const noexcept { return peers_; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
  private:
@@ -246,6 +260,7 @@ class Segment {
   HandoffListener listener_;
   SegmentFacts facts_;
   MlockMode mlock_ = MlockMode::automatic;
+  PeerPolicy peers_;
   std::vector<std::string> warnings_;
 };
 
@@ -333,7 +348,7 @@ class Attachment {
   // True when the engine is gone. A lane client asks its lease (the engine's end of the
   // connection closed: it died or closed it). An observer keeps no connection: it asks whether
   // the engine's process (pid and start time, taken at attach) still runs, or, when that pid is
-  // not visible from here, whether its heartbeat is younger than 3 intervals. For slow paths
+  // not visible from here, whether its heartbeat is fresh (judge_engine_health). For slow paths
   // only (one poll(2), or a read of /proc).
   [[nodiscard]] bool engine_hung_up() const noexcept;
 

@@ -170,6 +170,9 @@ inline constexpr std::uint32_t kPeerAtLimit = 3;
 // ... refused: its peer already holds connections and the rest (limit) are kept for peers that
 // hold none (expected: what the peers that hold some may share).
 inline constexpr std::uint32_t kKeptForNewPeers = 4;
+// SocketFault::field for permission_denied: besides its own uid (expected) the server admits the
+// users and groups of an allow list (serve --allow-uid, --allow-group); actual is the peer's uid.
+inline constexpr std::uint32_t kAllowListAdmits = 1;
 // SocketFault::field for stalled: the frame arrived slower than the server's floor rate (index:
 // the floor in bytes a second, limit: ms since its first byte).
 inline constexpr std::uint32_t kBelowFrameRate = 1;

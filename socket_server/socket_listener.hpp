@@ -28,10 +28,10 @@ namespace ipcfloor::socket_detail {
 
 // A listening, non-blocking Unix socket at `path`, or the error naming the path and the OS
 // reason. A path over the sockaddr limit, a non-socket file in the way or a live server on it is
-// refused; a socket file nobody listens on is stale and replaced. The file gets mode 0600 (0666
-// with any_uid) before listen(). `dev` and `ino` identify the file created, so that only it is
-// ever removed.
-[[nodiscard]] Expected<int> open_unix_listener(const std::string& path, bool any_uid, std::uint64_t& dev,
+// refused; a socket file nobody listens on is stale and replaced. The file gets `mode` (0600; 0666
+// with any_uid or an allow list) before listen(). `dev` and `ino` identify the file created, so
+// that only it is ever removed.
+[[nodiscard]] Expected<int> open_unix_listener(const std::string& path, mode_t mode, std::uint64_t& dev,
                                                std::uint64_t& ino);
 
 // A listening, non-blocking TCP socket on `endpoint` (SO_REUSEADDR), and the port bound (the

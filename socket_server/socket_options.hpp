@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/backtest_result.hpp"
+#include "common/peer_policy.hpp"
 #include "kernel/strategy_loader.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
@@ -85,6 +86,9 @@ struct SocketServerOptions {
   std::vector<int> cpus;             // the threads' affinity; empty: inherited
   unsigned sweep_threads = 1;        // 1..64; > 1: each chunk of a sweep runs on that many workers
   bool any_uid = false;              // Unix socket file 0666 and no SO_PEERCRED uid check
+  // Besides the server's own uid, who may use the Unix socket (serve --allow-uid, --allow-group):
+  // the file is then 0666 and each peer is admitted by its SO_PEERCRED (ignored with any_uid).
+  PeerPolicy peers;
   bool log = true;                   // rejected frames and dropped peers to stderr (rate-limited)
 };
 

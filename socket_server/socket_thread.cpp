@@ -174,11 +174,13 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
     // Only a Unix peer's uid is proven (SO_PEERCRED, unless any_uid): TCP peers are anyone's.
     peer.owner = !options_.any_uid && credentials.uid == geteuid();
     if (!peer.owner) peer.key = fmt::format("uid {}", credentials.uid);
-    if (!options_.any_uid && credentials.uid != geteuid()) {
+    if (!options_.any_uid &&
+        !options_.peers.admits(fd, PeerCredentials{credentials.pid, credentials.uid, credentials.gid})) {
       SocketFault fault;
       fault.error = SocketError::permission_denied;
       fault.actual = credentials.uid;
       fault.expected = geteuid();
+      fault.field = options_.peers.admits_others() ? kAllowListAdmits : 0;
       peer.refusal = fault;
     }
     return peer;

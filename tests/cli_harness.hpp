@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -59,6 +61,10 @@ struct Spawn {
   std::optional<rlim_t> memlock{};
   std::optional<rlim_t> open_files{};
   std::chrono::seconds limit{60};
+  // Run as this user (root only): its groups, gid and uid are set before exec.
+  std::optional<uid_t> uid{};
+  gid_t gid = 0;
+  std::vector<gid_t> groups{};
 };
 
 // In the child, before exec: stdin, the environment and the limits.
@@ -86,6 +92,11 @@ inline void prepare_child(const Spawn& spawn, int in, int out, int err) {
   if (spawn.open_files) {
     const rlimit limit{*spawn.open_files, *spawn.open_files};
     ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (spawn.uid) {
+    if (::setgroups(spawn.groups.size(), spawn.groups.data()) != 0 || ::setgid(spawn.gid) != 0 ||
+        ::setuid(*spawn.uid) != 0)
+      ::_exit(126);
   }
 }
 
@@ -172,7 +183,7 @@ class Served {
   explicit Served(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                   std::optional<rlim_t> memlock = std::nullopt)
       : Served(Spawn{.args = args, .env = env, .memlock = memlock}) {}
-  // `serve` with spawn.args, its environment and limits (spawn.input and spawn.limit are unused).
+  // `serve` with spawn.args, its environment, limits and user (spawn.input and spawn.limit are unused).
   explicit Served(const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) {
     const int in = ::open("/dev/null", O_RDONLY);
     pid_ = start_child(spawn, in, out_, err_, {"serve"});
@@ -230,11 +241,9 @@ class Served {
 // the exit code (-1 when the signal itself ended it, or it ran 10 s more). Killed if left running.
 class Background {
  public:
-  Background(const std::vector<std::string>& args, int in) : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    pid_ = start_child(spawn, in, out_, err_);
-  }
+  Background(const std::vector<std::string>& args, int in) : Background(in, Spawn{.args = args}) {}
+  // `spawn.args` whole; its environment, limits and user apply.
+  Background(int in, const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) { pid_ = start_child(spawn, in, out_, err_); }
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
   ~Background() {
@@ -269,6 +278,20 @@ class Background {
   int out_, err_;
   pid_t pid_ = -1;
 };
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// The check named `name` of `doctor --json`'s output; null when there is none.
+inline nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
+  const auto report = nlohmann::json::parse(json_text, nullptr, false);
+  if (report.is_discarded()) return nullptr;
+  for (const auto& check : report["checks"])
+    if (check["check"] == name) return check;
+  return nullptr;
+}
 
 // A fresh directory under /tmp, removed with everything in it at the end of the scope.
 struct TempDir {

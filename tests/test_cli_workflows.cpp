@@ -26,11 +26,6 @@ using namespace ipcfloor::cli_test;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
 // The engine's main series checksum, as `status --json` reads it from the segment.
 std::string engine_checksum(const std::string& name) {
   const auto status = nlohmann::json::parse(run({"status", "--name", name, "--json"}).out, nullptr, false);

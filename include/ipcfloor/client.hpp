@@ -208,6 +208,10 @@ class IPCFLOOR_CXX_API Client {
   // clock reading the subscribers share, carried back in this bar's signals. Returns the bars in
   // the series now. Throws IPCFLOOR_E_CAPACITY_FULL, _BAD_PRICE, _NOT_WRITER, _NOT_LIVE, or a lane failure.
   std::uint64_t append(double close, std::uint64_t tick = 0);
+  // The same, paced for a replay that loses no signal (ipcfloor_append_paced): the engine takes
+  // the bar once every subscription's signal fits its ring, waiting up to the timeout. Throws
+  // IPCFLOOR_E_SUBSCRIBERS_BEHIND (nothing appended) when a subscriber stayed behind that long.
+  std::uint64_t append_paced(double close, std::uint64_t tick = 0);
   // Subscribes a combo (windows in [1, capacity()]) on this lane until the client goes. Throws
   // IPCFLOOR_E_WINDOW, _NO_ROOM, _REJECTED (too costly to replay), _NOT_LIVE, or a lane failure.
   Subscription subscribe(const Params& params);

@@ -146,6 +146,11 @@ extern "C" {
 /* Append: the engine's journal could not write or sync the bar's record, so the bar was not
  * added; `ipcfloor status` says why. */
 #define IPCFLOOR_E_JOURNAL_FAILED (-42)
+/* -43 to -59 are reserved. */
+/* Paced append (ipcfloor_append_paced): for the whole of the client's timeout a subscriber's
+ * signal ring had no room for this bar's signals; nothing was appended. The client stays usable:
+ * call again once the subscriber reads. */
+#define IPCFLOOR_E_SUBSCRIBERS_BEHIND (-60)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -398,6 +403,14 @@ typedef struct ipcfloor_signal {
  * after each), IPCFLOOR_E_ENGINE_RESTARTED (reconnect: the engine came back; the bar may or may not
  * be in the series: ipcfloor_bars says), or a lane failure. */
 IPCFLOOR_API int ipcfloor_append(ipcfloor_client *c, double close, uint64_t tick, uint64_t *bars);
+
+/* ipcfloor_append for a replay that loses no signal: the engine takes the bar only when every
+ * subscription's signal fits its subscriber's signal ring now. While one does not, the call asks
+ * again (pausing 20 us, doubling to 1 ms; the interrupt check of ipcfloor_set_interrupt is asked
+ * between tries) until the client's timeout, then returns IPCFLOOR_E_SUBSCRIBERS_BEHIND with
+ * nothing appended; a subscriber that never reads holds the replay back. Its other returns are
+ * ipcfloor_append's. `ipcfloor feed --pace-to-subscribers` is this call. */
+IPCFLOOR_API int ipcfloor_append_paced(ipcfloor_client *c, double close, uint64_t tick, uint64_t *bars);
 
 /* Subscribes the combo (six windows, each in [1, ipcfloor_capacity]) on this client's lane: from
  * now on every new bar brings one ipcfloor_signal for it. The engine first replays the bars so
