@@ -12,7 +12,7 @@
 #include "app/cli_common.hpp"
 #include "common/checksum.hpp"
 #include "engine/bar_journal.hpp"
-#include "kernel/series_io.hpp"
+#include "data/series_io.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kernel/series_source.hpp"
+#include "data/series_source.hpp"
 
 namespace ipcfloor {
 

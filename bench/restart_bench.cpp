@@ -28,8 +28,8 @@
 #include "common/tsc_clock.hpp"
 #include "engine/bar_journal.hpp"
 #include "engine/journal_writer.hpp"
-#include "kernel/gbm.hpp"
-#include "kernel/series_io.hpp"
+#include "data/gbm.hpp"
+#include "data/series_io.hpp"
 
 namespace ipcfloor {
 namespace {

@@ -36,7 +36,7 @@
 #include "engine/bar_journal.hpp"
 #include "engine/journal_writer.hpp"
 #include "ipcfloor/ipcfloor.h"
-#include "kernel/gbm.hpp"
+#include "data/gbm.hpp"
 #include "kernel/kernel.hpp"
 #include "shm/segment.hpp"
 
