@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <string>
@@ -43,8 +44,11 @@ std::string random_suffix() {
 
 }  // namespace
 
-DirectoryTrust directory_trust(const struct stat& info) noexcept {
-  if (info.st_uid != ::geteuid() && info.st_uid != 0) return DirectoryTrust::other_owner;
+DirectoryTrust directory_trust(const struct stat& info, std::span<const uid_t> owners) noexcept {
+  const bool owner_trusted = info.st_uid == 0 || (owners.empty() ? info.st_uid == ::geteuid()
+                                                                 : std::find(owners.begin(), owners.end(), info.st_uid) !=
+                                                                       owners.end());
+  if (!owner_trusted) return DirectoryTrust::other_owner;
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (info.st_mode & S_ISVTX) == 0) return DirectoryTrust::others_write;
   return DirectoryTrust::trusted;
 }

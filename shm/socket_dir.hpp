@@ -43,8 +43,10 @@ inline constexpr const char* kSocketDirVariable = "IPCFLOOR_SOCKET_DIR";
 // another user could replace what we put there; io when it cannot be inspected.
 [[nodiscard]] Expected<void> check_socket_dir(std::string_view dir);
 
-// check_socket_dir when `dir` exists (a client's check before it attaches; a missing directory is
-// the attach's own error: nobody listens there).
+// A client's check before it attaches, when `dir` exists (a missing directory is the attach's own
+// error: nobody listens there): check_socket_dir's rule, with the engine users the client trusts
+// (common/peer_policy.hpp's trusted_engine_uids(): this user, and $IPCFLOOR_ENGINE_UID's) trusted
+// to own the directory and the folders above it besides root.
 [[nodiscard]] Expected<void> check_socket_dir_if_present(std::string_view dir);
 
 // check_socket_dir, after making private_socket_dir() (mode 0700) when `dir` is that directory
