@@ -584,16 +584,31 @@ TEST_CASE("one client flooding from three lanes delays another client's blocking
   while (flood_lanes() < 3 && Clock::now() < seen_by) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(flood_lanes() == 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the three rings are full
+  // The flooding client's answers as the engine counts them (LaneStatus::requests, stored when
+  // an answer is pushed): how many of its combos finished while one blocking call waited is the
+  // measure of the sharing, whatever the host's speed.
+  const auto flood_answered = [&] {
+    std::uint64_t total = 0;
+    for (std::uint32_t lane = 0; lane < client->segment().lane_count(); ++lane) {
+      const LaneStatus& status = client->segment().lane_status(lane);
+      // relaxed: counters the serving thread stores; a stale read only moves a combo between calls.
+      if (status.owner_pid == flooder) total += status.requests.load(std::memory_order_relaxed);
+    }
+    return total;
+  };
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
   request.params = dear.combo;
   ResponseSlot answer{};
   std::vector<double> waits;
+  std::vector<std::uint64_t> flood_during;
   for (int i = 0; i < 7; ++i) {
+    const std::uint64_t before = flood_answered();
     const auto start = Clock::now();
     REQUIRE(client->call(request, answer) == CallStatus::ok);
     CHECK(answer.status == 0);
     waits.push_back(ms_since(start));
+    flood_during.push_back(flood_answered() - before);
   }
   ::kill(flooder, SIGKILL);
   ::waitpid(flooder, nullptr, 0);
@@ -601,14 +616,19 @@ TEST_CASE("one client flooding from three lanes delays another client's blocking
   for (int lane = 0; lane < 3; ++lane) per_lane[lane] = answered[lane].load(std::memory_order_relaxed);  // relaxed: as above
   ::munmap(shared, 4096);
   std::sort(waits.begin(), waits.end());
+  std::sort(flood_during.begin(), flood_during.end());
   const double median = waits[waits.size() / 2];
+  const std::uint64_t median_flood = flood_during[flood_during.size() / 2];
   MESSAGE("one dear combo alone: " << dear.ms << " ms; behind one client's three flooding lanes a dear blocking call "
-                                    "took a median of " << median << " ms (worst " << waits.back() << " ms); the "
-                                    "flooding lanes completed " << per_lane[0] << ", " << per_lane[1] << " and "
-                                    << per_lane[2] << " combos");
-  // Its own combo plus the one of the flooding client's that runs when it arrives: two combos.
-  // Shared per lane it would wait for three of the flood's, four combos in all.
-  CHECK(median < 3.0 * dear.ms);
+                                    "took a median of " << median << " ms (worst " << waits.back() << " ms), while "
+                                    "a median of " << median_flood << " (most " << flood_during.back() << ") of the "
+                                    "flood's combos finished; the flooding lanes completed " << per_lane[0] << ", "
+                                    << per_lane[1] << " and " << per_lane[2] << " combos");
+  // Its own combo after the one of the flooding client's that runs when it arrives: one of the
+  // flood's finishes meanwhile (two when one ends just as the call is sent). Shared per lane it
+  // would wait for three of the flood's. Counted, not timed: a loaded host slows every combo
+  // alike (the 3x-in-ms bound this replaces failed at load 7 on main's build too).
+  CHECK(median_flood <= 2);
   // The flooding client's lanes took turns: before, its first lane took every one of its starts
   // while the other client made calls ([20, 0, 0] in the review).
   const auto [fewest, most] = std::minmax({per_lane[0], per_lane[1], per_lane[2]});
