@@ -51,6 +51,7 @@ const std::vector<Suite>& suites() {
       {"throughput", [](const BenchOptions& o) { return run_throughput(o.throughput); }, print_throughput},
       {"python", [](const BenchOptions& o) { return run_python_bench(o.python_bench); }, print_python_bench},
       {"live", [](const BenchOptions& o) { return run_live_bench(o.live); }, print_live_bench},
+      {"restart", [](const BenchOptions& o) { return run_restart_bench(o.restart); }, print_restart_bench},
   };
   return registry;
 }
@@ -139,6 +140,7 @@ void make_quick(BenchOptions& options) {
   options.ladder.warmup = std::min<std::size_t>(options.ladder.warmup, 2'000);
   options.hygiene.echo_requests = std::min<std::size_t>(options.hygiene.echo_requests, 100'000);
   options.hygiene.backtest_requests = std::min<std::size_t>(options.hygiene.backtest_requests, 2'000);
+  options.hygiene.append_requests = std::min<std::size_t>(options.hygiene.append_requests, 2'000);
   options.hygiene.socket_requests = std::min<std::size_t>(options.hygiene.socket_requests, 5'000);
   options.hygiene.memory_touch_bytes = std::min<std::size_t>(options.hygiene.memory_touch_bytes, 16 << 20);
   options.serialization.repeats = std::min<std::size_t>(options.serialization.repeats, 10);
@@ -160,6 +162,12 @@ void make_quick(BenchOptions& options) {
   options.live.samples = std::min<std::size_t>(options.live.samples, 3'000);
   options.live.warmup = std::min<std::size_t>(options.live.warmup, 500);
   options.live.throughput_bars = std::min<std::size_t>(options.live.throughput_bars, 5'000);
+  options.restart.append_samples = std::min<std::size_t>(options.restart.append_samples, 500);
+  options.restart.append_warmup = std::min<std::size_t>(options.restart.append_warmup, 100);
+  options.restart.pipelined_bars = std::min<std::size_t>(options.restart.pipelined_bars, 5'000);
+  options.restart.restarts = std::min<std::size_t>(options.restart.restarts, 5);
+  options.restart.journal_bars = std::min<std::size_t>(options.restart.journal_bars, 100'000);
+  options.restart.kills = std::min<std::size_t>(options.restart.kills, 10);
 }
 
 // --client-cpu near: every suite's client cpu is the allowed one nearest the server cpu.
@@ -196,6 +204,8 @@ void share_common_options(BenchOptions& options) {
   options.throughput.server_cpu = options.ladder.server_cpu;
   options.live.client_cpu = options.ladder.client_cpu;
   options.live.server_cpu = options.ladder.server_cpu;
+  options.restart.client_cpu = options.ladder.client_cpu;
+  options.restart.server_cpu = options.ladder.server_cpu;
 }
 
 // The suites' names, and the ladder's transports, as validators of what names them.
@@ -287,6 +297,15 @@ CLI::App* add_bench_subcommand(CLI::App& app, BenchOptions& options) {
                     "the saved floor matrix the reports and --client-cpu near go by (default: the one `ipcfloor "
                     "topology --save` wrote, if any)")
       ->check(file_path());
+  bench->add_option("--journal-dir", options.restart.journal_dir,
+                    "restart: where the journals go (default: a fresh folder under /var/tmp, removed after)")
+      ->check(file_path());
+  bench->add_option("--kills", options.restart.kills, "restart: SIGKILLs per crash run (one run per --fsync policy)")
+      ->check(in_range<std::size_t>(1, 100'000))
+      ->capture_default_str();
+  bench->add_option("--restarts", options.restart.restarts, "restart: restart-gap samples")
+      ->check(in_range<std::size_t>(1, 100'000))
+      ->capture_default_str();
   bench->add_option("--server-cpu", options.ladder.server_cpu, "core of the serving side (default: last allowed)")
       ->check(cpu_index());
   bench->add_option("--requests", options.hygiene.echo_requests, "hygiene: ECHO requests counted")
@@ -426,6 +445,13 @@ int run_bench_command(BenchOptions options, const std::string& help) {
     if (!options.out_dir.empty() && !write_json_report(options.out_dir, suite->name, *report)) return 1;
     if (!options.hgrm_dir.empty() && !write_hgrm_files(options.hgrm_dir, suite->name, *report)) return 1;
     combined["suites"][suite->name] = *report;
+  }
+  // The ladder's floor check reaches every verdict of the run measured against the floor.
+  if (const auto& suites_run = combined["suites"]; suites_run.contains("ladder") && !options.json) {
+    const auto check = suites_run["ladder"].value("floor_check", nlohmann::json::object());
+    if (check.value("checked", false) && !check["trustworthy"].get<bool>() && chosen.size() > 1)
+      fmt::print("\nWARNING: {}; the verdicts above that are measured against the floor (live's goal, the ratios) "
+                 "are not trustworthy either.\n", check["note"].get<std::string>());
   }
   if (options.json) fmt::print("{}\n", combined.dump(2));
   if (!options.gbench_file.empty() && !write_gbench_report(options.gbench_file, combined)) return 1;

@@ -14,6 +14,7 @@
 #include "bench/echo_bench.hpp"
 #include "bench/granularity_bench.hpp"
 #include "bench/live_bench.hpp"
+#include "bench/restart_bench.hpp"
 #include "bench/hygiene.hpp"
 #include "bench/ladder.hpp"
 #include "bench/python_suite.hpp"
@@ -45,6 +46,7 @@ struct BenchOptions {
   ThroughputOptions throughput;
   PythonBenchOptions python_bench;
   LiveBenchOptions live;
+  RestartBenchOptions restart;
 };
 
 // Adds the `bench` subcommand and its options, bound to `options`.

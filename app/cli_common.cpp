@@ -1,4 +1,5 @@
 #include "app/cli_common.hpp"
+#include "common/peer_policy.hpp"
 
 #include <sched.h>
 
@@ -164,6 +165,26 @@ CLI::Validator engine_name() {
                            kMaxSegmentNameBytes);
       },
       "an engine name");
+}
+
+namespace {
+
+// A validator's verdict: empty when `checked` holds a value, else its error.
+template <class T>
+std::string error_of(const Expected<T>& checked) {
+  return checked ? std::string() : checked.error().message;
+}
+
+}  // namespace
+
+CLI::Validator known_user() {
+  return CLI::Validator([](std::string& text) { return error_of(resolve_user(text, "user")); },
+                        "a user name or uid this host knows");
+}
+
+CLI::Validator known_group() {
+  return CLI::Validator([](std::string& text) { return error_of(resolve_group(text, "group")); },
+                        "a group name or gid this host knows");
 }
 
 CLI::Validator strategy_name() {

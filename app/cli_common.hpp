@@ -88,6 +88,9 @@ CLI::Validator in_range(T lo, T hi) {
 
 // An engine name as `serve --name` takes it (shm/segment.hpp, valid_segment_name).
 [[nodiscard]] CLI::Validator engine_name();
+// A user (a name or a uid the host knows; common/peer_policy.hpp resolve_user) / a group.
+[[nodiscard]] CLI::Validator known_user();
+[[nodiscard]] CLI::Validator known_group();
 
 // A strategy's name as a strategy declares it (include/ipcfloor/strategy.h): 1..31 characters of
 // a-z 0-9 _ -. Whether the engine serves it is checked against its table.

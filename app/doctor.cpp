@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "app/cli_common.hpp"
+#include "app/doctor_unit.hpp"
 #include "common/affinity.hpp"
 #include "engine/shm_engine.hpp"
 #include "kernel/cost.hpp"
@@ -118,8 +119,8 @@ void check_memlock(std::vector<HostCheck>& checks, std::uint64_t locked_bytes) {
   const std::optional<std::uint64_t> limit = memlock_limit_bytes();
   if (!limit) {
     add(checks, "memlock", CheckLevel::ok,
-        fmt::format("nothing limits what this process locks (CAP_IPC_LOCK, or RLIMIT_MEMLOCK unlimited): the engine "
-                    "locks the {} it needs in RAM",
+        fmt::format("nothing limits what this process locks (CAP_IPC_LOCK, or RLIMIT_MEMLOCK unlimited): an engine "
+                    "it starts locks the {} it needs in RAM (one under systemd: memlock_unit)",
                     human_bytes(locked_bytes)));
   } else if (*limit >= locked_bytes) {
     add(checks, "memlock", CheckLevel::ok,
@@ -462,7 +463,10 @@ std::vector<HostCheck> run_host_checks(const DoctorOptions& options) {
   const SegmentGeometry small =
       compute_geometry(options.lanes, options.ring_capacity, options.bars, kSmallPageBytes, options.bulk_bytes);
   const bool huge_ok = huge_page_budget().available >= huge.data_bytes / kHugePageBytes;
-  check_memlock(checks, std::uint64_t{options.lanes} * small.lane_bytes + (huge_ok ? 0 : small.data_bytes));
+  const std::uint64_t locked_bytes = std::uint64_t{options.lanes} * small.lane_bytes + (huge_ok ? 0 : small.data_bytes);
+  check_memlock(checks, locked_bytes);
+  const std::string unit = !options.unit.empty() ? options.unit : ::geteuid() == 0 ? installed_unit_path() : std::string();
+  if (!unit.empty()) checks.push_back(check_unit_memlock(unit, locked_bytes));
   checks.push_back(check_cpu_free(cpu));
   check_workers(checks, cpu);
   check_isolation(checks, cpu);

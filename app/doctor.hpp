@@ -12,16 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/host_check.hpp"
+
 namespace ipcfloor {
 
-enum class CheckLevel : std::uint8_t { ok, warn, fail };
-
-struct HostCheck {
-  std::string name;     // short, stable: "huge_pages", "memlock", "isolation", ...
-  CheckLevel level;
-  std::string finding;  // what was found, with the numbers
-  std::string fix;      // the command or setting that fixes it (empty when ok)
-};
 
 struct DoctorOptions {
   int cpu = -1;                  // the serving cpu to check (-1: the one serve would pick)
@@ -32,6 +26,10 @@ struct DoctorOptions {
   std::string socket_dir;           // --socket-dir; the CLI fills in default_socket_dir()
   std::string name = "ipcfloor";    // --name: the engine name whose place in socket_dir is checked
   double sample_seconds = 0.25;  // how long to watch /proc/stat for a busy sibling and steal time
+  // The systemd unit engines run under, whose user's memory-lock limit is checked
+  // (app/doctor_unit.hpp). Empty: the installed ipcfloor@.service when doctor runs as root (a
+  // service's limit is the unit's, not root's), none otherwise.
+  std::string unit;
 };
 
 // Runs every check. Never fails: a check that cannot read its source says so as a warning.

@@ -22,6 +22,10 @@ CLI::App* add_doctor_subcommand(CLI::App& app, DoctorCli& cli) {
   doctor->add_option("--name", cli.options.name, "the engine name to check in the socket directory")
       ->check(engine_name())
       ->capture_default_str();
+  doctor->add_option("--unit", cli.options.unit,
+                     "the systemd unit engines run under: its user's memory-lock limit is checked (default, as root: "
+                     "the installed ipcfloor@.service)")
+      ->check(CLI::ExistingFile);
   cli.options.socket_dir = socket_dir_default();
   add_socket_dir_option(*doctor, cli.options.socket_dir);
   doctor->add_flag("--json", cli.json, "print JSON");

@@ -2,7 +2,9 @@
 // The two sides of live mode on the command line: `ipcfloor feed` appends closes to a live
 // engine's series, `ipcfloor signals` subscribes combos and prints their per-bar signals. Both
 // stop on SIGINT or SIGTERM, print what they did, and exit 128 + the signal's number (130 for
-// Ctrl-C), as a shell reports a command it interrupted.
+// Ctrl-C), as a shell reports a command it interrupted. With --reconnect both outlive a restart
+// of the engine (clients/reconnect.hpp): `feed` goes on from the bar after the engine's last,
+// `signals` renews its subscriptions and prints the snapshot, flagged as a restart.
 
 #include <cstdint>
 #include <optional>
@@ -21,8 +23,13 @@ struct FeedOptions {
   std::optional<std::size_t> from;
   std::optional<std::size_t> count;  // --count N: append at most N bars
   double rate = 0.0;    // --rate HZ: pace the bars (replay); 0: as fast as the engine takes them
+  // --pace-to-subscribers: every APPEND is paced (kAppendPaced): a bar waits until each
+  // subscription's signal fits its subscriber's ring, so a replay loses no signal.
+  bool pace_to_subscribers = false;
   bool quiet = false;
   std::string socket_dir;
+  bool reconnect = false;           // --reconnect: re-attach when the engine goes away, and go on
+  double reconnect_limit_s = 30.0;  // --reconnect-limit-s S: how long one outage may last
 };
 
 struct SignalsOptions {
@@ -35,6 +42,8 @@ struct SignalsOptions {
   std::optional<std::uint64_t> count;  // stop after this many signals
   double idle_exit_s = 0.0;            // stop after this long without a signal (0: never)
   std::string socket_dir;
+  bool reconnect = false;           // --reconnect: re-attach when the engine goes away, and go on
+  double reconnect_limit_s = 30.0;  // --reconnect-limit-s S: how long one outage may last
 };
 
 CLI::App* add_feed_subcommand(CLI::App& app, FeedOptions& options);

@@ -12,6 +12,7 @@
 #include "app/doctor_command.hpp"
 #include "app/version_command.hpp"
 #include "app/gen_command.hpp"
+#include "app/journal_command.hpp"
 #include "app/live_commands.hpp"
 #include "app/serve_command.hpp"
 #include "app/status_command.hpp"
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
   auto* feed = add_feed_subcommand(app, feed_options);
   SignalsOptions signals_options;
   auto* signals = add_signals_subcommand(app, signals_options);
+  JournalOptions journal_options;
+  auto* journal = add_journal_subcommand(app, journal_options);
   // Hidden: the engine as a process per call (the ladder's `spawn` rung): 48-byte ECHO frames on
   // stdin, answers on stdout.
   auto* stdio = app.add_subcommand("stdio", "")->group("");
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   if (*feed) return run_feed_command(feed_options);
   if (*signals) return run_signals_command(signals_options);
   if (*status) return run_status(status_options);
+  if (*journal) return run_journal_command(*journal, journal_options);
   if (*gen) return run_gen_command(gen_options);
   if (*doctor) return run_doctor_command(doctor_cli);
   if (*sweep) {

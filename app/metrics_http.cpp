@@ -2,18 +2,23 @@
 
 #include <httplib.h>
 
-#include <atomic>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "app/metrics_gate.hpp"
 #include "app/status_command.hpp"
-#include "common/affinity.hpp"
 #include "shm/segment.hpp"
 #include "socket/tcp_endpoint.hpp"
+#include "socket_server/socket_listener.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -22,17 +27,65 @@ namespace {
 constexpr const char* kExpositionType = "text/plain; version=0.0.4; charset=utf-8";
 // A scrape waits this long at most for the engine to take the observer's hand-off.
 constexpr auto kAttachTimeout = std::chrono::seconds(2);
-// One worker for the scrape, one for whoever else asks (curl beside Prometheus).
-constexpr std::size_t kWorkers = 2;
+
+// cpp-httplib answers the requests the gate admitted: routing, HEAD, the headers of the answer.
+// Its own accept loop is not used (it holds a connection per queued request, with no deadline
+// for a head and no bound on a body); the gate hands it each head through process_request.
+class HttpAnswers final : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+};
+
+// A connection as cpp-httplib sees it: the head the gate read, then the socket for the answer,
+// written within the request's deadline.
+class GatedStream final : public httplib::Stream {
+ public:
+  explicit GatedStream(const GateRequest& request) noexcept : request_(request) {}
+  bool is_readable() const override { return read_ < request_.head.size(); }
+  bool is_writable() const override { return std::chrono::steady_clock::now() < request_.write_by; }
+  ssize_t read(char* ptr, size_t size) override {
+    const std::size_t n = std::min(size, request_.head.size() - read_);
+    std::memcpy(ptr, request_.head.data() + read_, n);
+    read_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    for (std::size_t sent = 0; sent < size;) {
+      const ssize_t n = ::send(request_.fd, ptr + sent, size - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(request_.write_by -
+                                                                             std::chrono::steady_clock::now());
+      pollfd writable{request_.fd, POLLOUT, 0};
+      if (left.count() <= 0 || ::poll(&writable, 1, static_cast<int>(left.count())) <= 0) return -1;
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = request_.peer_ip;
+    port = request_.peer_port;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip.clear();
+    port = 0;
+  }
+  socket_t socket() const override { return request_.fd; }
+
+ private:
+  const GateRequest& request_;
+  std::size_t read_ = 0;
+};
 
 }  // namespace
 
 struct MetricsServer::State {
   MetricsConfig config;
   TcpEndpoint endpoint;
-  httplib::Server http;
-  std::thread listener;
-  std::atomic<bool> listener_done{false};  // listen_after_bind returned
+  HttpAnswers http;
+  std::unique_ptr<MetricsGate> gate;
   std::mutex attach_mutex;  // guards segment: the workers scrape one at a time
   std::optional<Attachment> segment;
 
@@ -51,6 +104,12 @@ struct MetricsServer::State {
     const nlohmann::json status = describe_segment(*segment);
     return prometheus_exposition(config.engine, &status);
   }
+
+  void answer(const GateRequest& request) {
+    GatedStream stream(request);
+    bool closed = false;
+    (void)http.process_request(stream, true, closed, nullptr);
+  }
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
@@ -63,13 +122,9 @@ Expected<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsConfi
   auto state = std::make_unique<State>();
   state->config = config;
   state->endpoint = *endpoint;
-  httplib::Server& http = state->http;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
-  // One request per connection and short timeouts: a client that holds a connection open cannot
-  // keep a worker from the next scrape for long.
-  http.set_keep_alive_max_count(1);
-  http.set_read_timeout(2, 0);
-  http.set_write_timeout(2, 0);
+  HttpAnswers& http = state->http;
+  // The gate admits no body; this is the second lock on the same door.
+  http.set_payload_max_length(0);
   State* self = state.get();
   http.Get("/metrics", [self](const httplib::Request&, httplib::Response& response) {
     response.set_content(self->scrape(), kExpositionType);
@@ -78,36 +133,21 @@ Expected<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsConfi
     if (response.status == 404)
       response.set_content(fmt::format("ipcfloor serves GET /metrics; {} is not here\n", request.path), "text/plain");
   });
-  const TcpEndpoint& at = state->endpoint;
-  if (at.port == 0) {
-    const int port = http.bind_to_any_port(at.host);
-    if (port <= 0)
-      return fail(ErrorCode::busy, "--metrics {}: cannot listen on {} (not an address of this host?)", config.endpoint,
-                  at.host);
-    state->endpoint.port = static_cast<std::uint16_t>(port);
-  } else if (!http.bind_to_port(at.host, at.port)) {
-    return fail(ErrorCode::busy, "--metrics {}: cannot listen on {} port {} (in use, or not an address of this host)",
-                config.endpoint, at.host, at.port);
-  }
-  // The workers start inside listen_after_bind, on this thread: they inherit its cpus.
-  state->listener = std::thread([self] {
-    if (!self->config.cpus.empty()) (void)restrict_current_thread(self->config.cpus);  // best effort
-    self->http.listen_after_bind();
-    // release: pairs with the acquire load below; nothing is published through it.
-    self->listener_done.store(true, std::memory_order_release);
-  });
-  // stop() before the listener runs would not reach it: return once it runs (a thread's start
-  // away), or has already ended.
-  // acquire: pairs with the release store in the listener thread above.
-  while (!http.is_running() && !state->listener_done.load(std::memory_order_acquire))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::uint16_t bound_port = 0;
+  auto listener = socket_detail::open_tcp_listener(*endpoint, bound_port);
+  if (!listener)
+    return fail(ErrorCode::busy, "--metrics {}: cannot listen on {} port {} (in use, or not an address of this host): {}",
+                config.endpoint, endpoint->host, endpoint->port, listener.error().message);
+  state->endpoint.port = bound_port;
+  auto gate = MetricsGate::start(UniqueFd(*listener), config.limits, config.cpus,
+                                 [self](const GateRequest& request) { self->answer(request); });
+  if (!gate) return std::unexpected(gate.error());
+  state->gate = std::move(*gate);
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(state)));
 }
 
 void MetricsServer::stop() noexcept {
-  if (!state_ || !state_->listener.joinable()) return;
-  state_->http.stop();
-  state_->listener.join();
+  if (state_ && state_->gate) state_->gate->stop();
 }
 
 std::string MetricsServer::url() const {

@@ -4,7 +4,11 @@
 // as exporters serve it, by cpp-httplib. A missing host is loopback (127.0.0.1): other hosts reach
 // it only when the user names such an address.
 //
-// Threads: cpp-httplib's listener and its two workers, housekeeping threads that run on `cpus`
+// Its door is a MetricsGate (app/metrics_gate.hpp): connections are capped and kept off the
+// descriptors the engine's clients need, a request head must arrive whole within 2 s and 4 KiB,
+// only GET and HEAD without a body pass. cpp-httplib answers what the gate admits.
+//
+// Threads: the gate's acceptor and its two workers, housekeeping threads that run on `cpus`
 // (never the serving cpu) and that a stop signal never reaches (they inherit the keeper's blocked
 // mask). A scrape reads the segment through an observer attachment, as `ipcfloor status` does:
 // the serving thread never sees it. start() and stop() belong to the keeper thread.
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "app/metrics_gate.hpp"
 #include "common/error.hpp"
 
 namespace ipcfloor {
@@ -23,6 +28,7 @@ struct MetricsConfig {
   std::string engine;      // the engine whose segment the scrapes read
   std::string socket_dir;  // where its socket is
   std::vector<int> cpus;   // where the HTTP threads run; empty: anywhere
+  GateLimits limits{};     // connections, deadlines and the descriptors kept for the engine
 };
 
 class MetricsServer {
@@ -35,7 +41,8 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
   ~MetricsServer();  // stop()
 
-  // Stops listening, lets a scrape in progress finish, and joins the threads. Idempotent.
+  // Stops listening, closes what waits, lets a scrape in progress finish, and joins the threads.
+  // Idempotent.
   void stop() noexcept;
 
   // Where Prometheus scrapes: "http://127.0.0.1:9464/metrics" (the port bound, when 0 was asked).

@@ -1,12 +1,14 @@
 #include "app/serve_command.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -117,6 +119,7 @@ Expected<SocketServerOptions> socket_options_for(const ServeOptions& options, in
   socket.threads = options.socket_threads;
   socket.sweep_threads = options.sweep_threads;
   socket.any_uid = options.socket_any_uid;
+  socket.peers = options.peers;
   socket.log = !options.quiet;
   if (options.socket_cpu) {
     socket.cpus = {*options.socket_cpu};
@@ -233,6 +236,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   segment.heartbeat_interval_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.heartbeat).count());
   segment.socket_dir = options.socket_dir;
+  segment.peers = options.peers;
   segment.live = options.live;
   segment.capacity_bars = !options.live            ? 0
                           : options.capacity_bars == 0 ? plan.series->close.size() + kDefaultLiveRoom
@@ -248,6 +252,7 @@ Expected<ShmEngineConfig> shm_config_for(const ServeOptions& options, ServePlan&
   config.max_frame_time = options.max_frame_time;
   config.inline_cost = options.inline_cost;
   config.max_bar_cost = options.max_bar_cost;
+  if (!options.journal_dir.empty()) config.journal = ShmEngineConfig::Journal{options.journal_dir, options.fsync};
   return config;
 }
 
@@ -268,14 +273,23 @@ std::uint64_t socket_combo_bound(const ServeOptions& options, const PreloadedSer
 
 // Every --strategy, loaded and checked (include/ipcfloor/strategy.h); the first refusal ends serve
 // with exit 6, naming the file and the reason.
+// While they load, SIGINT and SIGTERM end serve at once (their default action): a self-check runs
+// the researcher's code, nothing is served or made yet, and the keeper that takes the signals
+// later does not exist. No thread starts meanwhile.
 Expected<std::shared_ptr<const StrategyCatalog>> load_strategies(const ServeOptions& options) {
   auto catalog = std::make_shared<StrategyCatalog>();
+  if (options.strategies.empty()) return catalog;
   const auto check_close = strategy_check_series();
   if (!check_close) return std::unexpected(check_close.error());
+  unblock_stop_signals();
   for (const std::string& path : options.strategies) {
     auto loaded = catalog->load(path, *check_close);
-    if (!loaded) return std::unexpected(loaded.error());
+    if (!loaded) {
+      block_stop_signals();
+      return std::unexpected(loaded.error());
+    }
   }
+  block_stop_signals();
   return catalog;
 }
 
@@ -346,9 +360,16 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
     for (const std::string& warning : shm->warnings()) log(LogLevel::warn, "serve: {}", warning);
     const Segment& segment = shm->segment();
     const DataHeader& header = segment.header();
-    log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}, {}), {} lanes x {} slots", segment.name(),
-        segment.socket_path(), segment.size(), backing_name(segment.backing()),
-        segment.locked() ? "locked in RAM" : "NOT locked", header.lane_count, header.ring_capacity);
+    std::uint32_t lanes_locked = 0;
+    for (std::uint32_t i = 0; i < segment.lane_count(); ++i)
+      // relaxed: the keeper wrote it before the engine served.
+      lanes_locked += segment.lane_status(i).object_locked.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+    log(LogLevel::info, "serve: engine {} on {} ({} bytes of data, {}), {} lanes x {} slots; {}", segment.name(),
+        segment.socket_path(), segment.size(), backing_name(segment.backing()), header.lane_count,
+        header.ring_capacity, memory_lock_text(segment.locked(), segment.backing(), lanes_locked, segment.lane_count()));
+    if (segment.peers().admits_others())
+      log(LogLevel::info, "serve: engine {} admits {} (socket mode 0666, each connection checked by SO_PEERCRED); "
+          "their clients set {}={}", segment.name(), segment.peers().describe(), kEngineUidVariable, ::geteuid());
     log(LogLevel::info, "serve: series {} ({} bars, checksum {:016x}), fee {}", plan.series->name,
         plan.series->close.size(), header.series_checksum, options.fee);
     for (std::uint32_t i = 1; i < segment.series_count(); ++i)
@@ -359,6 +380,11 @@ void log_serving(const ServeOptions& options, const ServePlan& plan, const Engin
           "per lane; `ipcfloor feed --name {}` appends, `ipcfloor signals --name {}` subscribes",
           header.capacity_bars, header.capacity_bars - header.n_bars, header.signal_capacity,
           options.subscriptions_per_lane, segment.name(), segment.name());
+    if (!shm->journal_path().empty())
+      log(LogLevel::info, "serve: journal {}: replayed {} bars in {:.1f} ms (engine start {} on it); every APPEND is "
+          "written there before it is answered (--fsync {})", shm->journal_path(), header.journal_replayed,
+          static_cast<double>(shm->journal_replay_time().count()) / 1000.0, header.journal_starts,
+          to_string(options.fsync));
     for (const Strategy& strategy : shm->strategies().all())
       if (strategy.index() != 0)
         log(LogLevel::info, "serve: strategy {} {} ({} parameters: {}{}) from {}", strategy.index(), strategy.name(),
@@ -409,13 +435,14 @@ void log_host_checks(const ServeOptions& options, const ServePlan& plan) {
 }
 
 // The `ready {...}` line's facts: the same keys whatever serves, null where a key does not apply
-// (no segment with --no-shm, no sockets without --socket/--tcp, no capacity unless live).
+// (no segment with --no-shm, no sockets without --socket/--tcp, no capacity or published bars
+// unless live, no journal without --journal).
 nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, const EngineHost& host,
                            const MetricsServer* metrics) {
   nlohmann::json facts{{"pid", getpid()},   {"engine", nullptr},  {"socket", nullptr},   {"lanes", nullptr},
                        {"wait", nullptr},   {"cpu", nullptr},     {"workers", nullptr},  {"worker_cpus", nullptr},
                        {"bars", nullptr},   {"checksum", nullptr}, {"capacity", nullptr}, {"sockets", nullptr},
-                       {"metrics", nullptr}, {"strategies", nullptr}};
+                       {"metrics", nullptr}, {"strategies", nullptr}, {"published", nullptr}, {"journal", nullptr}};
   if (plan.series) {
     facts["bars"] = plan.series->close.size();
     facts["checksum"] = fmt::format("{:016x}", plan.series->checksum);
@@ -428,7 +455,12 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
     facts["cpu"] = plan.cpu;
     facts["workers"] = shm->worker_cpus().size();
     facts["worker_cpus"] = shm->worker_cpus();
-    if (options.live) facts["capacity"] = shm->segment().header().capacity_bars;
+    if (options.live) {
+      facts["capacity"] = shm->segment().header().capacity_bars;
+      // relaxed: nothing appends before the ready line's clients attach; the preloaded and replayed bars.
+      facts["published"] = shm->segment().header().bars_published.load(std::memory_order_relaxed);
+    }
+    if (!shm->journal_path().empty()) facts["journal"] = shm->journal_path();
   }
   if (const SocketServer* sockets = host.sockets()) facts["sockets"] = sockets->describe();
   if (metrics != nullptr) facts["metrics"] = metrics->url();
@@ -441,12 +473,44 @@ nlohmann::json ready_facts(const ServeOptions& options, const ServePlan& plan, c
   return facts;
 }
 
+// The descriptors the engine may need at once for its clients, which the metrics port must never
+// take: per lane its lease, its lane object and the one that replaces it; the keeper's 64
+// connections that hold no lane and its spare; the socket server's connections; and 64 for the
+// segment, listeners, signalfd, log and the rest.
+int engine_descriptors(const ServeOptions& options) {
+  const bool sockets = !options.socket_path.empty() || !options.tcp_endpoint.empty();
+  const std::size_t lanes = options.shm ? options.lanes : 0;
+  return static_cast<int>(3 * lanes + 64 + 1 + (sockets ? options.max_connections : 0) + 64);
+}
+
+// Descriptors this process has open now.
+std::size_t open_descriptors() {
+  std::error_code ec;
+  std::size_t count = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++count;
+  return count;
+}
+
 // `--metrics`: the exposition over HTTP on housekeeping threads, off the serving cpu. Null when
-// not asked for.
+// not asked for. Its connections fit in what RLIMIT_NOFILE leaves beside the engine's own.
 Expected<std::unique_ptr<MetricsServer>> start_metrics(const ServeOptions& options, int serving_cpu) {
   if (options.metrics.empty()) return std::unique_ptr<MetricsServer>();
   MetricsConfig config{options.metrics, options.name, options.socket_dir, allowed_cpus()};
   if (config.cpus.size() > 1) std::erase(config.cpus, serving_cpu);
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  config.limits.descriptor_reserve = engine_descriptors(options);
+  // The port's own: its listener, the gate's eventfd and the workers' scrapes (an observer each).
+  constexpr std::size_t kPortOwn = 8;
+  const std::size_t room = MetricsGate::connections_within(files.rlim_cur, config.limits.descriptor_reserve,
+                                                           open_descriptors() + kPortOwn, config.limits.max_connections);
+  if (room < config.limits.workers)
+    return fail(ErrorCode::resource, "--metrics {}: RLIMIT_NOFILE {} leaves no room for the metrics port beside the {} "
+                "descriptors the engine keeps for its clients; raise it (ulimit -n, or LimitNOFILE= in the unit)",
+                options.metrics, files.rlim_cur, config.limits.descriptor_reserve);
+  config.limits.max_connections = room;
   return MetricsServer::start(config);
 }
 
@@ -526,6 +590,16 @@ CLI::Validator unix_socket_path() {
       "a path of 1..107 bytes");
 }
 
+// --fsync every|interval:MS|none, as engine/bar_journal.hpp parses it.
+CLI::Validator fsync_policy() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto parsed = parse_fsync_policy(text);
+        return parsed ? std::string() : parsed.error().message;
+      },
+      "every|interval:MS|none");
+}
+
 // The engine itself: its name, series, geometry, serving thread and memory.
 void add_engine_options(CLI::App& serve, ServeCli& cli) {
   ServeOptions& o = cli.options;
@@ -534,6 +608,19 @@ void add_engine_options(CLI::App& serve, ServeCli& cli) {
       ->capture_default_str();
   o.socket_dir = socket_dir_default();
   add_socket_dir_option(serve, o.socket_dir);
+  serve.add_option("--allow-uid", cli.allow_uids,
+                   "let this user's clients attach too (a name or a uid; repeatable): the engine's socket becomes "
+                   "0666 and each connection is admitted by its SO_PEERCRED; clients set IPCFLOOR_ENGINE_UID to the "
+                   "engine's user")
+      ->type_name("USER")
+      ->check(known_user())
+      ->allow_extra_args(false);
+  serve.add_option("--allow-group", cli.allow_groups,
+                   "let the members of this group attach too (a name or a gid; repeatable; supplementary groups "
+                   "count): as --allow-uid")
+      ->type_name("GROUP")
+      ->check(known_group())
+      ->allow_extra_args(false);
   serve.add_option("--data", cli.data,
                    "close series: .csv with a close column, .f64 or .npy, or '-' for standard input (.npy or CSV); "
                    "repeat it to preload several (named after their files; a BACKTEST names one by index, the "
@@ -646,6 +733,15 @@ void add_live_options(CLI::App& serve, ServeCli& cli) {
       ->check(in_range<std::uint64_t>(0, std::uint64_t{1} << 62))
       ->capture_default_str()
       ->each(given);
+  serve.add_option("--journal", o.journal_dir,
+                   "live: write every appended bar to DIR/bars.journal before it is answered, and replay it at "
+                   "start, so a restarted engine loses nothing (made mode 0700/0600 when missing)")
+      ->check(file_path());
+  serve.add_option("--fsync", cli.fsync,
+                   "live --journal: when an APPEND's record counts as written, and so when it is answered: every "
+                   "(after fdatasync; the default), interval:MS (after write(2), fdatasync every MS, 1..60000) or "
+                   "none (after write(2))")
+      ->check(fsync_policy());
 }
 
 // The socket baseline served beside (or instead of) the segment.
@@ -716,6 +812,8 @@ std::string conflicting_options(const ServeCli& cli) {
   if (cli.no_shm && cli.data.size() > 1)
     return "several --data series need the segment: the socket server holds one (drop --no-shm)";
   if (!o.live && cli.live_options_given) return "--capacity, --signal-capacity and --subscriptions need --live";
+  if (!o.live && !o.journal_dir.empty()) return "--journal keeps appended bars: it needs --live";
+  if (o.journal_dir.empty() && !cli.fsync.empty()) return "--fsync says how --journal writes: it needs --journal DIR";
   if (cli.owner_reserve_given && o.owner_reserve >= o.max_connections)
     return fmt::format("--owner-reserve {} must be below --max-connections {} (TCP peers need a slot too)",
                        o.owner_reserve, o.max_connections);
@@ -749,6 +847,8 @@ int run_serve_command(ServeCli& cli) {
   options.socket_series = options.shm || !cli.data.empty() || cli.gbm_given;
   options.frame_timeout = std::chrono::milliseconds(cli.frame_timeout_ms);
   options.max_frame_time = std::chrono::milliseconds(cli.max_frame_ms);
+  // The spelling was checked by its validator; this cannot fail.
+  if (!cli.fsync.empty()) options.fsync = parse_fsync_policy(cli.fsync).value_or(JournalSync{});
   if (cli.workers >= 0) options.workers = static_cast<std::uint32_t>(cli.workers);
   if (!cli.worker_cpus.empty()) {
     options.worker_cpus = parse_cpu_list(cli.worker_cpus);
@@ -757,6 +857,11 @@ int run_serve_command(ServeCli& cli) {
   }
   options.idle_timeout = std::chrono::milliseconds(std::uint64_t{cli.idle_timeout_s} * 1000);
   options.max_loaded_bytes = cli.max_loaded_mb << 20;
+  if (cli.options.socket_any_uid && !(cli.allow_uids.empty() && cli.allow_groups.empty()))
+    return usage_error("serve", "--socket-any-uid already lets every user in: drop --allow-uid and --allow-group");
+  auto peers = PeerPolicy::make(cli.allow_uids, cli.allow_groups);
+  if (!peers) return usage_error("serve", peers.error().message);
+  options.peers = std::move(*peers);
   auto level = parse_log_level(cli.log_level.empty() ? (options.quiet ? "warn" : "info") : cli.log_level);
   log_configure(level.value_or(LogLevel::info));
   const int code = run_serve(options);

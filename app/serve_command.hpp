@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/peer_policy.hpp"
+#include "engine/bar_journal.hpp"
 #include "kernel/cost.hpp"
 #include "kernel/kernel.hpp"
 #include "data/series_source.hpp"
@@ -62,6 +64,10 @@ struct ServeOptions {
   std::vector<std::string> more_data;
   std::uint32_t signal_capacity = kDefaultSignalCapacity;
   std::uint32_t subscriptions_per_lane = 256;
+  // --journal DIR (live): every APPEND is written to DIR/bars.journal before it is answered, and
+  // replayed at the next start; --fsync says when a record counts as written. Empty: no journal.
+  std::string journal_dir;
+  JournalSync fsync;
   bool quiet = false;  // only errors and warnings on stderr
   std::string pidfile;  // --pidfile PATH: written once serving, removed at exit
   // --strategy FILE.so, repeatable: strategies loaded (and checked) before the ready line, served
@@ -88,6 +94,9 @@ struct ServeOptions {
   std::chrono::milliseconds idle_timeout{60'000};           // --idle-timeout-s S
   std::uint64_t max_loaded_bytes = std::uint64_t{1} << 30;  // --max-loaded-mb MB: what all connections hold (series, frames, replies)
   bool socket_any_uid = false;      // --socket-any-uid: socket file 0666, no SO_PEERCRED check
+  // --allow-uid and --allow-group: who besides this user may attach to the segment and use the
+  // Unix socket (both sockets 0666 then; each peer admitted by SO_PEERCRED).
+  PeerPolicy peers;
 };
 
 // The most combos one lane may subscribe in live mode (--subscriptions). Each lane's history
@@ -114,7 +123,10 @@ struct ServeCli {
   bool no_shm = false;
   bool gbm_given = false;            // --bars, --seed, ... appeared
   bool live_options_given = false;   // --capacity, --signal-capacity or --subscriptions appeared
+  std::string fsync;                 // --fsync every|interval:MS|none; empty: not given (every)
   bool owner_reserve_given = false;  // --owner-reserve appeared
+  std::vector<std::string> allow_uids;    // --allow-uid USER, repeatable: names or numbers
+  std::vector<std::string> allow_groups;  // --allow-group GROUP, repeatable
 };
 
 // Adds the `serve` subcommand, bound to `cli`.

@@ -225,13 +225,54 @@ nlohmann::json strategy_table_json(const Attachment& segment) {
     for (std::uint32_t k = 0; k < entry.param_count; ++k) params.push_back(std::string(entry.param_names[k]));
     nlohmann::json example = nlohmann::json::array();
     for (std::uint32_t k = 0; k < entry.param_count; ++k) example.push_back(entry.example[k]);
+    const DataHeader& h = segment.header();
+    // relaxed: written once at start, for people.
+    const bool at_workers = i < 32 && ((h.strategies_at_workers.load(std::memory_order_relaxed) >> i) & 1U) != 0;
     nlohmann::json item{{"index", i}, {"name", std::string(entry.name)}, {"params", params}, {"example", example},
-                        {"live", entry.live != 0}};
+                        {"live", entry.live != 0}, {"workers_only", at_workers},
+                        {"slowdown_at_load", i < kMaxStrategies ? h.strategy_slowdown[i] : 0U}};
     if (entry.live != 0)
       item["values"] = nlohmann::json::array({std::string(entry.value_names[0]), std::string(entry.value_names[1])});
     table.push_back(std::move(item));
   }
   return table;
+}
+
+// The journal (serve --journal): where it is, how it writes, what it holds and did.
+nlohmann::json journal_json(const DataHeader& h) {
+  // relaxed (all): figures for people; the writer thread stores them one by one.
+  const auto state = h.journal_state.load(std::memory_order_relaxed);
+  if (state == 0) return nlohmann::json{{"enabled", false}};
+  const char* path_end = static_cast<const char*>(std::memchr(h.journal_path, '\0', sizeof h.journal_path));
+  const std::uint64_t fsynced = h.journal_last_fsync_unix_ns.load(std::memory_order_relaxed);
+  const std::uint64_t wall = unix_ns();
+  const std::string fsync = h.journal_fsync == 0   ? std::string("every")
+                            : h.journal_fsync == 1 ? fmt::format("interval:{}", h.journal_interval_ms)
+                                                   : std::string("none");
+  return nlohmann::json{
+      {"enabled", true},
+      {"path", std::string(h.journal_path, path_end ? path_end : h.journal_path + sizeof h.journal_path)},
+      {"state", state == 1 ? "ok" : state == 2 ? "disk_full" : "failed"},
+      {"fsync", fsync},
+      {"records", h.journal_records.load(std::memory_order_relaxed)},
+      {"bytes", h.journal_bytes.load(std::memory_order_relaxed)},
+      {"last_fsync_unix_ns", fsynced},
+      {"last_fsync_age_s", fsynced == 0 || wall < fsynced ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(static_cast<double>(wall - fsynced) / 1e9)},
+      {"appends_refused", h.journal_refused.load(std::memory_order_relaxed)},
+      {"replayed_at_start", h.journal_replayed},
+      {"torn_bytes_dropped_at_start", h.journal_torn_bytes},
+      {"engine_starts", h.journal_starts},
+  };
+}
+
+// How many of the engine's lane objects are locked in RAM (LaneStatus::object_locked).
+std::uint32_t lane_objects_locked(const Attachment& segment) {
+  std::uint32_t locked = 0;
+  for (std::uint32_t i = 0; i < segment.lane_count(); ++i)
+    // relaxed: a report for people.
+    locked += segment.lane_status(i).object_locked.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+  return locked;
 }
 
 // Every degraded state the engine can be in, each with its count (0: not degraded so).
@@ -247,7 +288,12 @@ nlohmann::json degraded_json(const DataHeader& h, const Attachment& segment) {
       {"live_bar_waiting_on_stalled_worker", h.live_bar_waiting.load(std::memory_order_relaxed)},
       {"lanes_quarantined", quarantined},
       {"not_locked_in_ram", h.locked == 0 ? 1 : 0},
+      {"serving_thread_stuck_ms", h.serving_stuck_ns.load(std::memory_order_relaxed) / 1'000'000},
+      {"journal_disk_full", h.journal_state.load(std::memory_order_relaxed) == 2 ? 1 : 0},
+      {"journal_failed", h.journal_state.load(std::memory_order_relaxed) == 3 ? 1 : 0},
+      {"lane_objects_not_locked", segment.lane_count() - lane_objects_locked(segment)},
       {"jobs_taken_back_total", h.jobs_reclaimed.load(std::memory_order_relaxed)},
+      {"serving_thread_stalls_total", h.serving_stalls.load(std::memory_order_relaxed)},
   };
 }
 
@@ -272,10 +318,12 @@ nlohmann::json describe_segment(const Attachment& segment) {
         {"owner_pid", lane.owner_pid},
         {"owner_uid", lane.owner_uid},
         {"owner_alive", owner_alive(lane)},
+        {"reattaches", lane.reattaches},
         {"claims", lane.generation.load(std::memory_order_relaxed)},
         {"requests", lane.requests.load(std::memory_order_relaxed)},
         {"bad_frames", lane.bad_frames.load(std::memory_order_relaxed)},
         {"ring_fill", lane.ring_fill.load(std::memory_order_relaxed)},
+        {"locked", lane.object_locked.load(std::memory_order_relaxed) != 0},
         {"service_ns", histogram_json(counts, sum_ns)},
     });
   }
@@ -293,6 +341,9 @@ nlohmann::json describe_segment(const Attachment& segment) {
       {"data_bytes", h.data_bytes},
       {"backing", backing_name(static_cast<Backing>(h.backing))},
       {"locked", h.locked != 0},
+      {"lane_objects_locked", lane_objects_locked(segment)},
+      {"memory_locked", memory_lock_text(h.locked != 0, static_cast<Backing>(h.backing), lane_objects_locked(segment),
+                                         segment.lane_count())},
       {"wait_mode", to_string(static_cast<WaitMode>(h.wait_mode))},
       {"lane_count", segment.lane_count()},
       {"ring_capacity", segment.ring_capacity()},
@@ -322,6 +373,7 @@ nlohmann::json describe_segment(const Attachment& segment) {
                 {"signal_capacity", h.signal_capacity},
                 {"signals_sent", h.signals_sent.load(std::memory_order_relaxed)},
                 {"signals_dropped", h.signals_dropped.load(std::memory_order_relaxed)}}},
+      {"journal", journal_json(h)},
       {"counters", {{"requests", h.requests.load(std::memory_order_relaxed)},
                     {"bad_frames", h.bad_frames.load(std::memory_order_relaxed)},
                     {"lanes_released", h.lanes_released.load(std::memory_order_relaxed)},
@@ -342,14 +394,17 @@ constexpr int kLastPowerNs = 33;
 static_assert(service_bucket_upper_ns(1 + 4 * (kLastPowerNs - kFirstPowerNs) - 1) == std::uint64_t{1} << kLastPowerNs,
               "the last bound ends a bucket of the segment's histogram");
 
-// The engine serves while it holds its connection and its heartbeat is younger than three
-// intervals (the rule clients apply), and never less than a second: a keeper thread a loaded
-// host delays for a moment is not down.
-bool engine_up(const nlohmann::json& status) {
+// The engine's health as `status` read it: the rule every reader applies (judge_engine_health).
+EngineHealth health_of(const nlohmann::json& status) {
   const auto& engine = status["engine"];
-  const double limit_ms = std::max(3.0 * engine["heartbeat_interval_ms"].get<double>(), 1000.0);
-  return engine["alive"].get<bool>() && engine["heartbeat_age_ms"].get<double>() <= limit_ms;
+  EngineHealth health;
+  health.process_alive = engine["alive"].get<bool>();
+  health.heartbeat_age_ns = static_cast<std::uint64_t>(engine["heartbeat_age_ms"].get<double>() * 1e6);
+  health.limit_ns = heartbeat_limit_ns(static_cast<std::uint64_t>(engine["heartbeat_interval_ms"].get<double>() * 1e6));
+  return health;
 }
+
+bool engine_up(const nlohmann::json& status) { return health_of(status).up(); }
 
 class Exposition {
  public:
@@ -401,6 +456,22 @@ void per_lane(Exposition& out, const nlohmann::json& lanes, std::string_view nam
 
 }  // namespace
 
+std::optional<std::string> why_not_up(const nlohmann::json& status) {
+  const EngineHealth health = health_of(status);
+  if (health.up()) return std::nullopt;
+  const auto& engine = status["engine"];
+  const std::string name = status["name"].get<std::string>();
+  const int pid = engine["pid"].get<int>();
+  if (!health.process_alive)
+    return fmt::format("engine {} is not up (ipcfloor_up 0): its process (pid {}) has exited since it answered; its "
+                       "socket and segment are left for the next `ipcfloor serve --name {}`", name, pid, name);
+  return fmt::format("engine {} is not up (ipcfloor_up 0): its process (pid {}) runs, but its heartbeat is {:.1f} s "
+                     "old, past the {:.1f} s an engine that serves keeps it within (3 heartbeats of {:.0f} ms, at least "
+                     "1 s): it is stopped (SIGSTOP, a debugger) or starved of cpu time",
+                     name, pid, static_cast<double>(health.heartbeat_age_ns) / 1e9,
+                     static_cast<double>(health.limit_ns) / 1e9, engine["heartbeat_interval_ms"].get<double>());
+}
+
 std::string prometheus_exposition(std::string_view engine, const nlohmann::json* status) {
   Exposition out(engine);
   out.family("ipcfloor_up", "gauge",
@@ -437,10 +508,30 @@ std::string prometheus_exposition(std::string_view engine, const nlohmann::json*
   // on one needs no absent() rule.
   out.family("ipcfloor_degraded", "gauge", "a degraded state the engine is in now (the count of what it concerns)");
   for (const auto& [state, value] : s["degraded"].items())
-    if (state != "jobs_taken_back_total")
+    if (!state.ends_with("_total"))
       out.sample("ipcfloor_degraded", value.get<std::uint64_t>(), fmt::format("state=\"{}\"", state));
   scalar("ipcfloor_jobs_taken_back_total", "counter", "jobs taken back from stalled workers and computed elsewhere",
          s["degraded"]["jobs_taken_back_total"].get<std::uint64_t>());
+  scalar("ipcfloor_serving_thread_stalls_total", "counter",
+         "BACKTESTs that held the serving thread past the limit their cost allows",
+         s["degraded"]["serving_thread_stalls_total"].get<std::uint64_t>());
+  const auto& journal = s["journal"];
+  const bool journaled = journal["enabled"].get<bool>();
+  const auto journal_value = [&](const char* field) { return journaled ? journal[field].get<std::uint64_t>() : 0; };
+  scalar("ipcfloor_journal_records", "gauge", "bars in the engine's journal (serve --journal; 0 without one)",
+         journal_value("records"));
+  scalar("ipcfloor_journal_bytes", "gauge", "size of the engine's journal", journal_value("bytes"));
+  scalar("ipcfloor_journal_last_fsync_timestamp_seconds", "gauge",
+         "wall clock of the journal's last fdatasync (0: none yet)",
+         fmt::format("{:.3f}", static_cast<double>(journal_value("last_fsync_unix_ns")) / 1e9));
+  scalar("ipcfloor_journal_appends_refused_total", "counter",
+         "APPENDs answered journal_full or journal_failed: their bars were not added", journal_value("appends_refused"));
+  scalar("ipcfloor_journal_replayed_bars", "gauge", "bars replayed from the journal when this engine started",
+         journal_value("replayed_at_start"));
+  scalar("ipcfloor_engine_starts_total", "counter", "engine starts the journal records, this one included",
+         journal_value("engine_starts"));
+  per_lane(out, s["lanes"], "ipcfloor_lane_reattaches", "gauge",
+           "times the lane's client re-attached after an engine it used went away (its own word)", "reattaches");
   per_lane(out, s["lanes"], "ipcfloor_requests_total", "counter", "requests answered, per lane", "requests");
   per_lane(out, s["lanes"], "ipcfloor_rejected_total", "counter", "requests answered with an error status, per lane",
            "bad_frames");
@@ -473,9 +564,10 @@ int run_status_watch(const StatusOptions& options, const Attachment& segment) {
 // The text form's first lines: the engine, its series, live mode, lanes and workers.
 void print_engine_text(const nlohmann::json& s) {
   const auto& e = s["engine"];
-  fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {}, {})\n", s["name"].get<std::string>(),
+  fmt::print("engine    {} on {} (layout v{}, {} bytes of data, {})\n", s["name"].get<std::string>(),
              s["socket"].get<std::string>(), s["layout_version"].get<unsigned>(), s["data_bytes"].get<std::uint64_t>(),
-             s["backing"].get<std::string>(), s["locked"].get<bool>() ? "locked" : "not locked");
+             s["backing"].get<std::string>());
+  fmt::print("memory    {}\n", s["memory_locked"].get<std::string>());
   fmt::print("          pid {} {}, up {}, heartbeat {:.1f} ms ago (every {:.0f} ms), {} mode\n", e["pid"].get<int>(),
              e["alive"].get<bool>() ? "alive" : "GONE", duration_text(e["uptime_s"].get<double>()),
              e["heartbeat_age_ms"].get<double>(), e["heartbeat_interval_ms"].get<double>(),
@@ -506,6 +598,20 @@ void print_engine_text(const nlohmann::json& s) {
              s["bulk_bytes_per_lane"].get<std::uint64_t>(),
              s["max_frame_cost"].get<std::uint64_t>() == 0 ? std::string("anything")
                                                            : fmt::format("{:.3g}", s["max_frame_cost"].get<double>()));
+  if (const auto& j = s["journal"]; j["enabled"].get<bool>()) {
+    const auto& age = j["last_fsync_age_s"];
+    fmt::print("journal   {}: {} bars, {} bytes, fsync {}, last fsync {}; {} appends refused\n",
+               j["path"].get<std::string>(), j["records"].get<std::uint64_t>(), j["bytes"].get<std::uint64_t>(),
+               j["fsync"].get<std::string>(), age.is_null() ? std::string("none yet")
+                                                             : fmt::format("{:.1f} s ago", age.get<double>()),
+               j["appends_refused"].get<std::uint64_t>());
+    fmt::print("          this start (engine start {} on it) replayed {} bars{}\n",
+               j["engine_starts"].get<std::uint64_t>(), j["replayed_at_start"].get<std::uint64_t>(),
+               j["torn_bytes_dropped_at_start"].get<std::uint64_t>() == 0
+                   ? std::string()
+                   : fmt::format(" and dropped a torn last record ({} bytes)",
+                                 j["torn_bytes_dropped_at_start"].get<std::uint64_t>()));
+  }
   const auto& w = s["workers"];
   const auto worker_count = w["count"].get<std::uint32_t>();
   if (worker_count == 0)
@@ -519,9 +625,13 @@ void print_engine_text(const nlohmann::json& s) {
 // The strategies, every degraded state and where the serving thread runs.
 void print_health_text(const nlohmann::json& s) {
   for (const auto& strategy : s["strategies"])
-    fmt::print("strategy  {} {} ({}){}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
+    fmt::print("strategy  {} {} ({}){}{}\n", strategy["index"].get<unsigned>(), strategy["name"].get<std::string>(),
                fmt::join(strategy["params"].get<std::vector<std::string>>(), ", "),
-               strategy["live"].get<bool>() ? "; streams signals" : "");
+               strategy["live"].get<bool>() ? "; streams signals" : "",
+               strategy["workers_only"].get<bool>()
+                   ? fmt::format("; runs at a worker only (at load its run() took {}x the built-in's time per work "
+                                 "unit)", strategy["slowdown_at_load"].get<std::uint32_t>())
+                   : std::string());
   std::string degraded;
   const auto& d = s["degraded"];
   if (d["workers_stalled"].get<std::uint64_t>() != 0)
@@ -532,6 +642,15 @@ void print_health_text(const nlohmann::json& s) {
   if (d["lanes_quarantined"].get<std::uint64_t>() != 0)
     degraded += fmt::format("; {} lane(s) quarantined", d["lanes_quarantined"].get<std::uint64_t>());
   if (d["not_locked_in_ram"].get<std::uint64_t>() != 0) degraded += "; the data is not locked in RAM";
+  if (d["serving_thread_stuck_ms"].get<std::uint64_t>() != 0)
+    degraded += fmt::format("; the serving thread has been inside one BACKTEST for {} ms, past what its cost allows "
+                            "(every client waits)", d["serving_thread_stuck_ms"].get<std::uint64_t>());
+  if (d["journal_disk_full"].get<std::uint64_t>() != 0)
+    degraded += "; the journal's disk is full: APPENDs are refused journal_full until it has room";
+  if (d["journal_failed"].get<std::uint64_t>() != 0)
+    degraded += "; the journal failed (a write or fdatasync): APPENDs are refused journal_failed; restart the engine";
+  if (const auto unlocked = d["lane_objects_not_locked"].get<std::uint64_t>(); unlocked != 0)
+    degraded += fmt::format("; {} lane object(s) not locked in RAM", unlocked);
   fmt::print("health    {}{}; {} job(s) taken back from stalled workers so far\n", degraded.empty() ? "ok" : "DEGRADED",
              degraded, d["jobs_taken_back_total"].get<std::uint64_t>());
   const auto& placement = s["placement"];
@@ -560,6 +679,10 @@ void print_lanes_text(const nlohmann::json& s) {
                any ? "<=" + ns_text(service["p99_at_most_ns"].get<std::uint64_t>()) : "-");
   }
   for (const auto& lane : s["lanes"])
+    if (lane["reattaches"].get<std::uint64_t>() != 0)
+      fmt::print("lane {}: its client re-attached {} time(s) after an engine it used went away\n",
+                 lane["lane"].get<unsigned>(), lane["reattaches"].get<std::uint64_t>());
+  for (const auto& lane : s["lanes"])
     if (lane["owner_pid"].get<int>() != 0 && !lane["owner_alive"].get<bool>()) {
       fmt::print("(pid): the process that took the lane has exited; one that inherited its connection (a fork's "
                  "child) holds it\n");
@@ -577,28 +700,37 @@ int run_status(const StatusOptions& options) {
   auto segment = Attachment::attach(options.name, attach);
   if (!segment) {
     // A scraper (a textfile collector, a cron job) still gets a well-formed exposition: up 0.
+    // Every path that says up 0 exits non-zero and says why on stderr.
     if (options.prometheus) fmt::print("{}", prometheus_exposition(options.name, nullptr));
-    return report_error("status", segment.error());
+    Error error = std::move(segment.error());
+    if (!options.name_given)
+      error.message += fmt::format(" (no --name: status looked for the default name '{}')", options.name);
+    return report_error("status", error);
   }
   if (options.watch) return run_status_watch(options, *segment);
   const nlohmann::json s = describe_segment(*segment);
   if (options.json) {
     fmt::print("{}\n", s.dump(2));
-    return 0;
-  }
-  if (options.prometheus) {
+  } else if (options.prometheus) {
     fmt::print("{}", prometheus_exposition(options.name, &s));
-    return 0;
+  } else {
+    print_engine_text(s);
+    print_health_text(s);
+    print_lanes_text(s);
   }
-  print_engine_text(s);
-  print_health_text(s);
-  print_lanes_text(s);
+  // What was read is printed either way (the figures of a stopped engine help to find out why);
+  // the exit code and stderr say that the engine does not serve.
+  std::fflush(stdout);
+  if (const auto down = why_not_up(s)) return report_error("status", Error{ErrorCode::peer_gone, *down});
   return 0;
 }
 
 CLI::App* add_status_subcommand(CLI::App& app, StatusOptions& options) {
   auto* status = app.add_subcommand("status", "Show what a live engine holds and does: engine, series, lanes, counters");
-  status->add_option("--name", options.name, "engine name")->check(engine_name())->capture_default_str();
+  status->add_option("--name", options.name, "engine name")
+      ->check(engine_name())
+      ->capture_default_str()
+      ->each([&options](const std::string&) { options.name_given = true; });
   options.socket_dir = socket_dir_default();
   add_socket_dir_option(*status, options.socket_dir);
   auto* json = status->add_flag("--json", options.json, "print JSON (with a timestamp, schema version and histograms)");

@@ -5,6 +5,7 @@
 // ring fill and the service-time percentiles of the last interval.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,8 +30,14 @@ inline constexpr int kStatusSchemaVersion = 3;
 // (the engine is gone, or not yet attached) gives ipcfloor_up 0 alone. Pure: allocates only.
 [[nodiscard]] std::string prometheus_exposition(std::string_view engine, const nlohmann::json* status);
 
+// Why describe_segment's status says the engine does not serve (ipcfloor_up 0): its process
+// exited, or its heartbeat is stale (judge_engine_health); nullopt while it serves. One sentence
+// naming the engine, its pid and the figures. Allocates.
+[[nodiscard]] std::optional<std::string> why_not_up(const nlohmann::json& status);
+
 struct StatusOptions {
   std::string name = "ipcfloor";
+  bool name_given = false;  // --name was on the command line (else a failure names the default)
   std::string socket_dir = default_socket_dir();  // --socket-dir (default: shm/socket_dir.hpp)
   bool json = false;
   bool prometheus = false;

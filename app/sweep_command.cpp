@@ -379,6 +379,7 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
     while (!rows.runnable(from)) ++from;
     return from;
   };
+  Combo asked{};  // the request's combo: its payload must outlive the request's packing
   const auto request = [&](std::size_t) {
     const std::size_t at = next_runnable(requested);
     requested = at + 1;

@@ -74,6 +74,10 @@ int write_outputs(const TopologyOptions& options, const nlohmann::json& report) 
 }  // namespace
 
 int run_topology_command(const TopologyOptions& options) {
+  // A folder --save may not write into is refused before the measurement, not after it.
+  if (options.save && !default_matrix_path().empty())
+    if (auto writable = check_matrix_folder(default_matrix_path()); !writable)
+      return report_error("topology", writable.error());
   const HostTopology topology = read_host_topology();
   const MatrixMode mode = options.mode == "thorough" ? MatrixMode::thorough : MatrixMode::quick;
   if (!options.json)

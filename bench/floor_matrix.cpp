@@ -19,6 +19,8 @@
 #include <fmt/ranges.h>
 
 #include "bench/host_info.hpp"
+#include "common/atomic_file.hpp"
+#include "common/unique_fd.hpp"
 #include "bench/pair_bounce.hpp"
 #include "data/input_file.hpp"
 
@@ -283,35 +285,6 @@ nlohmann::json matrix_json(const MeasuredMatrix& m) {
   };
 }
 
-Expected<FloorMatrix> floor_matrix_from_json(const nlohmann::json& report) {
-  if (!report.is_object() || report.value("suite", std::string()) != "topology" || !report.contains("pairs") ||
-      !report["pairs"].is_array())
-    return fail(ErrorCode::bad_data, "not an `ipcfloor topology` report (no \"suite\": \"topology\" with \"pairs\")");
-  std::vector<int> cpus;
-  struct Row {
-    int client, server;
-    double p50;
-  };
-  std::vector<Row> rows;
-  for (const auto& pair : report["pairs"]) {
-    const auto client = pair.value("client_cpu", -1), server = pair.value("server_cpu", -1);
-    const double p50 = pair.value("p50_interp", -1.0);
-    if (client < 0 || server < 0 || client >= CPU_SETSIZE || server >= CPU_SETSIZE || client == server)
-      return fail(ErrorCode::bad_data, "a pair names cpus {} and {}: not two cpus in 0..{}", client, server,
-                  CPU_SETSIZE - 1);
-    if (pair.value("samples", 0) == 0) continue;  // never completed a round trip: no floor
-    if (!std::isfinite(p50) || p50 <= 0)
-      return fail(ErrorCode::bad_data, "pair cpu {} -> cpu {} has p50 {}: not a time in ns", client, server, p50);
-    for (const int cpu : {client, server})
-      if (std::find(cpus.begin(), cpus.end(), cpu) == cpus.end()) cpus.push_back(cpu);
-    rows.push_back({client, server, p50});
-  }
-  std::sort(cpus.begin(), cpus.end());
-  FloorMatrix floors(cpus);
-  for (const Row& row : rows) floors.set(row.client, row.server, row.p50);
-  return floors;
-}
-
 std::string default_matrix_path() {
   if (const char* explicit_path = std::getenv("IPCFLOOR_TOPOLOGY"); explicit_path != nullptr && *explicit_path != '\0')
     return explicit_path;
@@ -327,20 +300,26 @@ Expected<SavedMatrix> load_floor_matrix(const std::string& path) {
   constexpr std::size_t kMaxReportBytes = std::size_t{64} << 20;
   auto text = read_text_input(path, "topology matrix", kMaxReportBytes);
   if (!text) return std::unexpected(text.error());
-  SavedMatrix saved;
-  saved.report = nlohmann::json::parse(*text, nullptr, false);
-  if (saved.report.is_discarded()) return fail(ErrorCode::bad_data, "{} is not JSON", path);
-  auto floors = floor_matrix_from_json(saved.report);
-  if (!floors) return fail(ErrorCode::bad_data, "{}: {}", path, floors.error().message);
+  auto saved = parse_saved_matrix(*text);
+  if (!saved) return fail(ErrorCode::bad_data, "{}: {}", path, saved.error().message);
   const nlohmann::json here = collect_host_info();
-  const nlohmann::json there = saved.report.value("host", nlohmann::json::object());
+  const nlohmann::json there = saved->report.value("host", nlohmann::json::object());
   for (const char* key : {"hostname", "cpu"})
     if (there.value(key, std::string()) != here.value(key, std::string()))
       return fail(ErrorCode::bad_data, "{} was measured on {} '{}', this host is '{}': measure this one with "
                   "`ipcfloor topology --save`", path, key, there.value(key, std::string("?")),
                   here.value(key, std::string("?")));
-  saved.floors = std::move(*floors);
   return saved;
+}
+
+Expected<void> check_matrix_folder(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  std::error_code ec;
+  if (!std::filesystem::exists(folder, ec)) return {};  // made by save_floor_matrix, 0700 and ours
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return fail(ErrorCode::io, "cannot open the folder {} of the floor matrix {}: {}", folder, path, std::strerror(errno));
+  return check_output_directory(dir.get(), folder, fmt::format("the floor matrix {}", path));
 }
 
 Expected<void> save_floor_matrix(const std::string& path, const nlohmann::json& report) {
@@ -351,22 +330,10 @@ Expected<void> save_floor_matrix(const std::string& path, const nlohmann::json& 
     if (ec) return fail(ErrorCode::io, "cannot make the folder {}: {}", target.parent_path().string(), ec.message());
     ::chmod(target.parent_path().c_str(), 0700);
   }
-  // A fresh file of our own (O_EXCL, O_NOFOLLOW), so that nobody's link in the folder is written through.
-  const std::string temporary = path + fmt::format(".{}.tmp", ::getpid());
-  const std::string text = report.dump(2) + "\n";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return fail(ErrorCode::io, "cannot create {}: {}", temporary, std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!written) {
-    std::filesystem::remove(temporary, ec);
-    return fail(ErrorCode::io, "cannot write {}", temporary);
-  }
-  std::filesystem::rename(temporary, target, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    return fail(ErrorCode::io, "cannot move the matrix to {}", path);
-  }
+  // The folder must be ours (or root's) and nobody else's to write, unless sticky; the file is
+  // made there under a random name and renamed over the target (common/atomic_file.hpp).
+  auto written = write_file_atomically(path, report.dump(2) + "\n", "the floor matrix", 0600);
+  if (!written) return std::unexpected(written.error());
   return {};
 }
 

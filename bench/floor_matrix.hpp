@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/latency.hpp"
+#include "bench/saved_matrix.hpp"
 #include "common/error.hpp"
 #include "common/placement.hpp"
 #include "common/topology.hpp"
@@ -88,24 +89,24 @@ inline constexpr double kOutlierRatio = 1.5;
 // "worst_over_best","disagreements","notes","placement"} (docs/OPERATIONS.md describes each).
 [[nodiscard]] nlohmann::json matrix_json(const MeasuredMatrix& matrix);
 
-// The p50 of each pair of a report matrix_json made (read back from a file).
-[[nodiscard]] Expected<FloorMatrix> floor_matrix_from_json(const nlohmann::json& report);
-
 // Where a matrix is saved when no path is given: $IPCFLOOR_TOPOLOGY, else
 // $XDG_CACHE_HOME/ipcfloor/topology.json, else $HOME/.cache/ipcfloor/topology.json ("" if none).
 [[nodiscard]] std::string default_matrix_path();
 
-// Reads a saved report and its floors (a regular file of at most 64 MiB, data/input_file.hpp).
-// bad_data when it is not a topology report, names another host (hostname or cpu model) than this
-// one, or holds an unusable pair; InputFile's errors when it cannot be read.
-struct SavedMatrix {
-  nlohmann::json report;
-  FloorMatrix floors;
-};
+// Reads a saved report and its floors (a regular file of at most 64 MiB, data/input_file.hpp;
+// bench/saved_matrix.hpp checks its shape). bad_data when it is not a topology report, a field
+// has the wrong type, it names another host (hostname or cpu model) than this one, or holds an
+// unusable pair; InputFile's errors when it cannot be read.
 [[nodiscard]] Expected<SavedMatrix> load_floor_matrix(const std::string& path);
 
-// Writes the report to `path` (its folder made, mode 0700), through a temporary file renamed
-// over it so a reader never sees half a file.
+// Whether `path`'s folder may take the matrix (common/atomic_file.hpp's rule: ours or root's, and
+// writable by nobody else unless sticky). A missing folder passes: save_floor_matrix makes it.
+// For `topology --save` to refuse before it measures.
+[[nodiscard]] Expected<void> check_matrix_folder(const std::string& path);
+
+// Writes the report to `path` (its folder made, mode 0700, when missing) through a temporary file
+// of a random name renamed over it (common/atomic_file.hpp), so a reader never sees half a file and
+// nobody's link is written through. permission for a folder another user owns or may write.
 [[nodiscard]] Expected<void> save_floor_matrix(const std::string& path, const nlohmann::json& report);
 
 // The tables for people: the p50 and p99 matrices in topology order with the best pair marked,

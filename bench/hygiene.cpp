@@ -1,6 +1,9 @@
 #include "bench/hygiene.hpp"
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -72,6 +75,48 @@ Expected<nlohmann::json> measure(pid_t pid, pid_t tid, std::size_t traced, std::
   };
 }
 
+// Live APPENDs through the exchange line of an engine with a journal (--fsync none, in a fresh
+// folder under /var/tmp): the serving thread hands each record to the journal's writer thread and
+// takes its outcome back without a system call of its own.
+Expected<nlohmann::json> journaled_appends(const HygieneOptions& options, const std::string& binary, int server_cpu,
+                                           WaitMode mode) {
+  char folder[] = "/var/tmp/ipcfloor-hygiene-XXXXXX";
+  if (::mkdtemp(folder) == nullptr) return fail(ErrorCode::io, "cannot make a folder for the journal under /var/tmp");
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{folder};
+  const std::size_t bars = 2000 + 1000 + 2 * options.append_requests;
+  EngineChild engine(binary, unique_segment_name("hygiene-journal"),
+                     {"--wait", options.wait, "--cpu", std::to_string(server_cpu), "--bars", "2000", "--workers", "0",
+                      "--live", "--capacity", std::to_string(bars), "--journal", std::string(folder) + "/j",
+                      "--fsync", "none"});
+  if (!engine.up()) return fail(ErrorCode::io, "the engine with a journal did not come up");
+  ShmClientOptions client_options;
+  client_options.wait = mode;
+  auto client = ShmClient::connect(engine.name(), client_options);
+  if (!client) return std::unexpected(client.error());
+  auto tid = wait_for_thread(engine.pid(), "ipcf-serve");
+  if (!tid) return std::unexpected(tid.error());
+  double close = 100.0;
+  auto row = measure(engine.pid(), *tid, options.append_requests, options.append_requests,
+                     [&](std::size_t i) -> Expected<void> {
+                       close *= i % 3 == 0 ? 1.001 : 0.9995;
+                       ResponseSlot response{};
+                       const CallStatus status = client->append(close, i, response);
+                       if (status != CallStatus::ok) return fail(ErrorCode::io, "{}", client->describe(status));
+                       if (response.status != static_cast<std::uint16_t>(Status::ok))
+                         return fail(ErrorCode::protocol, "append {} answered {}", i,
+                                     to_string(static_cast<Status>(response.status)));
+                       return {};
+                     });
+  if (!row) return std::unexpected(row.error());
+  (*row)["transport"] = "shm-call-" + options.wait;
+  (*row)["side"] = "engine serving thread";
+  (*row)["opcode"] = "append (journaled)";
+  return row;
+}
+
 }  // namespace
 
 Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
@@ -129,6 +174,11 @@ Expected<nlohmann::json> run_hygiene(const HygieneOptions& options) {
         results.push_back(*row);
       }
     }
+  }
+  if (options.append_requests != 0) {
+    auto row = journaled_appends(options, binary, server_cpu, worker_shares_client ? WaitMode::backoff : *mode);
+    if (!row) return std::unexpected(row.error());
+    results.push_back(std::move(*row));
   }
   {
     // The socket baseline's server thread, answering the same 48-byte echo (opcode 4).

@@ -1,6 +1,7 @@
 #pragma once
 // `ipcfloor bench hygiene`: syscalls, page faults and context switches per request on the
-// engine's serving thread (docs/SPEC.md §7.6), counted over a million requests through the ring, and
+// engine's serving thread (docs/SPEC.md §7.6), counted over a million requests through the ring
+// (and over live APPENDs through an engine whose journal's writer thread does the file's I/O), and
 // the same on the socket server's thread for comparison; plus the memory choices behind the
 // segment (bench/memory_bench.hpp: first touch with and without prefault, 2 MiB vs 4 KiB scans).
 
@@ -15,6 +16,7 @@ namespace ipcfloor {
 struct HygieneOptions {
   std::size_t echo_requests = 1'000'000;
   std::size_t backtest_requests = 20'000;
+  std::size_t append_requests = 20'000;        // live APPENDs through an engine with a journal
   std::size_t socket_requests = 20'000;        // counted (faults, context switches), untraced
   std::size_t socket_traced_requests = 1'000;  // under the syscall tracer: each syscall stops twice
   std::size_t memory_touch_bytes = 64 << 20;   // the first-touch region of the memory measurements

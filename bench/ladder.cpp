@@ -1,6 +1,7 @@
 #include "bench/ladder.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -17,16 +18,21 @@ namespace ipcfloor {
 
 const std::vector<Transport>& all_transports() {
   static const std::vector<Transport> transports = {
-      {"physical-floor", "one cache line bounced between the two pinned cores (no software)", run_physical_floor},
+      {"physical-floor",
+       "a cache line bounced between the two pinned cores, the lowest of the styles the call and the rings use (one "
+       "line, two lines, a ring's rotating lines; the answering side polling every 1, 4 or 16 PAUSEs); no software",
+       run_physical_floor},
       {"physical-floor-again",
        "physical-floor again in the same round, on another line: its ratio to physical-floor is the noise of a "
        "per-round ratio",
        run_physical_floor_again},
-      {"physical-floor-2line", "request on one cache line, answer on another, between the two pinned cores (no software)",
+      {"physical-floor-2line",
+       "request on one cache line, answer on another, between the two pinned cores, the lowest of the answering "
+       "side's polls (no software)",
        run_physical_floor_two_lines},
       {"physical-floor-ring",
        "request and answer on two arrays of --ring-capacity lines, the next line of each per round trip, as a ring's "
-       "slots (no software)",
+       "slots, the lowest of the answering side's polls (no software)",
        run_physical_floor_ring},
       {"inproc-call", "dispatch_request ECHO as an opaque function call on one thread (both sides on the client core)",
        run_inproc_call},
@@ -73,6 +79,7 @@ struct Rung {
   const Transport* transport;
   std::vector<double> samples;    // pooled over rounds
   std::vector<double> round_p50;  // one per round it ran in
+  std::vector<RoundNote> notes;   // per round, when the rung says something (the floor's styles)
   std::string skipped;            // the reason, once it failed
 };
 
@@ -104,15 +111,35 @@ void run_rounds(std::vector<Rung>& rungs, const TransportContext& context, std::
       if (!rung.skipped.empty() || (round > 0 && !rung.transport->interleaved)) continue;
       TransportContext share = context;
       if (rung.transport->interleaved) share.samples = (context.samples + rounds - 1) / rounds;
+      RoundNote note;
+      share.note = &note;
       auto samples = rung.transport->run(share);
       if (!samples) {
         rung.skipped = samples.error().message;
         continue;
       }
+      if (!note.best.empty()) rung.notes.push_back(std::move(note));
       rung.round_p50.push_back(summarize(rung.transport->name, "rtt", *samples, context.clock->step_ns()).p50_interp);
       rung.samples.insert(rung.samples.end(), samples->begin(), samples->end());
     }
   }
+}
+
+// A floor rung's styles: which was the lowest in each round ("best_style") and every style's p50~
+// by round ("styles"), so that a report shows how this host moves a line best.
+void add_style_notes(nlohmann::json& row, const std::vector<RoundNote>& notes) {
+  if (notes.empty()) return;
+  nlohmann::json best = nlohmann::json::array();
+  nlohmann::json styles = nlohmann::json::array();  // in the order the rung tries them
+  for (const RoundNote& note : notes) {
+    best.push_back(note.best);
+    for (std::size_t i = 0; i < note.styles.size(); ++i) {
+      if (styles.size() <= i) styles.push_back({{"style", note.styles[i].first}, {"p50_by_round", nlohmann::json::array()}});
+      styles[i]["p50_by_round"].push_back(note.styles[i].second);
+    }
+  }
+  row["best_style"] = best;
+  row["styles"] = styles;
 }
 
 // The floor and the ring, round by round: the spread a reader should expect between runs.
@@ -165,6 +192,40 @@ nlohmann::json ratios_json(const nlohmann::json& results) {
 
 }  // namespace
 
+// The physical floor claims to be a lower bound, so a rung measured below it by more than the
+// floor's own round-to-round spread says the floor missed how this host moves a line, and every
+// ratio to the floor is then suspect.
+nlohmann::json check_floor(const nlohmann::json& results) {
+  nlohmann::json check{{"checked", false}, {"trustworthy", true}, {"below", nlohmann::json::array()}};
+  const auto floor = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor"; });
+  if (floor == results.end()) return check;
+  std::vector<double> rounds = (*floor)["round_p50"].get<std::vector<double>>();
+  if (rounds.empty()) return check;
+  std::sort(rounds.begin(), rounds.end());
+  const double median = rounds[rounds.size() / 2];
+  const double spread = median > 0 ? (rounds.back() - rounds.front()) / median : 0.0;
+  const double p50 = (*floor)["p50_interp"].get<double>();
+  check = {{"checked", true}, {"trustworthy", true}, {"floor_p50", p50}, {"round_spread", spread},
+           {"below", nlohmann::json::array()}};
+  for (const auto& r : results) {
+    if (r["name"] == "physical-floor") continue;
+    const double ratio = r["p50_interp"].get<double>() / p50;
+    if (ratio < 1.0 - spread) check["below"].push_back({{"name", r["name"]}, {"ratio", ratio}});
+  }
+  check["trustworthy"] = check["below"].empty();
+  if (!check["below"].empty()) {
+    std::string names;
+    for (const auto& b : check["below"])
+      names += fmt::format("{}{} ({:.2f}x)", names.empty() ? "" : ", ", b["name"].get<std::string>(), b["ratio"].get<double>());
+    check["note"] = fmt::format(
+        "ratios to the floor are not trustworthy in this run: {} fell below the physical floor (p50~ {:.1f} ns) by more "
+        "than the floor's own round-to-round spread ({:.0f}%), so the floor is not the lower bound it claims to be "
+        "between these cpus",
+        names, p50, 100.0 * spread);
+  }
+  return check;
+}
+
 Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
   auto chosen = chosen_transports(options);
   if (!chosen) return std::unexpected(chosen.error());
@@ -193,6 +254,7 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
     auto row = to_json(summarize(rung.transport->name, "rtt", rung.samples, clock.step_ns()));
     row["description"] = rung.transport->description;
     row["round_p50"] = rung.round_p50;
+    add_style_notes(row, rung.notes);
     results.push_back(row);
   }
   return nlohmann::json{
@@ -209,8 +271,32 @@ Expected<nlohmann::json> run_ladder(const LadderOptions& options) {
       {"skipped", skipped},
       {"ratios", ratios_json(results)},
       {"round_ratios", round_ratios_json(rungs)},
+      {"floor_check", check_floor(results)},
   };
 }
+
+namespace {
+
+// The physical floor's bounce styles: which one was the floor in how many rounds, and each
+// style's p50~ by round.
+void print_floor_styles(const nlohmann::json& report) {
+  const auto& results = report["results"];
+  const auto floor = std::find_if(results.begin(), results.end(), [](const auto& r) { return r["name"] == "physical-floor"; });
+  if (floor == results.end() || !floor->contains("best_style")) return;
+  std::map<std::string, int> wins;
+  for (const auto& best : (*floor)["best_style"]) ++wins[best.get<std::string>()];
+  std::string won;
+  for (const auto& [style, count] : wins) won += fmt::format("{}{} ({} of {} rounds)", won.empty() ? "" : "; ", style,
+                                                             count, (*floor)["best_style"].size());
+  fmt::print("  physical-floor is the lowest of its bounce styles in each round: {}\n", won);
+  for (const auto& style : (*floor)["styles"]) {
+    std::string values;
+    for (const auto& v : style["p50_by_round"]) values += fmt::format(" {:.0f}", v.get<double>());
+    fmt::print("    {:<42} p50~ by round:{}\n", style["style"].get<std::string>(), values);
+  }
+}
+
+}  // namespace
 
 void print_ladder(const nlohmann::json& report) {
   const auto& config = report["config"];
@@ -241,6 +327,14 @@ void print_ladder(const nlohmann::json& report) {
     std::string values;
     for (const auto& v : per_round) values += fmt::format("{}{:.2f}", values.empty() ? "" : " ", v.get<double>());
     fmt::print("  {} p50~ by round: {}\n", name, values);
+  }
+  print_floor_styles(report);
+  if (const auto check = report.value("floor_check", nlohmann::json::object()); check.value("checked", false)) {
+    if (check["trustworthy"].get<bool>())
+      fmt::print("  floor check: no rung below the physical floor by more than its round-to-round spread ({:.0f}%)\n",
+                 100.0 * check["round_spread"].get<double>());
+    else
+      fmt::print("  WARNING: {}\n", check["note"].get<std::string>());
   }
 }
 

@@ -43,7 +43,14 @@ struct LadderOptions {
 //        "results":[{name,kind,p50,...,max,samples,round_p50:[...]}],
 //        "skipped":[{name,reason}], "ratios":{...},
 //        "round_ratios":{"shm-call-spin/physical-floor":[per-round p50 ratio, ...], ...}}
+// "floor_check":{checked, trustworthy, floor_p50, round_spread, below:[{name,ratio}], note}: a rung
+// whose p50~ is below the physical floor's by more than the floor's round-to-round spread ((max -
+// min) / median of its per-round p50s) makes the run's ratios to the floor untrustworthy; `note`
+// then says so, naming the rungs.
 [[nodiscard]] Expected<nlohmann::json> run_ladder(const LadderOptions& options);
+
+// The floor check of run_ladder's "results" (each row's name, p50_interp and round_p50). Pure.
+[[nodiscard]] nlohmann::json check_floor(const nlohmann::json& results);
 
 // A table for people: percentiles in ns and each transport's p50 as a multiple of the floor.
 void print_ladder(const nlohmann::json& report);

@@ -1,5 +1,6 @@
 #include "bench/pair_bounce.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/affinity.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 // The answering side: waits for each odd value on its request line and answers with the next
 // even one on the reply line, until a request line reads kBounceDone.
-void answer(BounceLines& lines) noexcept {
+void answer(BounceLines& lines, unsigned poll_pauses) noexcept {
   std::size_t slot = 0;
   for (std::uint64_t expect = 1;; expect += 2, slot = lines.next(slot)) {
     std::atomic<std::uint64_t>& request = lines.request(slot);
@@ -34,7 +35,7 @@ void answer(BounceLines& lines) noexcept {
       const std::uint64_t seen = request.load(std::memory_order_acquire);
       if (seen == kBounceDone) return;
       if (seen == expect) break;
-      cpu_relax();
+      for (unsigned k = 0; k < poll_pauses; ++k) cpu_relax();
     }
     // release: pairs with the acquire load of the reply line in bounce_lines.
     reply.store(expect + 1, std::memory_order_release);
@@ -55,7 +56,7 @@ Expected<std::vector<double>> bounce_lines(const BounceSides& sides, BounceLines
       lines.reply(0).store(kBounceDone, std::memory_order_release);
       return;
     }
-    answer(lines);
+    answer(lines, std::max(1U, sides.answer_poll_pauses));
   });
 
   std::size_t slot = 0;

@@ -67,6 +67,12 @@ struct BounceSides {
   // No round trip starts once the counter has passed this tick: a bound on the bounce's time
   // that costs nothing in the timed path (it is compared after each sample's second reading).
   std::uint64_t stop_tick = std::numeric_limits<std::uint64_t>::max();
+  // PAUSEs the answering side spends between two polls of its request line (>= 1). One is the
+  // tightest poll; on some hosts that poll delays the very store it waits for (the line is taken
+  // back for each read while the other core tries to write it), and an engine, which polls its
+  // lanes in passes, never polls that tightly: a bounce that answers every few PAUSEs can be
+  // faster (docs/RESULTS.md, "The physical floor as a lower bound").
+  unsigned answer_poll_pauses = 1;
 };
 
 // Pins the calling thread to sides.client_cpu and a new thread to sides.server_cpu, then

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.hpp"
 #include "common/placement.hpp"
 #include "common/topology.hpp"
 
@@ -19,7 +20,13 @@ Expected<std::optional<SavedMatrix>> find_saved_matrix(const std::string& path) 
   std::error_code ec;
   if (fallback.empty() || !std::filesystem::exists(fallback, ec)) return std::optional<SavedMatrix>();
   auto saved = load_floor_matrix(fallback);
-  if (!saved) return std::optional<SavedMatrix>();  // another host's, or damaged: as if none were saved
+  if (!saved) {
+    // Another host's, or damaged: as if none were saved, and said so (a --topology FILE given on
+    // purpose is an error instead, above).
+    log(LogLevel::warn, "ignoring the saved floor matrix: {} (as if none were saved; `ipcfloor topology --save` "
+        "measures a new one)", saved.error().message);
+    return std::optional<SavedMatrix>();
+  }
   return std::optional<SavedMatrix>(std::move(*saved));
 }
 

@@ -50,7 +50,24 @@ std::string ladder_section(const nlohmann::json& ladder) {
   }
   for (const auto& s : ladder["skipped"])
     md += fmt::format("\n- skipped `{}`: {}", s["name"].get<std::string>(), s["reason"].get<std::string>());
+  if (const auto check = ladder.value("floor_check", nlohmann::json::object()); check.value("checked", false)) {
+    if (check["trustworthy"].get<bool>())
+      md += fmt::format("\n\nFloor check: no rung fell below the physical floor by more than the floor's round-to-round "
+                        "spread ({:.0f}%).", 100.0 * check["round_spread"].get<double>());
+    else
+      md += fmt::format("\n\n**Floor check: {}.**", check["note"].get<std::string>());
+  }
   return md + "\n";
+}
+
+// The caveat every verdict measured against the physical floor carries when the ladder found the
+// floor is not a lower bound in this run; empty otherwise.
+std::string floor_caveat(const nlohmann::json& suites) {
+  if (!suites.contains("ladder")) return {};
+  const auto check = suites["ladder"].value("floor_check", nlohmann::json::object());
+  if (!check.value("checked", false) || check["trustworthy"].get<bool>()) return {};
+  return " (not trustworthy: the ladder's floor check found rungs below the physical floor in this run, so the floor "
+         "this verdict is measured against is not a lower bound here)";
 }
 
 std::string hygiene_section(const nlohmann::json& hygiene) {
@@ -133,7 +150,7 @@ std::string compute_section(const nlohmann::json& c) {
   return md + "\n";
 }
 
-std::string live_section(const nlohmann::json& l) {
+std::string live_section(const nlohmann::json& l, const std::string& caveat) {
   std::string md =
       "## Live: tick to signal\n\nOne-way ns from the writer's clock reading before it publishes an APPEND to the "
       "subscriber's receipt of the bar's signals (writer and subscriber in one thread, the engine spinning on its "
@@ -151,9 +168,9 @@ std::string live_section(const nlohmann::json& l) {
     row(fmt::format("{} combos, all signals", run["combos"].get<std::size_t>()), run["all_signals"]);
   }
   const auto& goal = l["goal"];
-  md += fmt::format("\nGoal ({}): p50~ {:.0f} ns, bound {:.0f} ns, {:.2f}x floor+compute: **{}**.\n\n",
+  md += fmt::format("\nGoal ({}): p50~ {:.0f} ns, bound {:.0f} ns, {:.2f}x floor+compute: **{}**{}.\n\n",
                     goal["what"].get<std::string>(), goal["p50_ns"].get<double>(), goal["bound_ns"].get<double>(),
-                    goal["ratio"].get<double>(), goal["met"].get<bool>() ? "met" : "not met");
+                    goal["ratio"].get<double>(), goal["met"].get<bool>() ? "met" : "not met", caveat);
   md += "| combos | bars/s back to back | signals received | dropped |\n|---:|---:|---:|---:|\n";
   for (const auto& t : l["throughput"])
     md += fmt::format("| {} | {:.0f} | {} | {} |\n", t["combos"].get<std::size_t>(), t["bars_per_s"].get<double>(),
@@ -239,6 +256,10 @@ std::string render_markdown(const nlohmann::json& combined) {
                     h.value("isolated_cpus", "?"), h.value("hugepages_total", "?"), h.value("hugepages_free", "?"),
                     h.value("thp", "?"), h.value("governor", "?"), h.value("memlock", "?"));
   const auto& suites = combined["suites"];
+  if (const std::string caveat = floor_caveat(suites); !caveat.empty())
+    md += fmt::format("**Floor check failed**: {}. Every ratio to the physical floor below, and every verdict measured "
+                      "against it, is not trustworthy.\n\n",
+                      suites["ladder"]["floor_check"]["note"].get<std::string>());
   if (suites.contains("ladder")) md += ladder_section(suites["ladder"]);
   if (suites.contains("echo")) md += echo_section(suites["echo"]);
   if (suites.contains("hygiene")) md += hygiene_section(suites["hygiene"]);
@@ -247,7 +268,7 @@ std::string render_markdown(const nlohmann::json& combined) {
   if (suites.contains("ablation")) md += ablation_section(suites["ablation"]);
   if (suites.contains("compute")) md += compute_section(suites["compute"]);
   if (suites.contains("throughput")) md += throughput_section(suites["throughput"]);
-  if (suites.contains("live")) md += live_section(suites["live"]);
+  if (suites.contains("live")) md += live_section(suites["live"], floor_caveat(suites));
   if (combined.contains("plots")) {
     md += "## Plots\n\n";
     for (const auto& plot : combined["plots"]) md += fmt::format("![{0}]({0})\n\n", plot.get<std::string>());

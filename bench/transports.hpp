@@ -21,6 +21,13 @@
 
 namespace ipcfloor {
 
+// What a rung may say about one round besides its samples: the physical floor names the bounce
+// style that was the lowest and each style's p50~ (interpolated median) in that round.
+struct RoundNote {
+  std::string best;
+  std::vector<std::pair<std::string, double>> styles;
+};
+
 struct TransportContext {
   std::size_t samples = 100'000;
   std::size_t warmup = 10'000;
@@ -30,6 +37,7 @@ struct TransportContext {
   std::uint32_t ring_capacity = kDefaultRingCapacity;  // shm-ring-* engines; lines of physical-floor-ring
   const TscClock* clock = nullptr;
   std::vector<std::string> engine_strategies;  // shm-* engines load these (serve --strategy FILE.so)
+  RoundNote* note = nullptr;  // when set, a rung that has something to say about its round says it here
 };
 
 // The context of rungs run from `where`: this many samples and warm-up round trips, timed by
@@ -100,7 +108,11 @@ inline void unpin_current_thread() noexcept {
 // Implementations. Each times its round trips with time_round_trips (bench/rung_timing.hpp),
 // except iceoryx, whose samples come back from its own executable.
 // The cache-line bounce between context.client_cpu and context.server_cpu, any pair of cpus the
-// process may use: the ladder's floor, and what a per-core-pair map of the host calls.
+// process may use: the ladder's floor. Each call bounces every style (the exchange line's one
+// line, a ring's request and response lines, a ring's rotating lines; each with the answering side
+// polling after 1, 4 or 16 PAUSEs) and returns the samples of the one with the lowest p50~,
+// naming it in context.note: the least a request and its reply can cost here, whichever way the
+// call and the rings move their lines.
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_again(const TransportContext& context);
 [[nodiscard]] Expected<std::vector<double>> run_physical_floor_two_lines(const TransportContext& context);

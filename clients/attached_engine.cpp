@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include <pthread.h>
@@ -35,7 +36,7 @@ std::uint64_t forks_now() noexcept {
   (void)registered;
   return g_forks.load(std::memory_order_relaxed);  // relaxed: see g_forks
 }
-void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
+void copy_signal(const SignalSlot& slot, std::uint64_t missed, ipcfloor_signal& out) noexcept {
   out.bar = slot.bar;
   out.subscription = slot.subscription;
   out.dropped = slot.dropped;
@@ -47,6 +48,27 @@ void copy_signal(const SignalSlot& slot, ipcfloor_signal& out) noexcept {
   out.cross = slot.cross;
   out.position = slot.position;
   out.flags = slot.flags;
+  out.missed = static_cast<std::uint32_t>(std::min<std::uint64_t>(missed, UINT32_MAX));
+}
+
+// The reconnect options of `options`, checked. Empty message: valid.
+ReconnectPolicy reconnect_policy(std::string_view name, const ipcfloor_options& options, std::string& message) {
+  ReconnectPolicy policy;
+  if (options.reconnect != 0 && options.reconnect != 1) {
+    message = fmt::format("attach {}: reconnect is {}: give 1 (re-attach by itself) or 0 (the default)", name,
+                          options.reconnect);
+    return policy;
+  }
+  const std::int64_t limit = options.reconnect_limit_ns;
+  if (limit != 0 && (limit < kMinReconnectLimit.count() || limit > IPCFLOOR_RECONNECT_LIMIT_MAX_NS)) {
+    message = fmt::format("attach {}: reconnect_limit_ns {} is outside its range: 0 (the default, 30 s) or {} ns (1 "
+                          "ms) to {} ns (IPCFLOOR_RECONNECT_LIMIT_MAX_NS, one day)", name, limit,
+                          kMinReconnectLimit.count(), IPCFLOOR_RECONNECT_LIMIT_MAX_NS);
+    return policy;
+  }
+  policy.enabled = options.reconnect == 1;
+  if (limit != 0) policy.limit = std::chrono::nanoseconds(limit);
+  return policy;
 }
 
 }  // namespace
@@ -72,21 +94,34 @@ std::unique_ptr<AttachedEngine> AttachedEngine::attach(std::string_view name, co
                             "BLOCK (3)", name, options.wait);
       return nullptr;
   }
+  const ReconnectPolicy policy = reconnect_policy(name, options, message);
+  if (!message.empty()) {
+    code = IPCFLOOR_E_INVALID;
+    return nullptr;
+  }
   auto client = ShmClient::connect(name, client_options);
   if (!client) {
     code = code_for(client.error().code);
     message = client.error().message;
     return nullptr;
   }
-  std::unique_ptr<AttachedEngine> engine(new AttachedEngine(std::move(*client)));
+  std::unique_ptr<AttachedEngine> engine(
+      new AttachedEngine(std::move(*client), Reconnect(std::string(name), client_options, policy)));
   engine->timeout_ = client_options.timeout;
   code = IPCFLOOR_OK;
   return engine;
 }
 
-AttachedEngine::AttachedEngine(ShmClient client)
-    : client_(std::move(client)), forks_at_attach_(forks_now()), attached_by_(static_cast<std::int32_t>(getpid())) {
-  // Copied once: the header lives in memory the engine (or any attacher) could rewrite later.
+AttachedEngine::AttachedEngine(ShmClient client, Reconnect reconnect)
+    : client_(std::move(client)),
+      reconnect_(std::move(reconnect)),
+      forks_at_attach_(forks_now()),
+      attached_by_(static_cast<std::int32_t>(getpid())) {
+  take_metadata();
+}
+
+void AttachedEngine::take_metadata() {
+  // Copied once per engine: the header lives in memory the engine (or any attacher) could rewrite later.
   const auto& header = client_.segment().header();
   fee_ = header.fee;
   checksum_ = header.series_checksum;
@@ -205,7 +240,34 @@ int AttachedEngine::wait_mode() const noexcept {
   return IPCFLOOR_WAIT_ENGINE;
 }
 
+int AttachedEngine::engine_went_away() noexcept {
+  CallStatus recovered = CallStatus::engine_gone;
+  try {
+    recovered = reconnect_.recover(client_, interrupt_);
+    if (recovered == CallStatus::engine_restarted) {
+      take_metadata();
+      client_.set_interrupt(interrupt_);
+    }
+  } catch (const std::bad_alloc&) {
+    write_message_to(message_, "engine {} went away, and re-attaching ran out of memory", engine_name());
+    return IPCFLOOR_E_ENGINE_GONE;
+  }
+  switch (recovered) {
+    case CallStatus::engine_restarted:
+      write_message_to(message_, "{}; the call in flight was not answered and is not retried (an append may or may "
+                       "not have been journaled: ipcfloor_bars gives the engine's bars now)", reconnect_.note());
+      return IPCFLOOR_E_ENGINE_RESTARTED;
+    case CallStatus::interrupted:
+      write_message_to(message_, "{}", reconnect_.note());
+      return IPCFLOOR_E_INTERRUPTED;
+    default:
+      write_message_to(message_, "{}", reconnect_.note());
+      return IPCFLOOR_E_ENGINE_GONE;
+  }
+}
+
 int AttachedEngine::lane_failure(CallStatus status) noexcept {
+  if (status == CallStatus::engine_gone && reconnect_.enabled()) return engine_went_away();
   try {
     const std::string text = client_.describe(status);
     const std::size_t n = std::min(text.size(), sizeof message_ - 1);
@@ -338,9 +400,19 @@ int AttachedEngine::not_live(const char* call) noexcept {
   return IPCFLOOR_E_NOT_LIVE;
 }
 
-int AttachedEngine::append_refused(double close, std::uint16_t status) noexcept {
+int AttachedEngine::append_refused(double close, const ResponseSlot& answer) noexcept {
+  const std::uint16_t status = answer.status;
   const int code = code_for(status);
   switch (static_cast<Status>(status)) {
+    case Status::subscribers_behind:
+      write_message_to(message_,
+                       "engine {} (pid {}) did not take close {} within the client's timeout ({} ms): lane {}'s "
+                       "subscriber has {} signals unread and its {} subscriptions need room for one each (a paced "
+                       "append never outruns a subscriber); nothing was appended: call again once it reads",
+                       engine_name(), engine_pid_, close,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count(), answer.extra[0],
+                       answer.extra[1], answer.extra[2]);
+      break;
     case Status::capacity_full:
       write_message_to(message_,
                        "engine {} (pid {}) refused to append close {} on lane {}: the series is full at its {} bars "
@@ -414,12 +486,22 @@ int AttachedEngine::subscription_refused(const std::int64_t params[6], const Res
   return code_for(status);
 }
 
-int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept {
+int AttachedEngine::append(double close, std::uint64_t tick, std::uint64_t& bars, bool paced) noexcept {
   if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (const int settled = settle(); settled != IPCFLOOR_OK) return settled;
   ResponseSlot response{};
-  if (const CallStatus got = client_.append(close, tick, response); got != CallStatus::ok) return lane_failure(got);
-  if (response.status != static_cast<std::uint16_t>(Status::ok)) return append_refused(close, response.status);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const CallStatus got = client_.append(close, tick, response, paced ? kAppendPaced : std::uint16_t{0});
+    if (got != CallStatus::ok) return lane_failure(got);
+    if (response.status != static_cast<std::uint16_t>(Status::subscribers_behind)) break;
+    if (client_.interrupt_due()) return lane_failure(CallStatus::interrupted);
+    if (std::chrono::steady_clock::now() >= deadline) return append_refused(close, response);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  if (response.status != static_cast<std::uint16_t>(Status::ok)) return append_refused(close, response);
   bars = static_cast<std::uint64_t>(response.trades);
   return IPCFLOOR_OK;
 }
@@ -436,6 +518,15 @@ int AttachedEngine::subscribe(const std::int64_t params[6], std::uint32_t& id, i
   if (response.status != static_cast<std::uint16_t>(Status::ok)) return subscription_refused(params, response, strategy);
   ++subscriptions_;
   id = static_cast<std::uint32_t>(response.extra[0]);
+  try {
+    Combo combo;
+    std::memcpy(&combo, params, sizeof combo);
+    reconnect_.subscribed(combo, strategy, response);
+  } catch (const std::bad_alloc&) {
+    write_message_to(message_, "subscribed combo {} on lane {}, but out of memory to remember it for a re-attach", id,
+                     client_.lane());
+    return IPCFLOOR_E_RESOURCE;
+  }
   if (state != nullptr) {
     constexpr double kNotCarried = std::numeric_limits<double>::quiet_NaN();
     *state = ipcfloor_signal{};
@@ -476,7 +567,11 @@ int AttachedEngine::poll_signal(ipcfloor_signal& out) noexcept {
   if (!client_.live()) return not_live("read signals");
   SignalSlot slot;
   switch (const CallStatus got = client_.poll_signal(slot)) {
-    case CallStatus::ok: copy_signal(slot, out); return IPCFLOOR_OK;
+    case CallStatus::ok: {
+      const std::uint64_t missed = reconnect_.on_signal(slot);
+      copy_signal(slot, missed, out);
+      return IPCFLOOR_OK;
+    }
     case CallStatus::empty: return IPCFLOOR_NO_SIGNAL;
     default: return lane_failure(got);
   }
@@ -486,9 +581,16 @@ int AttachedEngine::wait_signal(ipcfloor_signal& out) noexcept {
   if (const int forked = refuse_if_forked(); forked != IPCFLOOR_OK) return forked;
   if (!client_.live()) return not_live("wait for signals");
   SignalSlot slot;
-  const CallStatus got = client_.wait_signal(slot);
+  CallStatus got = client_.wait_signal(slot);
+  if (got == CallStatus::engine_gone && reconnect_.enabled()) {
+    // Not a request in flight: the wait goes on with the engine that came back, whose snapshot
+    // frames are the next signals.
+    if (const int code = engine_went_away(); code != IPCFLOOR_E_ENGINE_RESTARTED) return code;
+    got = client_.wait_signal(slot);
+  }
   if (got == CallStatus::ok) {
-    copy_signal(slot, out);
+    const std::uint64_t missed = reconnect_.on_signal(slot);
+    copy_signal(slot, missed, out);
     return IPCFLOOR_OK;
   }
   if (got == CallStatus::timeout) {

@@ -13,8 +13,13 @@
 // (index 0 is the main one, the one live mode appends to). backtest and sweep take the index of
 // the series to run on; an index past the table is IPCFLOOR_E_NO_SUCH_SERIES without a request.
 //
+// Reconnect (ipcfloor_options.reconnect): a request that finds the engine gone re-attaches
+// (clients/reconnect.hpp) and returns IPCFLOOR_E_ENGINE_RESTARTED; the metadata is then the new
+// engine's, and the old engine's series stays mapped until detach, so pointers into it stay valid.
+//
 // Threads: requests (backtest, sweep, echo, and live: append, subscribe, snapshot, reading
-// signals) from one thread at a time; the accessors from any.
+// signals) from one thread at a time; the accessors from any (but across a re-attach, which
+// changes them: read them from the requests' thread then).
 // Memory: attach allocates; requests never allocate on success (a lane failure formats its
 // message through ShmClient::describe, which does), never throw and never abort. poll_signal
 // makes no system call.
@@ -29,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "clients/reconnect.hpp"
 #include "clients/shm_client.hpp"
 #include "ipcfloor/ipcfloor.h"
 
@@ -109,7 +115,9 @@ class AttachedEngine {
   // Live mode: the ipcfloor_append / _subscribe / _snapshot / _poll_signal / _wait_signal
   // contracts. `state` may be null. snapshot returns the subscriptions (>= 0) or a code.
   // poll_signal returns IPCFLOOR_NO_SIGNAL, without touching the last error, when none is there.
-  [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars) noexcept;
+  // `paced`: the ipcfloor_append_paced contract (asked again, pausing 20 us doubling to 1 ms,
+  // while the engine answers subscribers_behind, until the client's timeout).
+  [[nodiscard]] int append(double close, std::uint64_t tick, std::uint64_t& bars, bool paced = false) noexcept;
   [[nodiscard]] int subscribe(const std::int64_t params[6], std::uint32_t& id, ipcfloor_signal* state,
                               std::uint32_t strategy = 0) noexcept;
   [[nodiscard]] int snapshot() noexcept;
@@ -118,7 +126,12 @@ class AttachedEngine {
 
   // The ipcfloor_set_interrupt contract: every wait, and a sweep between answers, asks `check`;
   // a call it stops returns IPCFLOOR_E_INTERRUPTED.
-  void set_interrupt(const InterruptCheck& check) noexcept { client_.set_interrupt(check); }
+  void set_interrupt(const InterruptCheck& check) noexcept {
+    interrupt_ = check;
+    client_.set_interrupt(check);
+  }
+  // Engines this client re-attached to (reconnect).
+  [[nodiscard]] std::uint64_t restarts() const noexcept { return reconnect_.restarts(); }
 
   [[nodiscard]] std::span<const double> series() const noexcept { return client_.segment().series(); }
   // The series table, copied at attach: how many series (1..kMaxSeries), series `index`'s
@@ -176,7 +189,12 @@ class AttachedEngine {
   [[nodiscard]] const char* last_error() const noexcept { return message_; }
 
  private:
-  explicit AttachedEngine(ShmClient client);
+  AttachedEngine(ShmClient client, Reconnect reconnect);
+  // Copies what it hands out from the attached engine's header: at attach, and after a re-attach.
+  void take_metadata();
+  // A lane failure once the engine is gone: re-attaches when reconnect is on (restarted, or why
+  // not). The code and its sentence.
+  [[nodiscard]] int engine_went_away() noexcept;
 
   // Reads and discards answers a failed call left in flight, so the next answer is this call's.
   [[nodiscard]] int drain() noexcept;
@@ -202,7 +220,7 @@ class AttachedEngine {
   template <std::size_t N>
   void describe_refusal(char (&out)[N], const std::int64_t params[6], const ResponseSlot& answer,
                         std::uint32_t strategy, const AnswerRecord* record = nullptr) const noexcept;
-  [[nodiscard]] int append_refused(double close, std::uint16_t status) noexcept;
+  [[nodiscard]] int append_refused(double close, const ResponseSlot& answer) noexcept;
   // The message for a live call on an engine that is not live; returns IPCFLOOR_E_NOT_LIVE.
   [[nodiscard]] int not_live(const char* call) noexcept;
   // Reads and discards answers a failed ring request left in flight (the live calls use the
@@ -214,6 +232,8 @@ class AttachedEngine {
   [[nodiscard]] int refuse_if_forked() noexcept;
 
   ShmClient client_;
+  Reconnect reconnect_;
+  InterruptCheck interrupt_;           // kept for the client that replaces this one after a re-attach
   std::uint64_t forks_at_attach_ = 0;  // this process's fork count when it attached
   std::int32_t attached_by_ = 0;       // the pid that attached
   double fee_ = 0.0;

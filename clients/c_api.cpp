@@ -24,8 +24,12 @@ static_assert(sizeof(ipcfloor_signal) == 64, "ipcfloor_signal is 64 bytes: the P
 static_assert(offsetof(ipcfloor_signal, value) == 16 && offsetof(ipcfloor_signal, tick) == 48 &&
                   offsetof(ipcfloor_signal, cross) == 56 && offsetof(ipcfloor_signal, flags) == 58,
               "ipcfloor_signal offsets as documented in ipcfloor.h");
-static_assert(IPCFLOOR_SIGNAL_GAP == ipcfloor::kSignalGap && IPCFLOOR_SIGNAL_SNAPSHOT == ipcfloor::kSignalSnapshot,
-              "the C flags are the engine's");
+static_assert(offsetof(ipcfloor_signal, missed) == 60, "missed fills the 4 bytes that were padding");
+static_assert(IPCFLOOR_SIGNAL_GAP == ipcfloor::kSignalGap && IPCFLOOR_SIGNAL_SNAPSHOT == ipcfloor::kSignalSnapshot &&
+                  IPCFLOOR_SIGNAL_RESTART == ipcfloor::kSignalRestart,
+              "the C flags are the engine's and the client's");
+static_assert(sizeof(ipcfloor_options) == 32 && offsetof(ipcfloor_options, reconnect_limit_ns) == 24,
+              "ipcfloor_options grows only at its end: an older caller's smaller size still works");
 
 struct ipcfloor_client {
   std::unique_ptr<ipcfloor::AttachedEngine> engine;
@@ -87,6 +91,10 @@ const char* ipcfloor_strerror(int err) {
     case IPCFLOOR_E_NO_TRADE_REPORT: return "the strategy reports no trades (strategy ABI version 1)";
     case IPCFLOOR_E_MISSING_COLUMN: return "the series lacks a column the strategy needs";
     case IPCFLOOR_E_BAD_RANGE: return "bar range outside the series";
+    case IPCFLOOR_E_ENGINE_RESTARTED: return "engine restarted: the call was not answered, not retried";
+    case IPCFLOOR_E_JOURNAL_FULL: return "journal full: the bar was not added";
+    case IPCFLOOR_E_JOURNAL_FAILED: return "journal failed: the bar was not added";
+    case IPCFLOOR_E_SUBSCRIBERS_BEHIND: return "a subscriber's signal ring has no room for this bar: nothing appended";
     case IPCFLOOR_NO_SIGNAL: return "no signal yet";
     default: return "unknown error";
   }
@@ -160,6 +168,7 @@ int32_t ipcfloor_wait_mode(const ipcfloor_client* c) { return c == nullptr ? 0 :
 int ipcfloor_is_live(const ipcfloor_client* c) { return c != nullptr && c->engine->live() ? 1 : 0; }
 uint64_t ipcfloor_capacity(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->capacity_bars(); }
 uint64_t ipcfloor_signals_dropped(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->signals_dropped(); }
+uint64_t ipcfloor_restarts(const ipcfloor_client* c) { return c == nullptr ? 0 : c->engine->restarts(); }
 int32_t ipcfloor_serving_cpu(const ipcfloor_client* c) { return c == nullptr ? -1 : c->engine->serving_cpu(); }
 
 size_t ipcfloor_near_cpus(const ipcfloor_client* c, int32_t* cpus, size_t capacity) {
@@ -364,6 +373,14 @@ int ipcfloor_append(ipcfloor_client* c, double close, uint64_t tick, uint64_t* b
   if (c == nullptr) return IPCFLOOR_E_INVALID;
   uint64_t now = 0;
   const int code = c->engine->append(close, tick, now);
+  if (code == IPCFLOOR_OK && bars != nullptr) *bars = now;
+  return code;
+}
+
+int ipcfloor_append_paced(ipcfloor_client* c, double close, uint64_t tick, uint64_t* bars) {
+  if (c == nullptr) return IPCFLOOR_E_INVALID;
+  uint64_t now = 0;
+  const int code = c->engine->append(close, tick, now, /*paced=*/true);
   if (code == IPCFLOOR_OK && bars != nullptr) *bars = now;
   return code;
 }

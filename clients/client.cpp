@@ -34,6 +34,8 @@ Client Client::attach(std::string_view name, const ClientOptions& options) {
   c_options.size = sizeof c_options;
   c_options.wait = static_cast<std::int32_t>(options.wait);
   c_options.timeout_ns = options.timeout.count();
+  c_options.reconnect = options.reconnect ? 1 : 0;
+  c_options.reconnect_limit_ns = options.reconnect_limit.count();
   if (c_options.timeout_ns == 0)
     throw ClientError(IPCFLOOR_E_INVALID, "attach " + std::string(name) + ": a timeout of 0 ns would fail every wait");
   int code = IPCFLOOR_E_INTERNAL;
@@ -65,6 +67,7 @@ bool Client::live() const noexcept { return impl_->engine->live(); }
 std::uint64_t Client::capacity() const noexcept { return impl_->engine->capacity_bars(); }
 std::span<const double> Client::published_series() const noexcept { return impl_->engine->published_series(); }
 std::uint64_t Client::signals_dropped() const noexcept { return impl_->engine->signals_dropped(); }
+std::uint64_t Client::restarts() const noexcept { return impl_->engine->restarts(); }
 std::uint32_t Client::series_count() const noexcept { return impl_->engine->series_count(); }
 std::int32_t Client::serving_cpu() const noexcept { return impl_->engine->serving_cpu(); }
 
@@ -262,6 +265,12 @@ Params Client::echo(const Params& params) {
 std::uint64_t Client::append(double close, std::uint64_t tick) {
   std::uint64_t bars = 0;
   if (const int code = impl_->engine->append(close, tick, bars); code != IPCFLOOR_OK) fail(code);
+  return bars;
+}
+
+std::uint64_t Client::append_paced(double close, std::uint64_t tick) {
+  std::uint64_t bars = 0;
+  if (const int code = impl_->engine->append(close, tick, bars, /*paced=*/true); code != IPCFLOOR_OK) fail(code);
   return bars;
 }
 

@@ -29,6 +29,7 @@ int code_for(CallStatus status) noexcept {
     case CallStatus::out_of_order: return IPCFLOOR_E_CORRUPT;
     case CallStatus::too_large: return IPCFLOOR_E_INVALID;
     case CallStatus::interrupted: return IPCFLOOR_E_INTERRUPTED;
+    case CallStatus::engine_restarted: return IPCFLOOR_E_ENGINE_RESTARTED;
     case CallStatus::empty: break;
   }
   return IPCFLOOR_E_INTERNAL;
@@ -51,6 +52,9 @@ int code_for(std::uint16_t status) noexcept {
     case Status::missing_column: return IPCFLOOR_E_MISSING_COLUMN;
     case Status::bad_range: return IPCFLOOR_E_BAD_RANGE;
     case Status::bad_option: return IPCFLOOR_E_INVALID;
+    case Status::journal_full: return IPCFLOOR_E_JOURNAL_FULL;
+    case Status::journal_failed: return IPCFLOOR_E_JOURNAL_FAILED;
+    case Status::subscribers_behind: return IPCFLOOR_E_SUBSCRIBERS_BEHIND;
     default: return IPCFLOOR_E_REJECTED;
   }
 }

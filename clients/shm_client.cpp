@@ -16,7 +16,8 @@ constexpr std::uint64_t kStaleHeartbeats = 3;
 // The setup-path ErrorCode for a failed call.
 ErrorCode error_code(CallStatus status) noexcept {
   switch (status) {
-    case CallStatus::engine_gone: return ErrorCode::peer_gone;
+    case CallStatus::engine_gone:
+    case CallStatus::engine_restarted: return ErrorCode::peer_gone;
     case CallStatus::corrupt:
     case CallStatus::out_of_order: return ErrorCode::protocol;
     default: return ErrorCode::timeout;
@@ -36,6 +37,7 @@ std::string_view to_string(CallStatus status) noexcept {
     case CallStatus::empty: return "empty";
     case CallStatus::too_large: return "payload too large for the bulk region";
     case CallStatus::interrupted: return "interrupted";
+    case CallStatus::engine_restarted: return "engine restarted";
   }
   return "unknown";
 }
@@ -45,6 +47,7 @@ Expected<ShmClient> ShmClient::connect(std::string_view name, const ShmClientOpt
   attach.socket_dir = options.socket_dir;
   attach.role = HandoffRole::lane;
   attach.timeout = options.timeout;
+  attach.reattaches = options.reattaches;
   auto attachment = Attachment::attach(name, attach);
   if (!attachment) return std::unexpected(attachment.error());
   const DataHeader& header = attachment->header();
@@ -78,9 +81,9 @@ CallStatus ShmClient::call(const RequestSlot& request, ResponseSlot& response) n
   return got;
 }
 
-CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response) noexcept {
+CallStatus ShmClient::append(double close, std::uint64_t tick, ResponseSlot& response, std::uint16_t flags) noexcept {
   const LiveAppend bar{close, tick, {}};
-  const CallStatus got = call(Opcode::append, 0, payload_of(bar));
+  const CallStatus got = call(Opcode::append, flags, payload_of(bar));
   if (got == CallStatus::ok) copy_slot_payload(response, answer());
   return got;
 }
@@ -278,6 +281,9 @@ std::string ShmClient::describe(CallStatus status) const {
     case CallStatus::interrupted:
       return fmt::format("a call on lane {} of {} was interrupted while it waited (its interrupt check asked it to "
                          "stop); the lane stays usable: the next call drops the answers it left owed", lane(), name);
+    case CallStatus::engine_restarted:
+      return fmt::format("engine {} went away while a call on lane {} was in flight; the client re-attached (pid "
+                         "{} now): the call was not answered and is not retried", name, lane(), pid);
     case CallStatus::ok:
     case CallStatus::empty: break;
   }

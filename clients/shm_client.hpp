@@ -39,6 +39,9 @@ struct ShmClientOptions {
   std::optional<WaitMode> wait;
   // Where the engine's socket lives: by default the user's private directory (shm/socket_dir.hpp).
   std::string socket_dir = default_socket_dir();
+  // Told to the engine for its status: how many times this client re-attached after an engine it
+  // used went away (set by clients/reconnect.hpp; 0 for a first attach).
+  std::uint32_t reattaches = 0;
 };
 
 enum class CallStatus : std::uint8_t {
@@ -52,6 +55,10 @@ enum class CallStatus : std::uint8_t {
   empty,        // poll only: nothing has arrived yet
   too_large,    // echo_bulk only: the payload does not fit half of the lane's bulk region
   interrupted,  // the interrupt check (set_interrupt) asked the wait to stop; answers may be owed
+  // The engine went away while the call was in flight and the client re-attached to the one that
+  // came back (clients/reconnect.hpp). The call was not answered and is not retried: an APPEND
+  // may or may not have been journaled. Never returned by ShmClient itself.
+  engine_restarted,
 };
 
 [[nodiscard]] std::string_view to_string(CallStatus status) noexcept;
@@ -138,8 +145,11 @@ class ShmClient {
   // Appends one close to the series (the engine's one writer is the first lane that appends).
   // `tick` is any clock reading the subscribers share; every signal of this bar carries it. ok
   // means answered: response.status says ok (response.trades is then the bar count),
-  // capacity_full, bad_price, not_the_writer or not_live. Hot path like call().
-  [[nodiscard]] CallStatus append(double close, std::uint64_t tick, ResponseSlot& response) noexcept;
+  // capacity_full, bad_price, not_the_writer or not_live. `flags` kAppendPaced (shm/frames.hpp):
+  // taken only when every subscription's signal fits its ring now, else subscribers_behind with
+  // nothing appended (extra[0] the lane behind, extra[1] its unread signals). Hot path like call().
+  [[nodiscard]] CallStatus append(double close, std::uint64_t tick, ResponseSlot& response,
+                                  std::uint16_t flags = 0) noexcept;
   // Subscribes `combo` on this lane: from now on every new bar brings one SignalSlot for it.
   // On status ok: response.extra[0] is its id, extra[1] the bars so far, pnl/trades/extra[2]
   // its state after them (extra[2] the position). Other statuses: window_out_of_range,
@@ -181,6 +191,18 @@ class ShmClient {
   // Closes this process's copy of the lease without handing the lane back: a forked child's
   // exit from its parent's lane (Attachment::abandon). Only the destructor may follow.
   void abandon() noexcept { attachment_.abandon(); }
+  // A client whose engine is gone gives up its lane (its connection is closed, its lane object
+  // unmapped) and hands back the engine's data, mapped: views of the series taken from it stay
+  // valid as long as the returned Attachment lives. Only the destructor or an assignment may
+  // follow. Slow path.
+  [[nodiscard]] Attachment retire() && noexcept {
+    attachment_.drop_lane();
+    return std::move(attachment_);
+  }
+  // How long each wait may take from now on (ShmClientOptions::timeout at connect): a caller
+  // whose calls differ in cost (a SUBSCRIBE that replays a long series, then short signal waits)
+  // sets it per phase. The client's thread.
+  void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
 
   // Requests submitted to the rings whose answers have not been read yet.
   [[nodiscard]] std::uint64_t outstanding() const noexcept { return next_seq_ - next_expected_; }

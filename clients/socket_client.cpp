@@ -111,7 +111,8 @@ Expected<SocketClient> SocketClient::connect_unix(std::string_view path, const S
         return fail(ErrorCode::peer_gone, "nothing listens on {} (a socket file left by a server that is gone?)", path);
       case EACCES:
         return fail(ErrorCode::permission,
-                    "permission denied connecting to {}: the server admits only its own uid (socket mode 0600)", path);
+                    "permission denied connecting to {}: the server admits only its own uid (socket mode 0600); its "
+                    "operator lets others in with `serve --allow-uid` or `--allow-group`", path);
       case EAGAIN:
       case EINPROGRESS:
         return fail(ErrorCode::timeout, "{} did not accept the connection within {} ms", server, options.timeout.count());

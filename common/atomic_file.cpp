@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <string>
@@ -43,18 +44,26 @@ std::string random_suffix() {
 
 }  // namespace
 
+DirectoryTrust directory_trust(const struct stat& info, std::span<const uid_t> owners) noexcept {
+  const bool owner_trusted = info.st_uid == 0 || (owners.empty() ? info.st_uid == ::geteuid()
+                                                                 : std::find(owners.begin(), owners.end(), info.st_uid) !=
+                                                                       owners.end());
+  if (!owner_trusted) return DirectoryTrust::other_owner;
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (info.st_mode & S_ISVTX) == 0) return DirectoryTrust::others_write;
+  return DirectoryTrust::trusted;
+}
+
 Expected<void> check_output_directory(int dir_fd, std::string_view dir, std::string_view what) {
   struct stat info {};
   if (::fstat(dir_fd, &info) != 0)
     return fail(ErrorCode::io, "cannot create {}: cannot inspect its directory {}: {}", what, dir, os_reason(errno));
-  const uid_t me = ::geteuid();
-  if (info.st_uid != me && info.st_uid != 0)
+  const DirectoryTrust trust = directory_trust(info);
+  if (trust == DirectoryTrust::other_owner)
     return fail(ErrorCode::permission,
                 "refusing to create {}: its directory {} belongs to uid {}, who could replace or redirect it; use a "
                 "directory of uid {} or root",
-                what, dir, info.st_uid, me);
-  const bool others_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-  if (others_write && (info.st_mode & S_ISVTX) == 0)
+                what, dir, info.st_uid, ::geteuid());
+  if (trust == DirectoryTrust::others_write)
     return fail(ErrorCode::permission,
                 "refusing to create {}: its directory {} (mode {:04o}) may be written by other users and has no "
                 "sticky bit, so they could replace or redirect it; use a directory only you can write (or a sticky "

@@ -18,8 +18,10 @@
 // Errors name the target path the caller was given, never the temporary one.
 // Setup path: syscalls, allocation, Expected. Any thread.
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,6 +35,15 @@ struct FileIdentity {
   dev_t device = 0;
   ino_t inode = 0;
 };
+
+// Who besides this user could rename or replace what a directory holds, by its stat: nobody
+// (ours or root's, and writable by others only when sticky), its owner (another uid), or others
+// (writable by group or others without the sticky bit). Pure.
+// `owners`, when given, are the uids trusted to own it instead of this user and root (a client
+// that trusts an engine user, common/peer_policy.hpp's trusted_engine_uids(), which lists this
+// user first; root is trusted always).
+enum class DirectoryTrust : unsigned char { trusted, other_owner, others_write };
+[[nodiscard]] DirectoryTrust directory_trust(const struct stat& info, std::span<const uid_t> owners = {}) noexcept;
 
 // `dir_fd` is `dir` opened (O_DIRECTORY); `what` names the file for the message ("the pid file
 // /run/x.pid"). permission when another user owns the directory or may write it without the

@@ -1,5 +1,7 @@
 #include "common/log.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +101,11 @@ class LogWriter {
   }
 
   void write_loop() {
+    // A process's signals are for the threads that handle them: the writer takes none, whatever
+    // mask the thread that started it had.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] { return stopped_ || !queue_.empty(); });

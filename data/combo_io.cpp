@@ -35,8 +35,19 @@ std::string_view line_at(std::string_view text, std::size_t offset) {
   return text.substr(offset, end == std::string_view::npos ? std::string_view::npos : end - offset);
 }
 
-std::size_t lines_in(std::string_view text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+// Lines that are not blank: the header and the rows. A blank line takes no room.
+std::size_t rows_in(std::string_view text) {
+  std::size_t rows = 0;
+  bool blank = true;
+  for (const char c : text) {
+    if (c == '\n') {
+      rows += blank ? 0 : 1;
+      blank = true;
+    } else if (c != ' ' && c != '\t' && c != '\r') {
+      blank = false;
+    }
+  }
+  return rows + (blank ? 0 : 1);
 }
 
 std::string header_of(const ComboColumns& columns) {
@@ -133,17 +144,17 @@ Expected<CsvLayout> read_header(std::string_view header, std::size_t number, std
 }
 
 // Refuses rows the host cannot back, counted from the text's lines before anything is allocated.
-Expected<void> check_room(std::string_view text, std::string_view source, std::size_t kept_bytes_per_row) {
-  const std::size_t lines = lines_in(text);
-  const std::size_t per_row = ComboRows::kBytesPerRow + kept_bytes_per_row;
-  const std::size_t need = kept_bytes_per_row > std::numeric_limits<std::size_t>::max() / 2 / lines
+Expected<void> check_room(std::size_t rows, std::size_t params, std::string_view source,
+                          std::size_t kept_bytes_per_row) {
+  const std::size_t per_row = ComboRows::bytes_per_row(params) + kept_bytes_per_row;
+  const std::size_t need = rows != 0 && kept_bytes_per_row > std::numeric_limits<std::size_t>::max() / 2 / rows
                                ? std::numeric_limits<std::size_t>::max()
-                               : lines * per_row;
+                               : rows * per_row;
   const auto available = available_memory_bytes();
   if (available && need > *available)
-    return fail(ErrorCode::resource, "{}: its {} lines take up to {} once parsed ({} bytes a row{}), more than the {} "
+    return fail(ErrorCode::resource, "{}: its {} rows take up to {} once parsed ({} bytes a row{}), more than the {} "
                 "this host has available (MemAvailable, or the cgroup's memory.max): split the file or free memory",
-                source, lines, byte_size_text(need), per_row, kept_bytes_per_row > 0 ? ", with what the sweep keeps" : "",
+                source, rows, byte_size_text(need), per_row, kept_bytes_per_row > 0 ? ", with what the sweep keeps" : "",
                 byte_size_text(*available));
   return {};
 }
@@ -159,14 +170,32 @@ ComboColumns columns_of(const Strategy& strategy) noexcept {
 
 ComboRows ComboRows::of(std::vector<Combo> combos) {
   ComboRows rows;
-  rows.combos_ = std::move(combos);
+  rows.rows_ = combos.size();
+  rows.stride_ = 6;
+  rows.values_.reserve(combos.size() * 6);
+  for (const Combo& combo : combos)
+    for (const std::int64_t value : combo.as_array()) rows.values_.push_back(value);
   return rows;
+}
+
+Combo ComboRows::combo(std::size_t i) const noexcept {
+  std::array<std::int64_t, 6> values{};
+  for (std::size_t c = 0; c < stride_; ++c) values[c] = values_[i * stride_ + c];
+  return Combo{values[0], values[1], values[2], values[3], values[4], values[5]};
+}
+
+std::size_t ComboRows::line(std::size_t i) const noexcept {
+  if (offsets_.empty()) return 0;
+  const std::size_t mark = i / kRowsPerLineMark;
+  const std::size_t from = offsets_[mark * kRowsPerLineMark];
+  return line_marks_[mark] + static_cast<std::size_t>(std::count(text_.begin() + static_cast<std::ptrdiff_t>(from),
+                                                                 text_.begin() + offsets_[i], '\n'));
 }
 
 ComboLine ComboRows::operator[](std::size_t i) const {
   ComboLine row;
   row.line = line(i);
-  row.combo = combos_[i];
+  row.combo = combo(i);
   if (parsed(i)) return row;
   ComboColumns columns;
   columns.count = count_;
@@ -183,9 +212,16 @@ Expected<ComboRows> parse_combos(std::string text, std::string_view source, cons
                                  std::size_t kept_bytes_per_row) {
   if (text.size() >= std::numeric_limits<std::uint32_t>::max())
     return fail(ErrorCode::invalid_argument, "{} is larger than a combo file may be", source);
-  if (auto room = check_room(text, source, kept_bytes_per_row); !room) return std::unexpected(room.error());
+  const std::size_t room_rows = rows_in(text);
+  // A CSV row holds the strategy's parameters only; a JSON row's "params" may hold all six (the
+  // unused ones must be 0, which admission checks), so it keeps six.
+  const auto first_char = text.find_first_not_of(" \t\r\n");
+  const std::size_t stride = first_char != std::string::npos && text[first_char] == '{' ? 6 : columns.count;
+  if (auto room = check_room(room_rows, stride, source, kept_bytes_per_row); !room)
+    return std::unexpected(room.error());
   ComboRows rows;
   rows.count_ = columns.count;
+  rows.stride_ = stride;
   for (std::size_t c = 0; c < columns.count; ++c) rows.names_[c] = std::string(columns.names[c]);
   rows.text_ = std::move(text);
   const std::string_view all = rows.text_;
@@ -210,20 +246,21 @@ Expected<ComboRows> parse_combos(std::string text, std::string_view source, cons
         continue;
       }
     }
-    if (rows.combos_.capacity() == 0) {  // the first row: room for every line, as check_room counted
-      const std::size_t lines = lines_in(all);
-      rows.combos_.reserve(lines);
-      rows.lines_.reserve(lines);
-      rows.offsets_.reserve(lines);
-      rows.parsed_.reserve(lines);
+    if (rows.offsets_.capacity() == 0) {  // the first row: room for every row, as check_room counted
+      rows.values_.reserve(room_rows * rows.stride_);
+      rows.offsets_.reserve(room_rows);
+      rows.line_marks_.reserve(room_rows / ComboRows::kRowsPerLineMark + 1);
+      rows.parsed_.reserve(room_rows);
     }
     Combo combo{};
     const bool parsed = rows.json_ ? parse_json_row(line, number, columns, combo, nullptr)
                                    : parse_csv_row(line, number, columns, layout, combo, nullptr);
-    rows.combos_.push_back(parsed ? combo : Combo{});
-    rows.lines_.push_back(static_cast<std::uint32_t>(number));
+    const auto values = parsed ? combo.as_array() : std::array<std::int64_t, 6>{};
+    rows.values_.insert(rows.values_.end(), values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rows.stride_));
+    if (rows.rows_ % ComboRows::kRowsPerLineMark == 0) rows.line_marks_.push_back(static_cast<std::uint32_t>(number));
     rows.offsets_.push_back(static_cast<std::uint32_t>(offset));
     rows.parsed_.push_back(parsed ? 1 : 0);
+    ++rows.rows_;
   }
   if (first) return fail(ErrorCode::bad_data, "{} holds no combos", source);
   return rows;

@@ -38,29 +38,36 @@ struct ComboColumns {
 };
 [[nodiscard]] ComboColumns columns_of(const Strategy& strategy) noexcept;
 
-// The rows of a combo file in a compact form: per row its combo, line and place in the text
-// (57 bytes, kBytesPerRow), and the text itself, from which a row that did not parse is read
-// again, with its error, when it is asked for. So a file of short rows takes a few times its
-// size, never dozens (parse_combos counts it before allocating). Combos that come from no file
-// (a grid, lengths) fit here too: `of`. Read-only after parsing; any thread.
+// The rows of a combo file in a compact form: per row the values of the strategy's parameters
+// only (8 bytes each), its place in the text and whether it parsed (bytes_per_row), and the text
+// itself, from which a row's line number is counted and a row that did not parse is read again,
+// with its error, when asked for. So a file of short rows takes a few times its size, never
+// dozens (parse_combos counts its rows before allocating). Combos that come from no file (a grid,
+// lengths) fit here too: `of`. Read-only after parsing; any thread.
 class ComboRows {
  public:
-  // Bytes one row takes here, besides the text.
-  static constexpr std::size_t kBytesPerRow = sizeof(Combo) + 2 * sizeof(std::uint32_t) + 1;
+  // Bytes one row of a strategy of `params` parameters takes here, besides the text.
+  [[nodiscard]] static constexpr std::size_t bytes_per_row(std::size_t params) noexcept {
+    return params * sizeof(std::int64_t) + sizeof(std::uint32_t) + 2;
+  }
 
   // Combos that did not come from text: line 0, all parsed (allocates).
   [[nodiscard]] static ComboRows of(std::vector<Combo> combos);
 
-  [[nodiscard]] std::size_t size() const noexcept { return combos_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return rows_; }
   [[nodiscard]] bool parsed(std::size_t i) const noexcept { return parsed_.empty() || parsed_[i] != 0; }
-  [[nodiscard]] const Combo& combo(std::size_t i) const noexcept { return combos_[i]; }  // zero when not parsed
-  [[nodiscard]] std::size_t line(std::size_t i) const noexcept { return lines_.empty() ? 0 : lines_[i]; }
+  // Row i's combo, the unused parameters 0; all zero when it did not parse.
+  [[nodiscard]] Combo combo(std::size_t i) const noexcept;
+  // Row i's 1-based line in the text, counted from the nearest of every 64th row's; 0 for combos
+  // that did not come from text.
+  [[nodiscard]] std::size_t line(std::size_t i) const noexcept;
   // Row i whole: for a row that did not parse, its error and text (allocates).
   [[nodiscard]] ComboLine operator[](std::size_t i) const;
 
  private:
   friend Expected<ComboRows> parse_combos(std::string text, std::string_view source, const ComboColumns& columns,
                                           std::size_t kept_bytes_per_row);
+  static constexpr std::size_t kRowsPerLineMark = 64;
 
   std::string text_;
   bool json_ = false;
@@ -68,9 +75,11 @@ class ComboRows {
   std::size_t count_ = 0;                // a strategy's names may not outlive the rows)
   std::size_t header_fields_ = 0;        // CSV: fields of the header
   std::array<std::size_t, 6> column_{};  // CSV: the field of each column
-  std::vector<Combo> combos_;
-  std::vector<std::uint32_t> lines_;     // empty: no row came from text
-  std::vector<std::uint32_t> offsets_;   // where each row's line starts in text_
+  std::size_t rows_ = 0;
+  std::size_t stride_ = 6;               // values kept per row: the parameters (6 for `of`)
+  std::vector<std::int64_t> values_;     // rows_ x stride_
+  std::vector<std::uint32_t> offsets_;   // where each row's line starts in text_; empty: no text
+  std::vector<std::uint32_t> line_marks_;  // the line of every kRowsPerLineMark-th row
   std::vector<std::uint8_t> parsed_;     // empty: no row came from text
 };
 
@@ -81,9 +90,9 @@ inline constexpr std::size_t kMaxComboFileBytes = std::size_t{32} << 20;
 // Parses `text` (CSV with a header, or JSON lines; decided by the first non-blank character: `{`
 // means JSON lines) with `columns` (default: the built-in strategy's), keeping the text. `source`
 // names the input in errors. Blank lines are skipped. Before allocating the rows it counts what
-// they take, ComboRows::kBytesPerRow plus the caller's `kept_bytes_per_row` (what it keeps per row
-// besides, such as a sweep's state of each row) for every line, against the memory the host has
-// available: resource, naming the lines and bytes, when it cannot back them.
+// they take, ComboRows::bytes_per_row plus the caller's `kept_bytes_per_row` (what it keeps per
+// row besides, such as a sweep's state of each row) for every line that is not blank, against
+// the memory the host has available: resource, naming the rows and bytes, when it cannot back them.
 [[nodiscard]] Expected<ComboRows> parse_combos(std::string text, std::string_view source,
                                                const ComboColumns& columns = columns_of(builtin()),
                                                std::size_t kept_bytes_per_row = 0);

@@ -125,7 +125,9 @@ Verdict Admission::admit_compute(const RequestSlot& request, Verdict::Work work,
   if (config_.max_frame_cost != 0 && verdict.cost > config_.max_frame_cost) return refuse(Status::too_costly);
   verdict.route = Verdict::Route::backtest;
   verdict.strategy = strategy;
-  verdict.heavy = verdict.cost >= config_.inline_cost;
+  // A strategy timed at load far slower than its cost says is never computed on the serving
+  // thread (kernel/strategy_timing.hpp): where it runs, not whether or what.
+  verdict.heavy = verdict.cost >= config_.inline_cost || strategy->workers_only();
   return verdict;
 }
 

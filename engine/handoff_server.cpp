@@ -22,6 +22,10 @@ constexpr std::chrono::milliseconds kHandoffPatience{1000};
 // Connections that are not a lane's lease (observers and hand-offs in progress). At the cap the
 // longest idle of them is closed to make room: nginx's rule for idle keep-alive connections.
 constexpr std::size_t kMaxExtraConnections = 64;
+// Events handled, and connections accepted, per service() call: the keeper writes its heartbeat
+// between two calls.
+constexpr int kEventsPerPass = 32;
+constexpr std::size_t kAcceptsPerPass = 32;
 
 // Closing a Unix socket with an unread request resets the peer, which would then lose the
 // answer just sent: stop the peer's sends first (SHUT_RD makes them fail), then drop what came.
@@ -55,20 +59,22 @@ std::chrono::steady_clock::time_point HandoffServer::next_deadline() const noexc
 }
 
 void HandoffServer::service() noexcept {
-  epoll_event ready[32];
-  for (;;) {
-    const int count = ::epoll_wait(epoll_.get(), ready, 32, 0);
-    if (count <= 0) break;
-    for (int i = 0; i < count; ++i) {
-      if (ready[i].data.fd == segment_->listen_fd()) {
-        accept_connections();
-      } else {
-        handle_readable(ready[i].data.fd);
-      }
+  // One batch of events a call, requests before newcomers: a flood of connections cannot keep the
+  // keeper from its heartbeat (the caller writes it between two calls, and calls again at once
+  // while the epoll set is readable) nor starve a request that has arrived.
+  epoll_event ready[kEventsPerPass];
+  const int count = ::epoll_wait(epoll_.get(), ready, kEventsPerPass, 0);
+  bool newcomers = false;
+  for (int i = 0; i < count; ++i) {
+    if (ready[i].data.fd == segment_->listen_fd()) {
+      newcomers = true;
+    } else {
+      handle_readable(ready[i].data.fd);
     }
-    if (count < 32) break;
   }
+  if (newcomers) accept_connections();
   expire_idle();
+  flush_notes();
 }
 
 HandoffServer::Connection* HandoffServer::find(int fd) noexcept {
@@ -78,7 +84,7 @@ HandoffServer::Connection* HandoffServer::find(int fd) noexcept {
 }
 
 void HandoffServer::accept_connections() noexcept {
-  for (;;) {
+  for (std::size_t accepted = 0; accepted < kAcceptsPerPass; ++accepted) {
     UniqueFd fd(::accept4(segment_->listen_fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) {
       const int error = errno;
@@ -102,11 +108,9 @@ void HandoffServer::accept_connections() noexcept {
       connection.pid = peer->pid;
       connection.uid = peer->uid;
     }
-    if (!peer || peer->uid != ::geteuid()) {
-      reply(connection, HandoffStatus::refused,
-            fmt::format("engine {} serves uid {} only", segment_->name(), ::geteuid()));
-      events_->note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
-                     fmt::format("refused a connection from uid {} (pid {})", connection.uid, connection.pid)});
+    if (!peer || !segment_->peers().admits(connection.fd.get(), *peer)) {
+      refuse_peer(connection);
+      refused_uid_.add(connection.pid, connection.uid);  // logged at most once a second (flush_notes)
       continue;  // closed with `connection`
     }
     make_room();
@@ -119,6 +123,17 @@ void HandoffServer::accept_connections() noexcept {
     } catch (...) {
       // No memory to track it: closing it tells the client.
     }
+  }
+}
+
+void HandoffServer::refuse_peer(Connection& connection) noexcept {
+  try {
+    // At most kHandoffMessageBytes reach the client: who may connect comes first.
+    reply(connection, HandoffStatus::refused,
+          fmt::format("engine {} serves {}; uid {} is not allowed (serve --allow-uid, --allow-group)", segment_->name(),
+                      segment_->peers().describe(), user_text(connection.uid)));
+  } catch (...) {
+    // No memory for the sentence: the connection still closes, which tells the peer.
   }
 }
 
@@ -213,7 +228,7 @@ void HandoffServer::handle_request(Connection& connection, const HandoffRequest&
     reply(connection, HandoffStatus::stopping, fmt::format("engine {} is stopping", segment_->name()));
     return;
   }
-  const LaneKeeper::Grant grant = lanes_->claim(connection.pid, connection.uid);
+  const LaneKeeper::Grant grant = lanes_->claim(connection.pid, connection.uid, request.reattaches);
   if (grant.status != HandoffStatus::ok) {
     reply(connection, grant.status, grant.message);
     return;
@@ -258,17 +273,37 @@ void HandoffServer::expire_idle() noexcept {
   for (std::size_t i = 0; i < connections_.size();) {
     Connection& connection = connections_[i];
     if (connection.role != Connection::Role::lane && now >= connection.deadline) {
-      events_->note({EngineEvent::Kind::refused, 0, 0, connection.pid, 0,
-                     connection.role == Connection::Role::pending
-                         ? fmt::format("dropped pid {}: no hand-off request within {} ms", connection.pid,
-                                       kHandoffPatience.count())
-                         : fmt::format("closed pid {}'s observer connection: idle for {} ms after its hand-off",
-                                       connection.pid, kHandoffPatience.count())});
+      (connection.role == Connection::Role::pending ? dropped_silent_ : closed_observers_).add(connection.pid, connection.uid);
       close_connection(connection.fd.get());
       continue;
     }
     ++i;
   }
+}
+
+void HandoffServer::flush_notes() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_note_) return;
+  if (refused_uid_.count + dropped_silent_.count + closed_observers_.count == 0) return;
+  next_note_ = now + std::chrono::seconds(1);
+  // One line a second for each kind, however many connections: a flood costs the keeper a count.
+  if (refused_uid_.count != 0)
+    events_->note({EngineEvent::Kind::refused, 0, 0, refused_uid_.pid, 0,
+                   fmt::format("refused a connection from uid {} (pid {}){}", refused_uid_.uid, refused_uid_.pid,
+                               refused_uid_.count > 1
+                                   ? fmt::format(", and {} more the engine does not admit since the last note", refused_uid_.count - 1)
+                                   : std::string())});
+  if (dropped_silent_.count != 0)
+    events_->note({EngineEvent::Kind::refused, 0, 0, dropped_silent_.pid, 0,
+                   fmt::format("dropped {} connection(s) that sent no hand-off request within {} ms (the last from "
+                               "pid {})", dropped_silent_.count, kHandoffPatience.count(), dropped_silent_.pid)});
+  if (closed_observers_.count != 0)
+    events_->note({EngineEvent::Kind::refused, 0, 0, closed_observers_.pid, 0,
+                   fmt::format("closed {} observer connection(s) idle for {} ms after their hand-off (the last of pid "
+                               "{})", closed_observers_.count, kHandoffPatience.count(), closed_observers_.pid)});
+  refused_uid_ = {};
+  dropped_silent_ = {};
+  closed_observers_ = {};
 }
 
 void HandoffServer::make_room() noexcept {

@@ -1,6 +1,7 @@
 #pragma once
-// The engine's Unix socket, served by the keeper thread: it accepts connections, admits only the
-// engine's own uid (SO_PEERCRED), answers each hand-off request (an observer gets the read-only
+// The engine's Unix socket, served by the keeper thread: it accepts connections, admits the
+// engine's own uid and the users and groups its PeerPolicy allows (SO_PEERCRED, SO_PEERGROUPS;
+// Segment::peers), refusing anyone else with a reply that says who may connect, answers each hand-off request (an observer gets the read-only
 // data; a lane's client gets the data and its lane object from the LaneKeeper) and then holds a
 // lane's connection as that client's lease: the moment the connection ends, the lane drains.
 //
@@ -40,8 +41,8 @@ class HandoffServer {
   [[nodiscard]] int event_fd() const noexcept { return epoll_.get(); }
   // When service() must run again at the latest for a connection's deadline (max() when none).
   [[nodiscard]] std::chrono::steady_clock::time_point next_deadline() const noexcept;
-  // Handles every pending connection, request and departure, and closes connections past their
-  // deadline.
+  // Handles one batch of requests and departures, then of newcomers, and closes connections past
+  // their deadline. The epoll set stays readable while work is left: call again.
   void service() noexcept;
   // From now on every lane request is answered `stopping`.
   void set_stopping() noexcept { stopping_ = true; }
@@ -65,6 +66,9 @@ class HandoffServer {
   HandoffServer(Segment& segment, LaneKeeper& lanes, KeeperEvents& events) noexcept
       : segment_(&segment), lanes_(&lanes), events_(&events) {}
   void accept_connections() noexcept;
+  // Answers a peer the policy does not admit `refused`, naming who may connect (the caller counts
+  // it for the note flush_notes writes at most once a second).
+  void refuse_peer(Connection& connection) noexcept;
   // accept4 failed with EMFILE/ENFILE: accepts the waiting peer on the reserve descriptor, tells
   // it why and closes it. False when nobody was waiting (nothing to say) or there is no reserve
   // (said once a second); the keeper then stops trying until its next service().
@@ -78,6 +82,8 @@ class HandoffServer {
   void close_connection(int fd) noexcept;
   // Closes pending and observer connections past their deadline.
   void expire_idle() noexcept;
+  // What the keeper refused or closed since the last note, said at most once a second.
+  void flush_notes() noexcept;
   // At the connection cap: serves the pending connections whose request already arrived (they
   // are not idle), then closes the longest-idle connection that is not a lane's lease, until
   // a new connection fits. Never refuses the newcomer and never touches a lease.
@@ -98,6 +104,21 @@ class HandoffServer {
   std::chrono::steady_clock::time_point next_fd_warning_{};  // out-of-descriptor warnings: one a second
   std::uint64_t shed_since_note_ = 0;  // idle connections closed at the cap since the last note
   std::chrono::steady_clock::time_point next_shed_note_{};  // those notes: one a second
+  // Connections of one kind refused or closed since the last note (flush_notes).
+  struct NoteCount {
+    std::uint64_t count = 0;
+    pid_t pid = 0;  // the last one's
+    uid_t uid = 0;
+    void add(pid_t p, uid_t u) noexcept {
+      ++count;
+      pid = p;
+      uid = u;
+    }
+  };
+  NoteCount refused_uid_;       // of a uid the engine does not admit (serve --allow-uid, --allow-group)
+  NoteCount dropped_silent_;    // no request within kHandoffPatience
+  NoteCount closed_observers_;  // idle after their reply
+  std::chrono::steady_clock::time_point next_note_{};
   std::vector<Connection> connections_;
   bool stopping_ = false;
 };

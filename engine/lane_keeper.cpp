@@ -19,6 +19,8 @@ Expected<void> LaneKeeper::make_objects(std::vector<std::string>& warnings) {
     }
     lanes_.lanes[i].view = object->view();
     lanes_.lanes[i].generation = object->generation();
+    // relaxed: a report for people (status).
+    segment_.lane_status(i).object_locked.store(object->locked() ? 1 : 0, std::memory_order_relaxed);
     objects_[i].emplace(std::move(*object));
   }
   if (unlocked_lanes > 0)
@@ -29,7 +31,7 @@ Expected<void> LaneKeeper::make_objects(std::vector<std::string>& warnings) {
   return {};
 }
 
-LaneKeeper::Grant LaneKeeper::claim(pid_t pid, uid_t uid) noexcept {
+LaneKeeper::Grant LaneKeeper::claim(pid_t pid, uid_t uid, std::uint32_t reattaches) noexcept {
   bool draining = false;
   for (std::uint32_t i = 0; i < segment_.lane_count(); ++i) {
     EngineLane& lane = lanes_.lanes[i];
@@ -42,6 +44,7 @@ LaneKeeper::Grant LaneKeeper::claim(pid_t pid, uid_t uid) noexcept {
     LaneStatus& status = segment_.lane_status(i);
     status.owner_pid = pid;
     status.owner_uid = uid;
+    status.reattaches = reattaches;
     // relaxed (all): a report for people; the lane table decides what is served.
     status.generation.store(object.generation(), std::memory_order_relaxed);
     status.claimed_unix_ns.store(unix_ns(), std::memory_order_relaxed);
@@ -82,9 +85,12 @@ bool LaneKeeper::prepare(std::uint32_t lane) noexcept {
   EngineLane& shared = lanes_.lanes[lane];
   shared.view = object->view();
   shared.generation = object->generation();
+  // relaxed: a report for people (status).
+  segment_.lane_status(lane).object_locked.store(object->locked() ? 1 : 0, std::memory_order_relaxed);
   objects_[lane].emplace(std::move(*object));
   segment_.lane_status(lane).owner_pid = 0;
   segment_.lane_status(lane).owner_uid = 0;
+  segment_.lane_status(lane).reattaches = 0;
   // relaxed: a report for people.
   segment_.lane_status(lane).state.store(static_cast<std::uint32_t>(LaneState::free), std::memory_order_relaxed);
   set_phase(shared, LanePhase::free);

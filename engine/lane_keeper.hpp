@@ -48,7 +48,8 @@ class LaneKeeper {
   // Hands the first free lane to the client `pid`/`uid`: records it as the owner, turns the lane
   // active and tells the serving thread. Once granted, the lane goes through draining when
   // release() is called, whatever the client did with the reply.
-  [[nodiscard]] Grant claim(pid_t pid, uid_t uid) noexcept;
+  // `reattaches` is the client's word on its re-attaches, recorded for status.
+  [[nodiscard]] Grant claim(pid_t pid, uid_t uid, std::uint32_t reattaches = 0) noexcept;
   // The connection that held `lane` ended (`on_purpose`: the client said it leaves). The lane
   // drains: the serving thread lets go of it, then replace_drained() gives it a fresh object.
   void release(std::uint32_t lane, bool on_purpose, pid_t pid) noexcept;

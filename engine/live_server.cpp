@@ -9,9 +9,25 @@
 namespace ipcfloor {
 namespace {
 
-// The main series' bars published so far: the closes of `room` and, while no bar was appended
-// past the preloaded ones (a series with other columns never grows: check_append), its columns.
-Bars history_of(const Bars& preloaded, std::span<const double> room, std::uint64_t published) noexcept {
+
+// The answer of an APPEND whose bar is in and stepped: its close, and the bars the series holds.
+WorkerDone appended(const JobTicket& ticket, double close, std::uint64_t bars) noexcept {
+  WorkerDone answer;
+  answer.ticket = ticket;
+  answer.result.status = Status::ok;
+  answer.result.pnl = close;
+  answer.result.trades = static_cast<std::int64_t>(bars);
+  return answer;
+}
+
+// True when stepping `book` on a new bar is dear enough for the workers.
+bool dear(const WorkerDispatch& workers, const LiveBook& book, std::uint64_t inline_cost) noexcept {
+  return workers.any() && book.total() != 0 && book.cost_per_bar() >= inline_cost;
+}
+
+}  // namespace
+
+Bars published_bars(const Bars& preloaded, std::span<const double> room, std::uint64_t published) noexcept {
   const std::span<const double> close(room.data(), published);
   if (published > preloaded.size()) return Bars(close);
   Bars bars = preloaded.first(published);
@@ -19,24 +35,25 @@ Bars history_of(const Bars& preloaded, std::span<const double> room, std::uint64
   return bars;
 }
 
-}  // namespace
-
-LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, std::uint64_t inline_cost,
-                       WaitMode mode) noexcept
+LiveServer::LiveServer(Segment& segment, ServingLanes& lanes, Admission& admission, JournalDispatch& journal,
+                       std::uint64_t inline_cost, WaitMode mode) noexcept
     : segment_(segment),
       header_(segment.header()),
       lanes_(lanes),
       admission_(admission),
+      journal_(journal),
       room_(segment.series_room()),
       preloaded_(segment.bars_at(0)),
-      published_(segment.series().size()),
+      // The preloaded bars and those a journal replayed at start.
+      published_(segment.header().bars_published.load(std::memory_order_relaxed)),
       inline_cost_(inline_cost),
       mode_(mode),
       fee_(segment.header().fee) {}
 
 Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, ServingLanes& lanes, Admission& admission,
-                                                       LiveBookLimits limits, std::uint64_t inline_cost, WaitMode mode) {
-  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, inline_cost, mode));
+                                                       JournalDispatch& journal, LiveBookLimits limits,
+                                                       std::uint64_t inline_cost, WaitMode mode) {
+  std::unique_ptr<LiveServer> server(new LiveServer(segment, lanes, admission, journal, inline_cost, mode));
   limits.lanes = segment.lane_count();
   limits.capacity_bars = segment.series_room().size();
   limits.fee = segment.header().fee;
@@ -48,7 +65,8 @@ Expected<std::unique_ptr<LiveServer>> LiveServer::make(Segment& segment, Serving
 
 Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request) const noexcept {
   const LiveAppend bar = LiveAppend::from_params(request.params);
-  if (request.flags != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 || bar.unused[3] != 0)
+  if ((request.flags & ~kAppendPaced) != 0 || bar.unused[0] != 0 || bar.unused[1] != 0 || bar.unused[2] != 0 ||
+      bar.unused[3] != 0)
     return Status::reserved_bits_set;
   // One writer: the first lane that appends keeps the series until its client leaves.
   // An APPEND carries a close alone: a series with other columns (open, high, low, volume) would
@@ -56,25 +74,65 @@ Status LiveServer::check_append(std::uint32_t index, const RequestSlot& request)
   if (preloaded_.columns() != IPCFLOOR_COLUMN_CLOSE) return Status::missing_column;
   if (writer_lane_ >= 0 && writer_lane_ != static_cast<int>(index)) return Status::not_the_writer;
   if (!std::isfinite(bar.close) || !(bar.close > 0.0)) return Status::bad_price;
-  if (published_ >= room_.size()) return Status::capacity_full;
+  // The bars in flight at the journal come first: they are published once durable.
+  const std::uint64_t in_flight = journal_.in_flight();
+  if (published_ + in_flight >= room_.size()) return Status::capacity_full;
+  // A paced APPEND needs room for its own bar's signals and for those of the bars ahead of it at
+  // the journal, which are pushed once they are durable.
+  if ((request.flags & kAppendPaced) != 0 && lane_behind(in_flight + 1) >= 0) return Status::subscribers_behind;
   return Status::ok;
 }
 
-bool LiveServer::fans_out(std::uint32_t index, const RequestSlot& request, const WorkerDispatch& workers) const noexcept {
-  return request.opcode == static_cast<std::uint16_t>(Opcode::append) && workers.any() && book_->total() != 0 &&
-         book_->cost_per_bar() >= inline_cost_ && check_append(index, request) == Status::ok;
+int LiveServer::lane_behind(std::uint64_t bars) const noexcept {
+  for (std::uint32_t lane = 0; lane < lanes_.count(); ++lane) {
+    const std::uint64_t wanted = static_cast<std::uint64_t>(book_->count(lane)) * bars;
+    if (wanted == 0 || !lanes_[lane].signals || !lanes_.served(lane)) continue;
+    const RingProducer<SignalSlot>& ring = *lanes_[lane].signals;
+    // A ring whose consumer position is impossible is the client's own doing: its next signal
+    // quarantines the lane, which then holds nobody back.
+    if (ring.corrupt()) continue;
+    if (ring.capacity() - ring.size_approx() < wanted) return static_cast<int>(lane);
+  }
+  return -1;
 }
 
-double LiveServer::take_bar(std::uint32_t index, const RequestSlot& request) noexcept {
-  const LiveAppend bar = LiveAppend::from_params(request.params);
-  writer_lane_ = static_cast<int>(index);
-  room_[published_] = bar.close;
+LiveServer::Route LiveServer::route(std::uint32_t index, const RequestSlot& request,
+                                    const WorkerDispatch& workers) const noexcept {
+  if (bar_.active) return Route::wait;
+  if (request.opcode != static_cast<std::uint16_t>(Opcode::append)) return Route::here;
+  const bool journaled = journal_.any();
+  // A refusal being rewound changes what comes after the bars published: judged once it is back.
+  if (journaled && journal_.blocked()) return Route::wait;
+  if (check_append(index, request) != Status::ok) return Route::here;  // refused here, at once
+  if (journaled) return Route::journal;
+  return dear(workers, *book_, inline_cost_) ? Route::fan_out : Route::here;
+}
+
+void LiveServer::take_bar(double close) noexcept {
+  room_[published_] = close;
   ++published_;
   // release: the bar is written before the count that covers it; pairs with the acquire load in
   // Attachment::published_series.
   header_.bars_published.store(published_, std::memory_order_release);
-  admission_.set_main_series(history_of(preloaded_, room_, published_));
-  return bar.close;
+  admission_.set_main_series(published_bars(preloaded_, room_, published_));
+}
+
+void LiveServer::journal_append(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket) noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  journal_.submit(ticket, published_ + journal_.in_flight(), bar.close, bar.tick);
+}
+
+bool LiveServer::apply_journaled(const JournalDispatch::Pending& pending, WorkerDispatch& workers,
+                                 WorkerDone& answer) noexcept {
+  take_bar(pending.close);
+  if (dear(workers, *book_, inline_cost_)) {
+    fan_out(pending.close, pending.tick, pending.ticket, workers);
+    return false;
+  }
+  publish_bar(pending.tick, /*evaluate=*/true);
+  answer = appended(pending.ticket, pending.close, published_);
+  return true;
 }
 
 Status LiveServer::serve(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
@@ -94,7 +152,7 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
   const auto lane_done = [this](std::uint32_t lane) noexcept {
     if (lanes_[lane].signals) notify_readable(*lanes_[lane].signals, mode_);
   };
-  const Bars history = history_of(preloaded_, room_, published_);
+  const Bars history = published_bars(preloaded_, room_, published_);
   if (evaluate) {
     book_->on_bar(history, publish, lane_done);
   } else {
@@ -107,6 +165,16 @@ void LiveServer::publish_bar(std::uint64_t tick, bool evaluate) noexcept {
 
 Status LiveServer::append(std::uint32_t index, const RequestSlot& request, ResponseSlot& response) noexcept {
   const Status checked = check_append(index, request);
+  if (checked == Status::subscribers_behind) {
+    // Which lane holds the replay back, and how far: for the writer's note.
+    answer_status(response, request, checked);
+    const auto lane = static_cast<std::uint32_t>(lane_behind(journal_.in_flight() + 1));
+    response.extra[0] = lane;
+    response.extra[1] = static_cast<std::int64_t>(lanes_[lane].signals->size_approx());
+    response.extra[2] = book_->count(lane);
+    response.trades = static_cast<std::int64_t>(published_);
+    return checked;
+  }
   if (checked != Status::ok) {
     answer_status(response, request, checked);
     // The first column the APPEND cannot carry, and the series' bars: for the client's sentence.
@@ -116,19 +184,30 @@ Status LiveServer::append(std::uint32_t index, const RequestSlot& request, Respo
     }
     return checked;
   }
-  const double close = take_bar(index, request);
-  publish_bar(LiveAppend::from_params(request.params).tick, /*evaluate=*/true);
+  // A journaled engine routes every admitted APPEND to its journal (route()): never here.
+  if (journal_.any()) return answer_status(response, request, Status::engine_error);
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  take_bar(bar.close);
+  publish_bar(bar.tick, /*evaluate=*/true);
   answer_status(response, request, Status::ok);
-  response.pnl = close;
+  response.pnl = bar.close;
   response.trades = static_cast<std::int64_t>(published_);
   return Status::ok;
 }
 
 void LiveServer::start_bar(std::uint32_t index, const RequestSlot& request, const JobTicket& ticket,
                            WorkerDispatch& workers) noexcept {
+  const LiveAppend bar = LiveAppend::from_params(request.params);
+  writer_lane_ = static_cast<int>(index);
+  take_bar(bar.close);
+  fan_out(bar.close, bar.tick, ticket, workers);
+}
+
+void LiveServer::fan_out(double close, std::uint64_t tick, const JobTicket& ticket, WorkerDispatch& workers) noexcept {
   BarOut& bar = bar_;
-  bar.close = take_bar(index, request);
-  bar.tick = LiveAppend::from_params(request.params).tick;
+  bar.close = close;
+  bar.tick = tick;
   bar.answer = ticket;
   bar.total = book_->total();
   // As many shares as the work is worth (each at least --inline-cost units) and workers there are.
@@ -142,7 +221,7 @@ void LiveServer::start_bar(std::uint32_t index, const RequestSlot& request, cons
 
 void LiveServer::hand_shares(WorkerDispatch& workers) noexcept {
   BarOut& bar = bar_;
-  const Bars history = history_of(preloaded_, room_, published_);
+  const Bars history = published_bars(preloaded_, room_, published_);
   while (bar.active && bar.handed < bar.shares && workers.idle()) {
     // Share k covers [total * k / shares, total * (k + 1) / shares) of the book's order.
     const auto bound = [&bar](std::uint32_t k) {
@@ -179,11 +258,7 @@ bool LiveServer::finish_share(const WorkerDone& done, WorkerDone& answer) noexce
     book_->clear_lane(static_cast<std::uint32_t>(std::countr_zero(pending)));
   bar.clear_after = 0;
   publish_bar(bar.tick, /*evaluate=*/false);
-  answer = WorkerDone{};
-  answer.ticket = bar.answer;
-  answer.result.status = Status::ok;
-  answer.result.pnl = bar.close;
-  answer.result.trades = static_cast<std::int64_t>(published_);
+  answer = appended(bar.answer, bar.close, published_);
   return true;
 }
 
@@ -207,7 +282,7 @@ Status LiveServer::subscribe(std::uint32_t index, const RequestSlot& request, Re
   if (strategy == nullptr) return answer_status(response, request, Status::no_such_strategy);
   std::uint32_t id = 0;
   ipcfloor_strategy_bar state{};
-  const Status status = book_->subscribe(index, *strategy, request.params, history_of(preloaded_, room_, published_),
+  const Status status = book_->subscribe(index, *strategy, request.params, published_bars(preloaded_, room_, published_),
                                          id, state);
   answer_status(response, request, status);
   if (status == Status::window_out_of_range) {

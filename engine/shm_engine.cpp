@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/affinity.hpp"
+#include "common/checksum.hpp"
 #include "common/placement.hpp"
 #include "common/topology.hpp"
 #include "common/tsc_clock.hpp"
@@ -62,6 +64,49 @@ MemoryNeed workspace_need(const ShmEngineConfig& config, const StrategySet& stra
           count > 1 ? fmt::format("{} or --workers {}", length, count - 1) : length};
 }
 
+// What replaying a journal allocates before its bars are copied into the segment: 8 bytes per bar
+// it may hold (bounded by the room --capacity leaves and by its file's records). Nothing without
+// a journal, or while none exists yet.
+std::vector<MemoryNeed> journal_needs(const ShmEngineConfig& config) {
+  std::vector<MemoryNeed> needs;
+  if (!config.journal || !config.segment.live) return needs;
+  struct stat info {};
+  const std::string path = config.journal->dir + "/" + kJournalFileName;
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < static_cast<off_t>(kJournalHeaderBytes))
+    return needs;
+  const std::uint64_t records = (static_cast<std::uint64_t>(info.st_size) - kJournalHeaderBytes) / kJournalRecordBytes;
+  const std::uint64_t room = config.segment.capacity_bars > config.segment.series.size()
+                                 ? config.segment.capacity_bars - config.segment.series.size()
+                                 : 0;
+  needs.push_back({fmt::format("the journal's bars, read before they are replayed ({})", path),
+                   std::min(records, room) * sizeof(double), fmt::format("--journal {}", config.journal->dir)});
+  return needs;
+}
+
+// Opens the journal for the main series the segment will hold, and reads its bars. Setup path.
+Expected<BarJournal> open_journal(const ShmEngineConfig& config) {
+  const SegmentConfig& segment = config.segment;
+  BarJournal::Options options;
+  options.dir = config.journal->dir;
+  options.base = {segment.series.size(), fnv1a64(std::as_bytes(segment.series)), segment.series_key,
+                  segment.series_name};
+  options.room = segment.capacity_bars > segment.series.size() ? segment.capacity_bars - segment.series.size() : 0;
+  return BarJournal::open(options);
+}
+
+// The journal's facts for the segment header's journal line.
+SegmentConfig::JournalFacts journal_facts(const BarJournal& journal, const JournalSync& sync) {
+  SegmentConfig::JournalFacts facts;
+  facts.path = journal.path();
+  facts.fsync = static_cast<std::uint32_t>(sync.policy);
+  facts.interval_ms = static_cast<std::uint64_t>(sync.interval.count());
+  facts.records = journal.contents().closes.size();
+  facts.bytes = journal.bytes();
+  facts.torn_bytes = journal.contents().torn_bytes;
+  facts.starts = journal.contents().start_records + 1;  // this start, recorded once it serves
+  return facts;
+}
+
 // The strategy table clients read from the segment header: each strategy's name, parameter
 // names, an example combo and whether it has a live step, in index order.
 std::vector<StrategyEntry> strategy_entries(const StrategyCatalog& catalog) {
@@ -87,6 +132,32 @@ std::vector<StrategyEntry> strategy_entries(const StrategyCatalog& catalog) {
   return entries;
 }
 
+// A strategy timed at load far slower than its cost says runs at a worker only: without workers
+// it would have nowhere to run but the serving thread.
+Expected<void> check_workers_for(const StrategySet& strategies, const ShmEngineConfig& config) {
+  if (!config.worker_cpus.empty()) return {};
+  for (const Strategy& strategy : strategies.all())
+    if (strategy.workers_only())
+      return fail(ErrorCode::strategy,
+                  "strategy {}: at load its run() took {:.0f} times the built-in's time per work unit its cost() "
+                  "counts, so it runs at a worker only, and --workers 0 leaves none: give it workers, or fix its "
+                  "cost()", strategy.name(), strategy.timing().slowdown);
+  return {};
+}
+
+// Which strategies run at a worker only, and how much slower per unit than the built-in each one
+// measured at load: for status.
+void record_strategy_timing(DataHeader& header, const StrategySet& strategies) {
+  std::uint32_t at_workers = 0;
+  for (const Strategy& strategy : strategies.all()) {
+    if (strategy.workers_only()) at_workers |= std::uint32_t{1} << strategy.index();
+    header.strategy_slowdown[strategy.index()] =
+        static_cast<std::uint32_t>(std::min(strategy.timing().slowdown + 0.5, 4e9));
+  }
+  // relaxed: for people; written before any client can have attached.
+  header.strategies_at_workers.store(at_workers, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 ShmEngine::ShmEngine(Segment segment, WaitMode wait, int cpu)
@@ -100,8 +171,12 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   // exists: the segment's objects, the kernel workspaces and, live, the subscription book.
   if (!config.strategies) config.strategies = std::make_shared<const StrategyCatalog>();
   const StrategySet& strategies = config.strategies->set();
+  if (auto placed = check_workers_for(strategies, config); !placed) return std::unexpected(placed.error());
+  if (config.journal && !config.segment.live)
+    return fail(ErrorCode::invalid_argument, "a journal holds appended bars: it needs a live engine (--live)");
   std::vector<MemoryNeed> needs = live_book_needs(config);
   needs.push_back(workspace_need(config, strategies));
+  for (MemoryNeed& need : journal_needs(config)) needs.push_back(std::move(need));
   if (auto fits = Segment::check_memory(config.segment, needs); !fits) return std::unexpected(fits.error());
   double rate = 0.0;
   std::uint64_t max_cost = config.max_frame_cost;
@@ -115,6 +190,18 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   config.segment.serving_cpu = config.cpu;
   config.segment.near_cpus = config.near_cpus.empty() ? near_cpus(read_topology(""), nullptr, config.cpu) : config.near_cpus;
   config.segment.max_frame_cost = max_cost;
+  // The journal first: its bars go into the segment after the preloaded ones, published with them.
+  std::optional<BarJournal> journal;
+  const auto read_start = std::chrono::steady_clock::now();
+  if (config.journal) {
+    auto opened = open_journal(config);
+    if (!opened) return std::unexpected(opened.error());
+    journal.emplace(std::move(*opened));
+    config.segment.replayed = journal->contents().closes;
+    config.segment.journal = journal_facts(*journal, config.journal->sync);
+  }
+  const auto replay_time =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - read_start);
   auto segment = Segment::create(config.segment);
   if (!segment) return std::unexpected(segment.error());
   std::unique_ptr<ShmEngine> engine(new ShmEngine(std::move(*segment), config.wait, config.cpu));
@@ -144,7 +231,13 @@ Expected<std::unique_ptr<ShmEngine>> ShmEngine::start(ShmEngineConfig config) {
   auto server = ShmServer::make(e.segment_, e.lanes_.lanes(), strategies, e.telemetry_, server_config);
   if (!server) return std::unexpected(server.error());
   e.server_ = std::move(*server);
+  record_strategy_timing(e.segment_.header(), strategies);
   if (auto workers = e.start_workers(config); !workers) return std::unexpected(workers.error());
+  if (journal) {
+    for (const std::string& note : journal->notes()) e.warnings_.push_back(note);
+    e.replay_time_ = replay_time;
+    if (auto started = e.start_journal(std::move(*journal), config); !started) return std::unexpected(started.error());
+  }
 
   // The serving thread pins itself before its first poll; setup results come back through
   // these, published by the release store of `started`.
@@ -219,13 +312,31 @@ Expected<void> ShmEngine::start_workers(const ShmEngineConfig& config) {
   return {};
 }
 
+Expected<void> ShmEngine::start_journal(BarJournal journal, const ShmEngineConfig& config) {
+  journal.forget_closes();  // they are in the segment now
+  if (auto recorded = journal.record_start(); !recorded) return std::unexpected(recorded.error());
+  journal_path_ = journal.path();
+  JournalWriterConfig writer;
+  writer.sync = config.journal->sync;
+  writer.wait = config.wait;
+  writer.engine_word = &lanes_.lanes().keeper_word;
+  for (const int cpu : allowed_cpus())
+    if (cpu != config.cpu) writer.cpus.push_back(cpu);  // never on the serving core
+  auto started = JournalWriter::start(std::move(journal), writer, segment_.header());
+  if (!started) return std::unexpected(started.error());
+  journal_ = std::move(*started);
+  server_->attach_journal(journal_.get());
+  return {};
+}
+
 void ShmEngine::watch_workers() noexcept {
   if (!pool_) return;
   const std::uint32_t stalled = pool_->health(TscClock::now());
   if (stalled > workers_stalled_)
     events_.note({EngineEvent::Kind::warning, 0, 0, 0, 0,
-          fmt::format("{} of {} workers are stuck on a job far past its cost's limit; their jobs were answered "
-                      "engine_error and they get no more work until they return",
+          fmt::format("{} of {} workers have held a job far past its cost's limit (the host does not run them): "
+                      "their backtests are computed elsewhere (on another worker, else the serving thread), a live "
+                      "bar's share waits for its worker, and they get no more work until they run again",
                       stalled, pool_->size())});
   workers_stalled_ = stalled;
   DataHeader& header = segment_.header();
@@ -276,7 +387,35 @@ void ShmEngine::service() noexcept {
     segment_.header().heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
     next_beat_ = now + std::chrono::nanoseconds(segment_.header().heartbeat_interval_ns);
     watch_workers();
+    watch_serving();
   }
+}
+
+void ShmEngine::watch_serving() noexcept {
+  const ServingWatch& watch = server_->watch();
+  // acquire: pairs with the serving thread's release store of `since` (ShmServer::answer).
+  const std::uint64_t since = watch.since.load(std::memory_order_acquire);
+  const std::uint64_t now = TscClock::now();
+  // relaxed: published by the acquire load above.
+  const std::uint64_t cost = watch.cost.load(std::memory_order_relaxed);
+  const std::uint32_t strategy = watch.strategy.load(std::memory_order_relaxed);
+  const double in_ns = since != 0 && now > since ? static_cast<double>(now - since) * ns_per_tick_ : 0.0;
+  const bool stuck = in_ns > static_cast<double>(serving_stall_limit_ns(cost));
+  DataHeader& header = segment_.header();
+  // relaxed (all): for people.
+  if (stuck && since != serving_stuck_since_) {
+    serving_stuck_since_ = since;
+    relaxed_increment(header.serving_stalls);
+    const Strategy* held = strategies_->set().at(strategy);
+    events_.note({EngineEvent::Kind::warning, 0, 0, 0, 0,
+                  fmt::format("the serving thread has been inside one BACKTEST of strategy {} for {:.0f} ms, past "
+                              "the {:.0f} ms its cost of {} units allows: every client waits meanwhile (a strategy "
+                              "whose cost() understates its run() holds the engine)",
+                              held != nullptr ? held->name() : std::string_view("?"), in_ns / 1e6,
+                              static_cast<double>(serving_stall_limit_ns(cost)) / 1e6, cost)});
+  }
+  header.serving_stuck_strategy.store(stuck ? strategy : 0, std::memory_order_relaxed);
+  header.serving_stuck_ns.store(stuck ? static_cast<std::uint64_t>(in_ns) : 0, std::memory_order_relaxed);
 }
 
 void ShmEngine::stop() noexcept {
@@ -287,6 +426,10 @@ void ShmEngine::stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);  // relaxed: a plain flag; join() orders the rest
   if (wait_ == WaitMode::block) wake_serving_thread(lanes_.lanes().keeper_word);
   if (serving_.joinable()) serving_.join();
+  // After the serving thread: nothing hands the journal a record any more; what it was handed is
+  // written and synced (an APPEND in flight now is never answered, but its bar is replayed at the
+  // next start, as after a crash).
+  if (journal_) journal_->stop();
   // After the serving thread: nothing hands out work any more; each worker ends its combo.
   if (pool_) pool_->stop();
 }

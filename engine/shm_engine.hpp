@@ -24,7 +24,9 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 #include "engine/engine_event.hpp"
+#include "engine/bar_journal.hpp"
 #include "engine/handoff_server.hpp"
+#include "engine/journal_writer.hpp"
 #include "engine/lane_keeper.hpp"
 #include "engine/shm_server.hpp"
 #include "engine/telemetry.hpp"
@@ -60,6 +62,14 @@ struct ShmEngineConfig {
   std::uint64_t inline_cost = kDefaultInlineCost;  // cheaper BACKTESTs are computed by the serving thread
   std::uint64_t max_bar_cost = kDefaultMaxBarCost;  // live: one bar's work over every subscription
   int stall_worker_for_test = -1;  // fault tests only: this worker holds its first job until released
+  // serve --live --journal DIR: every APPEND is written to DIR's journal before it is applied and
+  // answered (engine/journal_dispatch.hpp), and the journal's bars are replayed at start, after
+  // the preloaded series (engine/bar_journal.hpp). Unset: no journal.
+  struct Journal {
+    std::string dir;
+    JournalSync sync;
+  };
+  std::optional<Journal> journal;
   // The strategies served (serve --strategy), the built-in one first; null: the built-in alone.
   // Shared: the engine keeps it while it runs, and past its end when a stuck worker was left.
   std::shared_ptr<const StrategyCatalog> strategies;
@@ -124,6 +134,9 @@ class ShmEngine {
   [[nodiscard]] const std::vector<int>& worker_cpus() const noexcept { return worker_cpus_; }
   // The strategies served, by index.
   [[nodiscard]] const StrategySet& strategies() const noexcept { return strategies_->set(); }
+  // The journal's path ("" without one), and how long its bars took to read and check at start.
+  [[nodiscard]] const std::string& journal_path() const noexcept { return journal_path_; }
+  [[nodiscard]] std::chrono::microseconds journal_replay_time() const noexcept { return replay_time_; }
   // Fault tests: lets the worker held by stall_worker_for_test finish its job. Keeper thread.
   void release_stalled_worker_for_test() noexcept {
     if (pool_) pool_->release_stalled_for_test();
@@ -136,6 +149,11 @@ class ShmEngine {
   [[nodiscard]] Expected<void> start_workers(const ShmEngineConfig& config);
   // Once a heartbeat: stalled workers are reported and counted in the header.
   void watch_workers() noexcept;
+  // Once a heartbeat: a serving thread inside one BACKTEST past serving_stall_limit_ns is reported
+  // and shown in the header (degraded).
+  void watch_serving() noexcept;
+  // Starts the journal's writer on `journal` and hands it to the server. Setup path.
+  [[nodiscard]] Expected<void> start_journal(BarJournal journal, const ShmEngineConfig& config);
 
   Segment segment_;
   WaitMode wait_;
@@ -147,8 +165,12 @@ class ShmEngine {
   std::shared_ptr<const StrategyCatalog> strategies_;
   std::unique_ptr<ShmServer> server_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<JournalWriter> journal_;  // null without --journal
+  std::string journal_path_;
+  std::chrono::microseconds replay_time_{0};
   std::vector<int> worker_cpus_;
   std::uint32_t workers_stalled_ = 0;  // at the last watch_workers; keeper thread only
+  std::uint64_t serving_stuck_since_ = 0;  // the stuck request last reported; keeper thread only
   std::atomic<bool> stop_{false};
   std::thread serving_;
   std::chrono::steady_clock::time_point next_beat_{};

@@ -39,11 +39,17 @@ Expected<std::unique_ptr<ShmServer>> ShmServer::make(Segment& segment, EngineLan
   std::unique_ptr<ShmServer> server(new ShmServer(segment, lanes, strategies, telemetry, config, workspace));
   Bars series[kMaxSeries];
   for (std::uint32_t i = 0; i < segment.series_count(); ++i) series[i] = segment.bars_at(i);
+  // The main series as published: live, the preloaded bars and any a journal replayed at start.
+  // relaxed: the keeper published them before the serving thread started.
+  if (config.live)
+    series[0] = published_bars(series[0], segment.series_room(),
+                               segment.header().bars_published.load(std::memory_order_relaxed));
   server->admission_.set_series(std::span<const Bars>(series, segment.series_count()));
   if (config.live) {
     LiveBookLimits limits = *config.live;
     limits.max_catch_up_cost = config.max_frame_cost;
-    auto live = LiveServer::make(segment, server->lanes_, server->admission_, limits, config.inline_cost, config.mode);
+    auto live = LiveServer::make(segment, server->lanes_, server->admission_, server->journal_, limits,
+                                 config.inline_cost, config.mode);
     if (!live) return std::unexpected(std::move(live.error()));
     server->live_ = std::move(*live);
   }
@@ -64,11 +70,14 @@ ShmServer::ShmServer(Segment& segment, EngineLanes& lanes, const StrategySet& st
 
 void ShmServer::scan_lanes() noexcept {
   passes_since_scan_ = 0;
-  const std::uint64_t before = lanes_.active();
   const std::uint64_t let_go = lanes_.scan();
   if (let_go != 0 && live_) live_->lanes_left(let_go);
-  if (lanes_.active() == before) return;
+  // Against the lanes the client tables were made for: a lane quarantined between two scans
+  // leaves the served set without a scan.
+  if (lanes_.active() == clients_of_) return;
+  clients_of_ = lanes_.active();
   // Which process holds each lane: the keeper recorded it before it activated the lane.
+  for (std::uint64_t& lanes : client_lanes_) lanes = 0;
   for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
     const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
     const std::int32_t pid = segment_.lane_status(i).owner_pid;
@@ -80,21 +89,55 @@ void ShmServer::scan_lanes() noexcept {
         break;
       }
     }
+    client_lanes_[client_of_[i]] |= std::uint64_t{1} << i;
   }
+}
+
+void ShmServer::start_turns() noexcept {
+  ++turns_round_;
+  for (std::uint64_t held = lanes_.active(); held != 0; held &= held - 1) {
+    const auto i = static_cast<std::uint32_t>(std::countr_zero(held));
+    if (client_of_[i] != i) continue;
+    turns_left_[i] = client_lanes_[i] & lanes_.active();
+    turn_at_[i] = last_heavy_[i];
+    turns_of_round_[i] = turns_round_;
+  }
+}
+
+std::uint32_t ShmServer::take_turn(std::uint32_t slot) noexcept {
+  const std::uint32_t client = client_of_[slot];
+  const std::uint64_t left = turns_of_round_[client] == turns_round_ ? turns_left_[client] : 0;
+  if (left == 0) return slot;  // a client the round began without (a scan since): in its own place
+  // The first lane left after the one visited last, wrapping.
+  const std::uint32_t after = turn_at_[client] + 1;
+  const std::uint64_t above = after >= 64 ? 0 : left & (~std::uint64_t{0} << after);
+  const auto lane = static_cast<std::uint32_t>(std::countr_zero(above != 0 ? above : left));
+  turns_left_[client] = left & ~(std::uint64_t{1} << lane);
+  turn_at_[client] = lane;
+  return lane;
 }
 
 ShmServer::Plan ShmServer::plan(std::uint32_t index, const RequestSlot& request, const Verdict& verdict) noexcept {
   if (verdict.route == Verdict::Route::live) {
-    if (live_->bar_out()) return Plan::wait;  // stays where it is until the bar is back
-    return live_->fans_out(index, request, workers_) ? Plan::fan_out : Plan::here;
+    switch (live_->route(index, request, workers_)) {
+      case LiveServer::Route::wait: return Plan::wait;  // stays where it is until the bar is back
+      case LiveServer::Route::fan_out: return Plan::fan_out;
+      case LiveServer::Route::journal: return Plan::journal;
+      case LiveServer::Route::here: break;
+    }
+    return Plan::here;
   }
   if (verdict.route != Verdict::Route::backtest || !verdict.heavy) return Plan::here;
   const std::uint64_t client = std::uint64_t{1} << client_of_[index];
-  // Its client's heavy start of this round is used, or no worker is free: asked again later.
-  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle())) return Plan::wait;
+  // Its client's heavy start of this round is used, or no worker is free: asked again later. When
+  // every worker is stalled (the host does not run them), it is computed here, as a job taken back
+  // from one is: waiting would wait for the host.
+  const bool stalled = workers_.all_stalled();
+  if ((heavy_clients_ & client) != 0 || (workers_.any() && !workers_.idle() && !stalled)) return Plan::wait;
   heavy_clients_ |= client;
+  last_heavy_[client_of_[index]] = index;
   round_start_ = next_other_client(index);
-  return workers_.any() ? Plan::worker : Plan::here;
+  return workers_.any() && !stalled ? Plan::worker : Plan::here;
 }
 
 std::uint32_t ShmServer::next_other_client(std::uint32_t index) const noexcept {
@@ -114,6 +157,8 @@ void ShmServer::start_elsewhere(Plan plan, const JobTicket& ticket, const Reques
                                 const Verdict& verdict) noexcept {
   if (plan == Plan::fan_out) {
     live_->start_bar(ticket.lane, request, ticket, workers_);
+  } else if (plan == Plan::journal) {
+    live_->journal_append(ticket.lane, request, ticket);
   } else {
     workers_.hand_compute(ticket, request, verdict);
   }
@@ -123,7 +168,17 @@ Status ShmServer::answer(std::uint32_t index, const RequestSlot& request, const 
                          ResponseSlot& response, AnswerRecord& record) noexcept {
   if (verdict.route == Verdict::Route::live) return live_->serve(index, request, response);
   const ServedLane& lane = lanes_[index];
-  return answer_here(verdict, request, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response, record);
+  if (verdict.route != Verdict::Route::backtest)
+    return answer_here(verdict, request, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response, record);
+  // relaxed: published by the release store of `since` (ServingWatch).
+  watch_.cost.store(verdict.cost, std::memory_order_relaxed);
+  watch_.strategy.store(verdict.strategy->index(), std::memory_order_relaxed);
+  // release: publishes cost and strategy; pairs with the acquire load in ShmEngine::watch_serving.
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
+  const Status status = answer_here(verdict, request, workspace_, {lane.view.bulk, lane.view.bulk_bytes}, response, record);
+  // relaxed: the keeper only compares it with zero; a late clear shows one heartbeat's age at most.
+  watch_.since.store(0, std::memory_order_relaxed);
+  return status;
 }
 
 std::size_t ShmServer::serve_call(std::uint32_t index) noexcept {
@@ -285,7 +340,12 @@ bool ShmServer::take_back(const WorkerJob& job) noexcept {
   // No other worker is free: the combo is computed here, as without workers (one combo, bounded
   // by --max-frame-cost), so a busy host never turns a valid request into an error.
   WorkerDone done;
+  // relaxed, release: as in answer().
+  watch_.cost.store(job.cost, std::memory_order_relaxed);
+  watch_.strategy.store(job.strategy != nullptr ? job.strategy->index() : 0, std::memory_order_relaxed);
+  watch_.since.store(TscClock::now() | 1, std::memory_order_release);
   job.runner->run(job, workspace_, done);
+  watch_.since.store(0, std::memory_order_relaxed);  // relaxed: as in answer()
   done.ticket = job.ticket;
   finish(done);
   return true;
@@ -324,15 +384,44 @@ void ShmServer::finish(const WorkerDone& done) noexcept {
   counters_.request(ticket.lane, done.result.status, ticket.seq);
 }
 
+void ShmServer::attach_journal(JournalWriter* writer) {
+  journal_ = JournalDispatch(writer);  // in place: the live server holds a reference to it
+}
+
+std::size_t ShmServer::collect_from_journal() noexcept {
+  std::size_t got = 0;
+  JournalOutcome outcome = JournalOutcome::pending;
+  JournalDispatch::Pending pending;
+  // One bar at a time: while one is out at the workers, the next durable one waits for it.
+  while (!live_->bar_out() && journal_.next(outcome, pending)) {
+    ++got;
+    WorkerDone answer;
+    if (outcome == JournalOutcome::durable) {
+      if (!live_->apply_journaled(pending, workers_, answer)) continue;  // answered once its shares are back
+    } else {
+      // Never published: the APPEND is answered with why, and the bar is not in the series.
+      answer.ticket = pending.ticket;
+      answer.status = static_cast<std::uint16_t>(outcome == JournalOutcome::full ? Status::journal_full
+                                                                                  : Status::journal_failed);
+      answer.pnl = pending.close;
+      answer.trades = static_cast<std::int64_t>(segment_.header().bars_published.load(std::memory_order_relaxed));
+    }
+    finish(answer);
+  }
+  return got;
+}
+
 std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
   std::size_t served = 0;
   heavy_clients_ = 0;
   const std::uint32_t start = round_start_ >= lanes_.count() ? 0 : round_start_;
-  // The served lanes from `start` up, then those below it: each visited once.
+  // The served lanes from `start` up, then those below it: each place visited once, by its
+  // client's lane in turn.
   const std::uint64_t from_start = lanes_.active() & (~std::uint64_t{0} << start);
+  start_turns();
   for (const std::uint64_t part : {from_start, lanes_.active() & ~from_start}) {
     for (std::uint64_t pending = part; pending != 0; pending &= pending - 1) {
-      const auto i = static_cast<std::uint32_t>(std::countr_zero(pending));
+      const auto i = take_turn(static_cast<std::uint32_t>(std::countr_zero(pending)));
       if (!lanes_.served(i)) continue;  // let go of during this round
       served += serve_call(i);
       if (lanes_.served(i)) served += serve_ring(i);
@@ -346,6 +435,7 @@ std::size_t ShmServer::serve_round(bool& started_heavy) noexcept {
 std::size_t ShmServer::poll_once() noexcept {
   if (lanes_.lanes_changed() || ++passes_since_scan_ >= kPassesPerScan) scan_lanes();
   std::size_t served = workers_.any() ? collect_from_workers() : 0;
+  if (journal_.any()) served += collect_from_journal();
   // A bar's shares go before any new heavy request, so an APPEND waits for at most one combo.
   if (live_ && live_->bar_out()) live_->hand_shares(workers_);
   // Rounds while heavy work was started and workers are still free, so that clients with more
@@ -360,7 +450,9 @@ std::size_t ShmServer::poll_once() noexcept {
   return served;
 }
 
-bool ShmServer::has_work() noexcept { return lanes_.have_requests() || workers_.answers_ready(); }
+bool ShmServer::has_work() noexcept {
+  return lanes_.have_requests() || workers_.answers_ready() || journal_.ready();
+}
 
 void ShmServer::run(const std::atomic<bool>& stop) noexcept {
   std::uint32_t idle = 0;
@@ -378,7 +470,7 @@ void ShmServer::run(const std::atomic<bool>& stop) noexcept {
     // A backoff engine keeps polling while workers compute (a nap would leave a worker idle until
     // it ended), yielding between passes so that it never keeps a thread of a small host off its
     // cpu. A block-mode engine sleeps; a worker's answer wakes it.
-    if (mode_ == WaitMode::backoff && workers_.busy()) {
+    if (mode_ == WaitMode::backoff && (workers_.busy() || journal_.in_flight() != 0)) {
       detail::yield_thread();
       continue;
     }

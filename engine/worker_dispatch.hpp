@@ -27,6 +27,11 @@ class WorkerDispatch final : public JobRunner {
   // True when a worker is free to take a job now.
   [[nodiscard]] bool idle() const noexcept { return pool_ != nullptr && pool_->idle_count() != 0; }
   [[nodiscard]] bool busy() const noexcept { return pool_ != nullptr && pool_->idle_count() != pool_->size(); }
+  // True when no worker is free and every one that holds a job is past its stall limit: a job
+  // waiting for a worker would wait for the host to run a stalled one.
+  [[nodiscard]] bool all_stalled() const noexcept {
+    return pool_ != nullptr && pool_->idle_count() == 0 && pool_->stalled_count() == pool_->size();
+  }
   [[nodiscard]] bool answers_ready() const noexcept { return pool_ != nullptr && pool_->answers_ready(); }
 
   // Hands an admitted BACKTEST, STATS or TRADES (`verdict` routed it heavy) to an idle worker:

@@ -146,6 +146,9 @@ class WorkerPool {
 
   // Serving thread: workers holding no job (size() - idle_count() hold one).
   [[nodiscard]] std::uint32_t idle_count() const noexcept { return idle_count_; }
+  // Serving thread: workers holding a job past their stall limit (passed to reclaim_stalled's
+  // taker, taken back or not): they take no new job until they run again.
+  [[nodiscard]] std::uint32_t stalled_count() const noexcept { return stalled_held_; }
   // Serving thread: true when some worker has an answer to collect.
   [[nodiscard]] bool answers_ready() const noexcept;
   // Serving thread: the first idle worker at or after `from` (wrapping), or size() when none.
@@ -165,6 +168,7 @@ class WorkerPool {
       if (!worker.held || worker.slot.finished.load(std::memory_order_acquire) != worker.handed) continue;
       worker.held = false;
       ++idle_count_;
+      if (worker.stall_seen == worker.handed_tick) --stalled_held_;  // it runs again
       if (worker.reclaimed) {
         worker.reclaimed = false;
         continue;
@@ -188,6 +192,7 @@ class WorkerPool {
       // itself; a verdict on an earlier job never matches a later one.
       if (worker.line.stalled_tick.load(std::memory_order_relaxed) != worker.handed_tick) continue;
       worker.stall_seen = worker.handed_tick;
+      ++stalled_held_;
       if (!take_back(static_cast<const WorkerJob&>(worker.slot.job))) continue;
       worker.reclaimed = true;
       ++reclaimed_;
@@ -254,6 +259,7 @@ class WorkerPool {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::uint32_t idle_count_ = 0;  // the serving thread's count of workers holding no job
   std::uint64_t reclaimed_ = 0;   // serving thread only
+  std::uint32_t stalled_held_ = 0;  // serving thread only: see stalled_count()
   std::atomic<bool> release_test_stall_{false};
   bool stopped_ = false;
   std::uint32_t left_behind_ = 0;

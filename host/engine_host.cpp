@@ -56,6 +56,11 @@ void block_stop_signals() noexcept {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 }
 
+void unblock_stop_signals() noexcept {
+  const sigset_t stop_signals = stop_signal_set();
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+}
+
 Expected<void> EngineHost::take_stop_signals() {
   block_stop_signals();
   const sigset_t stop_signals = stop_signal_set();

@@ -42,6 +42,11 @@ struct EngineHostConfig {
 // thread that does not block them would take a SIGTERM's default action, ending the process
 // without the clean stop. Idempotent; async-signal-safe.
 void block_stop_signals() noexcept;
+// Undoes block_stop_signals() in the calling thread: SIGINT and SIGTERM then take their default
+// action (the process ends). For the setup steps before an EngineHost exists that run code which
+// may take long (a strategy's self-check), so that the user can still stop them; no thread may
+// be started meanwhile.
+void unblock_stop_signals() noexcept;
 
 // Where each event of the keeper goes, in order (the caller logs it). Called on the keeper thread.
 using EngineEventSink = std::function<void(const EngineEvent&)>;

@@ -149,14 +149,14 @@ StrategySet::StrategySet() {
   strategies_.emplace_back(builtin_strategy(), 0);
 }
 
-Expected<const Strategy*> StrategySet::add(const StrategyTable& table) {
+Expected<const Strategy*> StrategySet::add(const StrategyTable& table, StrategyTiming timing) {
   const std::string_view name = table.name;
   if (find(name) != nullptr)
     return fail(ErrorCode::invalid_argument, "a strategy named '{}' is already loaded (names must be unique)", name);
   if (strategies_.size() >= kMaxStrategies)
     return fail(ErrorCode::invalid_argument, "at most {} strategies (the built-in one included) may be loaded",
                 kMaxStrategies);
-  strategies_.emplace_back(table, static_cast<std::uint8_t>(strategies_.size()));
+  strategies_.emplace_back(table, static_cast<std::uint8_t>(strategies_.size()), timing);
   return &strategies_.back();
 }
 

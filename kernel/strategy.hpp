@@ -72,12 +72,19 @@ struct StrategyTable {
   [[nodiscard]] static StrategyTable of(const ipcfloor_strategy_v1& table) noexcept;
 };
 
+// What timing a loaded strategy's run() against its cost() at load found (kernel/strategy_timing.hpp).
+struct StrategyTiming {
+  double slowdown = 1.0;      // its time per work unit over the built-in's; 1 when not timed
+  bool workers_only = false;  // far slower than its cost says: never computed on the serving thread
+};
+
 class Strategy {
  public:
   // The tables' functions and strings must outlive the view (a static table, or one in a shared
   // object kept loaded).
   Strategy(const ipcfloor_strategy& table, std::uint8_t index) noexcept : Strategy(StrategyTable::of(table), index) {}
-  Strategy(const StrategyTable& table, std::uint8_t index) noexcept : table_(table), index_(index) {}
+  Strategy(const StrategyTable& table, std::uint8_t index, StrategyTiming timing = {}) noexcept
+      : table_(table), index_(index), timing_(timing) {}
 
   [[nodiscard]] std::string_view name() const noexcept { return table_.name; }
   // Its index in the serving set: the high byte of a request's flags.
@@ -160,10 +167,14 @@ class Strategy {
   }
 
   [[nodiscard]] const StrategyTable& table() const noexcept { return table_; }
+  // Decided once at load: a strategy far slower per unit than its cost says runs at a worker only.
+  [[nodiscard]] const StrategyTiming& timing() const noexcept { return timing_; }
+  [[nodiscard]] bool workers_only() const noexcept { return timing_.workers_only; }
 
  private:
   StrategyTable table_;
   std::uint8_t index_;
+  StrategyTiming timing_;
 };
 
 // The built-in strategy, HMA/HMA3 stop-and-reverse (docs/SPEC.md §1): always index 0. Its table,
@@ -179,9 +190,9 @@ class StrategySet {
   // At most this many in all (the segment lists every one; a request's byte could name 256).
   static constexpr std::size_t kMaxStrategies = IPCFLOOR_MAX_STRATEGIES;
 
-  // Adds a table (its owner keeps its functions and strings alive). Errors: a duplicate name, or
-  // the set is full.
-  [[nodiscard]] Expected<const Strategy*> add(const StrategyTable& table);
+  // Adds a table (its owner keeps its functions and strings alive), with what timing it at load
+  // found. Errors: a duplicate name, or the set is full.
+  [[nodiscard]] Expected<const Strategy*> add(const StrategyTable& table, StrategyTiming timing = {});
 
   [[nodiscard]] std::size_t size() const noexcept { return strategies_.size(); }
   // Null for an index the set does not hold.

@@ -20,6 +20,8 @@
 #include "common/bars.hpp"
 #include "common/trade_stats.hpp"
 #include "common/unique_fd.hpp"
+#include "kernel/strategy_file_checks.hpp"
+#include "kernel/strategy_timing.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -132,19 +134,6 @@ Expected<void> check_trade_reports(const Strategy& s, const Bars& bars, const Co
   return {};
 }
 
-Expected<void> check_bounds(const Strategy& s, const Combo& example, std::size_t bars, const std::string& origin) {
-  for (std::uint32_t k = 0; k < s.param_count(); ++k) {
-    for (const std::int64_t extreme : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
-      Combo probe = example;
-      std::memcpy(reinterpret_cast<std::int64_t*>(&probe) + k, &extreme, sizeof extreme);
-      if (s.accepts(probe, bars))
-        return refuse(origin, "it accepts parameter {} ({}) = {}: every parameter must be bounded, so that no request "
-                      "can ask for unbounded work", k, s.param_name(k), extreme);
-    }
-  }
-  return {};
-}
-
 Expected<void> self_check(const StrategyTable& table, const std::string& origin, std::span<const double> close) {
   const Strategy s(table, 0);
   const CheckSeries series = check_series(close);
@@ -154,7 +143,7 @@ Expected<void> self_check(const StrategyTable& table, const std::string& origin,
   char why[IPCFLOOR_STRATEGY_WHY_BYTES] = {};
   if (!s.accepts(example, check_bars, why))
     return refuse(origin, "it refuses its own example_params on {} bars: {}", check_bars, why);
-  if (auto ok = check_bounds(s, example, check_bars, origin); !ok) return ok;
+  if (auto bounded = check_parameter_bounds(s, example, check_bars, origin); !bounded) return bounded;
   const std::uint64_t cost = s.cost(example, check_bars);
   if (cost == 0 || cost == std::numeric_limits<std::uint64_t>::max())
     return refuse(origin, "cost(example_params, {}) is {}: it must be a finite number of work units above 0", check_bars,
@@ -177,50 +166,6 @@ Expected<void> self_check(const StrategyTable& table, const std::string& origin,
   }
   if (s.live()) return check_live(s, bars, example, fee, first, origin);
   return {};
-}
-
-// StrictModes: the file and every folder above it belong to us or root and no one else may
-// write them (a folder others may write is accepted only with the sticky bit, as /tmp has, where
-// no one else may rename or remove what is ours).
-Expected<void> check_owner_and_mode(const struct stat& st, const std::string& what, const std::string& origin, bool folder) {
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me && st.st_uid != 0)
-    return refuse(origin, "{} belongs to uid {}, not to this user ({}) or root", what, st.st_uid, me);
-  const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-  if (others_write && !(folder && (st.st_mode & S_ISVTX) != 0))
-    return refuse(origin, "{} may be written by users other than its owner (mode {:04o}); make it writable by its "
-                  "owner only (chmod go-w)", what, st.st_mode & 07777);
-  return {};
-}
-
-Expected<void> check_folders(const std::filesystem::path& file, const std::string& origin) {
-  for (std::filesystem::path folder = file.parent_path();; folder = folder.parent_path()) {
-    struct stat st {};
-    if (::lstat(folder.c_str(), &st) != 0) return refuse(origin, "cannot inspect folder {}: {}", folder.string(), std::strerror(errno));
-    if (auto ok = check_owner_and_mode(st, fmt::format("folder {}", folder.string()), origin, true); !ok) return ok;
-    if (folder == folder.root_path()) return {};
-  }
-}
-
-// Opens the file the path names (symlinks resolved once, then checked), and returns its
-// descriptor: the library is loaded through it, so what is checked is what is loaded.
-Expected<UniqueFd> open_checked(const std::string& path, const std::string& origin) {
-  char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr)
-    return refuse(origin, "cannot open it: {}", std::strerror(errno));
-  UniqueFd fd(::open(resolved, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return refuse(origin, "cannot open it: {}", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return refuse(origin, "cannot inspect it: {}", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return refuse(origin, "it is not a regular file");
-  if (auto ok = check_owner_and_mode(st, "the file", origin, false); !ok) return std::unexpected(ok.error());
-  if (auto ok = check_folders(resolved, origin); !ok) return std::unexpected(ok.error());
-  unsigned char head[18] = {};
-  if (::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) || std::memcmp(head, "\x7f" "ELF", 4) != 0)
-    return refuse(origin, "it is not a shared object (no ELF header)");
-  const unsigned type = head[16] | (head[17] << 8);  // e_type, little-endian on x86-64
-  if (type != 3) return refuse(origin, "it is an ELF file but not a shared object (e_type {}; build it with -shared)", type);
-  return fd;
 }
 
 }  // namespace
@@ -266,7 +211,9 @@ template <class Table>
 Expected<const Strategy*> StrategyCatalog::add_checked(const Table& table, const std::string& origin,
                                                        std::span<const double> check_close) {
   if (auto ok = check_strategy(table, origin, check_close); !ok) return std::unexpected(ok.error());
-  auto added = set_.add(StrategyTable::of(table));
+  const StrategyTable normalised = StrategyTable::of(table);
+  const CheckSeries series = check_series(check_close);
+  auto added = set_.add(normalised, time_strategy(normalised, series.bars()));
   if (!added) return refuse(origin, "{}", added.error().message);
   origins_.push_back(origin);
   digests_.push_back(Sha256{});
@@ -301,8 +248,11 @@ Expected<const Strategy*> StrategyCatalog::add_entry(void* handle, const std::st
 }
 
 Expected<const Strategy*> StrategyCatalog::load(const std::string& path, std::span<const double> check_close) {
-  auto fd = open_checked(path, path);
+  auto fd = open_strategy_file(path, path);
   if (!fd) return std::unexpected(fd.error());
+  // Before dlopen runs any constructor of the file: it must export the entry.
+  constexpr std::string_view kEntries[] = {IPCFLOOR_STRATEGY_ENTRY, IPCFLOOR_STRATEGY_ENTRY_V1};
+  if (auto entry = find_exported_entry(fd->get(), kEntries, path); !entry) return std::unexpected(entry.error());
   const std::string through = fmt::format("/proc/self/fd/{}", fd->get());
   void* handle = ::dlopen(through.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

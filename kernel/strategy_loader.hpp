@@ -1,10 +1,12 @@
 #pragma once
 // Loading a researcher's strategy (include/ipcfloor/strategy.h) from a shared object, and the
-// checks that come before the engine trusts it: the file and every folder above it (no one but
-// its owner or root may write them, in the manner of sshd's StrictModes), the ELF type, the entry
-// symbol, the ABI version and size, the table's fields, and a self-check on a short generated
-// series the caller gives (data/gbm.hpp's strategy_check_series(), the one every caller uses: the
-// generator is data, above this layer). Every refusal is an Error of ErrorCode::strategy whose message names the file and the
+// checks that come before the engine trusts it: the file, every folder above it and every link on
+// its path (no one but its owner or root may write them, in the manner of sshd's StrictModes; a
+// FIFO or device is refused before it is opened), the ELF type and the entry symbol in its dynamic
+// symbols before dlopen (kernel/strategy_file_checks.hpp), the ABI version and size, the table's
+// fields, and a self-check on a short generated series the caller gives (data/gbm.hpp's
+// strategy_check_series(), the one every caller uses: the generator is data, above this layer),
+// which also times run() against cost(). Every refusal is an Error of ErrorCode::strategy whose message names the file and the
 // reason (exit code 6 on the command line).
 //
 // Threads: setup path only (dlopen, file system, allocation). A loaded table stays valid while

@@ -40,6 +40,12 @@ inline constexpr unsigned kStrategyIndexShift = 8;
 // is reserved (0).
 inline constexpr std::uint16_t kOpcodeMask = 0x00FF;
 inline constexpr std::uint16_t kOpcodeWithOptions = 0x0100;
+// RequestSlot::flags of an APPEND: paced. The bar is taken only when every subscription's signal
+// fits its lane's signal ring now; otherwise nothing is appended and the answer is
+// subscribers_behind, naming the lane that is behind, so the writer asks again once it has
+// drained (`feed --pace-to-subscribers`): a replay that loses no signal. Unpaced APPENDs never
+// wait for anyone, and a full ring drops its signal.
+inline constexpr std::uint16_t kAppendPaced = 0x0001;
 
 // What a request asks for. Values are wire values: never renumber, only append.
 enum class Opcode : std::uint16_t {
@@ -83,6 +89,10 @@ enum class Status : std::uint16_t {
   missing_column = 18,    // the strategy requires a column the series lacks (extra[0] = its IPCFLOOR_COLUMN_* bit)
   bad_range = 19,         // a bar range not within the series, or of fewer than 2 bars (extra[1] = the series' bars)
   bad_option = 20,        // an option out of its range: a fee or bars per year not finite and >= 0 / > 0
+  // 21-39: reserved. 40-41: the journal (serve --journal). 42-59: kept free for other statuses.
+  journal_full = 40,    // an APPEND whose record the journal's disk had no room for: its bar was not added
+  journal_failed = 41,  // an APPEND whose record could not be written or synced: its bar was not added
+  subscribers_behind = 60,  // a paced APPEND (kAppendPaced) whose signals do not all fit now: not appended, ask again
 };
 
 // A stable lowercase name for logs and JSON; "unknown" for values outside the enum.
@@ -108,6 +118,9 @@ enum class Status : std::uint16_t {
     case Status::missing_column: return "missing_column";
     case Status::bad_range: return "bad_range";
     case Status::bad_option: return "bad_option";
+    case Status::journal_full: return "journal_full";
+    case Status::journal_failed: return "journal_failed";
+    case Status::subscribers_behind: return "subscribers_behind";
   }
   return "unknown";
 }
@@ -324,6 +337,9 @@ union alignas(64) AnswerRecord {
 // Flags of a SignalSlot.
 inline constexpr std::uint16_t kSignalGap = 1;       // frames of this lane were dropped before this one
 inline constexpr std::uint16_t kSignalSnapshot = 2;  // the answer to a SNAPSHOT, not a new bar
+// Never sent by the engine: a client that re-attached after its engine went away sets it on the
+// first frame of each subscription it reads from the new engine (clients/reconnect.hpp).
+inline constexpr std::uint16_t kSignalRestart = 4;
 
 // Engine -> subscriber, one per subscribed combo per new bar, through the lane's signal ring.
 // The state after bar `bar` (0-based over the whole series), as the subscription's strategy's

@@ -21,7 +21,10 @@
 namespace ipcfloor {
 namespace {
 
-constexpr mode_t kSocketMode = 0600;
+// The modes an engine gives its socket: 0600, or 0666 when it admits other users (who may
+// connect is then the engine's PeerPolicy, checked on SO_PEERCRED).
+constexpr mode_t kPrivateSocketMode = 0600;
+constexpr mode_t kSharedSocketMode = 0666;
 // How soon an attach asks again while a lane is being freed (it frees itself within a frame).
 constexpr std::chrono::microseconds kLaneDrainingRetry{500};
 // How soon an attach asks a busy engine again: doubling from the first to the last pause, so a
@@ -83,14 +86,6 @@ Expected<SocketProbe> probe_socket(const std::string& path) {
   if (errno == EAGAIN) return SocketProbe{true, 0};
   if (errno == ECONNREFUSED || errno == ENOENT) return SocketProbe{false, 0};
   return fail(ErrorCode::io, "cannot tell whether anything listens on {}: {}", path, errno_text(errno));
-}
-
-Expected<PeerCredentials> peer_credentials(int socket_fd) {
-  ucred credentials{};
-  socklen_t length = sizeof credentials;
-  if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0)
-    return fail(ErrorCode::io, "cannot read the peer's credentials (SO_PEERCRED): {}", std::strerror(errno));
-  return PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
 }
 
 Expected<void> send_handoff(int socket_fd, std::span<const std::byte> bytes, std::span<const int> fds) {
@@ -170,7 +165,7 @@ bool peer_hung_up(int socket_fd) noexcept {
 // =============================================================================================
 // The engine's listening socket
 
-Expected<HandoffListener> HandoffListener::open(const std::string& path) {
+Expected<HandoffListener> HandoffListener::open(const std::string& path, mode_t mode) {
   if (auto final_address = unix_address(path); !final_address) return std::unexpected(std::move(final_address.error()));
   UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener) return fail(ErrorCode::io, "cannot create the hand-off socket: {}", errno_text(errno));
@@ -191,7 +186,8 @@ Expected<HandoffListener> HandoffListener::open(const std::string& path) {
     return fail(ErrorCode::io, "cannot {} {}: {}", what, staging, errno_text(error));
   };
   struct stat info {};
-  if (::chmod(staging.c_str(), kSocketMode) != 0 || ::lstat(staging.c_str(), &info) != 0) return give_up("make 0600");
+  if (::chmod(staging.c_str(), mode) != 0 || ::lstat(staging.c_str(), &info) != 0)
+    return give_up(fmt::format("make {}", mode_text(mode)));
   if (::listen(listener.get(), 64) != 0) return give_up("listen on");
   if (::rename(staging.c_str(), path.c_str()) != 0) return give_up(fmt::format("rename to {}", path));
   HandoffListener made;
@@ -232,8 +228,19 @@ void HandoffListener::close() noexcept {
 
 namespace {
 
-// The socket file must be ours and private before we talk to whoever listens on it.
-Expected<void> check_socket_file(const std::string& path, std::string_view name) {
+bool trusted(std::span<const uid_t> trusted_uids, uid_t uid) {
+  return std::find(trusted_uids.begin(), trusted_uids.end(), uid) != trusted_uids.end();
+}
+
+// What a client that met an engine of an untrusted user can do about it.
+std::string trust_hint(uid_t owner) {
+  return fmt::format("to use an engine that runs as uid {}, set {}={} (its operator lets your user in with `serve "
+                     "--allow-uid` or `--allow-group`)", user_text(owner), kEngineUidVariable, owner);
+}
+
+// The socket file must be a trusted user's, with a mode an engine gives it, before we talk to
+// whoever listens on it.
+Expected<void> check_socket_file(const std::string& path, std::string_view name, std::span<const uid_t> trusted_uids) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) {
     if (errno == ENOENT)
@@ -244,13 +251,19 @@ Expected<void> check_socket_file(const std::string& path, std::string_view name)
   if (!S_ISSOCK(info.st_mode))
     return fail(ErrorCode::permission, "{} is not a socket (mode {:o}): no ipcfloor engine of this version serves {} "
                 "(an older ipcfloor's segment file?)", path, info.st_mode, name);
-  if (info.st_uid != ::geteuid() || (info.st_mode & 07777) != kSocketMode)
-    return fail(ErrorCode::permission, "{} is owned by uid {} (mode {}); ipcfloor only trusts 0600 sockets owned by uid {}",
-                path, info.st_uid, mode_text(info.st_mode), ::geteuid());
+  if (!trusted(trusted_uids, info.st_uid))
+    return fail(ErrorCode::permission, "{} is owned by uid {} (mode {}); this client trusts only engines of {}: {}",
+                path, user_text(info.st_uid), mode_text(info.st_mode), trusted_text(trusted_uids),
+                trust_hint(info.st_uid));
+  const mode_t mode = info.st_mode & 07777;
+  if (mode != kPrivateSocketMode && mode != kSharedSocketMode)
+    return fail(ErrorCode::permission, "{} has mode {}; an engine makes its socket 0600 (0666 when it admits other "
+                "users), so something else changed it: not trusted", path, mode_text(mode));
   return {};
 }
 
-Expected<UniqueFd> connect_engine(const std::string& path, std::string_view name, pid_t& engine_pid) {
+Expected<UniqueFd> connect_engine(const std::string& path, std::string_view name, std::span<const uid_t> trusted_uids,
+                                  pid_t& engine_pid) {
   auto address = unix_address(path);
   if (!address) return std::unexpected(std::move(address.error()));
   UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
@@ -263,13 +276,17 @@ Expected<UniqueFd> connect_engine(const std::string& path, std::string_view name
     if (errno == ECONNREFUSED || errno == ENOENT)
       return fail(ErrorCode::peer_gone, "engine {} is gone: nobody listens on {} (the next `ipcfloor serve --name {}` "
                   "replaces the stale socket)", name, path, name);
+    if (errno == EACCES)
+      return fail(ErrorCode::permission, "permission denied connecting to {}: engine {} admits only its own user (its "
+                  "socket is 0600); its operator lets others in with `serve --allow-uid` or `--allow-group`", path, name);
     return fail(ErrorCode::io, "cannot connect to {}: {}", path, errno_text(errno));
   }
   auto peer = peer_credentials(connection.get());
   if (!peer) return std::unexpected(std::move(peer.error()));
-  if (peer->uid != ::geteuid())
-    return fail(ErrorCode::permission, "the process listening on {} runs as uid {}, not {}; ipcfloor only talks to "
-                "its own user's engines", path, peer->uid, ::geteuid());
+  if (!trusted(trusted_uids, peer->uid))
+    return fail(ErrorCode::permission, "the process listening on {} (pid {}) runs as uid {}; this client trusts only "
+                "engines of {}: {}", path, peer->pid, user_text(peer->uid), trusted_text(trusted_uids),
+                trust_hint(peer->uid));
   engine_pid = peer->pid;
   return connection;
 }
@@ -292,12 +309,14 @@ ErrorCode error_code_for(HandoffStatus status) noexcept {
 // One request and its reply on a fresh connection. A refusal comes back as a Handoff whose
 // reply says so; errors are for a connection that failed or ended without a well-formed reply.
 Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole role,
-                           std::chrono::steady_clock::time_point deadline, const std::string& path) {
+                           std::chrono::steady_clock::time_point deadline, const std::string& path,
+                           std::uint32_t reattaches) {
   Handoff handoff;
   handoff.connection = std::move(connection);
   handoff.engine_pid = engine_pid;
   const int fd = handoff.connection.get();
-  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion, 0};
+  const HandoffRequest request{kHandoffMagic, kHandoffVersion, static_cast<std::uint16_t>(role), kLayoutVersion,
+                                reattaches};
   auto sent = send_handoff(fd, std::as_bytes(std::span(&request, 1)), {});
   // An engine that refuses at accept (out of descriptors) answers and closes before it reads: the
   // send then fails, but its answer is waiting and says why.
@@ -328,19 +347,22 @@ Expected<Handoff> ask_once(UniqueFd connection, pid_t engine_pid, HandoffRole ro
 }  // namespace
 
 Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
-                                  std::chrono::steady_clock::time_point deadline) {
+                                  std::chrono::steady_clock::time_point deadline, std::uint32_t reattaches) {
   auto busy_pause = kBusyFirstRetry;
   std::string why_retry;  // why the last attempt is being retried: the engine was busy
   const auto still_busy = [&](pid_t engine_pid, int attempts) {
     return fail(ErrorCode::busy, "engine {} (pid {}) is alive but busy: {} ({} tries until the timeout; it sheds "
                 "idle connections when it has too many open); try again", name, engine_pid, why_retry, attempts);
   };
+  auto trusted_uids = trusted_engine_uids();
+  if (!trusted_uids) return std::unexpected(std::move(trusted_uids.error()));
   for (int attempt = 1;; ++attempt) {
-    if (auto trusted = check_socket_file(path, name); !trusted) return std::unexpected(std::move(trusted.error()));
+    if (auto checked = check_socket_file(path, name, *trusted_uids); !checked)
+      return std::unexpected(std::move(checked.error()));
     pid_t engine_pid = 0;
-    auto connection = connect_engine(path, name, engine_pid);
+    auto connection = connect_engine(path, name, *trusted_uids, engine_pid);
     if (!connection) return std::unexpected(std::move(connection.error()));
-    auto handoff = ask_once(std::move(*connection), engine_pid, role, deadline, path);
+    auto handoff = ask_once(std::move(*connection), engine_pid, role, deadline, path, reattaches);
     if (!handoff) {
       // A busy engine that keeps this try waiting past the deadline is still a busy engine.
       if (handoff.error().code == ErrorCode::timeout && !why_retry.empty()) return still_busy(engine_pid, attempt);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/peer_policy.hpp"
 #include "common/unique_fd.hpp"
 
 namespace ipcfloor {
@@ -69,7 +70,9 @@ struct HandoffRequest {
   std::uint16_t version;
   std::uint16_t role;            // HandoffRole
   std::uint32_t layout_version;  // the segment layout the client understands
-  std::uint32_t reserved;        // 0
+  // How many times this client re-attached after an engine it used went away (0 for a first
+  // attach): the client's own word, recorded in its lane's status for people, never trusted.
+  std::uint32_t reattaches;
 };
 
 struct HandoffReply {
@@ -119,15 +122,6 @@ struct SocketProbe {
 };
 [[nodiscard]] Expected<SocketProbe> probe_socket(const std::string& path);
 
-struct PeerCredentials {
-  pid_t pid = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-
-// SO_PEERCRED of a connected Unix socket: the kernel's word on who is at the other end.
-[[nodiscard]] Expected<PeerCredentials> peer_credentials(int socket_fd);
-
 // Sends `bytes` as one datagram with `fds` attached (SCM_RIGHTS). Never raises SIGPIPE.
 [[nodiscard]] Expected<void> send_handoff(int socket_fd, std::span<const std::byte> bytes, std::span<const int> fds);
 
@@ -152,11 +146,12 @@ struct ReceivedHandoff {
 // The engine's listening socket at DIR/NAME. Move-only.
 class HandoffListener {
  public:
-  // Binds a socket under a private name in DIR, makes it 0600, listens, then renames it over
-  // `path`: a client never finds DIR/NAME with the wrong mode or not yet listening, and a dead
-  // engine's socket there is replaced in one step. The caller holds the name (NameClaim) and has
-  // checked that nothing listens at `path`. Errors: invalid_argument (path too long), io.
-  [[nodiscard]] static Expected<HandoffListener> open(const std::string& path);
+  // Binds a socket under a private name in DIR, gives it `mode` (0600; 0666 when the engine
+  // admits other users, PeerPolicy::socket_mode), listens, then renames it over `path`: a client
+  // never finds DIR/NAME with the wrong mode or not yet listening, and a dead engine's socket
+  // there is replaced in one step. The caller holds the name (NameClaim) and has checked that
+  // nothing listens at `path`. Errors: invalid_argument (path too long), io.
+  [[nodiscard]] static Expected<HandoffListener> open(const std::string& path, mode_t mode = 0600);
 
   HandoffListener() = default;
   HandoffListener(HandoffListener&& other) noexcept;
@@ -188,8 +183,10 @@ struct Handoff {
   pid_t engine_pid = 0;       // SO_PEERCRED, in this process's pid namespace
 };
 
-// The handshake with engine `name` at `path`: checks that the socket file is ours and 0600
-// (refusing anything else untouched), connects, checks the engine's uid (SO_PEERCRED), asks for
+// The handshake with engine `name` at `path`: checks that the socket file is owned by a user this
+// client trusts (its own, or one $IPCFLOOR_ENGINE_UID names: common/peer_policy.hpp) and is 0600
+// or 0666 (refusing anything else untouched), connects, checks that the listening process runs as
+// a trusted user too (SO_PEERCRED), asks for
 // `role` and returns the accepted reply with its descriptors, once the reply names engine `name`
 // (another name: permission, the sockets were moved or swapped). Asks again, until `deadline`, while
 // the engine says a lane is being freed or that it is busy, and when a live engine closed the
@@ -197,8 +194,10 @@ struct Handoff {
 // Errors: peer_gone (nobody listens, the engine is stopping, or it died during the handshake),
 // busy (every lane is held by a live client; or the engine stayed busy until the deadline),
 // permission, version_mismatch, protocol (a malformed reply), timeout, io.
+// `reattaches` goes in the request (HandoffRequest::reattaches).
 [[nodiscard]] Expected<Handoff> request_handoff(const std::string& path, std::string_view name, HandoffRole role,
-                                                std::chrono::steady_clock::time_point deadline);
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::uint32_t reattaches = 0);
 
 // A lane client's end of its hand-off connection: the lease on its lane, which the engine
 // reclaims the moment the connection ends. Move-only; the destructor releases.

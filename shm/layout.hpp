@@ -23,10 +23,13 @@
 //                        |     signals sent and dropped, a bar waiting on a worker)     |
 //                        |   workers line     (the keeper: count, stalled, jobs, bounds,|
 //                        |     each worker's cpu)                                       |
+//                        |   journal line     (the journal's writer: state, records,    |
+//                        |     bytes, last fsync, refusals; its path and start facts)   |
 //   lane_status_offset   +--------------------------------------------------------------+
 //    (16 KiB)            | LaneStatus[lane_count], 1 KiB each (engine writes): state,   |
-//                        |   verified owner pid and uid, claims, requests, bad frames,  |
-//                        |   ring fill, signals dropped, service time: histogram, sum   |
+//                        |   verified owner pid and uid, its re-attaches, claims,       |
+//                        |   requests, bad frames, ring fill, signals dropped, service  |
+//                        |   time: histogram, sum                                       |
 //   series_offset        +--------------------------------------------------------------+
 //    (a page: 4 KiB or   | close[capacity_bars] f64: the n_bars preloaded, then (live)  |
 //     2 MiB)             |   the appended ones; bars_published says how many are valid  |
@@ -113,6 +116,8 @@ inline constexpr std::size_t kSeriesKeyBytes = 64;
 inline constexpr std::size_t kMaxWorkerCpus = 256;
 // Cpus the placement block lists as nearest the serving thread (a larger host lists its nearest ones).
 inline constexpr std::size_t kMaxNearCpus = 32;
+// Room for the journal's path in the header (a longer one is cut there; the engine logs it whole).
+inline constexpr std::size_t kJournalPathBytes = 256;
 // Room for the echo curve's largest payload both ways: 150,000 f64 in, 150,000 f64 out.
 inline constexpr std::size_t kDefaultBulkBytes = std::size_t{5} << 19;  // 2.5 MiB per lane
 inline constexpr std::size_t kMaxBulkBytes = std::size_t{1} << 30;      // per lane
@@ -237,6 +242,29 @@ struct alignas(kRingLineBytes) DataHeader {
   std::atomic<std::uint64_t> inline_cost;    // a BACKTEST cheaper than this is computed by the serving thread
   std::atomic<std::uint64_t> max_bar_cost;   // live: bound on one bar's work over every subscription
   std::uint16_t worker_cpus[kMaxWorkerCpus];  // the first `workers` entries: each worker's cpu
+  // --- serving line: the keeper writes at start which strategies run at a worker only (timed at
+  // load far slower per work unit than their cost says) and every heartbeat whether the serving
+  // thread has been inside one request past its limit; relaxed, for people (status, metrics).
+  // Appended after every field above, so a client of this layout that predates them reads 0 ---
+  alignas(kRingLineBytes) std::atomic<std::uint32_t> strategies_at_workers;  // bit i: strategy i
+  std::atomic<std::uint32_t> serving_stuck_strategy;  // the strategy of the request it is stuck in
+  std::atomic<std::uint64_t> serving_stuck_ns;        // 0, or how long the serving thread has been in it
+  std::atomic<std::uint64_t> serving_stalls;          // requests that held it past the limit, since start
+  std::uint32_t strategy_slowdown[kMaxStrategies];    // run()'s time per unit at load over the built-in's, rounded
+  // --- journal line (serve --live --journal DIR): the engine writes the facts of its start
+  // before `ready`; the journal's writer thread the rest after each batch; relaxed, for people
+  // (status, metrics) ---
+  alignas(kRingLineBytes) std::atomic<std::uint32_t> journal_state;  // 0 none, 1 ok, 2 disk full, 3 failed
+  std::uint32_t journal_fsync;                                        // 0 every, 1 interval, 2 none
+  std::atomic<std::uint64_t> journal_records;             // bar records in the journal now
+  std::atomic<std::uint64_t> journal_bytes;               // its size now
+  std::atomic<std::uint64_t> journal_last_fsync_unix_ns;  // the last fdatasync that returned (0: none yet)
+  std::atomic<std::uint64_t> journal_refused;             // APPENDs answered journal_full or journal_failed
+  std::uint64_t journal_interval_ms;                      // --fsync interval:MS
+  std::uint64_t journal_replayed;                         // bars replayed from it at this start
+  std::uint64_t journal_torn_bytes;                       // a torn last record dropped at this start (bytes)
+  std::uint64_t journal_starts;                           // engine starts it records, this one included
+  char journal_path[kJournalPathBytes];                   // NUL-terminated; empty without a journal
 };
 
 // One lane as the engine reports it. Only the engine writes it; `status` reads it.
@@ -244,7 +272,12 @@ struct alignas(kRingLineBytes) LaneStatus {
   std::atomic<std::uint32_t> state;  // LaneState
   std::int32_t owner_pid;            // from SO_PEERCRED when the lane was handed over; 0 if free
   std::uint32_t owner_uid;
-  std::uint32_t reserved;
+  // How many times its client re-attached after an engine it used went away (the client says so
+  // in its hand-off request; 0 for a first attach).
+  std::uint32_t reattaches;
+  // 1 when the lane's current object is locked in RAM (mlock; a lane object never uses huge
+  // pages). Written by the keeper each time it makes the object.
+  std::atomic<std::uint32_t> object_locked;
   std::atomic<std::uint64_t> generation;       // lane objects handed out so far
   std::atomic<std::uint64_t> claimed_unix_ns;  // when the current owner got it
   // The serving thread's counters for this lane, on their own line: it writes them per request.
@@ -325,6 +358,9 @@ static_assert(offsetof(DataHeader, requests) - offsetof(DataHeader, heartbeat_ns
               "the counters line is 128 bytes from the heartbeat line");
 static_assert(offsetof(DataHeader, lanes_corrupt) + sizeof(std::uint64_t) - offsetof(DataHeader, requests) <= kCacheLine,
               "every counter stays on the counters line");
+static_assert(offsetof(DataHeader, journal_state) % kRingLineBytes == 0 &&
+                  offsetof(DataHeader, journal_state) - offsetof(DataHeader, workers) >= kRingLineBytes,
+              "the journal line has 128 bytes of its own, apart from the workers line the keeper writes");
 static_assert(sizeof(LaneStatus) == kLaneStatusBytes, "LaneStatus is 1 KiB: ownership, counters, histogram");
 static_assert(offsetof(LaneStatus, service_ns) % kRingLineBytes == 0,
               "the histogram starts on its own 128-byte line");
@@ -351,6 +387,9 @@ static_assert(offsetof(DataHeader, bars_published) - offsetof(DataHeader, reques
                   offsetof(DataHeader, bars_published) % kRingLineBytes == 0,
               "the published bar count has a 128-byte line of its own, apart from the counters");
 static_assert(kLaneSlotsOffset % alignof(RequestSlot) == 0, "slots start on a cache line");
+static_assert(offsetof(DataHeader, strategies_at_workers) % kRingLineBytes == 0 &&
+                  offsetof(DataHeader, strategies_at_workers) > offsetof(DataHeader, worker_cpus),
+              "the serving line comes after every earlier field, on a line of its own");
 
 // The placement block's cpus nearest the serving thread, nearest first; the count is bounded by
 // the array whatever the header says (attach refuses a larger one). Allocates.

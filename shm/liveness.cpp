@@ -87,6 +87,17 @@ bool process_alive(pid_t pid, std::uint64_t start_ticks) noexcept {
   return start_ticks == 0 || stat.start_ticks == start_ticks;
 }
 
+std::uint64_t heartbeat_limit_ns(std::uint64_t interval_ns) noexcept {
+  constexpr std::uint64_t kStaleHeartbeats = 3;
+  constexpr std::uint64_t kAtLeastNs = 1'000'000'000;
+  return interval_ns > kAtLeastNs / kStaleHeartbeats ? kStaleHeartbeats * interval_ns : kAtLeastNs;
+}
+
+EngineHealth judge_engine_health(bool process_alive, std::uint64_t heartbeat_ns, std::uint64_t now_ns,
+                                 std::uint64_t interval_ns) noexcept {
+  return EngineHealth{process_alive, now_ns > heartbeat_ns ? now_ns - heartbeat_ns : 0, heartbeat_limit_ns(interval_ns)};
+}
+
 std::uint64_t monotonic_ns() noexcept { return clock_ns(CLOCK_MONOTONIC); }
 
 std::uint64_t unix_ns() noexcept { return clock_ns(CLOCK_REALTIME); }

@@ -26,6 +26,25 @@ namespace ipcfloor {
 // on kill() alone, which errs towards "alive": callers must never destroy a live peer's state.
 [[nodiscard]] bool process_alive(pid_t pid, std::uint64_t start_ticks) noexcept;
 
+// Whether an engine serves, by the one rule every reader applies (`status`, ipcfloor_up, the
+// metrics endpoint, an observer that cannot see the engine's pid): its process is alive and its
+// heartbeat is younger than three heartbeat intervals, and never less than a second, so that a
+// keeper thread a loaded host delays for a moment is not taken for a dead engine.
+struct EngineHealth {
+  bool process_alive = false;
+  std::uint64_t heartbeat_age_ns = 0;  // 0 when the heartbeat is from the future (another clock)
+  std::uint64_t limit_ns = 0;          // the oldest heartbeat that still counts
+  [[nodiscard]] bool heartbeat_fresh() const noexcept { return heartbeat_age_ns <= limit_ns; }
+  [[nodiscard]] bool up() const noexcept { return process_alive && heartbeat_fresh(); }
+};
+
+// The heartbeat age past which an engine is not up: max(3 intervals, 1 s).
+[[nodiscard]] std::uint64_t heartbeat_limit_ns(std::uint64_t interval_ns) noexcept;
+
+// The rule above, on the heartbeat `heartbeat_ns` read at `now_ns` (both CLOCK_MONOTONIC).
+[[nodiscard]] EngineHealth judge_engine_health(bool process_alive, std::uint64_t heartbeat_ns, std::uint64_t now_ns,
+                                               std::uint64_t interval_ns) noexcept;
+
 // CLOCK_MONOTONIC in nanoseconds. System-wide, so heartbeats written by one process can be
 // compared with the clock of another.
 [[nodiscard]] std::uint64_t monotonic_ns() noexcept;

@@ -18,10 +18,6 @@
 namespace ipcfloor {
 namespace {
 
-// A heartbeat older than this many intervals: an observer that cannot see the engine's pid
-// counts it gone.
-constexpr std::uint64_t kStaleHeartbeats = 3;
-
 Expected<void> check_name(std::string_view name) {
   if (!valid_segment_name(name))
     return fail(ErrorCode::invalid_argument,
@@ -58,6 +54,10 @@ Expected<void> validate_config(const SegmentConfig& config) {
   if (config.bulk_bytes > kMaxBulkBytes)
     return fail(ErrorCode::invalid_argument, "--bulk-bytes {} is more than the {} bytes a lane's bulk region may have",
                 config.bulk_bytes, kMaxBulkBytes);
+  if (!config.replayed.empty() && (!config.live || config.series.size() + config.replayed.size() > std::max(config.series.size(), config.capacity_bars)))
+    return fail(ErrorCode::invalid_argument, "{} replayed bars after the {} preloaded need a live series with room for "
+                "them (--live --capacity {} or more)", config.replayed.size(), config.series.size(),
+                config.series.size() + config.replayed.size());
   return prepare_socket_dir(config.socket_dir);
 }
 
@@ -154,6 +154,23 @@ Expected<SharedObject> make_data_object(const SegmentConfig& config, SegmentGeom
   return object;
 }
 
+// The journal line's facts of this start (the journal's writer keeps the rest up to date).
+void write_journal_facts(DataHeader& header, const SegmentConfig::JournalFacts& journal, std::size_t replayed) noexcept {
+  if (journal.path.empty()) return;
+  // relaxed: published to attachers by the release store of `state` in publish_data.
+  header.journal_state.store(1, std::memory_order_relaxed);
+  header.journal_records.store(journal.records, std::memory_order_relaxed);
+  header.journal_bytes.store(journal.bytes, std::memory_order_relaxed);
+  header.journal_fsync = journal.fsync;
+  header.journal_interval_ms = journal.interval_ms;
+  header.journal_replayed = replayed;
+  header.journal_torn_bytes = journal.torn_bytes;
+  header.journal_starts = journal.starts;
+  const std::size_t length = std::min(journal.path.size(), kJournalPathBytes - 1);
+  std::memcpy(header.journal_path, journal.path.data(), length);
+  header.journal_path[length] = '\0';
+}
+
 // Step 4, the header and the lane table, then the series and its checksum. Nobody else can
 // see the object yet.
 void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry& g, const SegmentConfig& config,
@@ -183,7 +200,7 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   header->live = config.live ? 1U : 0U;
   header->signal_capacity = config.signal_capacity;
   // relaxed: published to attachers by the release store of `state` in publish_data.
-  header->bars_published.store(config.series.size(), std::memory_order_relaxed);
+  header->bars_published.store(config.series.size() + config.replayed.size(), std::memory_order_relaxed);
   header->max_frame_cost = config.max_frame_cost;
   header->fee = config.fee;
   header->bars_per_year = config.bars_per_year;
@@ -203,6 +220,8 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
   std::memcpy(series, config.series.close.data(), preloaded_bytes);
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
+  std::memcpy(series + preloaded_bytes, config.replayed.data(), config.replayed.size() * sizeof(double));
+  write_journal_facts(*header, config.journal, config.replayed.size());
   // The series table: the main series, then the others after its room.
   header->series_count = static_cast<std::uint32_t>(1 + config.more_series.size());
   const auto enter = [&](SeriesEntry& entry, std::size_t offset, std::span<const double> close, std::string_view key) {
@@ -365,6 +384,17 @@ std::string_view backing_name(Backing backing) noexcept {
   return "unknown";
 }
 
+std::string memory_lock_text(bool data_locked, Backing backing, std::uint32_t lanes_locked, std::uint32_t lanes) {
+  const std::string data = !data_locked                          ? "the data is NOT locked in RAM"
+                           : backing == Backing::memfd_huge_2m ? "the data is locked in RAM (huge pages)"
+                                                               : "the data is locked in RAM (mlock)";
+  if (lanes_locked >= lanes) return fmt::format("{}; all {} lane objects are locked in RAM (mlock)", data, lanes);
+  if (lanes_locked == 0)
+    return fmt::format("{}; none of the {} lane objects is locked in RAM (mlock failed, or --mlock off)", data, lanes);
+  return fmt::format("{}; {} of the {} lane objects are locked in RAM (mlock), {} are NOT (mlock failed)", data,
+                     lanes_locked, lanes, lanes - lanes_locked);
+}
+
 static_assert(kMaxSegmentNameBytes < kHandoffNameBytes, "a hand-off reply names any engine whole");
 
 bool valid_segment_name(std::string_view name) noexcept {
@@ -429,7 +459,8 @@ Expected<Segment> Segment::create(const SegmentConfig& config) {
   if (auto published = publish_data(segment.data_); !published) return std::unexpected(std::move(published.error()));
 
   // Step 6, the socket, last: whoever can connect finds everything above complete.
-  auto listener = HandoffListener::open(facts.socket_path);
+  segment.peers_ = config.peers;
+  auto listener = HandoffListener::open(facts.socket_path, config.peers.socket_mode());
   if (!listener) return std::unexpected(std::move(listener.error()));
   segment.listener_ = std::move(*listener);
   return segment;
@@ -488,13 +519,16 @@ Expected<void> Segment::remove_stale(std::string_view name, std::string_view soc
 
 Expected<Attachment> Attachment::attach(std::string_view name, const AttachOptions& options) {
   if (auto named = check_name(name); !named) return std::unexpected(std::move(named.error()));
+  // A directory another user could swap for another (one holding an engine of the same name) is
+  // refused before anything is asked of it.
+  if (auto safe = check_socket_dir_if_present(options.socket_dir); !safe) return std::unexpected(std::move(safe.error()));
   Attachment attachment;
   SegmentFacts& facts = attachment.facts_;
   facts.name = std::string(name);
   facts.socket_path = handoff_socket_path(options.socket_dir, name);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.timeout);
-  auto handoff = request_handoff(facts.socket_path, name, options.role, deadline);
+  auto handoff = request_handoff(facts.socket_path, name, options.role, deadline, options.reattaches);
   if (!handoff) return std::unexpected(std::move(handoff.error()));
   attachment.engine_pid_ = handoff->engine_pid;
   attachment.engine_start_ticks_ = process_start_ticks(handoff->engine_pid);
@@ -548,8 +582,7 @@ bool Attachment::engine_hung_up() const noexcept {
   const DataHeader& h = header();
   // relaxed: a timestamp; only its age matters, nothing is published through it.
   const std::uint64_t beat = h.heartbeat_ns.load(std::memory_order_relaxed);
-  const std::uint64_t now = monotonic_ns();
-  return now > beat && now - beat > kStaleHeartbeats * h.heartbeat_interval_ns;
+  return !judge_engine_health(true, beat, monotonic_ns(), h.heartbeat_interval_ns).heartbeat_fresh();
 }
 
 }  // namespace ipcfloor

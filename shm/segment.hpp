@@ -48,6 +48,7 @@
 #include "common/bars.hpp"
 #include "common/checksum.hpp"
 #include "common/error.hpp"
+#include "common/peer_policy.hpp"
 #include "common/unique_fd.hpp"
 #include "shm/handoff.hpp"
 #include "shm/layout.hpp"
@@ -60,6 +61,12 @@ namespace ipcfloor {
 
 // "none", "memfd_4k", "memfd_huge_2m", "unknown": stable names for reports and JSON.
 [[nodiscard]] std::string_view backing_name(Backing backing) noexcept;
+
+// What is locked in RAM and what is not, in one sentence for the log and `status`: the data
+// object (huge pages count as locked: they are never swapped out) and how many of the lane
+// objects. Allocates.
+[[nodiscard]] std::string memory_lock_text(bool data_locked, Backing backing, std::uint32_t lanes_locked,
+                                           std::uint32_t lanes);
 
 // True for a name create/attach accept: 1..200 of [A-Za-z0-9._-], and not "." or "..".
 [[nodiscard]] bool valid_segment_name(std::string_view name) noexcept;
@@ -102,11 +109,29 @@ struct SegmentConfig {
   bool live = false;
   std::size_t capacity_bars = 0;
   std::uint32_t signal_capacity = 0;
+  // Live mode: bars an earlier engine appended (its journal's, replayed), written after the
+  // preloaded ones and published with them. The checksum and the series table cover the
+  // preloaded bars only. They must fit the room (capacity_bars).
+  std::span<const double> replayed;
+  // The journal, recorded in the header's journal line for `status` (path empty: none).
+  struct JournalFacts {
+    std::string path;
+    std::uint32_t fsync = 0;  // 0 every, 1 interval, 2 none
+    std::uint64_t interval_ms = 0;
+    std::uint64_t records = 0;     // bar records it holds
+    std::uint64_t bytes = 0;       // its size
+    std::uint64_t torn_bytes = 0;  // a torn last record dropped at this start
+    std::uint64_t starts = 0;      // engine starts it records, this one included
+  };
+  JournalFacts journal;
   // Where the socket DIR/NAME lives (shm/socket_dir.hpp: by default the user's private
   // directory; create() makes it when missing and refuses one another user could write).
   // Attachers must be given the same directory. The name is held per directory: two engines may
   // serve one name from two directories.
   std::string socket_dir = default_socket_dir();
+  // Who besides the engine's own user may attach (serve --allow-uid, --allow-group): the socket is
+  // 0666 when anyone is, and the hand-off admits each connection by it (common/peer_policy.hpp).
+  PeerPolicy peers;
 };
 
 // What both sides know about one segment: its name and socket, and the geometry and sizes its
@@ -141,6 +166,8 @@ class LaneObject {
   [[nodiscard]] std::span<std::byte> bulk() const noexcept { return {view_.bulk, view_.bulk_bytes}; }
   // The fallbacks taken when the object was made (an mlock that RLIMIT_MEMLOCK refused).
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return object_.warnings(); }
+  // Whether its pages are locked in RAM (the mlock succeeded).
+  [[nodiscard]] bool locked() const noexcept { return object_.locked(); }
 
  private:
   friend class Segment;
@@ -227,6 +254,8 @@ class Segment {
   [[nodiscard]] int listen_fd() const noexcept { return listener_.fd(); }
   [[nodiscard]] const std::string& name() const noexcept { return facts_.name; }
   [[nodiscard]] const std::string& socket_path() const noexcept { return facts_.socket_path; }
+  // Who may attach: SegmentConfig::peers.
+  [[nodiscard]] const PeerPolicy& peers() const noexcept { return peers_; }
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept { return warnings_; }
 
  private:
@@ -239,6 +268,7 @@ class Segment {
   HandoffListener listener_;
   SegmentFacts facts_;
   MlockMode mlock_ = MlockMode::automatic;
+  PeerPolicy peers_;
   std::vector<std::string> warnings_;
 };
 
@@ -251,6 +281,8 @@ struct AttachOptions {
   // Bound on the whole attach, including waiting for a lane that is being freed or for a busy
   // engine to take the hand-off.
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);
+  // Told to the engine for its status: how many times this client re-attached (HandoffRequest).
+  std::uint32_t reattaches = 0;
 };
 
 // A client's or an observer's side. Move-only; its destructor hands the lane back.
@@ -338,7 +370,7 @@ class Attachment {
   // True when the engine is gone. A lane client asks its lease (the engine's end of the
   // connection closed: it died or closed it). An observer keeps no connection: it asks whether
   // the engine's process (pid and start time, taken at attach) still runs, or, when that pid is
-  // not visible from here, whether its heartbeat is younger than 3 intervals. For slow paths
+  // not visible from here, whether its heartbeat is fresh (judge_engine_health). For slow paths
   // only (one poll(2), or a read of /proc).
   [[nodiscard]] bool engine_hung_up() const noexcept;
 
@@ -348,6 +380,13 @@ class Attachment {
   // Closes this process's copy of the connection without telling the engine: a forked child's
   // way out of its parent's lane (Lease::abandon). The mappings stay until destruction.
   void abandon() noexcept { lease_.abandon(); }
+  // Closes the connection without a notice (its engine is gone) and unmaps the lane object,
+  // keeping only the data object mapped: what a client keeps of an engine that went away, so that
+  // views of its series stay valid. lane() may not be called after. Idempotent.
+  void drop_lane() noexcept {
+    lease_.abandon();
+    lane_.reset();
+  }
 
  private:
   Attachment() = default;

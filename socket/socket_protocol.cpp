@@ -173,6 +173,11 @@ std::string describe_refused_connection(const SocketFault& fault) {
     return fmt::format("this peer (its address, or its uid) already holds the maximum of {} connections one peer "
                        "may; use one of them, or try again when one has closed",
                        fault.expected);
+  if (fault.field == kKeptForNewPeers)
+    return fmt::format("this peer (its address, or its uid) already holds connections, and the peers that do share "
+                       "at most {}: the server keeps its last {} slots for peers that hold none; use one of this "
+                       "peer's connections, or try again when one has closed",
+                       fault.expected, fault.limit);
   if (fault.field == kClosedForNewcomer)
     return fmt::format("closed as the longest-idle connection ({} ms without a request) to admit a new peer: the "
                        "server serves a maximum of {} connections; connect again when you have a request",
@@ -226,8 +231,11 @@ std::string describe(const SocketFault& fault) {
       return fmt::format("no progress for {} ms inside a frame ({} of {} bytes arrived) or on a reply; dropped",
                          fault.limit, fault.actual, fault.expected);
     case SocketError::permission_denied:
-      return fmt::format("uid {} may not use this socket: only uid {} (the server's) may", fault.actual,
-                         fault.expected);
+      if (fault.field == kAllowListAdmits)
+        return fmt::format("uid {} may not use this socket: only uid {} (the server's) and the users and groups its "
+                           "`serve --allow-uid` and `--allow-group` name may", fault.actual, fault.expected);
+      return fmt::format("uid {} may not use this socket: only uid {} (the server's) may; its operator lets others in "
+                         "with `serve --allow-uid` or `--allow-group`", fault.actual, fault.expected);
     case SocketError::too_many_connections: return describe_refused_connection(fault);
     case SocketError::idle_timeout:
       return fmt::format("no request for {} ms: idle connections are closed so that they cannot hold the server's "

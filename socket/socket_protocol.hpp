@@ -153,7 +153,7 @@ struct SocketFault {
                                 // too_many_connections: expected = the limit; field =
                                 //   kClosedForNewcomer when this idle connection was closed to
                                 //   admit a new peer, then limit = its idle time in ms;
-                                //   kClosedUnserved, kPeerAtLimit (below)
+                                //   kClosedUnserved, kPeerAtLimit, kKeptForNewPeers (below)
                                 // too_costly: index = the combo, actual = its cost, expected = the bound
 };
 
@@ -167,6 +167,12 @@ inline constexpr std::uint32_t kClosedForNewcomer = 1;
 inline constexpr std::uint32_t kClosedUnserved = 2;
 // ... refused: its peer (TCP address, or uid) already holds the most one peer may (expected).
 inline constexpr std::uint32_t kPeerAtLimit = 3;
+// ... refused: its peer already holds connections and the rest (limit) are kept for peers that
+// hold none (expected: what the peers that hold some may share).
+inline constexpr std::uint32_t kKeptForNewPeers = 4;
+// SocketFault::field for permission_denied: besides its own uid (expected) the server admits the
+// users and groups of an allow list (serve --allow-uid, --allow-group); actual is the peer's uid.
+inline constexpr std::uint32_t kAllowListAdmits = 1;
 // SocketFault::field for stalled: the frame arrived slower than the server's floor rate (index:
 // the floor in bytes a second, limit: ms since its first byte).
 inline constexpr std::uint32_t kBelowFrameRate = 1;

@@ -23,7 +23,7 @@ constexpr int kListenBacklog = 128;
 
 std::string os_error(int error) { return std::error_code(error, std::generic_category()).message(); }
 
-Expected<int> open_unix_listener(const std::string& path, bool any_uid, std::uint64_t& dev, std::uint64_t& ino) {
+Expected<int> open_unix_listener(const std::string& path, mode_t mode, std::uint64_t& dev, std::uint64_t& ino) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof address.sun_path)
@@ -63,7 +63,7 @@ Expected<int> open_unix_listener(const std::string& path, bool any_uid, std::uin
   if (bind(fd, raw, length) != 0) return give_up("cannot bind", errno, false);
   // No peer can connect before listen(), so setting the mode here leaves no window in which
   // the umask's wider mode admits anyone.
-  if (chmod(path.c_str(), any_uid ? 0666 : 0600) != 0) return give_up("cannot set the mode of", errno, true);
+  if (chmod(path.c_str(), mode) != 0) return give_up("cannot set the mode of", errno, true);
   struct stat created {};
   if (lstat(path.c_str(), &created) != 0) return give_up("cannot inspect", errno, true);
   if (listen(fd, kListenBacklog) != 0) return give_up("cannot listen on", errno, true);
@@ -197,18 +197,24 @@ void ConnectionLimit::release() noexcept {
   open_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool PeerLimit::claim(const std::string& key) {
+PeerLimit::Claim PeerLimit::claim(const std::string& key) {
   const std::lock_guard lock(mutex_);
-  std::size_t& held = held_[key];
-  if (held >= max_) return false;
-  ++held;
-  return true;
+  const auto found = held_.find(key);
+  const std::size_t held = found == held_.end() ? 0 : found->second;
+  if (held >= max_) return Claim::peer_at_max;
+  // A peer with one connection may still take a kept slot: a client that reconnects before the
+  // server has seen its last connection close is a new peer all the same.
+  if (held > 1 && total_ >= shared_) return Claim::kept_for_new_peers;
+  ++held_[key];
+  ++total_;
+  return Claim::taken;
 }
 
 void PeerLimit::release(const std::string& key) noexcept {
   const std::lock_guard lock(mutex_);
   const auto found = held_.find(key);
   if (found == held_.end()) return;
+  --total_;
   if (--found->second == 0) held_.erase(found);
 }
 

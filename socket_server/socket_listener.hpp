@@ -28,10 +28,10 @@ namespace ipcfloor::socket_detail {
 
 // A listening, non-blocking Unix socket at `path`, or the error naming the path and the OS
 // reason. A path over the sockaddr limit, a non-socket file in the way or a live server on it is
-// refused; a socket file nobody listens on is stale and replaced. The file gets mode 0600 (0666
-// with any_uid) before listen(). `dev` and `ino` identify the file created, so that only it is
-// ever removed.
-[[nodiscard]] Expected<int> open_unix_listener(const std::string& path, bool any_uid, std::uint64_t& dev,
+// refused; a socket file nobody listens on is stale and replaced. The file gets `mode` (0600; 0666
+// with any_uid or an allow list) before listen(). `dev` and `ino` identify the file created, so
+// that only it is ever removed.
+[[nodiscard]] Expected<int> open_unix_listener(const std::string& path, mode_t mode, std::uint64_t& dev,
                                                std::uint64_t& ino);
 
 // A listening, non-blocking TCP socket on `endpoint` (SO_REUSEADDR), and the port bound (the
@@ -83,21 +83,29 @@ class ConnectionLimit {
 };
 
 // The connections each peer not proven to be the server's own uid holds, shared by every server
-// thread: a TCP peer is its address, a Unix peer its uid (PeerCheck::key). Takes a mutex (never
-// on the shm serving thread); claim allocates the first time a peer is seen.
+// thread: a TCP peer is its address, a Unix peer its uid (PeerCheck::key). Two limits: one peer
+// holds at most `max`, and the peers that already hold more than one connection share at most
+// `shared` together, so the last slots (up to the connection limit) are kept for peers that hold
+// none (or one: a client reconnecting): a few addresses whose connections are never idle cannot
+// lock a new peer out. Takes a mutex
+// (never on the shm serving thread); claim allocates the first time a peer is seen.
 class PeerLimit {
  public:
-  explicit PeerLimit(std::size_t max) noexcept : max_(max) {}
+  enum class Claim : std::uint8_t { taken, peer_at_max, kept_for_new_peers };
+  PeerLimit(std::size_t max, std::size_t shared) noexcept : max_(max), shared_(shared) {}
 
-  // Counts one more connection of `key`; false, counting nothing, when it holds max already.
-  [[nodiscard]] bool claim(const std::string& key);
+  // Counts one more connection of `key`, or says which limit refuses it (counting nothing).
+  [[nodiscard]] Claim claim(const std::string& key);
   // Gives back one connection of `key` (claimed before).
   void release(const std::string& key) noexcept;
+  [[nodiscard]] std::size_t shared() const noexcept { return shared_; }
 
  private:
   const std::size_t max_;
+  const std::size_t shared_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::size_t> held_;  // guarded by mutex_; no zero counts
+  std::size_t total_ = 0;                              // guarded by mutex_: the sum of held_
 };
 
 }  // namespace ipcfloor::socket_detail

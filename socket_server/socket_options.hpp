@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/backtest_result.hpp"
+#include "common/peer_policy.hpp"
 #include "kernel/strategy_loader.hpp"
 #include "socket/socket_protocol.hpp"
 #include "socket/tcp_endpoint.hpp"
@@ -33,6 +34,12 @@ inline constexpr std::uint64_t kMaxSweepChunkCost = std::uint64_t{1} << 40;
 // SocketServerOptions::min_frame_rate, bytes a second.
 inline constexpr std::uint64_t kDefaultMinFrameRate = 64 * 1024;
 inline constexpr std::uint64_t kMaxMinFrameRate = std::uint64_t{1} << 30;
+
+// Of the slots peers not proven to be the owner may take (max_connections - owner_reserve), the
+// last kNewPeerReserve (at most a quarter of them) are kept for peers that hold no connection:
+// the peers that hold some share the rest, so that a few addresses whose connections are never
+// idle cannot lock a new peer out.
+inline constexpr std::size_t kNewPeerReserve = 4;
 
 struct SocketServerOptions {
   std::string unix_path;            // empty: no Unix socket
@@ -79,6 +86,9 @@ struct SocketServerOptions {
   std::vector<int> cpus;             // the threads' affinity; empty: inherited
   unsigned sweep_threads = 1;        // 1..64; > 1: each chunk of a sweep runs on that many workers
   bool any_uid = false;              // Unix socket file 0666 and no SO_PEERCRED uid check
+  // Besides the server's own uid, who may use the Unix socket (serve --allow-uid, --allow-group):
+  // the file is then 0666 and each peer is admitted by its SO_PEERCRED (ignored with any_uid).
+  PeerPolicy peers;
   bool log = true;                   // rejected frames and dropped peers to stderr (rate-limited)
 };
 

@@ -208,7 +208,10 @@ std::expected<bool, Rejection> RequestHandler::run_chunk(SweepJob& job) {
   const std::uint64_t bound = options_.sweep_chunk_cost * threads;  // both bounded: no overflow
   std::uint32_t end = job.next;
   std::uint64_t work = 0;
-  while (end < n) {
+  // A strategy timed at load far slower than its cost says (kernel/strategy_timing.hpp) runs one
+  // combo per sweep thread a chunk: its cost cannot bound a chunk's time.
+  const std::uint32_t most = job.strategy->workers_only() ? threads : n;
+  while (end < n && end - job.next < most) {
     const std::uint64_t cost = job.strategy->cost(combo_at(job.params, end), job.close.size());
     if (end > job.next && cost > bound - std::min(work, bound)) break;
     work = saturating_add(work, cost);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <expected>
+#include <limits>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -66,13 +67,19 @@ Expected<std::unique_ptr<SocketServer>> SocketServer::start(const SocketServerOp
 
   std::unique_ptr<SocketServer> server(new SocketServer());
   server->budget_ = std::make_unique<socket_detail::SharedBudget>(options.max_loaded_bytes);
-  server->peers_ = std::make_unique<socket_detail::PeerLimit>(options.max_per_peer);
+  // Of the slots peers that are not the owner may take, the last few are kept for peers that hold
+  // none (socket_listener.hpp, PeerLimit).
+  const std::size_t others = options.max_connections - std::min(options.owner_reserve, options.max_connections - 1);
+  const std::size_t kept = std::min<std::size_t>(kNewPeerReserve, others / 4);
+  server->peers_ = std::make_unique<socket_detail::PeerLimit>(
+      options.max_per_peer, kept == 0 ? std::numeric_limits<std::size_t>::max() : others - kept);
   server->options_ = options;
   if (!server->options_.strategies) server->options_.strategies = std::make_shared<const StrategyCatalog>();
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (server->wake_fd_ < 0) return fail(ErrorCode::io, "eventfd failed: {}", os_error(errno));
   if (!options.unix_path.empty()) {
-    auto fd = socket_detail::open_unix_listener(options.unix_path, options.any_uid, server->unix_dev_, server->unix_ino_);
+    const mode_t mode = options.any_uid ? 0666 : options.peers.socket_mode();
+    auto fd = socket_detail::open_unix_listener(options.unix_path, mode, server->unix_dev_, server->unix_ino_);
     if (!fd) return std::unexpected(fd.error());
     server->unix_fd_ = *fd;
     server->unix_path_ = options.unix_path;
@@ -150,7 +157,8 @@ std::string SocketServer::describe() const {
   std::string text;
   if (!unix_path_.empty())
     text = options_.any_uid ? fmt::format("unix socket {} (mode 0666, any uid)", unix_path_)
-                            : fmt::format("unix socket {} (mode 0600, uid {} only)", unix_path_, geteuid());
+                            : fmt::format("unix socket {} (mode {:04o}, {})", unix_path_, options_.peers.socket_mode(),
+                                          options_.peers.describe());
   if (tcp_fd_ >= 0 || tcp_port_ != 0) {
     const bool v6 = tcp_host_.find(':') != std::string::npos;
     text += fmt::format("{}tcp {}{}{}:{} (TCP_NODELAY)", text.empty() ? "" : ", ", v6 ? "[" : "", tcp_host_,

@@ -17,7 +17,8 @@
 // every host.
 //
 // Limits: at most `max_connections` are served, at most `max_per_peer` of them for one peer not
-// proven to be the server's own uid (a TCP address; a uid with any_uid). A newcomer at the limit
+// proven to be the server's own uid (a TCP address; a uid with any_uid), and the peers that hold
+// connections share all but the last kNewPeerReserve slots, kept for peers that hold none. A newcomer at the limit
 // closes (with too_many_connections, which clients call busy) first a connection that never
 // completed a frame, the earliest connected first, then the longest-idle connection that has no
 // request in flight and completed none for `keep_active`; it is refused when there is none. So

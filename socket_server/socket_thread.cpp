@@ -174,11 +174,13 @@ std::optional<PeerCheck> ServerThread::check_peer(int fd, bool is_unix, const so
     // Only a Unix peer's uid is proven (SO_PEERCRED, unless any_uid): TCP peers are anyone's.
     peer.owner = !options_.any_uid && credentials.uid == geteuid();
     if (!peer.owner) peer.key = fmt::format("uid {}", credentials.uid);
-    if (!options_.any_uid && credentials.uid != geteuid()) {
+    if (!options_.any_uid &&
+        !options_.peers.admits(fd, PeerCredentials{credentials.pid, credentials.uid, credentials.gid})) {
       SocketFault fault;
       fault.error = SocketError::permission_denied;
       fault.actual = credentials.uid;
       fault.expected = geteuid();
+      fault.field = options_.peers.admits_others() ? kAllowListAdmits : 0;
       peer.refusal = fault;
     }
     return peer;
@@ -218,7 +220,8 @@ void ServerThread::place(Newcomer newcomer, Clock::time_point now) {
 
 void ServerThread::claim_peer_slot(Newcomer& newcomer, Clock::time_point now) {
   const std::string& key = newcomer.peer.key;
-  newcomer.peer_slot = peers_.claim(key);
+  PeerLimit::Claim claim = peers_.claim(key);
+  newcomer.peer_slot = claim == PeerLimit::Claim::taken;
   if (newcomer.peer_slot) return;
   // The peer holds its most: one of its own that never completed a frame makes room, if this
   // thread has one (other threads' are not searched).
@@ -233,13 +236,33 @@ void ServerThread::claim_peer_slot(Newcomer& newcomer, Clock::time_point now) {
   }
   if (victim != nullptr) {
     close_for_newcomer(*victim, now);
-    newcomer.peer_slot = peers_.claim(key);
+    claim = peers_.claim(key);
+    newcomer.peer_slot = claim == PeerLimit::Claim::taken;
     if (newcomer.peer_slot) return;
+  }
+  // Past what the peers that hold connections share: a connection of any peer that could be closed
+  // at the connection limit (never completed a frame, or idle past keep_active) makes room, as it
+  // would there; a peer whose connections are all busy is refused, and the kept slots stay for
+  // new peers.
+  if (claim == PeerLimit::Claim::kept_for_new_peers) {
+    Connection* idle = first_to_close(false, now);
+    if (idle != nullptr && idle->holds_peer_slot()) {
+      close_for_newcomer(*idle, now);
+      claim = peers_.claim(key);
+      newcomer.peer_slot = claim == PeerLimit::Claim::taken;
+      if (newcomer.peer_slot) return;
+    }
   }
   SocketFault fault;
   fault.error = SocketError::too_many_connections;
-  fault.field = kPeerAtLimit;
-  fault.expected = options_.max_per_peer;
+  if (claim == PeerLimit::Claim::kept_for_new_peers) {
+    fault.field = kKeptForNewPeers;
+    fault.expected = peers_.shared();
+    fault.limit = options_.max_connections - std::min(options_.owner_reserve, options_.max_connections - 1) - peers_.shared();
+  } else {
+    fault.field = kPeerAtLimit;
+    fault.expected = options_.max_per_peer;
+  }
   newcomer.peer.refusal = fault;
 }
 

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -57,7 +59,12 @@ struct Spawn {
   std::string stdin_path{};
   std::optional<rlim_t> address_space{};
   std::optional<rlim_t> memlock{};
+  std::optional<rlim_t> open_files{};
   std::chrono::seconds limit{60};
+  // Run as this user (root only): its groups, gid and uid are set before exec.
+  std::optional<uid_t> uid{};
+  gid_t gid = 0;
+  std::vector<gid_t> groups{};
 };
 
 // In the child, before exec: stdin, the environment and the limits.
@@ -82,11 +89,27 @@ inline void prepare_child(const Spawn& spawn, int in, int out, int err) {
     const rlimit limit{*spawn.memlock, *spawn.memlock};
     ::setrlimit(RLIMIT_MEMLOCK, &limit);
   }
+  if (spawn.open_files) {
+    const rlimit limit{*spawn.open_files, *spawn.open_files};
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (spawn.uid) {
+    if (::setgroups(spawn.groups.size(), spawn.groups.data()) != 0 || ::setgid(spawn.gid) != 0 ||
+        ::setuid(*spawn.uid) != 0)
+      ::_exit(126);
+  }
+}
+
+// The binary under test: IPCFLOOR_BINARY, or $IPCFLOOR_TEST_BINARY (to run a test against another
+// build, such as the one before a fix, and see it fail).
+inline std::string binary_under_test() {
+  const char* other = std::getenv("IPCFLOOR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : IPCFLOOR_BINARY;
 }
 
 // Forks the binary with spawn.args after `first` (the subcommand, when the caller fixes one).
 inline pid_t start_child(const Spawn& spawn, int in, int out, int err, const std::vector<std::string>& first = {}) {
-  std::vector<std::string> argv{IPCFLOOR_BINARY};
+  std::vector<std::string> argv{binary_under_test()};
   argv.insert(argv.end(), first.begin(), first.end());
   argv.insert(argv.end(), spawn.args.begin(), spawn.args.end());
   const pid_t pid = ::fork();
@@ -159,11 +182,9 @@ class Served {
  public:
   explicit Served(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                   std::optional<rlim_t> memlock = std::nullopt)
-      : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    spawn.env = env;
-    spawn.memlock = memlock;
+      : Served(Spawn{.args = args, .env = env, .memlock = memlock}) {}
+  // `serve` with spawn.args, its environment, limits and user (spawn.input and spawn.limit are unused).
+  explicit Served(const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) {
     const int in = ::open("/dev/null", O_RDONLY);
     pid_ = start_child(spawn, in, out_, err_, {"serve"});
     ::close(in);
@@ -220,11 +241,9 @@ class Served {
 // the exit code (-1 when the signal itself ended it, or it ran 10 s more). Killed if left running.
 class Background {
  public:
-  Background(const std::vector<std::string>& args, int in) : out_(temp_fd()), err_(temp_fd()) {
-    Spawn spawn;
-    spawn.args = args;
-    pid_ = start_child(spawn, in, out_, err_);
-  }
+  Background(const std::vector<std::string>& args, int in) : Background(in, Spawn{.args = args}) {}
+  // `spawn.args` whole; its environment, limits and user apply.
+  Background(int in, const Spawn& spawn) : out_(temp_fd()), err_(temp_fd()) { pid_ = start_child(spawn, in, out_, err_); }
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
   ~Background() {
@@ -259,6 +278,20 @@ class Background {
   int out_, err_;
   pid_t pid_ = -1;
 };
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// The check named `name` of `doctor --json`'s output; null when there is none.
+inline nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
+  const auto report = nlohmann::json::parse(json_text, nullptr, false);
+  if (report.is_discarded()) return nullptr;
+  for (const auto& check : report["checks"])
+    if (check["check"] == name) return check;
+  return nullptr;
+}
 
 // A fresh directory under /tmp, removed with everything in it at the end of the scope.
 struct TempDir {

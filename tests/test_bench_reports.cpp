@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "bench/gbench_report.hpp"
+#include "bench/ladder.hpp"
 #include "bench/latency.hpp"
+#include "bench/report.hpp"
 
 namespace ipcfloor {
 namespace {
@@ -220,6 +222,52 @@ TEST_CASE("rounds become iteration entries; rates, ratios, settings and the conf
     if (e["run_type"] == "aggregate") aggregates.push_back(e["name"].get<std::string>());
   std::sort(aggregates.begin(), aggregates.end());
   CHECK(std::adjacent_find(aggregates.begin(), aggregates.end()) == aggregates.end());  // every name once
+}
+
+}  // namespace ipcfloor
+
+namespace ipcfloor {
+namespace {
+
+nlohmann::json rung(const char* name, double p50, std::vector<double> rounds) {
+  return {{"name", name}, {"p50_interp", p50}, {"round_p50", rounds}};
+}
+
+}  // namespace
+
+TEST_CASE("the ladder's floor check flags a rung below the floor by more than the floor's round-to-round spread, "
+          "and bench all's report carries it to every verdict measured against the floor") {
+  // The floor's rounds: 400, 410 and 420 ns: a spread of 20 / 410, about 4.9%.
+  const nlohmann::json floor = rung("physical-floor", 410.0, {400.0, 420.0, 410.0});
+  const nlohmann::json within = check_floor(nlohmann::json::array({floor, rung("shm-call-spin", 395.0, {395.0})}));
+  CHECK(within["checked"] == true);
+  CHECK(within["trustworthy"] == true);
+  CHECK(within["round_spread"].get<double>() == doctest::Approx(20.0 / 410.0));
+  const nlohmann::json below = check_floor(nlohmann::json::array(
+      {floor, rung("shm-call-spin", 330.0, {330.0}), rung("uds", 5000.0, {5000.0})}));
+  CHECK(below["trustworthy"] == false);
+  REQUIRE(below["below"].size() == 1);
+  CHECK(below["below"][0]["name"] == "shm-call-spin");
+  const std::string note = below["note"].get<std::string>();
+  CHECK_MESSAGE(note.find("shm-call-spin (0.80x)") != std::string::npos, note);
+  CHECK_MESSAGE(note.find("not trustworthy") != std::string::npos, note);
+  CHECK(check_floor(nlohmann::json::array({rung("uds", 5000.0, {5000.0})}))["checked"] == false);
+
+  // bench all's report: a warning at the top, the floor check under the ladder, the live goal's verdict caveated.
+  nlohmann::json ladder{{"config", {{"samples", 10}, {"rounds", 3}, {"warmup", 1}, {"tsc_ghz", 2.0},
+                                    {"client_cpu", 0}, {"server_cpu", 1}}},
+                        {"results", nlohmann::json::array()}, {"skipped", nlohmann::json::array()},
+                        {"ratios", nlohmann::json::object()}, {"floor_check", below}};
+  const nlohmann::json summary{{"p50_interp", 100.0}, {"p99", 200.0}, {"p999", 300.0}, {"max", 400.0}};
+  nlohmann::json live{{"physical_floor", summary}, {"one_bar_compute", summary},
+                      {"tick_to_signal", nlohmann::json::array()}, {"throughput", nlohmann::json::array()},
+                      {"goal", {{"what", "one combo"}, {"p50_ns", 100.0}, {"bound_ns", 400.0}, {"ratio", 0.5},
+                                {"met", true}}}};
+  const nlohmann::json combined{{"command", "ipcfloor bench all"}, {"host", nlohmann::json::object()},
+                                {"suites", {{"ladder", ladder}, {"live", live}}}};
+  const std::string md = render_markdown(combined);
+  CHECK_MESSAGE(md.find("**Floor check failed**") != std::string::npos, md);
+  CHECK_MESSAGE(md.find("**met** (not trustworthy") != std::string::npos, md);
 }
 
 }  // namespace ipcfloor

@@ -145,6 +145,7 @@ static void check_codes(void) {
       CHECK(strcmp(ipcfloor_strerror(code), ipcfloor_strerror(other)) != 0, "codes %d and %d share a name", code,
             other);
   }
+  CHECK(strcmp(ipcfloor_strerror(IPCFLOOR_E_SUBSCRIBERS_BEHIND), "unknown error") != 0, "subscribers behind");
   CHECK(strcmp(ipcfloor_strerror(-99), "unknown error") == 0, "%s", ipcfloor_strerror(-99));
   CHECK(strcmp(ipcfloor_strerror(7), "unknown error") == 0, "%s", ipcfloor_strerror(7));
 
@@ -167,6 +168,7 @@ static void check_codes(void) {
   uint32_t id = 0;
   ipcfloor_signal signal;
   CHECK(ipcfloor_append(NULL, 100.0, 0, &bars) == IPCFLOOR_E_INVALID, "append on NULL");
+  CHECK(ipcfloor_append_paced(NULL, 100.0, 0, &bars) == IPCFLOOR_E_INVALID, "paced append on NULL");
   CHECK(ipcfloor_subscribe(NULL, six, &id, NULL) == IPCFLOOR_E_INVALID, "subscribe on NULL");
   CHECK(ipcfloor_snapshot(NULL) == IPCFLOOR_E_INVALID, "snapshot on NULL");
   CHECK(ipcfloor_poll_signal(NULL, &signal) == IPCFLOOR_E_INVALID, "poll_signal on NULL");
@@ -308,6 +310,8 @@ static void check_not_live(ipcfloor_client *c, const char *name) {
   CHECK(ipcfloor_published_series(c, &published) == BARS && published != NULL, "published series of a plain engine");
   uint64_t bars = 12345;
   CHECK(ipcfloor_append(c, 100.0, 1, &bars) == IPCFLOOR_E_NOT_LIVE && bars == 12345, "append on a plain engine");
+  CHECK(ipcfloor_append_paced(c, 100.0, 1, &bars) == IPCFLOOR_E_NOT_LIVE && bars == 12345,
+        "paced append on a plain engine");
   CHECK(contains(ipcfloor_last_error(c), name) && contains(ipcfloor_last_error(c), "is not live") &&
             contains(ipcfloor_last_error(c), "cannot append bars") && contains(ipcfloor_last_error(c), "--live"),
         "%s", ipcfloor_last_error(c));
@@ -451,10 +455,11 @@ static void check_live(void) {
   CHECK(ipcfloor_append(writer, -1.5, 1, &bars) == IPCFLOOR_E_BAD_PRICE, "a negative close");
   CHECK(ipcfloor_published_series(reader, NULL) == LIVE_PRELOAD, "refused closes are not published");
 
-  /* The other 40 bars, tick = bar + 1. */
+  /* The other 40 bars, tick = bar + 1; every other one paced (its signals fit the reader's ring). */
   for (size_t i = LIVE_PRELOAD; i < LIVE_BARS; ++i) {
-    CHECK(ipcfloor_append(writer, close[i], (uint64_t)i + 1, &bars) == IPCFLOOR_OK && bars == i + 1,
-          "append bar %zu: %s", i, ipcfloor_last_error(writer));
+    const int appended = i % 2 == 0 ? ipcfloor_append(writer, close[i], (uint64_t)i + 1, &bars)
+                                    : ipcfloor_append_paced(writer, close[i], (uint64_t)i + 1, &bars);
+    CHECK(appended == IPCFLOOR_OK && bars == i + 1, "append bar %zu: %s", i, ipcfloor_last_error(writer));
     if (i == LIVE_PRELOAD) {
       /* The writer is taken: another client's append is refused. */
       CHECK(ipcfloor_append(reader, 99.0, 0, &bars) == IPCFLOOR_E_NOT_WRITER, "a second writer");

@@ -36,14 +36,6 @@ using namespace ipcfloor::cli_test;
 namespace {
 
 // The doctor check named `name` in `doctor --json` output (null when absent).
-nlohmann::json doctor_check(const std::string& json_text, std::string_view name) {
-  const auto report = nlohmann::json::parse(json_text, nullptr, false);
-  if (report.is_discarded()) return nullptr;
-  for (const auto& check : report["checks"])
-    if (check["check"] == name) return check;
-  return nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("--version names the version, the commit, the build and the kernel path this CPU runs") {
@@ -474,6 +466,11 @@ const std::vector<BadValue>& bad_values() {
       {"serve", "--worker-cpus", "x"}, {"serve", "--inline-cost", "9223372036854775807"},
       {"serve", "--max-bar-cost", "9223372036854775807"}, {"serve", "--strategy", ""},
       {"serve", "--cpu", "automatic"}, {"serve", "--topology", ""}, {"serve", "--bars-per-year", "0"},
+      {"serve", "--cpu", "automatic"}, {"serve", "--topology", ""}, {"serve", "--journal", ""},
+      {"serve", "--fsync", "interval:0"}, {"feed", "--reconnect-limit-s", "0"},
+      {"signals", "--reconnect-limit-s", "100000"}, {"bench", "--journal-dir", ""}, {"bench", "--kills", "0"},
+      {"bench", "--restarts", "0"}, {"serve", "--allow-uid", "no-such-user-ipcf"},
+      {"serve", "--allow-group", "no-such-group-ipcf"},
       {"feed", "--name", ""}, {"feed", "--data", ""}, {"feed", "--replay", ""}, {"feed", "--from", "-1"},
       {"feed", "--count", "-1"}, {"feed", "--rate", "-1"}, {"feed", "--socket-dir", "."},
       {"signals", "--name", "a b"}, {"signals", "--lengths", "0"}, {"signals", "--combos", ""},
@@ -481,7 +478,7 @@ const std::vector<BadValue>& bad_values() {
       {"status", "--name", "a/b"}, {"status", "--socket-dir", "x"}, {"status", "--interval", "0"},
       {"status", "--count", "-1"},
       {"doctor", "--cpu", "-5"}, {"doctor", "--bars", "1"}, {"doctor", "--lanes", "65"}, {"doctor", "--socket-dir", "x"},
-      {"doctor", "--name", "a/b"},
+      {"doctor", "--name", "a/b"}, {"doctor", "--unit", "/no/such/unit.service"},
       {"bench", "suite", "nosuch"}, {"bench", "--out", ""}, {"bench", "--hgrm", ""}, {"bench", "--gbench-json", ""},
       {"bench", "--transports", "nosuch"},
       {"bench", "--samples", "0"}, {"bench", "--warmup", "-1"}, {"bench", "--rounds", "0"},

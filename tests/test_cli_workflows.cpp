@@ -18,17 +18,13 @@
 
 #include "bench/engine_child.hpp"
 #include "common/affinity.hpp"
+#include "shm/segment.hpp"
 #include "tests/cli_harness.hpp"
 
 using namespace ipcfloor;
 using namespace ipcfloor::cli_test;
 
 namespace {
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
 // The engine's main series checksum, as `status --json` reads it from the segment.
 std::string engine_checksum(const std::string& name) {
@@ -126,6 +122,40 @@ TEST_CASE("feed --data on a live engine appends after the bars the engine holds,
   CHECK(bad.code == 3);
   CHECK_MESSAGE(contains(bad.err, "standard input: line 3: the close cell 'abc' is not a number"), bad.err);
   CHECK_MESSAGE(contains(bad.err, "2 bars appended before it; the series now holds 1014 bars"), bad.err);
+}
+
+TEST_CASE("a paced feed stops at once on SIGINT or SIGTERM during its pause, and appends nothing after the signal") {
+  const TempDir dir;
+  const std::string preloaded = dir.file("pre.f64"), longer = dir.file("longer.f64");
+  REQUIRE(run({"gen", "--bars", "1000", "--seed", "3", "-o", preloaded}).code == 0);
+  REQUIRE(run({"gen", "--bars", "1100", "--seed", "3", "-o", longer}).code == 0);
+  const std::string name = unique_name("paced");
+  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--data", preloaded, "--live"});
+  REQUIRE(engine.up());
+  AttachOptions observer;
+  observer.role = HandoffRole::observer;
+  auto segment = Attachment::attach(name, observer);
+  REQUIRE(segment.has_value());
+  const auto published = [&] { return segment->header().bars_published.load(); };
+  for (const int signal : {SIGINT, SIGTERM}) {
+    CAPTURE(signal);
+    const std::uint64_t before = published();
+    const int null = ::open("/dev/null", O_RDONLY);
+    Background feed({"feed", "--name", name, "--data", longer, "--rate", "1"}, null);  // a bar, then a second
+    ::close(null);
+    for (int i = 0; i < 500 && published() == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(published() > before);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // well inside the pause
+    const std::uint64_t at_signal = published();
+    const auto sent = std::chrono::steady_clock::now();
+    CHECK(feed.finish(signal) == 128 + signal);
+    const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past where the pause would have ended
+    // Before: feed slept out its pause (some 900 ms) and appended one more bar.
+    CHECK(published() == at_signal);
+    CHECK(took_ms < 400.0);
+    CHECK_MESSAGE(contains(feed.out(), "(interrupted)"), feed.out());
+  }
 }
 
 TEST_CASE("CSV follows one rule: --column picks a vendor's column, and a headerless single column is a series for "
@@ -241,6 +271,30 @@ TEST_CASE("serve --metrics with a port alone listens on loopback, and an address
   CHECK_FALSE(unbound.ready());
   CHECK(unbound.exited() == 4);
   CHECK_MESSAGE(contains(unbound.err(), "--metrics 192.0.2.1:9464: cannot listen on 192.0.2.1 port 9464"), unbound.err());
+}
+
+TEST_CASE("a floor matrix of valid JSON with wrong types: --topology FILE exits 3 naming the file and the field, and "
+          "the same file as the default matrix is ignored with a warning") {
+  const TempDir dir;
+  const std::string matrix = dir.file("topology.json");
+  {
+    std::ofstream out(matrix);
+    out << R"({"suite": "topology", "pairs": [{"client_cpu": "0", "server_cpu": 1, "samples": 5, "p50_interp": 90.5}]})";
+  }
+  const std::string cpu = std::to_string(allowed_cpus().back());
+  // Before: SIGABRT (rc 134) from an uncaught nlohmann::json::type_error, at every start.
+  const Ran given = run({"serve", "--name", unique_name("matrix"), "--cpu", cpu, "--topology", matrix, "--bars", "1000",
+                         "--wait", "block", "--hugepages", "off", "--quiet"},
+                        {}, {}, std::chrono::seconds(20));
+  CHECK(given.code == 3);
+  CHECK_MESSAGE(contains(given.err, matrix), given.err);
+  CHECK_MESSAGE(contains(given.err, "pairs[0].client_cpu is a string, not an integer"), given.err);
+  Served served({"--name", unique_name("matrix"), "--cpu", cpu, "--bars", "1000", "--wait", "block", "--hugepages",
+                 "off"},
+                {"IPCFLOOR_TOPOLOGY=" + matrix});
+  REQUIRE_MESSAGE(served.ready(), served.err());
+  CHECK_MESSAGE(contains(served.err(), "ignoring the saved floor matrix"), served.err());
+  CHECK_MESSAGE(contains(served.err(), "pairs[0].client_cpu is a string"), served.err());
 }
 
 TEST_CASE("serve on a name in use refuses it (exit 4) without first warning about the cpu the other engine holds") {

@@ -334,7 +334,11 @@ TEST_CASE("ipcfloor::Client live: appended bars stream signals whose pnl and tra
 
   // The rest of the bars: the hot path allocates nothing.
   allocations = g_allocations.load(std::memory_order_relaxed);
-  for (int i = kPreload; i < kLive; ++i) CHECK(writer.append(close[static_cast<std::size_t>(i)], 7) == std::uint64_t(i + 1));
+  // Every other bar paced: the reader's ring has room, so each is taken at once.
+  for (int i = kPreload; i < kLive; ++i) {
+    const double bar = close[static_cast<std::size_t>(i)];
+    CHECK((i % 2 == 0 ? writer.append(bar, 7) : writer.append_paced(bar, 7)) == std::uint64_t(i + 1));
+  }
   CHECK(g_allocations.load(std::memory_order_relaxed) == allocations);
   error = thrown_by([&] { (void)reader.append(100.0); });
   CHECK(error.code() == IPCFLOOR_E_NOT_WRITER);

@@ -1529,7 +1529,9 @@ TEST_CASE("an engine refuses another uid's hand-off, and another process of its 
     REQUIRE(answered.has_value());
     CHECK(answered->reply.status == static_cast<std::uint16_t>(HandoffStatus::refused));
     CHECK(answered->fds.empty());
-    CHECK(contains(answered->reply.message, fmt::format("serves uid {} only", kNobody)));
+    CHECK(contains(answered->reply.message, fmt::format("serves uid {}", kNobody)));
+    CHECK(contains(answered->reply.message, "only; uid 0"));
+    CHECK(contains(answered->reply.message, "is not allowed (serve --allow-uid, --allow-group)"));
   }
   // ... and says so in its log, with the refused uid and pid.
   CHECK_MESSAGE(eventually([&] { return contains(engine.stderr_text(), "refused a connection from uid 0 (pid "); }),

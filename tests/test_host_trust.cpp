@@ -184,6 +184,45 @@ TEST_CASE("gen -o refuses a directory other users may write without the sticky b
   CHECK_FALSE(std::filesystem::is_symlink(sticky / "series.csv"));
 }
 
+TEST_CASE("topology --save refuses a folder another user owns or may write without the sticky bit, and writes "
+          "through no link planted at a name it would use") {
+  // Before: the matrix was written into both folders, through PATH.<pid>.tmp, a name anyone could
+  // plant a link at first (then the save failed: "cannot create").
+  const auto save = [](const std::string& target, const std::function<void()>& plant = {}) {
+    auto spawned = std::make_unique<Spawned>(std::vector<std::string>{IPCFLOOR_BINARY, "topology", "--save", "--json"},
+                                             [&] {
+                                               ::setenv("IPCFLOOR_TOPOLOGY", target.c_str(), 1);
+                                               if (plant) plant();
+                                             });
+    const auto status = spawned->wait_exit(std::chrono::seconds(60));
+    return std::make_pair(status, spawned->stderr_text());
+  };
+  const TempDir open_dir(0777);
+  const auto [open_status, open_error] = save(open_dir / "topology.json");
+  CHECK_MESSAGE((open_status && WIFEXITED(*open_status) && WEXITSTATUS(*open_status) == 4), exit_text(open_status));
+  CHECK_MESSAGE(contains(open_error, open_dir.path()), open_error);
+  CHECK_MESSAGE(contains(open_error, "sticky"), open_error);
+  CHECK_FALSE(std::filesystem::exists(open_dir / "topology.json"));
+
+  const TempDir theirs(0755);
+  REQUIRE(::chown(theirs.path().c_str(), 65534, 65534) == 0);
+  const auto [their_status, their_error] = save(theirs / "topology.json");
+  CHECK_MESSAGE((their_status && WIFEXITED(*their_status) && WEXITSTATUS(*their_status) == 4), exit_text(their_status));
+  CHECK_MESSAGE(contains(their_error, "65534"), their_error);
+  CHECK_FALSE(std::filesystem::exists(theirs / "topology.json"));
+
+  const TempDir sticky(01777);
+  const std::string victim = sticky / "victim";
+  write_text(victim, "keep\n");
+  const std::string target = sticky / "topology.json";
+  const auto [sticky_status, sticky_error] = save(target, [&] {
+    if (::symlink(victim.c_str(), fmt::format("{}.{}.tmp", target, ::getpid()).c_str()) != 0) ::_exit(Spawned::kHookFailed);
+  });
+  CHECK_MESSAGE((sticky_status && WIFEXITED(*sticky_status) && WEXITSTATUS(*sticky_status) == 0), sticky_error);
+  CHECK(read_file(victim) == "keep\n");
+  CHECK(contains(read_file(target), "\"suite\": \"topology\""));
+}
+
 TEST_CASE("two engines given one pid file: the first to stop leaves the file of the one still running") {
   const TempDir dir(0700);
   const std::string pidfile = dir / "engine.pid";
@@ -329,6 +368,86 @@ TEST_CASE("serve and doctor refuse a socket directory another user owns, or may 
     CHECK_MESSAGE(contains(check["finding"].get<std::string>(), dir == open_dir.path() ? "sticky" : "belongs to uid"),
                   check.dump());
   }
+}
+
+TEST_CASE("swapped socket directories under a folder another user owns: serve refuses the folder, and an attach "
+          "there is refused before it reaches the other engine") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: only root can give a directory away");
+    return;
+  }
+  constexpr uid_t kNobody = 65534;
+  const TempDir parent(0755);
+  const std::string a = parent / "a", b = parent / "b";
+  REQUIRE(::mkdir(a.c_str(), 0700) == 0);
+  REQUIRE(::mkdir(b.c_str(), 0700) == 0);
+  // One name in both directories: two engines that a client tells apart only by the directory.
+  const std::string name = unique_segment_name("twins");
+  Spawned first(serve_args(name, {"--socket-dir", a, "--seed", "1"}));
+  Spawned second(serve_args(name, {"--socket-dir", b, "--seed", "2"}));
+  REQUIRE_MESSAGE(serving(name, a), first.stderr_text());
+  REQUIRE_MESSAGE(serving(name, b), second.stderr_text());
+  // The folder above them is given to another user, who swaps the two directories.
+  REQUIRE(::chown(parent.path().c_str(), kNobody, static_cast<gid_t>(-1)) == 0);
+  const std::string moved = parent / "moved";
+  REQUIRE(::rename(a.c_str(), moved.c_str()) == 0);
+  REQUIRE(::rename(b.c_str(), a.c_str()) == 0);
+  REQUIRE(::rename(moved.c_str(), b.c_str()) == 0);
+  for (const HandoffRole role : {HandoffRole::observer, HandoffRole::lane}) {
+    AttachOptions options;
+    options.socket_dir = a;
+    options.role = role;
+    auto attached = Attachment::attach(name, options);
+    // Before: the attach returned the engine that started in b, with no error.
+    REQUIRE_FALSE_MESSAGE(attached.has_value(), "attach returned the engine of the swapped directory");
+    CHECK(attached.error().code == ErrorCode::permission);
+    CHECK_MESSAGE(contains(attached.error().message, fmt::format("inside {}, which belongs to uid {}", parent.path(), kNobody)),
+                  attached.error().message);
+  }
+  // And serve refuses such a directory from the start.
+  Spawned third(serve_args(unique_segment_name("under"), {"--socket-dir", a}));
+  const auto status = third.wait_exit(std::chrono::seconds(20));
+  REQUIRE_MESSAGE(status.has_value(), "serve kept running under another user's folder");
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 4), exit_text(status));
+  CHECK_MESSAGE(contains(third.stderr_text(), "belongs to uid 65534"), third.stderr_text());
+  REQUIRE(::chown(parent.path().c_str(), 0, static_cast<gid_t>(-1)) == 0);
+  first.stop(SIGTERM);
+  second.stop(SIGTERM);
+}
+
+TEST_CASE("/dev/shm/ipcfloor-UID made first by another user: serve and its clients fall back to $HOME/.ipcfloor") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: only root can act as two users");
+    return;
+  }
+  // The user under test is uid 65533, the squatter uid 65534 (before: serve exited 4).
+  constexpr uid_t kUser = 65533, kSquatter = 65534;
+  const std::string squatted = fmt::format("/dev/shm/ipcfloor-{}", kUser);
+  std::error_code ignored;
+  std::filesystem::remove_all(squatted, ignored);
+  REQUIRE(::mkdir(squatted.c_str(), 0777) == 0);
+  REQUIRE(::chown(squatted.c_str(), kSquatter, kSquatter) == 0);
+  const TempDir home(0700);
+  REQUIRE(::chown(home.path().c_str(), kUser, kUser) == 0);
+  const auto as_user = [&] {
+    if (::unsetenv(kSocketDirVariable) != 0 || ::unsetenv("XDG_RUNTIME_DIR") != 0 ||
+        ::setenv("HOME", home.path().c_str(), 1) != 0 || ::setgid(kUser) != 0 || ::setuid(kUser) != 0)
+      ::_exit(Spawned::kHookFailed);
+  };
+  const std::string name = unique_segment_name("squatted");
+  Spawned engine({IPCFLOOR_BINARY, "serve", "--name", name, "--bars", "1000", "--wait", "backoff", "--hugepages", "off",
+                  "--mlock", "off", "--workers", "0"},
+                 as_user);
+  const std::string fallback = home / ".ipcfloor";
+  const bool up = eventually([&] { return std::filesystem::exists(fallback + "/" + name); }, std::chrono::seconds(20));
+  CHECK_MESSAGE(up, engine.stderr_text());
+  Spawned status({"/bin/sh", "-c", fmt::format("exec {} status --name {} 1>&2", IPCFLOOR_BINARY, name)}, as_user);
+  const auto code = status.wait_exit(std::chrono::seconds(20));
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE((WIFEXITED(*code) && WEXITSTATUS(*code) == 0), status.stderr_text());
+  CHECK_MESSAGE(contains(status.stderr_text(), name), status.stderr_text());
+  CHECK(WIFEXITED(engine.stop(SIGTERM)));
+  std::filesystem::remove_all(squatted, ignored);
 }
 
 TEST_CASE("a name squatted by another user's socket: doctor names the squatter where it said ok") {

@@ -167,6 +167,34 @@ TEST_CASE("the rotating-line floor wraps around its lines many times and times e
   CHECK(none.error().message.find("at least one line") != std::string::npos);
 }
 
+TEST_CASE("the physical floor tries every bounce style of the call and the rings, names them with their p50~, and "
+          "returns the lowest one's samples") {
+  if (allowed_cpus().size() < 2) return;
+  const Watchdog watchdog(60);
+  const TscClock clock = TscClock::calibrate(5);
+  TransportContext context = small_context(clock);
+  context.ring_capacity = 8;
+  RoundNote note;
+  context.note = &note;
+  auto samples = run_physical_floor(context);
+  REQUIRE(samples);
+  CHECK(samples->size() == context.samples);
+  REQUIRE(note.styles.size() == 9);  // one line, two lines, ring lines; the answer polling every 1, 4, 16 PAUSEs
+  CHECK(note.styles.front().first == "one line, answer polls every 1 PAUSE");
+  CHECK(note.styles.back().first == "ring lines, answer polls every 16 PAUSEs");
+  const auto lowest = std::min_element(note.styles.begin(), note.styles.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  CHECK(note.best == lowest->first);
+  // The samples returned are the lowest style's: their median is its p50~, give or take a clock step.
+  std::vector<double> sorted = *samples;
+  CHECK(summarize("floor", "rtt", sorted, clock.step_ns()).p50_interp == doctest::Approx(lowest->second));
+  // The two-line and ring rungs try their own shape only.
+  RoundNote two;
+  context.note = &two;
+  REQUIRE(run_physical_floor_two_lines(context));
+  CHECK(two.styles.size() == 3);
+}
+
 TEST_CASE("spawn: a program that is not the engine is an error, not a hang or a crash") {
   if (allowed_cpus().size() < 2) return;
   const TscClock clock = TscClock::calibrate(5);

@@ -75,6 +75,29 @@ std::vector<ShmClient> connect_clients(const std::string& name, int count) {
   return clients;
 }
 
+// A live engine of 1,000 bars whose lanes have 8 signal slots, a writer, and a reader that
+// subscribed L=6 and L=9: four bars fill the reader's ring.
+class EightSlotRing {
+ public:
+  explicit EightSlotRing(const char* what)
+      : engine_(IPCFLOOR_BINARY, unique_name(what), {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
+                                                     "--capacity", "1100", "--signal-capacity", "8"}) {
+    REQUIRE(engine_.up());
+    clients_ = connect_clients(engine_.name(), 2);
+    ResponseSlot answer{};
+    for (const std::int64_t length : {6, 9}) {
+      REQUIRE(reader()->subscribe(combo_from_length(length), answer) == CallStatus::ok);
+      REQUIRE(status_of(answer) == Status::ok);
+    }
+  }
+  [[nodiscard]] ShmClient* writer() { return &clients_[0]; }
+  [[nodiscard]] ShmClient* reader() { return &clients_[1]; }
+
+ private:
+  EngineChild engine_;
+  std::vector<ShmClient> clients_;
+};
+
 }  // namespace
 
 TEST_CASE("a series replayed through feed gives every subscribed combo exactly the batch kernel's trades and pnl, "
@@ -261,18 +284,10 @@ TEST_CASE("a slow subscriber loses frames, counted and flagged, never stalls the
 
 TEST_CASE("a SNAPSHOT that its lane's full signal ring has no room for is answered signals_full, nothing dropped; "
           "drained, the same SNAPSHOT delivers one frame per subscription") {
-  const std::string name = unique_name("full");
-  EngineChild engine(IPCFLOOR_BINARY, name, {"--wait", "backoff", "--lanes", "3", "--bars", "1000", "--live",
-                                             "--capacity", "1100", "--signal-capacity", "8"});
-  REQUIRE(engine.up());
-  auto clients = connect_clients(name, 2);
-  ShmClient* writer = &clients[0];
-  ShmClient* reader = &clients[1];
+  EightSlotRing live("full");
+  ShmClient* writer = live.writer();
+  ShmClient* reader = live.reader();
   ResponseSlot answer{};
-  for (const std::int64_t length : {6, 9}) {
-    REQUIRE(reader->subscribe(combo_from_length(length), answer) == CallStatus::ok);
-    REQUIRE(status_of(answer) == Status::ok);
-  }
   // Four bars, two subscriptions: the 8-slot ring is full and nothing was dropped yet.
   const auto series = writer->segment().published_series();
   for (int i = 0; i < 4; ++i) {
@@ -294,6 +309,41 @@ TEST_CASE("a SNAPSHOT that its lane's full signal ring has no room for is answer
   int snapshots = 0;
   while (reader->poll_signal(signal) == CallStatus::ok) snapshots += (signal.flags & kSignalSnapshot) != 0;
   CHECK(snapshots == 2);
+}
+
+TEST_CASE("a paced APPEND is taken only while every subscription's signal fits its ring: otherwise it is answered "
+          "subscribers_behind naming the lane, with nothing appended or dropped; an unpaced one drops instead") {
+  EightSlotRing live("paced");
+  ShmClient* writer = live.writer();
+  ShmClient* reader = live.reader();
+  ResponseSlot answer{};
+  const auto series = writer->segment().published_series();
+  // Two subscriptions, eight slots: four paced bars fit, the fifth does not.
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(writer->append(series[static_cast<std::size_t>(i)], 0, answer, kAppendPaced) == CallStatus::ok);
+    REQUIRE(status_of(answer) == Status::ok);
+  }
+  REQUIRE(writer->append(series[4], 0, answer, kAppendPaced) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::subscribers_behind);
+  CHECK(answer.extra[0] == reader->lane());
+  CHECK(answer.extra[1] == 8);  // its unread signals
+  CHECK(answer.extra[2] == 2);  // its subscriptions
+  CHECK(writer->segment().published_series().size() == 1004);  // nothing appended
+  CHECK(reader->signals_dropped() == 0);
+  // Drained by one bar's worth, the same paced APPEND is taken.
+  SignalSlot signal{};
+  REQUIRE(reader->poll_signal(signal) == CallStatus::ok);
+  REQUIRE(reader->poll_signal(signal) == CallStatus::ok);
+  REQUIRE(writer->append(series[4], 0, answer, kAppendPaced) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::ok);
+  CHECK(answer.trades == 1005);
+  // Unpaced, the engine never waits for anyone: the bar is taken and the full ring drops.
+  REQUIRE(writer->append(series[5], 0, answer) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::ok);
+  CHECK(reader->signals_dropped() == 2);
+  // A paced APPEND with any other flag bit is refused as such.
+  REQUIRE(writer->append(series[6], 0, answer, kAppendPaced | 0x0100) == CallStatus::ok);
+  CHECK(status_of(answer) == Status::reserved_bits_set);
 }
 
 TEST_CASE("a subscriber that writes an impossible position on its signal ring is quarantined alone; the writer and "

@@ -113,8 +113,10 @@ def check_statuses():
     table = table[:table.index("\n\n")]
     wire = set(re.findall(r"^\| \d+ \| `(\w+)` \|", table, re.MULTILINE))
     named = {status.name.lower() for status in ipcfloor.Status}
+    # subscribers_behind answers only a paced APPEND, which this package does not send (the C ABI's
+    # ipcfloor_append_paced does); bad_option arrives as 'invalid'.
     check(wire - named == {"unknown_opcode", "reserved_bits_set", "engine_error", "bulk_out_of_range", "too_costly",
-                           "bad_option"},
+                           "bad_option", "subscribers_behind"},
           f"PROTOCOL.md's statuses are Status names, but those that arrive as 'rejected' (and bad_option, as 'invalid'): {sorted(wire - named)}")
     check(ipcfloor.__version__ == ipcfloor.version() == extension.version() and
           re.fullmatch(r"\d+\.\d+\.\d+", ipcfloor.__version__), f"__version__ {ipcfloor.__version__}")
@@ -152,8 +154,9 @@ def check_names(binary, engine, name):
             got = f"no signature: {failure}"
         check(got == signature, f"inspect.signature(engine.{method}) is {signature}: {got}")
     for function, signature in ((extension.combo_from_length, "(length, /)"), (extension.strerror, "(code, /)"),
-                                (extension.attach, "(cls, name, wait, timeout_ns, /)"),
-                                (ipcfloor.attach, "(name: 'str', timeout: 'float' = 5.0, wait: 'WaitMode | None' = None) -> 'Engine'")):
+                                (extension.attach, "(cls, name, wait, timeout_ns, reconnect, reconnect_limit_ns, /)"),
+                                (ipcfloor.attach, "(name: 'str', timeout: 'float' = 5.0, wait: 'WaitMode | None' = None, "
+                                                  "reconnect: 'bool' = False, reconnect_limit: 'float' = 30.0) -> 'Engine'")):
         try:
             got = str(inspect.signature(function))
         except (TypeError, ValueError) as failure:

@@ -293,6 +293,52 @@ def check_columns(binary, ipcfloor, tmp):
     finally:
         code = stop(server)
     check(code == 0, f"the OHLC engine exits 0 on SIGINT, got {code}")
+def check_reconnect(binary, ipcfloor, tmp):
+    """attach(reconnect=True) outlives a SIGKILL of its engine (one with a journal, started again at
+    once): the append in flight raises EngineRestarted and is not retried, the Engine then appends
+    to the engine that came back, and the subscriber's next signal is its snapshot, flagged restart
+    with the bars it missed (the one appended while it was away)."""
+    name = f"ipcfloor-py-reconnect-{os.getpid()}"
+    args = ["--bars", "500", "--seed", str(SEED), "--live", "--capacity", "2000", "--journal",
+            os.path.join(tmp, "journal"), "--fsync", "none", "--heartbeat-ms", "5", "--hugepages", "off"]
+    server, plain = start(binary, name, args, ipcfloor)
+    try:
+        plain.close()
+        writer = ipcfloor.attach(name, timeout=10.0, wait="backoff", reconnect=True, reconnect_limit=20.0)
+        reader = ipcfloor.attach(name, timeout=10.0, wait="backoff", reconnect=True)
+        check(reader.restarts == 0, "no restart yet")
+        reader.subscribe(6)
+        for i in range(20):
+            writer.append(100.0 + i)
+        for _ in range(20):
+            last = reader.wait_signal()
+        check(last.bar == 519, f"the subscriber read every bar: {last.bar}")
+        server.kill()
+        server.wait()
+        server = subprocess.Popen([binary, "serve", "--name", name, "--wait", "backoff", "--quiet", *args],
+                                  stdout=subprocess.DEVNULL)
+        error = expect(ipcfloor.EngineRestarted, "an append across the restart", lambda: writer.append(200.0))
+        check(error is not None and "not retried" in str(error), f"EngineRestarted says the call is not retried: {error}")
+        check(writer.restarts == 1 and writer.pid == server.pid, f"the writer re-attached: {writer.restarts} restarts, "
+                                                                 f"pid {writer.pid} (the new engine: {server.pid})")
+        check(writer.published_series.size == 520, f"the engine came back with every bar: {writer.published_series.size}")
+        check(writer.append(200.0) == 521, "the writer appends to the engine that came back")
+        # The reader finds its engine gone at its next wait: bar 520 went by while it was away.
+        signal_after = reader.wait_signal()
+        check(signal_after.restart and signal_after.snapshot and signal_after.missed == 1 and signal_after.bar == 520,
+              f"the first signal after the restart is the snapshot, flagged with the bar missed: {signal_after} "
+              f"restart {signal_after.restart} missed {signal_after.missed}")
+        check(writer.append(201.0) == 522, "and the next bar")
+        next_signal = reader.wait_signal()
+        check(next_signal.bar == 521 and not next_signal.restart, f"then the new bar's, as usual: {next_signal}")
+        check(reader.restarts == 1, f"the reader re-attached once: {reader.restarts}")
+        expect(ipcfloor.InvalidArgument, "reconnect=1", lambda: ipcfloor.attach(name, reconnect=1))
+        expect(ipcfloor.InvalidArgument, "reconnect_limit=0", lambda: ipcfloor.attach(name, reconnect=True,
+                                                                                     reconnect_limit=0))
+        writer.close()
+        reader.close()
+    finally:
+        stop(server)
 
 
 def check_threads(binary, ipcfloor):
@@ -490,6 +536,7 @@ def main():
         check_live(binary, ipcfloor, tmp)
         check_two_series(binary, ipcfloor, tmp)
         check_columns(binary, ipcfloor, tmp)
+        check_reconnect(binary, ipcfloor, tmp)
     check_threads(binary, ipcfloor)
 
     return finish("python over the segment: {} combos match sweep --inproc bit for bit; read-only zero-copy series; "

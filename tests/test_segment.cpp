@@ -482,16 +482,37 @@ TEST_CASE("something at the name that is not an ipcfloor socket is refused and l
   ::unlink(path.c_str());
 }
 
-TEST_CASE("attach refuses a socket with group or other permission bits, without talking to it") {
+TEST_CASE("attach refuses a socket whose mode no engine gives it (0600, or 0666 when it admits others), without "
+          "talking to it") {
   const std::string name = unique_name();
   const std::vector<double> series = make_series(100);
   auto created = Segment::create(make_config(name, series));
   REQUIRE_MESSAGE(created.has_value(), why(created));
-  REQUIRE(::chmod(created->socket_path().c_str(), 0666) == 0);
-  auto attached = Attachment::attach(name, as(HandoffRole::observer));
-  REQUIRE_FALSE(attached.has_value());
-  CHECK(attached.error().code == ErrorCode::permission);
-  CHECK(contains(attached.error().message, "0666"));
+  for (const mode_t mode : {0660, 0644, 0606}) {
+    CAPTURE(mode);
+    REQUIRE(::chmod(created->socket_path().c_str(), mode) == 0);
+    auto attached = Attachment::attach(name, as(HandoffRole::observer));
+    REQUIRE_FALSE(attached.has_value());
+    CHECK(attached.error().code == ErrorCode::permission);
+    CHECK(contains(attached.error().message, fmt::format("mode {:04o}", mode)));
+  }
+}
+
+TEST_CASE("an engine that admits other users makes its socket 0666 and serves its own user as before") {
+  const std::string name = unique_name();
+  const std::vector<double> series = make_series(100);
+  SegmentConfig config = make_config(name, series);
+  const std::vector<std::string> users{"65534"};
+  auto peers = PeerPolicy::make(users, {});
+  REQUIRE(peers.has_value());
+  config.peers = *peers;
+  auto created = Segment::create(config);
+  REQUIRE_MESSAGE(created.has_value(), why(created));
+  struct stat info {};
+  REQUIRE(::stat(created->socket_path().c_str(), &info) == 0);
+  CHECK((info.st_mode & 07777) == 0666);
+  CHECK(created->peers().admits_others());
+  CHECK(contains(created->peers().describe(), "uid 65534"));
 }
 
 TEST_CASE("a FIFO or a directory at the name is refused at once and left untouched") {
@@ -533,7 +554,9 @@ TEST_CASE("a socket or a name claim of another uid is refused and left untouched
     auto attached = Attachment::attach(name, as(HandoffRole::observer));
     REQUIRE_FALSE(attached.has_value());
     CHECK(attached.error().code == ErrorCode::permission);
-    CHECK(contains(attached.error().message, fmt::format("owned by uid {} (mode 0600)", kNobody)));
+    CHECK(contains(attached.error().message, fmt::format("owned by uid {}", kNobody)));
+    CHECK(contains(attached.error().message, "(mode 0600); this client trusts only engines of uid"));
+    CHECK(contains(attached.error().message, fmt::format("set IPCFLOOR_ENGINE_UID={}", kNobody)));
     CHECK(path_exists(created->socket_path()));
   }
   SUBCASE("a dead engine's socket") {

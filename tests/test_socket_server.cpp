@@ -7,7 +7,9 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <latch>
 #include <limits>
 #include <cmath>
 #include <cstdio>
@@ -156,8 +159,17 @@ class Raw {
     REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
     return raw;
   }
-  static Raw to_tcp(std::uint16_t port) {
+  static Raw to_tcp(std::uint16_t port) { return to_tcp_from(port, nullptr); }
+  // From the loopback address `source` (127.0.0.2, ...; null: the kernel's choice): a peer of
+  // another address.
+  static Raw to_tcp_from(std::uint16_t port, const char* source) {
     Raw raw(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      REQUIRE(inet_pton(AF_INET, source, &from.sin_addr) == 1);
+      REQUIRE(bind(raw.fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -165,7 +177,7 @@ class Raw {
     REQUIRE(connect(raw.fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
     return raw;
   }
-  Raw(Raw&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Raw(Raw&& other) noexcept : fd_(std::exchange(other.fd_, -1)), pending_(std::move(other.pending_)) {}
   ~Raw() {
     if (fd_ >= 0) close(fd_);
   }
@@ -1390,6 +1402,48 @@ TEST_CASE("one TCP address holds at most max_per_peer connections: a newcomer pa
   CHECK(second.echo_params(Combo{7, 7, 7, 7, 7, 7}).has_value());
 }
 
+TEST_CASE("connections that are never idle from two TCP addresses cannot lock a third address out: the last slots "
+          "are kept for peers that hold none") {
+  SocketServerOptions options;
+  options.max_connections = 20;  // 16 for peers that are not the owner (4 kept for it), 4 of those for new peers
+  LocalServer local(options);
+  // Two addresses connect eight times each and keep every connection busy with requests. Before:
+  // they held all 16 slots, none idle, and a newcomer from a third address was refused.
+  std::vector<Raw> busy;
+  for (const char* source : {"127.0.0.2", "127.0.0.3"})
+    for (int i = 0; i < 8; ++i) busy.push_back(Raw::to_tcp_from(local.server().tcp_port(), source));
+  std::atomic<bool> stop{false};
+  std::atomic<int> kept{0};
+  std::thread hammer([&] {
+    const auto frame = echo_params_frame(Combo{1, 2, 3, 4, 5, 6});
+    std::vector<bool> open(busy.size(), true);
+    while (!stop.load()) {
+      int alive = 0;
+      for (std::size_t i = 0; i < busy.size(); ++i) {
+        if (!open[i]) continue;
+        const auto reply = busy[i].send_all(frame) ? busy[i].read_frame(2000ms) : std::nullopt;
+        open[i] = reply.has_value() && !as_error(reply).has_value();
+        alive += open[i] ? 1 : 0;
+      }
+      kept.store(alive);
+    }
+  });
+  REQUIRE(eventually([&] { return kept.load() > 0 && local.server().stats().connections_accepted >= 12; }));
+  std::this_thread::sleep_for(200ms);
+  int served = 0;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto client = local.client(Via::tcp, 2000ms);  // from 127.0.0.1
+    if (client.echo_params(Combo{attempt, 1, 1, 1, 1, 1}).has_value()) ++served;
+  }
+  stop.store(true);
+  hammer.join();
+  MESSAGE("the two busy addresses kept " << kept.load() << " connections; a third address was served " << served
+                                         << " times of 10");
+  CHECK(served == 10);
+  CHECK(kept.load() <= 12);  // the two addresses share 12 of the 16 slots
+  CHECK(local.rejected(SocketError::too_many_connections) > 0);
+}
+
 TEST_CASE("a frame trickling one byte every 70 ms is dropped as stalled by the floor rate, long before the frame "
           "timeout") {
   LocalServer local;  // the defaults: a 5 s frame timeout, a 64 KiB/s floor
@@ -1654,6 +1708,9 @@ TEST_CASE("the memory cap under eight threads growing and shrinking at once neve
   std::atomic<std::uint64_t> peak{0};
   std::atomic<std::uint64_t> refusals{0};
   std::atomic<std::uint64_t> failed_shrinks{0};
+  // A holder gives its last bytes back only once every holder is done: on a loaded host the
+  // threads may well run one after another, and the cap must still see them together.
+  std::latch finished(8);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
@@ -1678,6 +1735,7 @@ TEST_CASE("the memory cap under eight threads growing and shrinking at once neve
         while (now > seen && !peak.compare_exchange_weak(seen, now)) {
         }
       }
+      finished.arrive_and_wait();
       admitted.fetch_sub(held);
       if (cap.resize(held, 0, kMemoryForRequest)) failed_shrinks.fetch_add(1);
     });

@@ -10,12 +10,19 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +51,13 @@ Expected<const Strategy*> load(StrategyCatalog& catalog, const std::string& path
   return catalog.load(path, *check_close);
 }
 
+// The engine under test: IPCFLOOR_BINARY, or $IPCFLOOR_TEST_BINARY (another build, such as the one
+// before a fix, to see a test fail).
+std::string binary() {
+  const char* other = std::getenv("IPCFLOOR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : IPCFLOOR_BINARY;
+}
+
 struct Ran {
   int code = -1;
   std::string output;
@@ -51,7 +65,7 @@ struct Ran {
 
 // `ipcfloor serve` with `args`, its stdout and stderr together; it must end by itself (a refusal).
 Ran serve(const std::vector<std::string>& args) {
-  std::string command = std::string(IPCFLOOR_BINARY) + " serve --name " + unique_segment_name("strategy") +
+  std::string command = binary() + " serve --name " + unique_segment_name("strategy") +
                         " --bars 1000 --wait backoff --workers 0";
   for (const std::string& a : args) command += " '" + a + "'";
   command += " 2>&1 </dev/null";
@@ -62,6 +76,64 @@ Ran serve(const std::vector<std::string>& args) {
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) ran.output += buffer;
   const int status = ::pclose(pipe);
   if (WIFEXITED(status)) ran.code = WEXITSTATUS(status);
+  return ran;
+}
+
+// `ipcfloor serve` with `args` (and `env`: NAME=value), bounded: SIGKILLed after `limit` (code -1),
+// or sent SIGTERM after `term_after` when given. Its stderr, and how long it ran after the SIGTERM.
+struct Bounded {
+  int code = -1;  // exit code; -1 killed by a signal or past the limit
+  int signal = 0;
+  std::string output;
+  double after_term_s = -1;
+};
+Bounded serve_bounded(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                      std::chrono::milliseconds limit = std::chrono::seconds(10),
+                      std::optional<std::chrono::milliseconds> term_after = std::nullopt) {
+  std::vector<std::string> argv{binary(), "serve", "--name", unique_segment_name("strategy"), "--bars", "1000",
+                                "--wait", "backoff", "--workers", "0", "--quiet"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  char path[] = "/tmp/ipcfloor-strategy-err-XXXXXX";
+  const int err = ::mkstemp(path);
+  REQUIRE(err >= 0);
+  ::unlink(path);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(err, STDERR_FILENO);
+    ::dup2(err, STDOUT_FILENO);
+    for (const std::string& entry : env) ::putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> raw;
+    for (std::string& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> termed;
+  int status = 0;
+  Bounded ran;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (term_after && !termed && now - started >= *term_after) {
+      ::kill(pid, SIGTERM);
+      termed = now;
+    }
+    if (now - started > limit) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      status = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (termed) ran.after_term_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *termed).count();
+  if (status != -1 && WIFEXITED(status)) ran.code = WEXITSTATUS(status);
+  if (status != -1 && WIFSIGNALED(status)) ran.signal = WTERMSIG(status);
+  char buffer[4096];
+  ::lseek(err, 0, SEEK_SET);
+  for (ssize_t got; (got = ::read(err, buffer, sizeof buffer)) > 0;) ran.output.append(buffer, static_cast<std::size_t>(got));
+  ::close(err);
   return ran;
 }
 
@@ -156,6 +228,103 @@ TEST_CASE("serve refuses each faulty strategy with exit 6 and a message naming t
   }
 }
 
+TEST_CASE("a FIFO at a --strategy path, also through another user's link in a sticky folder, is refused at once "
+          "without opening it") {
+  Folder folder;
+  const std::string fifo = folder.path + "/strategy.so";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Before: serve blocked in open(2) on the FIFO, past SIGTERM, until the test killed it.
+  const Bounded direct = serve_bounded({"--strategy", fifo}, {}, std::chrono::seconds(5));
+  CAPTURE(direct.output);
+  CHECK(direct.code == kExitStrategy);
+  CHECK(direct.output.find(fifo) != std::string::npos);
+  CHECK(direct.output.find("a FIFO") != std::string::npos);
+
+  const std::string sticky = folder.path + "/shared";
+  fs::create_directory(sticky);
+  fs::permissions(sticky, fs::perms::all | fs::perms::sticky_bit);
+  const std::string link = sticky + "/their.so";
+  REQUIRE(::symlink(fifo.c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  const Bounded linked = serve_bounded({"--strategy", link}, {}, std::chrono::seconds(5));
+  CAPTURE(linked.output);
+  CHECK(linked.code == kExitStrategy);
+  CHECK(linked.output.find("the link " + link + " belongs to uid 65534") != std::string::npos);
+}
+
+TEST_CASE("another user's link to a root-owned strategy is refused, naming the link and its owner") {
+  Folder folder;
+  const std::string sticky = folder.path + "/shared";
+  fs::create_directory(sticky);
+  fs::permissions(sticky, fs::perms::all | fs::perms::sticky_bit);
+  const std::string link = sticky + "/strategy.so";
+  REQUIRE(::symlink(module("probe").c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  // Before: the link was resolved first and only its target checked: the engine served it.
+  const Bounded ran = serve_bounded({"--strategy", link}, {}, std::chrono::seconds(10));
+  CAPTURE(ran.output);
+  CHECK(ran.code == kExitStrategy);
+  CHECK(ran.output.find("the link " + link + " belongs to uid 65534") != std::string::npos);
+  CHECK(ran.output.find("ready {") == std::string::npos);
+  // The user's own link to the same file loads.
+  const std::string own = folder.path + "/own.so";
+  REQUIRE(::symlink(module("probe").c_str(), own.c_str()) == 0);
+  StrategyCatalog catalog;
+  auto loaded = load(catalog, own);
+  CHECK_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error().message));
+}
+
+TEST_CASE("a file that does not export the entry is refused before dlopen runs any of its constructors") {
+  Folder folder;
+  const std::string marker = folder.path + "/constructor-ran";
+  // Before: dlopen ran the file's constructor (the marker appeared), then the entry was found missing.
+  const Bounded ran = serve_bounded({"--strategy", module("probe_constructor_no_entry")},
+                                    {"IPCFLOOR_PROBE_MARKER=" + marker}, std::chrono::seconds(10));
+  CAPTURE(ran.output);
+  CHECK(ran.code == kExitStrategy);
+  CHECK(ran.output.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));
+  for (const char* library : {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"}) {
+    if (!fs::exists(library)) continue;
+    CAPTURE(library);
+    StrategyCatalog catalog;
+    auto refused = load(catalog, library);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+    break;
+  }
+}
+
+TEST_CASE("a parameter whose accepted cost grows without limit is refused, though INT64_MIN and INT64_MAX are") {
+  // probe_liar_bounds refuses exactly INT64_MIN and INT64_MAX, accepts 2^62 and -5, and its cost
+  // grows with the step's magnitude. Before: the self-check probed only the two extremes and loaded it.
+  StrategyCatalog catalog;
+  auto refused = load(catalog, module("probe_liar_bounds"));
+  REQUIRE_FALSE(refused.has_value());
+  CAPTURE(refused.error().message);
+  CHECK(refused.error().code == ErrorCode::strategy);
+  CHECK(refused.error().message.find("every parameter must be bounded") != std::string::npos);
+  CHECK(refused.error().message.find("parameter 0 (step) = 4611686018427387904") != std::string::npos);
+  CHECK(refused.error().message.find("more than at 2147483648") != std::string::npos);
+  // The sound strategies keep loading: their windows stop at the series' length.
+  for (const char* name : {"probe", "sma_cross", "donchian"}) {
+    CAPTURE(name);
+    auto loaded = load(catalog, module(name));
+    CHECK_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error().message));
+  }
+}
+
+TEST_CASE("serve stays stoppable while a strategy loads: SIGTERM during a slow self-check ends it at once") {
+  // probe_spin_long's run() takes 1.5 s and the self-check runs it twice or more. Before: SIGTERM
+  // waited blocked for the keeper, which comes after the load (seconds).
+  const Bounded ran = serve_bounded({"--strategy", module("probe_spin_long")}, {}, std::chrono::seconds(20),
+                                    std::chrono::milliseconds(400));
+  CAPTURE(ran.output);
+  CHECK(ran.signal == SIGTERM);
+  CHECK(ran.after_term_s >= 0);
+  CHECK(ran.after_term_s < 1.0);
+}
+
 TEST_CASE("the loader refuses nothing twice: a refused file adds no strategy and the catalog goes on") {
   StrategyCatalog catalog;
   CHECK_FALSE(load(catalog, module("probe_bad_abi")).has_value());
@@ -183,7 +352,7 @@ TEST_CASE("the benchmark's strategy grid spreads the first two params from half 
 
 TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN pnl or negative trades, and "
           "refusals named by the strategy") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "5000", "--workers", "0", "--strategy", module("probe")});
   REQUIRE(engine.up());
   auto client = ShmClient::connect(engine.name(), backoff_client());
@@ -208,8 +377,103 @@ TEST_CASE("strategies an engine serves: no_such_strategy, engine_error for a NaN
   CHECK(answer.trades == static_cast<std::int64_t>(close.size()) / 20);
 }
 
+TEST_CASE("a strategy whose run() far outlasts what its cost() says is timed at load and runs at a worker only: other "
+          "clients' ECHOs are not held behind it, status shows it, and --workers 0 refuses it") {
+  // probe_spin's run() takes 40 ms while its cost says 2 units a bar: 2,000 units on 1,000 bars, far
+  // under --inline-cost. Before: the serving thread computed it, and every other client waited.
+  EngineChild engine(binary(), unique_segment_name("spin"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "1", "--strategy", module("probe_spin")});
+  REQUIRE(engine.up());
+  auto sweeper = ShmClient::connect(engine.name(), backoff_client());
+  auto other = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(sweeper.has_value());
+  REQUIRE(other.has_value());
+  const DataHeader& header = other->segment().header();
+  CHECK(header.strategies_at_workers.load() == 2u);  // strategy 1, and not the built-in
+  CHECK(header.strategy_slowdown[1] > 1000u);
+  std::atomic<bool> done{false};
+  std::thread sweeping([&] {
+    ResponseSlot answer{};
+    for (int i = 0; i < 12; ++i) CHECK(backtest(*sweeper, 1, params(10), answer) == Status::ok);
+    done.store(true);
+  });
+  std::vector<double> echo_ms;
+  RequestSlot echo{};
+  echo.opcode = static_cast<std::uint16_t>(Opcode::echo);
+  ResponseSlot echoed{};
+  while (!done.load() && echo_ms.size() < 2000) {
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(other->call(echo, echoed) == CallStatus::ok);
+    echo_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  sweeping.join();
+  REQUIRE(echo_ms.size() >= 10);
+  std::sort(echo_ms.begin(), echo_ms.end());
+  const double p50 = echo_ms[echo_ms.size() / 2];
+  MESSAGE("ECHO p50 " << p50 << " ms, max " << echo_ms.back() << " ms over " << echo_ms.size()
+                      << " calls while 40 ms BACKTESTs of probe_spin ran; slowdown at load "
+                      << header.strategy_slowdown[1] << "x");
+  CHECK(p50 < 15.0);  // before: about 40 ms, one spin of the strategy
+  const std::string text = [&] {
+    std::string out;
+    FILE* pipe = ::popen((binary() + " status --name " + engine.name() + " 2>&1").c_str(), "r");
+    char buffer[512];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+    if (pipe != nullptr) ::pclose(pipe);
+    return out;
+  }();
+  CHECK_MESSAGE(text.find("probe_spin (step); streams signals; runs at a worker only") != std::string::npos, text);
+  const Bounded refused = serve_bounded({"--strategy", module("probe_spin")}, {}, std::chrono::seconds(20));
+  CAPTURE(refused.output);
+  CHECK(refused.code == kExitStrategy);
+  CHECK(refused.output.find("runs at a worker only, and --workers 0 leaves none") != std::string::npos);
+}
+
+TEST_CASE("a serving thread held inside one BACKTEST far past its cost's limit shows as degraded in status and the "
+          "metrics, and no longer once it is out") {
+  // probe_spin_step's run() takes 1.5 s for step 99 (2,000 units: the serving thread's to compute),
+  // and no time for the example the load timed. Before: status said "health ok" throughout.
+  EngineChild engine(binary(), unique_segment_name("stuck"),
+                     {"--wait", "backoff", "--bars", "1000", "--workers", "1", "--heartbeat-ms", "10", "--strategy",
+                      module("probe_spin_step")});
+  REQUIRE(engine.up());
+  auto client = ShmClient::connect(engine.name(), backoff_client());
+  REQUIRE(client.has_value());
+  const DataHeader& header = client->segment().header();
+  CHECK(header.strategies_at_workers.load() == 0u);
+  std::thread stuck([&] {
+    ResponseSlot answer{};
+    CHECK(backtest(*client, 1, params(99), answer) == Status::ok);
+  });
+  bool seen = false;
+  for (int i = 0; i < 150 && !seen; ++i) {
+    seen = header.serving_stuck_ns.load() > 0;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(seen);
+  CHECK(header.serving_stuck_strategy.load() == 1u);
+  std::string metrics;
+  FILE* pipe = ::popen((binary() + " status --prometheus --name " + engine.name() + " 2>&1").c_str(), "r");
+  char buffer[512];
+  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) metrics += buffer;
+  if (pipe != nullptr) ::pclose(pipe);
+  const std::string gauge = "state=\"serving_thread_stuck_ms\"} ";
+  const auto at = metrics.find(gauge);
+  CHECK_MESSAGE((at != std::string::npos && std::stol(metrics.substr(at + gauge.size())) > 0), metrics);
+  CHECK_MESSAGE(metrics.find("ipcfloor_serving_thread_stalls_total{") != std::string::npos, metrics);
+  stuck.join();
+  bool cleared = false;
+  for (int i = 0; i < 100 && !cleared; ++i) {
+    cleared = header.serving_stuck_ns.load() == 0;
+    if (!cleared) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(cleared);
+  CHECK(header.serving_stalls.load() == 1u);
+}
+
 TEST_CASE("two clients sweeping two strategies at once each get the in-process sweep's answers bit for bit") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "20000", "--workers", "1", "--strategy", module("sma_cross"),
                       "--strategy", module("trade_probe")});
   REQUIRE(engine.up());
@@ -263,7 +527,7 @@ TEST_CASE("two clients sweeping two strategies at once each get the in-process s
 }
 
 TEST_CASE("SUBSCRIBE to a strategy without a live step is refused; one with a step streams its batch run bar by bar") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("strategy"),
+  EngineChild engine(binary(), unique_segment_name("strategy"),
                      {"--wait", "backoff", "--bars", "1000", "--live", "--capacity", "1200", "--workers", "0",
                       "--strategy", module("probe_nolive"), "--strategy", module("sma_cross")});
   REQUIRE(engine.up());

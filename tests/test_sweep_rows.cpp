@@ -205,7 +205,7 @@ TEST_CASE("a sweep's plan of a combo file just under the 32 MiB bound, judged on
   ::waitpid(pid, &status, 0);
   std::filesystem::remove(path);
   REQUIRE_MESSAGE(grew_kib >= 0, "the plan of the dense file failed or was killed");
-  // The text, 57 bytes a row and one verdict byte: about 6 times the file. Before: 36 times.
+  // The text, 54 bytes a row and one verdict byte: about 5 times the file. Before: 36 times.
   CHECK_MESSAGE(static_cast<std::size_t>(grew_kib) * 1024 < 7 * bytes,
                 "planning grew the peak RSS by " << grew_kib << " KiB for a " << bytes << "-byte file");
 }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -228,6 +229,47 @@ TEST_CASE("a saved report reads back into the floors it holds, and a damaged one
   report["pairs"][0]["server_cpu"] = 0;
   CHECK(floor_matrix_from_json(report).error().message.find("not two cpus") != std::string::npos);
   CHECK_FALSE(floor_matrix_from_json(nlohmann::json{{"suite", "ladder"}}).has_value());
+}
+
+TEST_CASE("a saved report of valid JSON with wrong types is refused naming the field, never thrown at") {
+  const nlohmann::json good{{"suite", "topology"},
+                            {"host", {{"hostname", "h"}, {"cpu", "c"}}},
+                            {"context", {{"date", "2026-12-06"}}},
+                            {"pairs", {{{"client_cpu", 0}, {"server_cpu", 1}, {"samples", 10}, {"p50_interp", 245.5},
+                                        {"p99", 300.0}}}}};
+  REQUIRE(floor_matrix_from_json(good).has_value());
+  // JSON pointer of the field broken, the value put there, and what the error must name.
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> broken{
+      {"/pairs/0/client_cpu", "0", "pairs[0].client_cpu is a string, not an integer"},
+      {"/pairs/0/server_cpu", 1.5, "pairs[0].server_cpu is a number, not an integer"},
+      {"/pairs/0/server_cpu", 18446744073709551615ULL, "pairs[0].server_cpu is 18446744073709551615: not a cpu"},
+      {"/pairs/0/client_cpu", -1, "pairs[0].client_cpu is -1: not a cpu"},
+      {"/pairs/0/samples", "ten", "pairs[0].samples is a string, not a count of samples"},
+      {"/pairs/0/samples", -4, "pairs[0].samples is -4: not a count of samples"},
+      {"/pairs/0/p50_interp", "245", "pairs[0].p50_interp is a string, not a number"},
+      {"/pairs/0/p99", nullptr, "pairs[0].p99 is null, not a number"},
+      {"/pairs/0", 7, "pairs[0] is an integer, not an object"},
+      {"/pairs", {{"a", 1}}, "pairs is an object, not an array"},
+      {"/host", nlohmann::json::array(), "host is an array, not an object"},
+      {"/host/hostname", 5, "host.hostname is an integer, not a string"},
+      {"/host/cpu", false, "host.cpu is a boolean, not a string"},
+      {"/context", "today", "context is a string, not an object"},
+      {"/context/date", 20261206, "context.date is an integer, not a string"},
+      {"/suite", 3, "not an `ipcfloor topology` report"},
+  };
+  for (const auto& [pointer, value, named] : broken) {
+    CAPTURE(pointer);
+    nlohmann::json report = good;
+    report[nlohmann::json::json_pointer(pointer)] = value;
+    Expected<FloorMatrix> floors = floor_matrix_from_json(report);  // before: nlohmann::json::type_error
+    REQUIRE_FALSE(floors.has_value());
+    CHECK(floors.error().code == ErrorCode::bad_data);
+    CHECK_MESSAGE(floors.error().message.find(named) != std::string::npos, floors.error().message);
+  }
+  for (const char* text : {"[]", "3", "null", "{\"suite\":\"topology\"}", "{\"suite\":\"topology\",\"pairs\":[[]]}", "{"}) {
+    CAPTURE(text);
+    CHECK_FALSE(parse_saved_matrix(text).has_value());
+  }
 }
 
 TEST_CASE("the matrix measured here covers every pair of allowed cpus and no other cpu") {

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,8 +20,10 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <span>
 #include <thread>
 #include <vector>
@@ -43,6 +46,13 @@ namespace ipcfloor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The engine under test: IPCFLOOR_BINARY, or $IPCFLOOR_TEST_BINARY (another build, such as the one
+// before a fix, to see a test fail).
+std::string binary_under_test() {
+  const char* other = std::getenv("IPCFLOOR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : IPCFLOOR_BINARY;
+}
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -480,7 +490,7 @@ Measured dear_combo(std::span<const double> series, double target_ms) {
 TEST_CASE("a lane flooding the engine delays another lane's blocking calls by at most one combo") {
   const std::vector<double> series = series_of(200'000, 5);
   const Measured dear = dear_combo(series, 15.0);
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("flood"), {"--wait", "backoff", "--bars", "200000",
+  EngineChild engine(binary_under_test(), unique_segment_name("flood"), {"--wait", "backoff", "--bars", "200000",
                                                                       "--seed", "5", "--workers", "1"});
   REQUIRE(engine.up());
   std::atomic<bool> flooding{true};
@@ -532,27 +542,32 @@ TEST_CASE("a lane flooding the engine delays another lane's blocking calls by at
 }
 
 TEST_CASE("one client flooding from three lanes delays another client's blocking call by about one combo, not three: "
-          "heavy work is shared per client, not per lane") {
+          "heavy work is shared per client, not per lane, and the flooding client's three lanes take turns") {
   const std::vector<double> series = series_of(200'000, 5);
   const Measured dear = dear_combo(series, 15.0);
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("lanes"), {"--wait", "backoff", "--bars", "200000",
+  EngineChild engine(binary_under_test(), unique_segment_name("lanes"), {"--wait", "backoff", "--bars", "200000",
                                                                       "--seed", "5", "--workers", "1"});
   REQUIRE(engine.up());
   // The flooding client: another process (a client is the process that holds the lanes), three
-  // lanes, each keeping its ring full of dear combos until it is killed.
+  // lanes, each keeping its ring full of dear combos until it is killed, counting its answers in
+  // memory it shares with the test.
+  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* answered = new (shared) std::atomic<std::uint64_t>[3]{};
   const pid_t flooder = ::fork();
   REQUIRE(flooder >= 0);
   if (flooder == 0) {
     std::vector<std::thread> lanes;
     for (int lane = 0; lane < 3; ++lane)
-      lanes.emplace_back([&engine, &dear] {
+      lanes.emplace_back([&engine, &dear, count = &answered[lane]] {
         auto client = ShmClient::connect(engine.name(), patient_client());
         if (!client) return;
         const std::vector<Combo> combos(2'000, dear.combo);
         (void)pipelined_sweep(
             *client, combos.size(),
             [&](std::size_t i) { return SweepRequest{Opcode::backtest, 0, payload_of(combos[i])}; },
-            [](std::size_t, const ResponseSlot&) {});
+            // relaxed: a count the test reads once the flood is over.
+            [count](std::size_t, const ResponseSlot&) { count->fetch_add(1, std::memory_order_relaxed); });
       });
     for (std::thread& t : lanes) t.join();
     ::_exit(0);
@@ -569,26 +584,56 @@ TEST_CASE("one client flooding from three lanes delays another client's blocking
   while (flood_lanes() < 3 && Clock::now() < seen_by) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(flood_lanes() == 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the three rings are full
+  // The flooding client's answers as the engine counts them (LaneStatus::requests, stored when
+  // an answer is pushed): how many of its combos finished while one blocking call waited is the
+  // measure of the sharing, whatever the host's speed.
+  const auto flood_answered = [&] {
+    std::uint64_t total = 0;
+    for (std::uint32_t lane = 0; lane < client->segment().lane_count(); ++lane) {
+      const LaneStatus& status = client->segment().lane_status(lane);
+      // relaxed: counters the serving thread stores; a stale read only moves a combo between calls.
+      if (status.owner_pid == flooder) total += status.requests.load(std::memory_order_relaxed);
+    }
+    return total;
+  };
   RequestSlot request{};
   request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
   request.params = dear.combo;
   ResponseSlot answer{};
   std::vector<double> waits;
+  std::vector<std::uint64_t> flood_during;
   for (int i = 0; i < 7; ++i) {
+    const std::uint64_t before = flood_answered();
     const auto start = Clock::now();
     REQUIRE(client->call(request, answer) == CallStatus::ok);
     CHECK(answer.status == 0);
     waits.push_back(ms_since(start));
+    flood_during.push_back(flood_answered() - before);
   }
   ::kill(flooder, SIGKILL);
   ::waitpid(flooder, nullptr, 0);
+  std::uint64_t per_lane[3];
+  for (int lane = 0; lane < 3; ++lane) per_lane[lane] = answered[lane].load(std::memory_order_relaxed);  // relaxed: as above
+  ::munmap(shared, 4096);
   std::sort(waits.begin(), waits.end());
+  std::sort(flood_during.begin(), flood_during.end());
   const double median = waits[waits.size() / 2];
+  const std::uint64_t median_flood = flood_during[flood_during.size() / 2];
   MESSAGE("one dear combo alone: " << dear.ms << " ms; behind one client's three flooding lanes a dear blocking call "
-                                    "took a median of " << median << " ms (worst " << waits.back() << " ms)");
-  // Its own combo plus the one of the flooding client's that runs when it arrives: two combos.
-  // Shared per lane it would wait for three of the flood's, four combos in all.
-  CHECK(median < 3.0 * dear.ms);
+                                    "took a median of " << median << " ms (worst " << waits.back() << " ms), while "
+                                    "a median of " << median_flood << " (most " << flood_during.back() << ") of the "
+                                    "flood's combos finished; the flooding lanes completed " << per_lane[0] << ", "
+                                    << per_lane[1] << " and " << per_lane[2] << " combos");
+  // Its own combo after the one of the flooding client's that runs when it arrives: one of the
+  // flood's finishes meanwhile (two when one ends just as the call is sent). Shared per lane it
+  // would wait for three of the flood's. Counted, not timed: a loaded host slows every combo
+  // alike (the 3x-in-ms bound this replaces failed at load 7 on main's build too).
+  CHECK(median_flood <= 2);
+  // The flooding client's lanes took turns: before, its first lane took every one of its starts
+  // while the other client made calls ([20, 0, 0] in the review).
+  const auto [fewest, most] = std::minmax({per_lane[0], per_lane[1], per_lane[2]});
+  CHECK(fewest >= 2);
+  CHECK(most <= 2 * fewest + 2);
 }
 
 TEST_CASE("a client that attaches while another streams is served within one combo, with and without workers") {
@@ -596,7 +641,7 @@ TEST_CASE("a client that attaches while another streams is served within one com
   const Measured dear = dear_combo(series, 15.0);
   for (const char* workers : {"0", "1"}) {
     CAPTURE(workers);
-    EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("pickup"),
+    EngineChild engine(binary_under_test(), unique_segment_name("pickup"),
                        {"--wait", "backoff", "--bars", "200000", "--seed", "6", "--workers", workers});
     REQUIRE(engine.up());
     std::atomic<bool> streaming{true};
@@ -634,7 +679,7 @@ TEST_CASE("a client killed while its combos sit at the workers: its answers are 
           "nothing lands in the lane's next owner") {
   const std::vector<double> series = series_of(200'000, 8);
   const Measured dear = dear_combo(series, 20.0);
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("killed"),
+  EngineChild engine(binary_under_test(), unique_segment_name("killed"),
                      {"--wait", "backoff", "--bars", "200000", "--seed", "8", "--lanes", "1", "--workers", "1",
                       "--ring-capacity", "8"});
   REQUIRE(engine.up());
@@ -693,7 +738,7 @@ TEST_CASE("a client killed while its combos sit at the workers: its answers are 
 TEST_CASE("SIGTERM with combos queued at the workers ends the engine after the combo in progress, not the queue") {
   const std::vector<double> series = series_of(200'000, 9);
   const Measured dear = dear_combo(series, 40.0);
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("stop"),
+  EngineChild engine(binary_under_test(), unique_segment_name("stop"),
                      {"--wait", "backoff", "--bars", "200000", "--seed", "9", "--workers", "1",
                       "--ring-capacity", "32"});
   REQUIRE(engine.up());
@@ -746,7 +791,7 @@ TEST_CASE("the default bound admits every combo of the default grid and of 6:200
   for (const std::int64_t length : *wide)
     CHECK(builtin().cost(combo_from_length(length), 1'000'000) <= kDefaultMaxFrameCost);
   // End to end, an engine with every option at its default answers the whole default grid.
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("admit"), {"--wait", "backoff"});
+  EngineChild engine(binary_under_test(), unique_segment_name("admit"), {"--wait", "backoff"});
   REQUIRE(engine.up());
   auto client = ShmClient::connect(engine.name(), patient_client());
   REQUIRE(client.has_value());
@@ -968,9 +1013,49 @@ TEST_CASE("while a live bar's share is at a stalled worker, other lanes are serv
   CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
 }
 
+TEST_CASE("with the only worker stalled on a live bar's share, another lane's dear BACKTEST is computed at once, "
+          "not after the worker") {
+  const std::vector<double> series = series_of(4'000, 7);
+  auto engine = live_engine(series, 3'000, 1, 1, /*stall_worker=*/0);
+  auto writer = ShmClient::connect(engine->name(), patient_client(std::chrono::seconds(60)));
+  auto reader = ShmClient::connect(engine->name(), patient_client());
+  auto other = ShmClient::connect(engine->name(), patient_client(std::chrono::seconds(5)));
+  REQUIRE(writer.has_value());
+  REQUIRE(reader.has_value());
+  REQUIRE(other.has_value());
+  ResponseSlot answer{};
+  REQUIRE(reader->subscribe(combo_from_length(20), answer) == CallStatus::ok);
+  ResponseSlot appended{};
+  CallStatus append_status = CallStatus::ok;
+  std::thread appending([&] { append_status = writer->append(series[3'000], 3'000, appended); });
+  const DataHeader& header = reader->segment().header();
+  const double limit_ms = static_cast<double>(stall_limit_ns(0)) / 1e6;
+  const auto waiting_by = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(limit_ms) + 10'000);
+  while (header.live_bar_waiting.load() != 1 && Clock::now() < waiting_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(header.live_bar_waiting.load() == 1);
+  // Before: the BACKTEST waited for the only worker, stopped for as long as the share was: a timeout here.
+  RequestSlot request{};
+  request.opcode = static_cast<std::uint16_t>(Opcode::backtest);
+  request.params = combo_from_length(30);
+  const auto asked = Clock::now();
+  REQUIRE(other->call(request, answer) == CallStatus::ok);
+  const double waited_ms = ms_since(asked);
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(waited_ms < 1000.0);
+  const auto expected = run_sweep(builtin(), std::span<const double>(series).first(3'000), std::vector<Combo>{request.params},
+                                  kDefaultFee, 1);
+  REQUIRE(expected.has_value());
+  CHECK(answer.pnl == (*expected)[0].pnl);
+  engine->release_stalled_worker();
+  appending.join();
+  CHECK(append_status == CallStatus::ok);
+  CHECK(appended.status == static_cast<std::uint16_t>(Status::ok));
+}
+
 TEST_CASE("a worker the host does not run (its thread stopped from outside, as a busy host leaves it) is not a "
           "fault: its BACKTEST is computed elsewhere and answered right, and the worker serves again once it runs") {
-  EngineChild engine(IPCFLOOR_BINARY, unique_segment_name("starved"),
+  EngineChild engine(binary_under_test(), unique_segment_name("starved"),
                      {"--wait", "backoff", "--bars", "20000", "--workers", "1"});
   REQUIRE(engine.up());
   const pid_t worker = find_thread(engine.pid(), "ipcf-worker");
@@ -1004,6 +1089,18 @@ TEST_CASE("a worker the host does not run (its thread stopped from outside, as a
   CHECK(answer.trades == (*expected)[0].trades);
   const DataHeader& header = client->segment().header();
   CHECK(header.jobs_reclaimed.load() == 1);
+  // The next dear BACKTEST does not wait for the stopped worker either (before: it waited for the
+  // worker to run again, here forever: a timeout). It is computed at once, by the serving thread.
+  auto impatient = ShmClient::connect(engine.name(), patient_client(std::chrono::seconds(5)));
+  REQUIRE(impatient.has_value());
+  const auto next_start = Clock::now();
+  REQUIRE(impatient->call(request, answer) == CallStatus::ok);
+  const double next_ms = ms_since(next_start);
+  MESSAGE("the next dear BACKTEST, with the worker still stopped: answered after " << next_ms << " ms");
+  CHECK(answer.status == static_cast<std::uint16_t>(Status::ok));
+  CHECK(answer.pnl == (*expected)[0].pnl);
+  CHECK(next_ms < 1000.0);
+  CHECK(header.jobs_reclaimed.load() == 1);  // nothing more was handed to it
 
   REQUIRE(::ptrace(PTRACE_DETACH, worker, nullptr, nullptr) == 0);  // the host runs it again
   for (int i = 0; i < 3; ++i) {

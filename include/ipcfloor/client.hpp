@@ -86,6 +86,14 @@ enum class Wait : std::int32_t {
 struct ClientOptions {
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);  // bound on any one wait
   Wait wait = Wait::engine;
+  // Re-attach by itself when the engine goes away (ipcfloor_options.reconnect): the request in
+  // flight throws ClientError IPCFLOOR_E_ENGINE_RESTARTED (never retried), the client attaches to
+  // the engine that comes back, renews its subscriptions and asks for a snapshot; wait_signal
+  // waits across it, and the first Signal of each subscription after it carries
+  // IPCFLOOR_SIGNAL_RESTART and `missed`. false: IPCFLOOR_E_ENGINE_GONE.
+  bool reconnect = false;
+  // How long one outage may last before the client gives up: 1 ms to one day; 0: 30 s.
+  std::chrono::nanoseconds reconnect_limit{0};
 };
 
 struct Result {
@@ -96,7 +104,8 @@ struct Result {
 
 // One subscribed combo's state after one bar, as its strategy's batch run has it after that bar:
 // the C struct of ipcfloor/ipcfloor.h (bar, subscription, dropped, value[2], pnl, trades, tick,
-// cross, position, flags with IPCFLOOR_SIGNAL_GAP and IPCFLOOR_SIGNAL_SNAPSHOT).
+// cross, position, flags with IPCFLOOR_SIGNAL_GAP, IPCFLOOR_SIGNAL_SNAPSHOT and
+// IPCFLOOR_SIGNAL_RESTART, missed).
 using Signal = ::ipcfloor_signal;
 
 // What subscribe answers: the combo's id on this client, and its state after the bars so far
@@ -181,6 +190,8 @@ class IPCFLOOR_CXX_API Client {
   [[nodiscard]] std::span<const double> published_series() const noexcept;
   // Signals this lane lost to a full signal ring since the engine started. Any thread.
   [[nodiscard]] std::uint64_t signals_dropped() const noexcept;
+  // Engines this client re-attached to (ClientOptions::reconnect). The requests' thread.
+  [[nodiscard]] std::uint64_t restarts() const noexcept;
 
   // Where the engine runs (ipcfloor_serving_cpu, ipcfloor_near_cpus): its serving thread's cpu
   // (-1: not said) and the cpus nearest it, nearest first. Any thread.
@@ -269,6 +280,10 @@ class IPCFLOOR_CXX_API Client {
   // clock reading the subscribers share, carried back in this bar's signals. Returns the bars in
   // the series now. Throws IPCFLOOR_E_CAPACITY_FULL, _BAD_PRICE, _NOT_WRITER, _NOT_LIVE, or a lane failure.
   std::uint64_t append(double close, std::uint64_t tick = 0);
+  // The same, paced for a replay that loses no signal (ipcfloor_append_paced): the engine takes
+  // the bar once every subscription's signal fits its ring, waiting up to the timeout. Throws
+  // IPCFLOOR_E_SUBSCRIBERS_BEHIND (nothing appended) when a subscriber stayed behind that long.
+  std::uint64_t append_paced(double close, std::uint64_t tick = 0);
   // Subscribes a combo (windows in [1, capacity()]) on this lane until the client goes. Throws
   // IPCFLOOR_E_WINDOW, _NO_ROOM, _REJECTED (too costly to replay), _NOT_LIVE, or a lane failure.
   Subscription subscribe(const Params& params);

@@ -83,7 +83,9 @@ extern "C" {
 #define IPCFLOOR_E_VERSION (-5)
 /* Attach: the object is not an ipcfloor segment, or its header or series is corrupt. */
 #define IPCFLOOR_E_BAD_SEGMENT (-6)
-/* A call: the engine died or is stopping. Detach; attach again once an engine is back. */
+/* A call: the engine died or is stopping. Detach; attach again once an engine is back (or attach
+ * with options.reconnect, and the client does that itself: then this code means no engine came
+ * back within the reconnect limit, or the one that did holds other bars). */
 #define IPCFLOOR_E_ENGINE_GONE (-7)
 /* A call: the engine lives but its heartbeat stopped (e.g. SIGSTOP); no answer came in time. */
 #define IPCFLOOR_E_ENGINE_HUNG (-8)
@@ -140,6 +142,25 @@ extern "C" {
 #define IPCFLOOR_E_MISSING_COLUMN (-28)
 /* A bar range outside the series, or of fewer than 2 bars; the sentence gives the series' bars. */
 #define IPCFLOOR_E_BAD_RANGE (-29)
+/* -30 to -39 are reserved. */
+/* A call on a client attached with `reconnect`: its engine went away while the call was in
+ * flight, and the client re-attached to the engine that came back under the same name (its
+ * subscriptions renewed, a snapshot asked for). The call was not answered and is NOT retried:
+ * an append may or may not have been journaled before the crash; ipcfloor_bars says which (the
+ * engine's last bar). Send it again if it is still wanted. The client stays usable. */
+#define IPCFLOOR_E_ENGINE_RESTARTED (-40)
+/* Append: the engine's journal (serve --journal) had no room on its disk for the bar's record,
+ * so the bar was not added (nothing was lost: no bar after it was added either). The client
+ * stays usable; the append succeeds again once the disk has room. */
+#define IPCFLOOR_E_JOURNAL_FULL (-41)
+/* Append: the engine's journal could not write or sync the bar's record, so the bar was not
+ * added; `ipcfloor status` says why. */
+#define IPCFLOOR_E_JOURNAL_FAILED (-42)
+/* -43 to -59 are reserved. */
+/* Paced append (ipcfloor_append_paced): for the whole of the client's timeout a subscriber's
+ * signal ring had no room for this bar's signals; nothing was appended. The client stays usable:
+ * call again once the subscriber reads. */
+#define IPCFLOOR_E_SUBSCRIBERS_BEHIND (-60)
 
 /* Not a failure: ipcfloor_poll_signal found no signal waiting (it never waits). */
 #define IPCFLOOR_NO_SIGNAL 1
@@ -176,11 +197,26 @@ typedef struct ipcfloor_options {
    * larger value is refused (IPCFLOOR_E_INVALID). A dead engine is reported sooner, within about
    * one heartbeat. */
   int64_t timeout_ns;
+  /* 1: re-attach by itself when the engine goes away (a crash, a restart): the call in flight is
+   * answered IPCFLOOR_E_ENGINE_RESTARTED (never retried), the client attaches to the engine that
+   * comes back under the same name (pausing 1 ms, doubling up to 50 ms, between tries),
+   * subscribes its combos again and asks for a snapshot; ipcfloor_wait_signal goes on waiting
+   * across it, and the first signal of each subscription after it carries
+   * IPCFLOOR_SIGNAL_RESTART and `missed`. 0 (the default): IPCFLOOR_E_ENGINE_GONE, and the client
+   * is done. Any other value is refused (IPCFLOOR_E_INVALID). */
+  int32_t reconnect;
+  int32_t reserved; /* 0 */
+  /* With reconnect: how long one outage may last before the client gives up
+   * (IPCFLOOR_E_ENGINE_GONE, saying how long it tried), nanoseconds: 0 means the default, 30 s;
+   * else 1 ms to IPCFLOOR_RECONNECT_LIMIT_MAX_NS (one day). */
+  int64_t reconnect_limit_ns;
 } ipcfloor_options;
 
 /* The longest timeout a client takes: one day, in nanoseconds (the bound `ipcfloor sweep
  * --timeout` has too). */
 #define IPCFLOOR_TIMEOUT_MAX_NS INT64_C(86400000000000)
+/* The longest reconnect limit: one day, in nanoseconds. */
+#define IPCFLOOR_RECONNECT_LIMIT_MAX_NS INT64_C(86400000000000)
 
 /* Fills `options` with the defaults. */
 IPCFLOOR_API void ipcfloor_options_init(ipcfloor_options *options);
@@ -273,6 +309,10 @@ IPCFLOOR_API size_t ipcfloor_near_cpus(const ipcfloor_client *c, int32_t *cpus, 
  * cpu or none of them can take the thread (a cpuset excludes them), with the cpus tried in
  * ipcfloor_last_error(c). Reads sysfs and makes a system call per cpu tried; allocates. */
 IPCFLOOR_API int ipcfloor_pin_near_engine(ipcfloor_client *c, int32_t *cpu);
+
+/* How many times this client re-attached to an engine that came back (options.reconnect): 0
+ * until its first engine goes away. The requests' thread (a re-attach moves it); no system call. */
+IPCFLOOR_API uint64_t ipcfloor_restarts(const ipcfloor_client *c);
 
 /* Signals this client's lane lost to a full signal ring since the engine started (a subscriber
  * that fell behind): compare with the `dropped` its signals reported, and ask for a snapshot
@@ -429,6 +469,9 @@ IPCFLOOR_API uint64_t ipcfloor_trades_bars(const ipcfloor_client *c, const ipcfl
 /* ipcfloor_signal.flags */
 #define IPCFLOOR_SIGNAL_GAP 1      /* signals of this lane were dropped before this one (see `dropped`) */
 #define IPCFLOOR_SIGNAL_SNAPSHOT 2 /* a state asked for (snapshot, subscribe), not a new bar */
+#define IPCFLOOR_SIGNAL_RESTART 4  /* the first signal of this subscription since the client
+                                    * re-attached to a restarted engine (options.reconnect):
+                                    * `missed` bars went by that it did not see as they happened */
 
 /* One subscribed combo's state after one bar, exactly as its strategy's batch run has it after
  * that bar (the same pnl bits and trades as a backtest over the bars up to it). 64 bytes. */
@@ -444,7 +487,10 @@ typedef struct ipcfloor_signal {
   int8_t cross;          /* the signal at this bar: +1 a long entry or reversal (the built-in: HMA3
                           * crossed above HMA), -1 a short one, 0 none */
   int8_t position;       /* after this bar: +1 long, -1 short, 0 flat */
-  uint16_t flags;        /* IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT */
+  uint16_t flags;        /* IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT | IPCFLOOR_SIGNAL_RESTART */
+  uint32_t missed;       /* with IPCFLOOR_SIGNAL_RESTART: the bars this subscription did not see as they
+                          * happened while the engine was away (the new engine's bars past the last
+                          * one this client had heard of; saturates); else 0 */
 } ipcfloor_signal;
 
 /* Appends one close to the engine's series. The first client to append becomes the series' one
@@ -452,9 +498,21 @@ typedef struct ipcfloor_signal {
  * CLOCK_MONOTONIC in ns, or 0): every signal of this bar carries it back. Stores the series' bar
  * count after the append in *bars (bars may be NULL). When the call returns, the signals of this
  * bar are in their subscribers' rings (or, where a ring was full, counted as dropped).
+ * On an engine with a journal (serve --journal) the call returns once the bar's record is written
+ * under its --fsync policy: a bar is in the series only once it is in the journal.
  * Returns IPCFLOOR_OK, IPCFLOOR_E_CAPACITY_FULL, IPCFLOOR_E_BAD_PRICE, IPCFLOOR_E_NOT_WRITER,
- * IPCFLOOR_E_NOT_LIVE (the client stays usable after each), or a lane failure. */
+ * IPCFLOOR_E_NOT_LIVE, IPCFLOOR_E_JOURNAL_FULL, IPCFLOOR_E_JOURNAL_FAILED (the client stays usable
+ * after each), IPCFLOOR_E_ENGINE_RESTARTED (reconnect: the engine came back; the bar may or may not
+ * be in the series: ipcfloor_bars says), or a lane failure. */
 IPCFLOOR_API int ipcfloor_append(ipcfloor_client *c, double close, uint64_t tick, uint64_t *bars);
+
+/* ipcfloor_append for a replay that loses no signal: the engine takes the bar only when every
+ * subscription's signal fits its subscriber's signal ring now. While one does not, the call asks
+ * again (pausing 20 us, doubling to 1 ms; the interrupt check of ipcfloor_set_interrupt is asked
+ * between tries) until the client's timeout, then returns IPCFLOOR_E_SUBSCRIBERS_BEHIND with
+ * nothing appended; a subscriber that never reads holds the replay back. Its other returns are
+ * ipcfloor_append's. `ipcfloor feed --pace-to-subscribers` is this call. */
+IPCFLOOR_API int ipcfloor_append_paced(ipcfloor_client *c, double close, uint64_t tick, uint64_t *bars);
 
 /* Subscribes the combo (six windows, each in [1, ipcfloor_capacity]) on this client's lane: from
  * now on every new bar brings one ipcfloor_signal for it. The engine first replays the bars so
@@ -484,7 +542,10 @@ IPCFLOOR_API int ipcfloor_snapshot(ipcfloor_client *c);
  * not notice an engine that died (nothing more comes): ipcfloor_wait_signal does. */
 IPCFLOOR_API int ipcfloor_poll_signal(ipcfloor_client *c, ipcfloor_signal *out);
 
-/* The same, waiting up to the client's timeout (ipcfloor_options.timeout_ns) for one: IPCFLOOR_OK,
+/* The same, waiting up to the client's timeout (ipcfloor_options.timeout_ns) for one. With
+ * reconnect, an engine that goes away meanwhile is waited for (up to the reconnect limit) and
+ * the wait goes on with the engine that came back: the next signals are the snapshot's, flagged
+ * IPCFLOOR_SIGNAL_RESTART. Returns IPCFLOOR_OK,
  * IPCFLOOR_E_TIMEOUT (no signal came; the engine looked alive), IPCFLOOR_E_ENGINE_GONE,
  * IPCFLOOR_E_ENGINE_HUNG, IPCFLOOR_E_CORRUPT, IPCFLOOR_E_NOT_LIVE or IPCFLOOR_E_INVALID. */
 IPCFLOOR_API int ipcfloor_wait_signal(ipcfloor_client *c, ipcfloor_signal *out);

@@ -8,7 +8,9 @@
  * (close[i] - close[0]) / step and its trades (i + 1) / step, so a batch run and the live step
  * agree bit for bit and every answer can be checked from the series alone. step 13 answers a NaN
  * pnl and step 14 negative trades: the engine must answer those engine_error. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, O_CLOEXEC: the faulty builds only */
 #include "strategy_v1.h"
+
 
 #include <math.h>
 #include <stdint.h>
@@ -27,8 +29,44 @@
 #define PROBE_ENTRY ipcfloor_strategy_v1
 #endif
 
+#ifdef PROBE_CONSTRUCTOR
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* Runs when the file is loaded: creates $IPCFLOOR_PROBE_MARKER, so a test sees whether the engine
+ * ran any code of a file it then refused. */
+__attribute__((constructor)) static void probe_constructor(void) {
+  const char* marker = getenv("IPCFLOOR_PROBE_MARKER");
+  if (marker != NULL) {
+    const int fd = open(marker, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
+}
+#endif
+
+#if defined(PROBE_SPIN_MS) || defined(PROBE_SPIN_STEP_MS)
+#include <time.h>
+/* The fault: run() takes `ms` ms whatever its cost says (2 units a bar): always (PROBE_SPIN_MS),
+ * or only for step 99 (PROBE_SPIN_STEP_MS), which the self-check never runs. */
+static void probe_spin(long ms) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+#endif
+
 static int probe_validate(const int64_t* p, uint64_t n_bars, char* why, size_t why_bytes) {
   (void)n_bars;
+#ifdef PROBE_LIAR_BOUNDS
+  /* The fault: only INT64_MIN and INT64_MAX are refused, while the cost grows with |step|. */
+  if (p[0] == INT64_MIN || p[0] == INT64_MAX) {
+    if (why) snprintf(why, why_bytes, "step is %lld", (long long)p[0]);
+    return 1;
+  }
+  return 0;
+#endif
 #ifdef PROBE_UNBOUNDED
   const int64_t top = INT64_MAX; /* the fault: no upper bound on the work a request may ask for */
 #else
@@ -43,6 +81,10 @@ static int probe_validate(const int64_t* p, uint64_t n_bars, char* why, size_t w
 
 static uint64_t probe_cost(const int64_t* p, uint64_t n_bars) {
   (void)p;
+#ifdef PROBE_LIAR_BOUNDS
+  const uint64_t magnitude = p[0] < 0 ? (uint64_t)(-(p[0] + 1)) + 1 : (uint64_t)p[0];
+  return n_bars != 0 && magnitude > UINT64_MAX / n_bars ? UINT64_MAX : magnitude * n_bars;
+#endif
 #ifdef PROBE_COST_MAX
   (void)n_bars;
   return UINT64_MAX; /* the fault: a cost that is not a finite number of units */
@@ -70,6 +112,12 @@ static int probe_run(const double* close, uint64_t n_bars, const int64_t* p, dou
                      ipcfloor_strategy_result* out) {
   (void)fee;
   (void)workspace;
+#ifdef PROBE_SPIN_MS
+  probe_spin(PROBE_SPIN_MS);
+#endif
+#ifdef PROBE_SPIN_STEP_MS
+  if (p[0] == 99) probe_spin(PROBE_SPIN_STEP_MS);
+#endif
   probe_at(close, n_bars - 1, p[0], &out->pnl, &out->trades);
   return 0;
 }

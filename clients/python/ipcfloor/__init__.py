@@ -44,6 +44,13 @@ closes, others subscribe combos and read one Signal per subscribed combo per new
     signal = reader.wait_signal()                        # waits up to the timeout (Timeout)
     bars = reader.published_series                       # numpy, zero-copy: the bars so far
 
+An Engine attached with reconnect=True outlives a restart of its engine (a crash, a deploy): the
+call in flight raises EngineRestarted (never retried), the Engine re-attaches by itself and
+renews its subscriptions, and the first Signal of each one afterwards has restart True and
+`missed`, the bars it did not see as they happened:
+
+    reader = ipcfloor.attach("ipcfloor", reconnect=True, reconnect_limit=30.0)
+
 The per-call methods are a compiled extension over the C ABI (libipcfloor.so, shipped inside
 the package); every call that waits on the engine lets other Python threads run meanwhile, and
 sees Ctrl-C within a few tens of ms (KeyboardInterrupt; the Engine stays usable). Timeouts are
@@ -89,9 +96,11 @@ _load_carried()
 
 from . import _ipcfloor  # noqa: E402 - after the libraries it needs
 from ._engine import STATS_FIGURES, TRADE_DTYPE, Engine, StrategyInfo, SweepResult, TradeList, attach
-from ._errors import (BadPrice, BadRange, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung, Error,
-                      Forked, InternalError, Interrupted, InvalidArgument, MissingColumn, NoEngine, NoLiveStep, NoRoom,
-                      NoSuchSeries, NoSuchStrategy, NoTradeReport, NotLive, SignalsFull, NotTheWriter, PermissionDenied, Rejected, ResourceFailure, Status, SystemFailure, Timeout,
+from ._errors import (BadPrice, BadRange, BadSegment, Busy, CapacityFull, Closed, Corrupt, EngineGone, EngineHung,
+                      EngineRestarted, Error, Forked, InternalError, Interrupted, InvalidArgument, JournalFailed,
+                      JournalFull, MissingColumn, NoEngine, NoLiveStep, NoRoom, NoSuchSeries, NoSuchStrategy,
+                      NoTradeReport, NotLive, SignalsFull, NotTheWriter, PermissionDenied, Rejected, ResourceFailure,
+                      Status, SystemFailure, Timeout,
                       VersionMismatch, WindowOutOfRange, status_name)
 from ._input import TIMEOUT_MAX, TIMEOUT_MIN, Grid, combo_from_length, grid
 from ._ipcfloor import Signal
@@ -104,7 +113,7 @@ __all__ = [
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
     "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull", "NoTradeReport",
-    "MissingColumn", "BadRange",
+    "MissingColumn", "BadRange", "EngineRestarted", "JournalFull", "JournalFailed",
 ]
 
 # The package's version is the C library's it was built with ("MAJOR.MINOR.PATCH").

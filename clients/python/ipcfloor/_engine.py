@@ -589,12 +589,20 @@ class Engine(_ipcfloor.Client):
         return out[0], out[1], out[2]
 
 
-def attach(name: str, timeout: float = 5.0, wait: WaitMode | None = None) -> Engine:
+def attach(name: str, timeout: float = 5.0, wait: WaitMode | None = None, reconnect: bool = False,
+           reconnect_limit: float = 30.0) -> Engine:
     """Attaches to engine NAME (`ipcfloor serve --name NAME`) and claims a lane.
 
     timeout: seconds, the bound on any one wait (a lane being freed, an answer, a signal): 0.001
     (1 ms) to 86400 (one day), the range `ipcfloor sweep --timeout` takes.
     wait: "spin", "backoff", "block", or None (or "engine") for the engine's own mode.
+    reconnect: True to re-attach by itself when the engine goes away (a crash, a restart): the
+    call in flight raises EngineRestarted (it is never retried: an append may or may not have
+    been journaled; `bars` says), the Engine attaches to the engine that comes back under NAME,
+    subscribes its combos again and asks for a snapshot; wait_signal waits across it, and the first
+    Signal of each subscription after it has restart True and `missed`, the bars it did not see as
+    they happened. `restarts` counts the engines it re-attached to. False: EngineGone.
+    reconnect_limit: seconds one outage may last before it gives up (EngineGone): 0.001 to 86400.
     The Engine belongs to this process: in a child made by fork() its calls raise Forked (attach
     again there), and the parent's Engine goes on working.
     Raises NoEngine, Busy, PermissionDenied, VersionMismatch, InvalidArgument, ... (ipcfloor.Error)."""
@@ -602,7 +610,11 @@ def attach(name: str, timeout: float = 5.0, wait: WaitMode | None = None) -> Eng
         raise invalid(f"attach: name is {name!r}: the engine name is a str (`ipcfloor serve --name NAME`)")
     if wait not in _WAIT_MODES:
         raise invalid(f"attach: wait is {wait!r}: give 'spin', 'backoff', 'block' or None (the engine's mode)")
-    engine = _ipcfloor.attach(Engine, name.encode(), _WAIT_MODES[wait], _input.timeout_ns(timeout))
+    if not isinstance(reconnect, bool):
+        raise invalid(f"attach: reconnect is {reconnect!r}: give True or False")
+    limit_ns = round(_input.seconds("attach", reconnect_limit, "reconnect_limit") * 1e9)
+    engine = _ipcfloor.attach(Engine, name.encode(), _WAIT_MODES[wait], _input.timeout_ns(timeout),
+                              1 if reconnect else 0, limit_ns)
     engine._views = {}
     return engine
 

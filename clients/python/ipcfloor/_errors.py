@@ -22,7 +22,8 @@ __all__ = [
     "EngineGone", "EngineHung", "Timeout", "Corrupt", "WindowOutOfRange", "Rejected", "SystemFailure",
     "ResourceFailure", "InternalError", "Closed", "NotLive", "CapacityFull", "BadPrice", "NotTheWriter", "NoRoom",
     "NoSuchSeries", "Forked", "Interrupted", "NoSuchStrategy", "NoLiveStep", "SignalsFull", "NoTradeReport",
-    "MissingColumn", "BadRange", "Status", "status_name", "error_for", "invalid",
+    "MissingColumn", "BadRange", "EngineRestarted", "JournalFull", "JournalFailed", "Status", "status_name",
+    "error_for", "invalid",
 ]
 
 
@@ -62,6 +63,9 @@ class Status(enum.IntEnum):
     NO_TRADE_REPORT = _ipcfloor.E_NO_TRADE_REPORT
     MISSING_COLUMN = _ipcfloor.E_MISSING_COLUMN
     BAD_RANGE = _ipcfloor.E_BAD_RANGE
+    ENGINE_RESTARTED = _ipcfloor.E_ENGINE_RESTARTED
+    JOURNAL_FULL = _ipcfloor.E_JOURNAL_FULL
+    JOURNAL_FAILED = _ipcfloor.E_JOURNAL_FAILED
 
 
 _NAMES = {int(status): status.name.lower() for status in Status}
@@ -231,6 +235,23 @@ class BadRange(Error, ValueError):
     bars."""
 
 
+class EngineRestarted(Error):
+    """attach(reconnect=True): the engine went away while this call was in flight, and the Engine
+    re-attached to the one that came back (its subscriptions renewed, a snapshot asked for). The
+    call was not answered and is not retried: an append may or may not have been journaled
+    (Engine.bars says). The Engine stays usable."""
+
+
+class JournalFull(Error):
+    """append: the engine's journal (serve --journal) had no room on its disk for the bar, so the
+    bar was not added; the append succeeds again once the disk has room."""
+
+
+class JournalFailed(Error):
+    """append: the engine's journal could not write the bar's record, so the bar was not added
+    (`ipcfloor status` says why)."""
+
+
 _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_INVALID: InvalidArgument,
     _ipcfloor.E_NO_ENGINE: NoEngine,
@@ -261,6 +282,9 @@ _BY_CODE: dict[int, type[Error]] = {
     _ipcfloor.E_NO_TRADE_REPORT: NoTradeReport,
     _ipcfloor.E_MISSING_COLUMN: MissingColumn,
     _ipcfloor.E_BAD_RANGE: BadRange,
+    _ipcfloor.E_ENGINE_RESTARTED: EngineRestarted,
+    _ipcfloor.E_JOURNAL_FULL: JournalFull,
+    _ipcfloor.E_JOURNAL_FAILED: JournalFailed,
 }
 
 for _class in (Status, Error, Closed, *_BY_CODE.values()):

@@ -304,12 +304,12 @@ def tick(fn: str, value: object) -> int:
     return int(value)
 
 
-def seconds(fn: str, value: object) -> float:
-    """A timeout in seconds: a number in [TIMEOUT_MIN, TIMEOUT_MAX] (1 ms to one day, the CLI's
-    `sweep --timeout` range)."""
+def seconds(fn: str, value: object, what: str = "timeout") -> float:
+    """A timeout (or another bound, `what`) in seconds: a number in [TIMEOUT_MIN, TIMEOUT_MAX] (1 ms
+    to one day, the CLI's `sweep --timeout` range)."""
     if isinstance(value, bool) or not isinstance(value, (float, int, np.floating, np.integer)) or \
             not math.isfinite(float(value)) or not TIMEOUT_MIN <= float(value) <= TIMEOUT_MAX:
-        raise invalid(f"{fn}: timeout is {value!r}: a timeout is a number of seconds from {TIMEOUT_MIN} (1 ms) to "
+        raise invalid(f"{fn}: {what} is {value!r}: a {what} is a number of seconds from {TIMEOUT_MIN} (1 ms) to "
                       f"{TIMEOUT_MAX:.0f} (one day)")
     return float(value)
 

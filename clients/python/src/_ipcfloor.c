@@ -40,8 +40,9 @@
 
 #include <ipcfloor/ipcfloor.h>
 
-/* The failure codes run from -1 to -kCodes; error_classes[-code] is the class of each. */
-enum { kCodes = 29 };
+/* The failure codes run from -1 to -kCodes (some unused); error_classes[-code] is the class of
+ * each (NULL: the base class). */
+enum { kCodes = 42 };
 /* How often a waiting call runs Python's signal handlers: Ctrl-C is seen within about this. */
 static const int64_t kSignalCheckNs = 20 * 1000 * 1000;
 static PyObject *error_classes[kCodes + 1];
@@ -178,6 +179,8 @@ typedef struct {
   int busy;           /* a call is in flight (read and written under the GIL only) */
   /* Fixed at attach; readable after close. */
   PyObject *engine, *wait, *name, *series_names, *near_cpus;
+  /* Refreshed when the client re-attached (reconnect): the engine that came back's. */
+  unsigned long long restarts;
   long long pid, bars, capacity;
   int serving_cpu;
   unsigned long long checksum;
@@ -213,8 +216,18 @@ static int call_begin(Client *self, Call *call) {
   return 1;
 }
 
+static int fill_metadata(Client *self, ipcfloor_client *c);
+
 static void call_end(Client *self, Call *call) {
   self->busy = 0;
+  /* A re-attach (reconnect) during the call: the metadata is the new engine's. A failure to
+   * copy it keeps the old values (the call's own result or error stands). */
+  if (self->c == call->c && ipcfloor_restarts(call->c) != self->restarts) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    if (!fill_metadata(self, call->c)) PyErr_Clear();
+    PyErr_Restore(type, value, trace);
+  }
   Py_DECREF(call->handle);
 }
 
@@ -381,14 +394,15 @@ static PyObject *six_ints(const int64_t values[6]) {
 static PyObject *signal_of(const ipcfloor_signal *s) {
   PyObject *signal = PyStructSequence_New(signal_type);
   if (signal == NULL) return NULL;
-  PyObject *fields[13] = {
+  PyObject *fields[15] = {
       PyLong_FromUnsignedLongLong(s->bar), PyLong_FromUnsignedLong(s->subscription), PyFloat_FromDouble(s->value[0]),
       PyFloat_FromDouble(s->value[1]),        PyFloat_FromDouble(s->pnl),               PyLong_FromLongLong(s->trades),
       PyLong_FromUnsignedLongLong(s->tick), PyLong_FromUnsignedLong(s->dropped),   PyLong_FromLong(s->cross),
       PyLong_FromLong(s->position),      PyLong_FromUnsignedLong(s->flags),
-      PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_GAP), PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_SNAPSHOT)};
+      PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_GAP), PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_SNAPSHOT),
+      PyBool_FromLong(s->flags & IPCFLOOR_SIGNAL_RESTART), PyLong_FromUnsignedLong(s->missed)};
   int ok = 1;
-  for (int i = 0; i < 13; ++i) {
+  for (int i = 0; i < 15; ++i) {
     if (fields[i] == NULL) ok = 0;
     PyStructSequence_SET_ITEM(signal, i, fields[i]); /* a NULL field is skipped by the dealloc */
   }
@@ -843,6 +857,11 @@ static PyObject *Client_get_closed(Client *self, void *unused) {
   return PyBool_FromLong(self->c == NULL);
 }
 
+static PyObject *Client_get_restarts(Client *self, void *unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(self->restarts);
+}
+
 static PyObject *Client_get_signals_dropped(Client *self, void *unused) {
   (void)unused;
   if (!check_open(self)) return NULL;
@@ -974,6 +993,7 @@ static PyMemberDef Client_members[] = {
 static PyGetSetDef Client_getset[] = {
     {"closed", (getter)Client_get_closed, NULL, "True once close() ran", NULL},
     {"signals_dropped", (getter)Client_get_signals_dropped, NULL, "signals this lane lost to a full ring", NULL},
+    {"restarts", (getter)Client_get_restarts, NULL, "engines this Engine re-attached to (reconnect=True)", NULL},
     {"last_error", (getter)Client_get_last_error, NULL, "the sentence behind this Engine's last failure", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -995,15 +1015,16 @@ static PyObject *decoded(const char *text) {
   return PyUnicode_DecodeUTF8(text != NULL ? text : "", text != NULL ? (Py_ssize_t)strlen(text) : 0, "replace");
 }
 
-/* Copies the metadata of client c into `self` (fixed at attach). 0 with an error set. */
+/* Copies the metadata of client c into `self`: at attach, and after a re-attach (reconnect), when
+ * it is the engine that came back's. 0 with an error set (the fields already copied stay). */
 static int fill_metadata(Client *self, ipcfloor_client *c) {
   static const char *const wait_names[] = {"engine", "spin", "backoff", "block"};
   const int32_t mode = ipcfloor_wait_mode(c);
-  self->engine = decoded(ipcfloor_engine_name(c));
-  self->wait = decoded(mode >= 0 && mode <= 3 ? wait_names[mode] : "engine");
-  self->name = decoded(ipcfloor_series_name(c));
+  Py_XSETREF(self->engine, decoded(ipcfloor_engine_name(c)));
+  Py_XSETREF(self->wait, decoded(mode >= 0 && mode <= 3 ? wait_names[mode] : "engine"));
+  Py_XSETREF(self->name, decoded(ipcfloor_series_name(c)));
   const uint32_t count = ipcfloor_series_count(c);
-  self->series_names = PyTuple_New(count);
+  Py_XSETREF(self->series_names, PyTuple_New(count));
   if (self->engine == NULL || self->wait == NULL || self->name == NULL || self->series_names == NULL) return 0;
   for (uint32_t i = 0; i < count; ++i) {
     PyObject *key = decoded(ipcfloor_series_key(c, i));
@@ -1012,7 +1033,7 @@ static int fill_metadata(Client *self, ipcfloor_client *c) {
   }
   int32_t near[64];
   const size_t near_count = ipcfloor_near_cpus(c, near, sizeof near / sizeof near[0]);
-  self->near_cpus = PyTuple_New((Py_ssize_t)(near_count < 64 ? near_count : 64));
+  Py_XSETREF(self->near_cpus, PyTuple_New((Py_ssize_t)(near_count < 64 ? near_count : 64)));
   if (self->near_cpus == NULL) return 0;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->near_cpus); ++i) {
     PyObject *cpu = PyLong_FromLong(near[i]);
@@ -1028,20 +1049,26 @@ static int fill_metadata(Client *self, ipcfloor_client *c) {
   self->ring_capacity = ipcfloor_ring_capacity(c);
   self->fee = ipcfloor_fee(c);
   self->live = (char)(ipcfloor_is_live(c) != 0);
+  self->restarts = ipcfloor_restarts(c);
   return 1;
 }
 
-/* attach(cls, name: bytes, wait: int, timeout_ns: int) -> cls: ipcfloor_attach_with, the GIL
- * handed over while it waits for a lane. cls derives from Client. */
+/* attach(cls, name: bytes, wait: int, timeout_ns: int, reconnect: int, reconnect_limit_ns: int) ->
+ * cls: ipcfloor_attach_with, the GIL handed over while it waits for a lane. cls derives from
+ * Client. */
 static PyObject *module_attach(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
   (void)module;
   ipcfloor_options options;
   ipcfloor_options_init(&options);
-  if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &ClientType) ||
-      !PyBytes_Check(args[1]) || !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[3]))
-    return PyErr_Format(PyExc_TypeError, "attach(cls, name: bytes, wait: int, timeout_ns: int)");
+  if (nargs != 6 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &ClientType) ||
+      !PyBytes_Check(args[1]) || !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[3]) ||
+      !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5]))
+    return PyErr_Format(PyExc_TypeError, "attach(cls, name: bytes, wait: int, timeout_ns: int, reconnect: int, "
+                                         "reconnect_limit_ns: int)");
   options.wait = (int32_t)PyLong_AsLong(args[2]);
   options.timeout_ns = PyLong_AsLongLong(args[3]);
+  options.reconnect = (int32_t)PyLong_AsLong(args[4]);
+  options.reconnect_limit_ns = PyLong_AsLongLong(args[5]);
   if (PyErr_Occurred()) return NULL;
   const char *name = PyBytes_AS_STRING(args[1]);
   int err = 0;
@@ -1117,7 +1144,8 @@ static PyObject *module_version(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"attach", (PyCFunction)(void (*)(void))module_attach, METH_FASTCALL,
-     "attach(cls, name, wait, timeout_ns, /)\n--\n\nipcfloor_attach_with -> a cls (a Client) on a claimed lane."},
+     "attach(cls, name, wait, timeout_ns, reconnect, reconnect_limit_ns, /)\n--\n\n"
+     "ipcfloor_attach_with -> a cls (a Client) on a claimed lane."},
     {"_configure", (PyCFunction)(void (*)(void))module_configure, METH_FASTCALL,
      "_configure(base, by_code, closed, /)\n--\n\nThe exception classes the extension raises."},
     {"combo_from_length", module_combo_from_length, METH_O,
@@ -1144,15 +1172,17 @@ static PyStructSequence_Field signal_fields[] = {
     {"dropped", "signals of this lane lost just before this one"},
     {"cross", "+1 a long entry or reversal here (the built-in: HMA3 crossed above HMA), -1 a short one, 0 none"},
     {"position", "after this bar: +1 long, -1 short, 0 flat"},
-    {"flags", "IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT"},
+    {"flags", "IPCFLOOR_SIGNAL_GAP | IPCFLOOR_SIGNAL_SNAPSHOT | IPCFLOOR_SIGNAL_RESTART"},
     {"gap", "signals of this lane were dropped before this one: ask for a snapshot"},
     {"snapshot", "a state asked for (snapshot, subscribe), not a new bar"},
+    {"restart", "the first signal of this subscription since the Engine re-attached to a restarted engine"},
+    {"missed", "with restart: the bars this subscription did not see as they happened; else 0"},
     {NULL, NULL},
 };
 
 static PyStructSequence_Desc signal_desc = {
     "ipcfloor.Signal", "One subscribed combo's state after one bar, as the batch kernel has it after that bar.",
-    signal_fields, 11, /* gap and snapshot are attributes only: the tuple is the 11 fields */
+    signal_fields, 11, /* gap, snapshot, restart and missed are attributes only: the tuple is the 11 fields */
 };
 
 /* The constants of ipcfloor.h the package names: every code, the signal flags, the wait modes. */
@@ -1191,17 +1221,21 @@ static const struct {
     CONSTANT(E_NO_TRADE_REPORT),
     CONSTANT(E_MISSING_COLUMN),
     CONSTANT(E_BAD_RANGE),
+    CONSTANT(E_ENGINE_RESTARTED),
+    CONSTANT(E_JOURNAL_FULL),
+    CONSTANT(E_JOURNAL_FAILED),
     CONSTANT(NO_SIGNAL),
     CONSTANT(REASON_BYTES),
     CONSTANT(SIGNAL_GAP),
     CONSTANT(SIGNAL_SNAPSHOT),
+    CONSTANT(SIGNAL_RESTART),
     CONSTANT(WAIT_ENGINE),
     CONSTANT(WAIT_SPIN),
     CONSTANT(WAIT_BACKOFF),
     CONSTANT(WAIT_BLOCK),
 };
 #undef CONSTANT
-_Static_assert(-IPCFLOOR_E_BAD_RANGE == kCodes, "kCodes is the last code of ipcfloor.h");
+_Static_assert(-IPCFLOOR_E_JOURNAL_FAILED == kCodes, "kCodes is the last code of ipcfloor.h");
 /* The record layouts Engine's numpy dtypes (ipcfloor/_engine.py) mirror, field by field. */
 _Static_assert(sizeof(ipcfloor_stats) == 144 && offsetof(ipcfloor_stats, max_drawdown_bars) == 104 &&
                    offsetof(ipcfloor_stats, bars) == 136,
