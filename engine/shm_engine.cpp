@@ -88,7 +88,7 @@ Expected<BarJournal> open_journal(const ShmEngineConfig& config) {
   const SegmentConfig& segment = config.segment;
   BarJournal::Options options;
   options.dir = config.journal->dir;
-  options.base = {segment.series.size(), fnv1a64(std::as_bytes(segment.series)), segment.series_key,
+  options.base = {segment.series.size(), fnv1a64(std::as_bytes(segment.series.close)), segment.series_key,
                   segment.series_name};
   options.room = segment.capacity_bars > segment.series.size() ? segment.capacity_bars - segment.series.size() : 0;
   return BarJournal::open(options);

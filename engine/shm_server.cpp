@@ -342,7 +342,7 @@ bool ShmServer::take_back(const WorkerJob& job) noexcept {
   WorkerDone done;
   // relaxed, release: as in answer().
   watch_.cost.store(job.cost, std::memory_order_relaxed);
-  watch_.strategy.store(job.strategy != nullptr ? job.strategy->index() : 0, std::memory_order_relaxed);
+  watch_.strategy.store(job.compute.strategy != nullptr ? job.compute.strategy->index() : 0, std::memory_order_relaxed);
   watch_.since.store(TscClock::now() | 1, std::memory_order_release);
   job.runner->run(job, workspace_, done);
   watch_.since.store(0, std::memory_order_relaxed);  // relaxed: as in answer()
@@ -401,10 +401,11 @@ std::size_t ShmServer::collect_from_journal() noexcept {
     } else {
       // Never published: the APPEND is answered with why, and the bar is not in the series.
       answer.ticket = pending.ticket;
-      answer.status = static_cast<std::uint16_t>(outcome == JournalOutcome::full ? Status::journal_full
-                                                                                  : Status::journal_failed);
-      answer.pnl = pending.close;
-      answer.trades = static_cast<std::int64_t>(segment_.header().bars_published.load(std::memory_order_relaxed));
+      answer.result.status = outcome == JournalOutcome::full ? Status::journal_full : Status::journal_failed;
+      answer.result.pnl = pending.close;
+      // relaxed: this thread alone stores it.
+      answer.result.trades =
+          static_cast<std::int64_t>(segment_.header().bars_published.load(std::memory_order_relaxed));
     }
     finish(answer);
   }

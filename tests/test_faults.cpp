@@ -774,23 +774,26 @@ std::optional<Attachment> lane_for_scribbling(const std::string& name) {
 
 // What an engine that is not live and holds one series of `bars` bars must answer to `request`.
 Status deserved_status(const RequestSlot& request, std::int64_t bars, std::size_t bulk_bytes) {
-  const std::uint16_t op = request.opcode;
-  if (op == static_cast<std::uint16_t>(Opcode::append) || op == static_cast<std::uint16_t>(Opcode::subscribe) ||
-      op == static_cast<std::uint16_t>(Opcode::snapshot))
-    return Status::not_live;
-  if (op == static_cast<std::uint16_t>(Opcode::backtest)) {
+  // Above the operation's byte only the options bit is defined. This test writes no options line,
+  // so a request that has the bit asks for nothing more than one without it.
+  if ((request.opcode & ~(kOpcodeMask | kOpcodeWithOptions)) != 0) return Status::unknown_opcode;
+  const bool with_options = (request.opcode & kOpcodeWithOptions) != 0;
+  const auto op = static_cast<Opcode>(request.opcode & kOpcodeMask);
+  if (op == Opcode::append || op == Opcode::subscribe || op == Opcode::snapshot)
+    return with_options ? Status::reserved_bits_set : Status::not_live;
+  if (op == Opcode::backtest || op == Opcode::stats || op == Opcode::trades) {
     // The high byte names a strategy (only the built-in one, 0, here), the low byte a series (one).
     if ((request.flags >> kStrategyIndexShift) != 0) return Status::no_such_strategy;
     if ((request.flags & kSeriesIndexMask) != 0) return Status::no_such_series;
+    for (const std::int64_t window : request.params.as_array())
+      if (window < 1 || window > bars) return Status::window_out_of_range;
+    return Status::ok;
   }
-  if (request.flags != 0) return Status::reserved_bits_set;
+  if (request.flags != 0 || with_options) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk))
     return valid_bulk_echo(BulkEcho::from_params(request.params), bulk_bytes) ? Status::ok : Status::bulk_out_of_range;
-  if (request.opcode != static_cast<std::uint16_t>(Opcode::backtest)) return Status::unknown_opcode;
-  for (const std::int64_t window : request.params.as_array())
-    if (window < 1 || window > bars) return Status::window_out_of_range;
-  return Status::ok;
+  return Status::unknown_opcode;
 }
 
 void check_serves(ShmClient& client, std::int64_t tag) {

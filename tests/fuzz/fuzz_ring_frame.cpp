@@ -89,7 +89,12 @@ Fixture& fixture() {
 }
 
 Status expected_status(const RequestSlot& request) {
-  if (request.opcode == static_cast<std::uint16_t>(Opcode::backtest)) {
+  // Above the operation's byte only the options bit is defined; dispatch_request passes no options
+  // line, so the bit asks for nothing more.
+  if ((request.opcode & ~(kOpcodeMask | kOpcodeWithOptions)) != 0) return Status::unknown_opcode;
+  const bool with_options = (request.opcode & kOpcodeWithOptions) != 0;
+  const auto op = static_cast<Opcode>(request.opcode & kOpcodeMask);
+  if (op == Opcode::backtest || op == Opcode::stats || op == Opcode::trades) {
     // The flags name the strategy (high byte) and the series (low byte): one of each here.
     if ((request.flags >> 8) != 0) return Status::no_such_strategy;
     if ((request.flags & 0xFF) != 0) return Status::no_such_series;
@@ -97,10 +102,9 @@ Status expected_status(const RequestSlot& request) {
       if (window < 1 || window > static_cast<std::int64_t>(kBars)) return Status::window_out_of_range;
     return Status::ok;
   }
-  const bool live = request.opcode >= static_cast<std::uint16_t>(Opcode::append) &&
-                    request.opcode <= static_cast<std::uint16_t>(Opcode::snapshot);
-  if (live) return Status::not_live;
-  if (request.flags != 0) return Status::reserved_bits_set;
+  if (op == Opcode::append || op == Opcode::subscribe || op == Opcode::snapshot)
+    return with_options ? Status::reserved_bits_set : Status::not_live;
+  if (request.flags != 0 || with_options) return Status::reserved_bits_set;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo)) return Status::ok;
   if (request.opcode == static_cast<std::uint16_t>(Opcode::echo_bulk)) {
     const BulkEcho bulk = BulkEcho::from_params(request.params);
