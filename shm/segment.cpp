@@ -220,7 +220,9 @@ void write_data(std::byte* base, std::size_t object_bytes, const SegmentGeometry
   const std::size_t preloaded_bytes = config.series.size() * sizeof(double);
   std::memcpy(series, config.series.close.data(), preloaded_bytes);
   header->series_checksum = fnv1a64(std::span<const std::byte>(series, preloaded_bytes));
-  std::memcpy(series + preloaded_bytes, config.replayed.data(), config.replayed.size() * sizeof(double));
+  // An empty span's data() may be null, which memcpy may not be given even for 0 bytes (UBSan).
+  if (!config.replayed.empty())
+    std::memcpy(series + preloaded_bytes, config.replayed.data(), config.replayed.size() * sizeof(double));
   write_journal_facts(*header, config.journal, config.replayed.size());
   // The series table: the main series, then the others after its room.
   header->series_count = static_cast<std::uint32_t>(1 + config.more_series.size());
