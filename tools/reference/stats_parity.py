@@ -36,9 +36,8 @@ to be the case claimed, so no case passes vacuously):
 Besides: every trade a win (profit factor +inf, sortino and calmar NaN) and a 2-bar series (one
 step: sd NaN).
 
-donchian needs the High and Low columns and vwma_cross the Volume column: a binary whose series
-keep the close only refuses them (missing_column); this script then prints why and skips them.
-Exit 0 when every figure matches, 1 otherwise.
+donchian needs the High and Low columns and vwma_cross the Volume column, which the engine and
+`sweep --inproc` keep from the OHLCV files: a refusal for a missing column is a mismatch. Exit 0 when every figure matches, 1 otherwise.
 Usage: stats_parity.py --ipcfloor BIN --strategies DIR [--workdir DIR] [--seed S ...]
 """
 

@@ -8,9 +8,9 @@ last bit.
 On several series: fixed seeds and sizes, and on every run two seeds drawn at random (printed, so
 a failure can be replayed with --seed), each a GBM close series from `ipcfloor gen` with bars
 drawn around it, written as a CSV of Date,Open,High,Low,Close,Volume (series_files.py). donchian
-needs the High and Low columns and vwma_cross the Volume column: a binary whose series keep the
-close only refuses them (missing_column, naming the column); this script then prints why and skips
-them. Exit 0 when every row matches, 1 otherwise.
+needs the High and Low columns and vwma_cross the Volume column, which the engine and `sweep
+--inproc` keep from those files: a refusal for a missing column is a mismatch. Exit 0 when every
+row matches, 1 otherwise.
 Usage: strategy_parity.py --ipcfloor BIN --strategies DIR [--workdir DIR] [--seed S ...]
 """
 
