@@ -383,7 +383,8 @@ Expected<void> stream_through_segment(const SweepOptions& options, ShmClient& cl
   const auto request = [&](std::size_t) {
     const std::size_t at = next_runnable(requested);
     requested = at + 1;
-    return SweepRequest{opcode, request_flags(series_index, strategy.index), payload_of(rows.plan->combo(at)), with};
+    asked = rows.plan->combo(at);
+    return SweepRequest{opcode, request_flags(series_index, strategy.index), payload_of(asked), with};
   };
   const auto take = [&](std::size_t, const ResponseSlot& answer, const AnswerRecord& record) {
     const std::size_t at = next_runnable(emitted);

@@ -282,7 +282,7 @@ TEST_CASE("a file that does not export the entry is refused before dlopen runs a
                                     {"IPCFLOOR_PROBE_MARKER=" + marker}, std::chrono::seconds(10));
   CAPTURE(ran.output);
   CHECK(ran.code == kExitStrategy);
-  CHECK(ran.output.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+  CHECK(ran.output.find("exports no ipcfloor_strategy_v2 (or version 1's ipcfloor_strategy_v1) symbol") != std::string::npos);
   CHECK_FALSE(fs::exists(marker));
   for (const char* library : {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"}) {
     if (!fs::exists(library)) continue;
@@ -290,7 +290,7 @@ TEST_CASE("a file that does not export the entry is refused before dlopen runs a
     StrategyCatalog catalog;
     auto refused = load(catalog, library);
     REQUIRE_FALSE(refused.has_value());
-    CHECK(refused.error().message.find("exports no ipcfloor_strategy_v1 symbol") != std::string::npos);
+    CHECK(refused.error().message.find("exports no ipcfloor_strategy_v2 (or version 1's ipcfloor_strategy_v1) symbol") != std::string::npos);
     break;
   }
 }
