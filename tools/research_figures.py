@@ -41,9 +41,9 @@ with ipcfloor.attach(sys.argv[1], timeout=30.0) as engine:
 """
 
 
-def timed(argv):
+def timed(argv, env=None):
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr}")
     return time.perf_counter() - start, done.stdout
@@ -95,7 +95,8 @@ def main():
                 if rep:
                     times["ten_sweeps_stats"].append(total)
                 if args.python:
-                    seconds, out = timed([args.python, "-c", OPTUNA, name, "190"])
+                    seconds, out = timed([args.python, "-c", OPTUNA, name, "190"],
+                                         env=dict(os.environ, IPCFLOOR_SOCKET_DIR=work))
                     if rep:
                         times["optuna_190"].append(json.loads(out)["seconds"])
         finally:
