@@ -45,6 +45,24 @@ using namespace ipcfloor::cli_test;
 
 namespace {
 
+// True once every thread of process `pid` is in state T (stopped), within `limit`.
+bool all_threads_stopped(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  do {
+    bool stopped = true;
+    for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid))) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const std::size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') stopped = false;
+    }
+    if (stopped) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
 std::vector<double> gbm(std::size_t bars, std::uint64_t seed) {
   GbmParams params;
   params.bars = bars;
@@ -634,6 +652,9 @@ TEST_CASE("a BACKTEST in flight when its engine is SIGKILLed is answered engine_
   CHECK(signal.bar == 1'099);
   // The engine stops answering (SIGSTOP), the call goes out, then the engine dies (SIGKILL).
   REQUIRE(::kill(engine->pid(), SIGSTOP) == 0);
+  // kill() returns once the signal is queued: the call goes out only when every thread of the
+  // engine is stopped, or a thread still running could answer it.
+  REQUIRE_MESSAGE(all_threads_stopped(engine->pid(), std::chrono::seconds(5)), "the engine did not stop");
   std::atomic<int> code{1};
   std::thread caller([&] {
     double pnl = 0;
