@@ -600,7 +600,9 @@ CLI::Validator fsync_policy() {
       "every|interval:MS|none");
 }
 
-// The engine itself: its name, series, geometry, serving thread and memory.
+// The engine itself: its name, series, geometry, serving thread and memory. Over 100 lines: one
+// option declaration after another with its range and help, no logic; split by group (series,
+// geometry, memory) when it grows again.
 void add_engine_options(CLI::App& serve, ServeCli& cli) {
   ServeOptions& o = cli.options;
   serve.add_option("--name", o.name, "engine name: clients attach to it through the socket DIR/NAME")

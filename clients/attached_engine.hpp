@@ -67,6 +67,9 @@ struct SweepOutput {
   [[nodiscard]] static ipcfloor_stats no_stats(double pnl, std::int64_t trades) noexcept;
 };
 
+// Over 22 members (about 40): the C ABI's whole client behind one handle. Splitting it (engine
+// facts, refusal sentences, live calls, re-attach) is pending; the request packing already moved to
+// attached_requests.cpp and the refusal codes to client_codes.
 class AttachedEngine {
  public:
   // Room for one error sentence, NUL included; longer sentences are cut.

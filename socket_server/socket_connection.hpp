@@ -114,6 +114,8 @@ struct ThreadContext {
 //
 // A connection handles one request at a time, in order: while a sweep runs (a chunk per turn,
 // ServerThread::run_next_chunk) or a reply waits to leave, it is not read.
+// 43 member functions, more than one role (framing, admission of a peer, the request state machine,
+// timeouts): the split into a state machine of its own is pending, not yet done.
 class Connection {
  public:
   // `owner`: the peer is proven to be the server's own uid. `id` is unique on its thread.

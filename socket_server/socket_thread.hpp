@@ -48,6 +48,8 @@ struct Newcomer {
   bool peer_slot = false;   // holds a slot of its peer's PeerLimit
 };
 
+// 25 member functions: one duty cycle (epoll, accept, each connection's turn, the sweep hand-off),
+// whose steps are members so that the loop reads top to bottom.
 class ServerThread {
  public:
   // `options`, `open_connections`, `peers` and `budget` are the server's and outlive the thread;

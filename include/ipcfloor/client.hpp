@@ -158,6 +158,8 @@ class IPCFLOOR_CXX_API ClientError : public std::runtime_error {
   int code_;
 };
 
+// The public facade: one member per thing a C++ program can ask an engine (44 of them, as the C
+// ABI's calls), each a thin wrapper; the work lives in the client stack below it.
 class IPCFLOOR_CXX_API Client {
  public:
   // Attaches to engine NAME (`ipcfloor serve --name NAME`) and claims a free lane. Allocates.
